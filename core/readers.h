@@ -1,0 +1,77 @@
+#ifndef RBMREC_CORE_READERS_H_
+#define RBMREC_CORE_READERS_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/ratings.h"
+
+namespace rbmrec {
+
+// Rating file formats. All carry user, item, rating and optionally a
+// timestamp (ignored beyond parsing).
+enum class RatingFormat {
+  kAuto,          // detect from the file name and the first lines
+  kMovieLensTab,  // ML-100k u.data: "user\titem\trating\ttimestamp"
+  kMovieLensDat,  // ML-1M ratings.dat: "user::item::rating::timestamp"
+  kMovieLensCsv,  // ml-latest ratings.csv: header "userId,movieId,rating,..."
+  kCsv,           // generic "user,item,rating[,timestamp]", optional header
+  kTsv,           // generic tab-separated, optional header
+  kWhitespace,    // space-separated (FilmTrust ratings.txt)
+};
+
+// "auto", "ml100k"/"tab"/"udata", "dat"/"ml1m", "mlcsv", "csv", "tsv",
+// "space". InvalidArgument listing the accepted names otherwise.
+absl::StatusOr<RatingFormat> ParseRatingFormat(std::string_view name);
+std::string_view RatingFormatName(RatingFormat format);
+
+struct ReadOptions {
+  RatingFormat format = RatingFormat::kAuto;
+  // When false (default) the first malformed line fails the read. When true
+  // malformed lines are skipped, counted and (the first 20) described.
+  bool lenient = false;
+};
+
+// A rating as read, with external ids.
+struct RawRating {
+  std::string user;
+  std::string item;
+  double rating = 0;
+  int64_t line = 0;  // 1-based line number in the source
+};
+
+struct ReadResult {
+  RatingFormat format = RatingFormat::kAuto;  // the format used (detected)
+  std::vector<RawRating> rows;
+  int64_t skipped = 0;                  // lenient mode: malformed lines
+  std::vector<std::string> problems;    // first 20 "name:line: reason"
+};
+
+// Parses rating text. `name` is used in messages ("name:LINE: reason").
+// Malformed lines: wrong field count, empty user/item id, id longer than 256
+// bytes, rating not a finite number, timestamp not an integer. Empty lines
+// and a trailing newline are fine. A header line is accepted only as the
+// first line of a CSV/TSV/ratings.csv file.
+absl::StatusOr<ReadResult> ParseRatings(std::string_view text,
+                                        std::string_view name,
+                                        const ReadOptions& options);
+// Reads a file; NotFound / PermissionDenied naming the path when it can't.
+absl::StatusOr<ReadResult> ReadRatingsFile(const std::string& path,
+                                           const ReadOptions& options);
+
+// Item titles: ML-100k u.item ("id|title|..."; latin-1, converted to UTF-8),
+// ML-1M movies.dat ("id::title::genres"), ml-latest movies.csv (quoted CSV
+// with header movieId,title,genres), detected from the content.
+struct ItemInfo {
+  std::string item;
+  std::string title;
+  std::string genres;  // "|"-separated, may be empty
+};
+absl::StatusOr<std::vector<ItemInfo>> ReadItemsFile(const std::string& path);
+
+}  // namespace rbmrec
+
+#endif  // RBMREC_CORE_READERS_H_
