@@ -1,0 +1,62 @@
+#ifndef RBMREC_CORE_FIT_H_
+#define RBMREC_CORE_FIT_H_
+
+// Training a whole servable Model from a Dataset, and offline evaluation.
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/model.h"
+#include "core/ratings.h"
+#include "core/readers.h"
+#include "core/trainer.h"
+
+namespace rbmrec {
+
+// Maps raw rows to a Dataset on `scale` (new ids are added in order of
+// first appearance). InvalidArgument "NAME:LINE: rating R is off the scale"
+// for a rating not on the scale.
+absl::StatusOr<Dataset> DatasetFromRaw(const std::vector<RawRating>& rows,
+                                       const RatingScale& scale,
+                                       std::string_view name);
+
+// Progress of FitModel: which ensemble member (0-based) and its epoch stats.
+using FitProgressFn = std::function<bool(int member, const EpochStats&)>;
+
+// Trains options.ensemble RBMs (member e uses seed options.seed + e) on
+// `train` and returns the model with id maps, scale and item histogram.
+// Returns Cancelled if `progress` returns false. Thread-safe.
+absl::StatusOr<Model> FitModel(const Dataset& train,
+                               const TrainOptions& options,
+                               const FitProgressFn& progress = nullptr);
+
+// A held-out rating with external ids mapped to the training data:
+// user/item = -1 when unknown to the training data.
+struct TestRating {
+  int32_t user = -1;
+  int32_t item = -1;
+  double rating = 0;
+};
+
+struct EvalMetrics {
+  double rmse = 0;
+  double mae = 0;
+  int64_t n = 0;
+  int64_t n_fallback = 0;  // predicted by the protocol's fallback
+};
+
+// RMSE/MAE of the expected rating for each test rating, the user's
+// conditioning set being their ratings in `train_by_user` (rows users of
+// the model's user map). Fallback per docs/benchmarks.md: a user with no
+// training ratings gets the item's mean; an item without training data gets
+// the user's mean, else the global mean. Parallel over users; the result
+// does not depend on `threads`.
+EvalMetrics Evaluate(const Model& model, const SparseRatings& train_by_user,
+                     const std::vector<TestRating>& test, PredictMethod method,
+                     int threads);
+
+}  // namespace rbmrec
+
+#endif  // RBMREC_CORE_FIT_H_

@@ -1,0 +1,127 @@
+#include "core/model.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace rbmrec {
+
+std::vector<uint32_t> ItemHistogramCounts(const SparseRatings& by_user, int K) {
+  std::vector<uint32_t> hist(static_cast<size_t>(by_user.cols) * K, 0);
+  for (int64_t r = 0; r < by_user.nnz(); ++r) {
+    ++hist[static_cast<size_t>(by_user.col[r]) * K + by_user.k[r]];
+  }
+  return hist;
+}
+
+uint32_t Model::ItemCount(int32_t i) const {
+  uint32_t n = 0;
+  for (int k = 0; k < K(); ++k)
+    n += item_hist[static_cast<size_t>(i) * K() + k];
+  return n;
+}
+
+double Model::Expectation(const float* probs) const {
+  double e = 0;
+  for (int k = 0; k < K(); ++k) e += probs[k] * scale.Value(k);
+  return e;
+}
+
+void Model::FallbackDistribution(const VisibleSet& v, float* out) const {
+  const int K = this->K();
+  std::vector<double> h(static_cast<size_t>(K), 0.0);
+  if (v.n > 0) {
+    for (int64_t r = 0; r < v.n; ++r) h[v.ks[r]] += 1;
+  } else {
+    for (size_t x = 0; x < item_hist.size(); ++x) h[x % K] += item_hist[x];
+  }
+  double total = 0;
+  for (double x : h) total += x;
+  for (int k = 0; k < K; ++k) {
+    out[k] = total > 0 ? static_cast<float>(h[k] / total)
+                       : 1.0f / static_cast<float>(K);
+  }
+}
+
+void Model::ItemHistogram(int32_t i, float* out) const {
+  const int K = this->K();
+  const double n = ItemCount(i);
+  for (int k = 0; k < K; ++k) {
+    out[k] = static_cast<float>(item_hist[static_cast<size_t>(i) * K + k] /
+                                std::max(1.0, n));
+  }
+}
+
+void Model::Predict(const VisibleSet& v, absl::Span<const int32_t> query,
+                    PredictMethod method, float* out,
+                    std::vector<bool>* fallback) const {
+  const int K = this->K();
+  if (fallback) fallback->assign(query.size(), false);
+  std::vector<float> fb(static_cast<size_t>(K));
+  FallbackDistribution(v, fb.data());
+  std::fill(out, out + query.size() * K, 0.0f);
+  const float inv =
+      members.empty() ? 0.f : 1.0f / static_cast<float>(members.size());
+  std::vector<float> probs(static_cast<size_t>(K));
+  for (const RbmParams& p : members) {
+    Eigen::VectorXf x(p.F);
+    HiddenInput(p, v, x.data());
+    if (method == PredictMethod::kMeanField) SigmoidInPlace(x.data(), p.F);
+    for (size_t q = 0; q < query.size(); ++q) {
+      if (!Trained(query[q])) continue;
+      if (method == PredictMethod::kMeanField) {
+        PredictMeanField(p, x.data(), query[q], probs.data());
+      } else {
+        PredictExact(p, x.data(), query[q], probs.data());
+      }
+      for (int k = 0; k < K; ++k) out[q * K + k] += inv * probs[k];
+    }
+  }
+  for (size_t q = 0; q < query.size(); ++q) {
+    bool use_fallback = !Trained(query[q]) || members.empty();
+    for (int k = 0; k < K && !use_fallback; ++k) {
+      if (!std::isfinite(out[q * K + k])) use_fallback = true;
+    }
+    if (use_fallback) {
+      std::copy(fb.begin(), fb.end(), out + q * K);
+      if (fallback) (*fallback)[q] = true;
+    }
+  }
+}
+
+void Model::PredictAll(const VisibleSet& v, PredictMethod method,
+                       RowMatrixXf* out) const {
+  const int K = this->K();
+  const int32_t m = num_items();
+  out->setZero(m, K);
+  const float inv =
+      members.empty() ? 0.f : 1.0f / static_cast<float>(members.size());
+  for (const RbmParams& p : members) {
+    Eigen::VectorXf x(p.F);
+    HiddenInput(p, v, x.data());
+    Eigen::VectorXf scores(p.W.rows());
+    if (method == PredictMethod::kMeanField) {
+      SigmoidInPlace(x.data(), p.F);
+      scores.noalias() = p.W * x;  // one (m*K x F) matrix-vector product
+      scores += p.b;
+    } else {
+      for (Eigen::Index r = 0; r < p.W.rows(); ++r) {
+        const Eigen::ArrayXf t = x.array() + p.W.row(r).transpose().array();
+        scores[r] = p.b[r] + (t.max(0.0f) + (-t.abs()).exp().log1p()).sum();
+      }
+    }
+    for (int32_t i = 0; i < m; ++i) {
+      SoftmaxInPlace(scores.data() + static_cast<int64_t>(i) * K, K);
+      out->row(i) +=
+          inv * scores.segment(static_cast<int64_t>(i) * K, K).transpose();
+    }
+  }
+  std::vector<float> fb(static_cast<size_t>(K));
+  FallbackDistribution(v, fb.data());
+  for (int32_t i = 0; i < m; ++i) {
+    if (!Trained(i) || members.empty() || !out->row(i).allFinite()) {
+      for (int k = 0; k < K; ++k) (*out)(i, k) = fb[static_cast<size_t>(k)];
+    }
+  }
+}
+
+}  // namespace rbmrec

@@ -1,0 +1,99 @@
+#ifndef RBMREC_CORE_MODEL_H_
+#define RBMREC_CORE_MODEL_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "core/id_map.h"
+#include "core/rating_scale.h"
+#include "core/ratings.h"
+#include "core/rbm.h"
+#include "core/trainer.h"
+
+namespace rbmrec {
+
+// A user's ratings in model item indices. Items unknown to the model must be
+// left out by the caller.
+struct UserRatings {
+  std::vector<int32_t> items;
+  std::vector<uint8_t> ks;
+  VisibleSet view() const {
+    return VisibleSet{items.data(), ks.data(),
+                      static_cast<int64_t>(items.size())};
+  }
+};
+
+// Summary of the training run that produced a model (stored in the file).
+struct TrainingSummary {
+  int32_t epochs_run = 0;
+  int32_t best_epoch = 0;
+  double valid_rmse = 0;
+  int64_t train_ratings = 0;
+  double train_seconds = 0;
+};
+
+// A trained model: the RBM ensemble and everything needed to serve it.
+// Immutable once built; all const methods are thread-safe.
+//
+// Prediction for (user V, item q):
+//   * q known to the model and trained on (item_count(q) > 0): the RBM's
+//     distribution p(v_q | V) by the exact rule or mean field, averaged over
+//     the ensemble members. V may be empty (a user with no ratings).
+//   * Fallback (q unknown or never rated in training), documented: the
+//     user's own rating histogram when V is non-empty (its expectation is
+//     the user's mean), else the global training histogram (global mean).
+//   * Evaluation tools (rbmrec-eval) also use the item's histogram (item
+//     mean) for a user with no training ratings, as the benchmark protocol
+//     says; see ItemHistogram().
+class Model {
+ public:
+  RatingScale scale;
+  IdMap users;  // users seen in training (for offline evaluation)
+  IdMap items;  // item id <-> index of the RBM's visible units
+  TrainOptions options;
+  TrainingSummary summary;
+  std::vector<RbmParams> members;   // ensemble; predictions are averaged
+  std::vector<uint32_t> item_hist;  // m*K counts of training ratings
+
+  int K() const { return scale.K(); }
+  int32_t num_items() const { return items.size(); }
+  // Training ratings of item i. REQUIRES 0 <= i < num_items().
+  uint32_t ItemCount(int32_t i) const;
+  // True when item i has parameters trained on data.
+  bool Trained(int32_t i) const {
+    return i >= 0 && i < num_items() && ItemCount(i) > 0;
+  }
+
+  // Distributions for `query` items (model indices, or -1 for unknown) given
+  // the user's ratings; out has query.size()*K entries, each row summing to
+  // 1. fallback[q] (if non-null, size query.size()) tells which rows are the
+  // fallback. Never produces NaN.
+  void Predict(const VisibleSet& v, absl::Span<const int32_t> query,
+               PredictMethod method, float* out,
+               std::vector<bool>* fallback) const;
+
+  // Distributions for every model item (num_items() x K, row-major), one
+  // matrix-vector product per member for mean field. Rows of untrained items
+  // hold the fallback.
+  void PredictAll(const VisibleSet& v, PredictMethod method,
+                  RowMatrixXf* out) const;
+
+  // Expected rating of a distribution of K probabilities.
+  double Expectation(const float* probs) const;
+
+  // The fallback distribution for a user with ratings v (K entries).
+  void FallbackDistribution(const VisibleSet& v, float* out) const;
+  // The item's training histogram, normalised (K entries).
+  // REQUIRES Trained(i).
+  void ItemHistogram(int32_t i, float* out) const;
+};
+
+// Builds the item histogram from training ratings (rows users, cols items).
+std::vector<uint32_t> ItemHistogramCounts(const SparseRatings& by_user, int K);
+
+}  // namespace rbmrec
+
+#endif  // RBMREC_CORE_MODEL_H_

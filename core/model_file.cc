@@ -1,0 +1,309 @@
+#include "core/model_file.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+
+namespace rbmrec {
+namespace {
+
+constexpr char kMagic[8] = {'R', 'B', 'M', 'R', 'E', 'C', 'M', '\x1a'};
+constexpr size_t kHeaderSize = 24;
+
+uint64_t Fnv1a64(const char* data, size_t n) {
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (size_t i = 0; i < n; ++i) {
+    h ^= static_cast<unsigned char>(data[i]);
+    h *= 0x100000001b3ULL;
+  }
+  return h;
+}
+
+class Writer {
+ public:
+  template <typename T>
+  void Put(T v) {
+    static_assert(std::is_trivially_copyable_v<T>);
+    out_.append(reinterpret_cast<const char*>(&v), sizeof(T));
+  }
+  void PutString(const std::string& s) {
+    Put<uint32_t>(static_cast<uint32_t>(s.size()));
+    out_.append(s);
+  }
+  void PutFloats(const float* p, size_t n) {
+    out_.append(reinterpret_cast<const char*>(p), n * sizeof(float));
+  }
+  std::string& str() { return out_; }
+
+ private:
+  std::string out_;
+};
+
+class Reader {
+ public:
+  explicit Reader(std::string_view in) : in_(in) {}
+  template <typename T>
+  bool Get(T* v) {
+    if (in_.size() - pos_ < sizeof(T)) return false;
+    std::memcpy(v, in_.data() + pos_, sizeof(T));
+    pos_ += sizeof(T);
+    return true;
+  }
+  bool GetString(std::string* s) {
+    uint32_t n;
+    if (!Get(&n) || in_.size() - pos_ < n) return false;
+    s->assign(in_.data() + pos_, n);
+    pos_ += n;
+    return true;
+  }
+  bool GetFloats(float* p, size_t n) {
+    if ((in_.size() - pos_) / sizeof(float) < n) return false;
+    std::memcpy(p, in_.data() + pos_, n * sizeof(float));
+    pos_ += n * sizeof(float);
+    return true;
+  }
+  bool done() const { return pos_ == in_.size(); }
+
+ private:
+  std::string_view in_;
+  size_t pos_ = 0;
+};
+
+void PutOptions(Writer* w, const TrainOptions& o) {
+  w->Put<int32_t>(o.hidden);
+  w->Put<int32_t>(o.max_epochs);
+  w->Put<int32_t>(o.batch_size);
+  w->Put<float>(o.learning_rate);
+  w->Put<float>(o.lr_decay);
+  w->Put<float>(o.momentum);
+  w->Put<float>(o.weight_decay);
+  w->Put<float>(o.init_std);
+  w->PutString(o.cd.ToString());
+  w->Put<uint8_t>(o.per_item_normalize ? 1 : 0);
+  w->Put<double>(o.validation_fraction);
+  w->Put<int32_t>(o.patience);
+  w->Put<uint64_t>(o.seed);
+  w->Put<int32_t>(o.threads);
+  w->Put<int32_t>(static_cast<int32_t>(o.predict));
+  w->Put<int32_t>(o.ensemble);
+}
+
+bool GetOptions(Reader* r, TrainOptions* o) {
+  std::string cd;
+  uint8_t norm;
+  int32_t predict;
+  if (!(r->Get(&o->hidden) && r->Get(&o->max_epochs) &&
+        r->Get(&o->batch_size) && r->Get(&o->learning_rate) &&
+        r->Get(&o->lr_decay) && r->Get(&o->momentum) &&
+        r->Get(&o->weight_decay) && r->Get(&o->init_std) && r->GetString(&cd) &&
+        r->Get(&norm) && r->Get(&o->validation_fraction) &&
+        r->Get(&o->patience) && r->Get(&o->seed) && r->Get(&o->threads) &&
+        r->Get(&predict) && r->Get(&o->ensemble))) {
+    return false;
+  }
+  auto sched = CdSchedule::Parse(cd);
+  if (!sched.ok() || predict < 0 || predict > 1) return false;
+  o->cd = *sched;
+  o->per_item_normalize = norm != 0;
+  o->predict = static_cast<PredictMethod>(predict);
+  return true;
+}
+
+void PutIds(Writer* w, const IdMap& ids) {
+  w->Put<uint32_t>(static_cast<uint32_t>(ids.size()));
+  for (const std::string& s : ids.names()) w->PutString(s);
+}
+
+bool GetIds(Reader* r, IdMap* ids) {
+  uint32_t n;
+  if (!r->Get(&n)) return false;
+  std::string s;
+  for (uint32_t i = 0; i < n; ++i) {
+    if (!r->GetString(&s)) return false;
+    if (ids->GetOrAdd(s) != static_cast<int32_t>(i)) return false;  // dup
+  }
+  return true;
+}
+
+absl::Status Corrupt(absl::string_view what) {
+  return absl::DataLossError(absl::StrCat("model file is corrupt: ", what));
+}
+
+}  // namespace
+
+std::string SerializeModel(const Model& m) {
+  Writer payload;
+  payload.Put<double>(m.scale.min());
+  payload.Put<double>(m.scale.max());
+  payload.Put<double>(m.scale.step());
+  PutOptions(&payload, m.options);
+  payload.Put<int32_t>(m.summary.epochs_run);
+  payload.Put<int32_t>(m.summary.best_epoch);
+  payload.Put<double>(m.summary.valid_rmse);
+  payload.Put<int64_t>(m.summary.train_ratings);
+  payload.Put<double>(m.summary.train_seconds);
+  PutIds(&payload, m.users);
+  PutIds(&payload, m.items);
+  payload.Put<uint64_t>(m.item_hist.size());
+  for (uint32_t c : m.item_hist) payload.Put<uint32_t>(c);
+  payload.Put<uint32_t>(static_cast<uint32_t>(m.members.size()));
+  for (const RbmParams& p : m.members) {
+    payload.Put<int32_t>(p.num_items);
+    payload.Put<int32_t>(p.K);
+    payload.Put<int32_t>(p.F);
+    payload.PutFloats(p.W.data(), static_cast<size_t>(p.W.size()));
+    payload.PutFloats(p.b.data(), static_cast<size_t>(p.b.size()));
+    payload.PutFloats(p.c.data(), static_cast<size_t>(p.c.size()));
+  }
+  Writer file;
+  file.str().append(kMagic, sizeof(kMagic));
+  file.Put<uint32_t>(kModelFormatVersion);
+  file.Put<uint32_t>(0);
+  file.Put<uint64_t>(payload.str().size());
+  file.str().append(payload.str());
+  file.Put<uint64_t>(Fnv1a64(file.str().data(), file.str().size()));
+  return std::move(file.str());
+}
+
+absl::StatusOr<Model> DeserializeModel(std::string_view bytes) {
+  if (bytes.size() < sizeof(kMagic) ||
+      std::memcmp(bytes.data(), kMagic, sizeof(kMagic)) != 0) {
+    return Corrupt("not an rbmrec model (bad magic)");
+  }
+  Reader header(bytes.substr(0, std::min(bytes.size(), kHeaderSize)));
+  uint64_t magic;
+  uint32_t version, reserved;
+  uint64_t length;
+  if (!(header.Get(&magic) && header.Get(&version) && header.Get(&reserved) &&
+        header.Get(&length))) {
+    return Corrupt("truncated header");
+  }
+  if (version > kModelFormatVersion) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("model file format version ", version,
+                     " is newer than this build reads (", kModelFormatVersion,
+                     "); upgrade rbmrec"));
+  }
+  if (version == 0) return Corrupt("format version 0");
+  if (bytes.size() - kHeaderSize < sizeof(uint64_t) ||
+      length > bytes.size() - kHeaderSize - sizeof(uint64_t)) {
+    return Corrupt(absl::StrCat("truncated: ", bytes.size(),
+                                " bytes, header says ",
+                                length + kHeaderSize + sizeof(uint64_t)));
+  }
+  if (length != bytes.size() - kHeaderSize - sizeof(uint64_t)) {
+    return Corrupt("trailing bytes after the checksum");
+  }
+  uint64_t stored;
+  std::memcpy(&stored, bytes.data() + kHeaderSize + length, sizeof(stored));
+  if (stored != Fnv1a64(bytes.data(), kHeaderSize + length)) {
+    return Corrupt("checksum mismatch");
+  }
+  // Format version 1 is the only one so far; later versions upgrade here.
+  Reader r(bytes.substr(kHeaderSize, length));
+  Model m;
+  double smin, smax, sstep;
+  if (!(r.Get(&smin) && r.Get(&smax) && r.Get(&sstep))) {
+    return Corrupt("truncated scale");
+  }
+  auto scale = RatingScale::Create(smin, smax, sstep);
+  if (!scale.ok()) return Corrupt(scale.status().message());
+  m.scale = *scale;
+  if (!GetOptions(&r, &m.options)) return Corrupt("bad training options");
+  if (!(r.Get(&m.summary.epochs_run) && r.Get(&m.summary.best_epoch) &&
+        r.Get(&m.summary.valid_rmse) && r.Get(&m.summary.train_ratings) &&
+        r.Get(&m.summary.train_seconds))) {
+    return Corrupt("bad training summary");
+  }
+  if (!GetIds(&r, &m.users)) return Corrupt("bad user id map");
+  if (!GetIds(&r, &m.items)) return Corrupt("bad item id map");
+  uint64_t hist_n;
+  if (!r.Get(&hist_n) ||
+      hist_n != static_cast<uint64_t>(m.items.size()) * m.scale.K()) {
+    return Corrupt("item histogram size does not match items x K");
+  }
+  m.item_hist.resize(hist_n);
+  for (uint32_t& c : m.item_hist) {
+    if (!r.Get(&c)) return Corrupt("truncated item histogram");
+  }
+  uint32_t members;
+  if (!r.Get(&members) || members > 1000) return Corrupt("bad member count");
+  m.members.resize(members);
+  for (RbmParams& p : m.members) {
+    int32_t nm, k, f;
+    if (!(r.Get(&nm) && r.Get(&k) && r.Get(&f))) {
+      return Corrupt("truncated member dimensions");
+    }
+    if (nm != m.items.size() || k != m.scale.K() || f < 1 || f > 100000) {
+      return Corrupt("member dimensions do not match the id map and scale");
+    }
+    p.Resize(nm, k, f);
+    if (!(r.GetFloats(p.W.data(), static_cast<size_t>(p.W.size())) &&
+          r.GetFloats(p.b.data(), static_cast<size_t>(p.b.size())) &&
+          r.GetFloats(p.c.data(), static_cast<size_t>(p.c.size())))) {
+      return Corrupt("truncated parameters");
+    }
+    if (!p.W.allFinite() || !p.b.allFinite() || !p.c.allFinite()) {
+      return Corrupt("non-finite parameter values");
+    }
+  }
+  if (!r.done()) return Corrupt("unexpected bytes at the end of the payload");
+  return m;
+}
+
+absl::Status SaveModelFile(const Model& model, const std::string& path) {
+  const std::string bytes = SerializeModel(model);
+  const std::string tmp = path + ".tmp";
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd < 0) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("cannot write ", tmp, ": ", std::strerror(errno)));
+  }
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      const std::string err = std::strerror(errno);
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      return absl::UnavailableError(absl::StrCat("write ", tmp, ": ", err));
+    }
+    done += static_cast<size_t>(n);
+  }
+  if (::fsync(fd) != 0 || ::close(fd) != 0) {
+    ::unlink(tmp.c_str());
+    return absl::UnavailableError(absl::StrCat("fsync ", tmp, " failed"));
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    ::unlink(tmp.c_str());
+    return absl::UnavailableError(
+        absl::StrCat("rename to ", path, ": ", std::strerror(errno)));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Model> LoadModelFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return absl::NotFoundError(absl::StrCat("cannot open model file ", path,
+                                            ": ", std::strerror(errno)));
+  }
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  auto m = DeserializeModel(ss.str());
+  if (!m.ok()) {
+    return absl::Status(m.status().code(),
+                        absl::StrCat(path, ": ", m.status().message()));
+  }
+  return m;
+}
+
+}  // namespace rbmrec

@@ -1,0 +1,41 @@
+#ifndef RBMREC_CORE_MODEL_FILE_H_
+#define RBMREC_CORE_MODEL_FILE_H_
+
+// The model file: a versioned binary format.
+//
+//   offset 0   8 bytes  magic "RBMRECM\x1a"
+//          8   u32      format version (kModelFormatVersion)
+//         12   u32      reserved (0)
+//         16   u64      payload length P
+//         24   P bytes  payload (little-endian): rating scale, training
+//                       options, training summary, user and item id maps,
+//                       item rating histogram, then each ensemble member's
+//                       dimensions (m, K, F) and W, b, c as float32
+//     24 + P   u64      FNV-1a 64 checksum of bytes [0, 24 + P)
+//
+// Loading fails with DataLoss for a wrong magic, truncation, trailing bytes,
+// a checksum mismatch or inconsistent dimensions, and with
+// FailedPrecondition for a format version newer than this build reads.
+
+#include <string>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+#include "core/model.h"
+
+namespace rbmrec {
+
+inline constexpr uint32_t kModelFormatVersion = 1;
+
+// Serialises a model to bytes. Thread-safe.
+std::string SerializeModel(const Model& model);
+// Parses bytes produced by SerializeModel (any format version <= current).
+absl::StatusOr<Model> DeserializeModel(std::string_view bytes);
+
+// Writes atomically: a temporary file beside `path`, fsync, then rename.
+absl::Status SaveModelFile(const Model& model, const std::string& path);
+absl::StatusOr<Model> LoadModelFile(const std::string& path);
+
+}  // namespace rbmrec
+
+#endif  // RBMREC_CORE_MODEL_FILE_H_

@@ -1,0 +1,89 @@
+#include "core/rbm.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace rbmrec {
+
+void RbmParams::Resize(int32_t m, int32_t k, int32_t f) {
+  num_items = m;
+  K = k;
+  F = f;
+  W.setZero(static_cast<Eigen::Index>(m) * k, f);
+  b.setZero(static_cast<Eigen::Index>(m) * k);
+  c.setZero(f);
+}
+
+bool RbmParams::operator==(const RbmParams& o) const {
+  return num_items == o.num_items && K == o.K && F == o.F && W == o.W &&
+         b == o.b && c == o.c;
+}
+
+void HiddenInput(const RbmParams& p, const VisibleSet& v, float* x) {
+  Eigen::Map<Eigen::VectorXf> xv(x, p.F);
+  xv = p.c;
+  for (int64_t r = 0; r < v.n; ++r) {
+    xv += p.W.row(p.Row(v.items[r], v.ks[r])).transpose();
+  }
+}
+
+void SigmoidInPlace(float* x, int F) {
+  for (int j = 0; j < F; ++j) {
+    // 1/(1+exp(-x)) is stable in float: exp(-x) overflows to inf -> 0.
+    x[j] = 1.0f / (1.0f + std::exp(-x[j]));
+  }
+}
+
+void VisibleLogits(const RbmParams& p, int32_t item, const float* h,
+                   float* logits) {
+  Eigen::Map<const Eigen::VectorXf> hv(h, p.F);
+  const int64_t row0 = p.Row(item, 0);
+  Eigen::Map<Eigen::VectorXf> out(logits, p.K);
+  out.noalias() = p.W.middleRows(row0, p.K) * hv;
+  out += p.b.segment(row0, p.K);
+}
+
+template <typename T>
+static void SoftmaxImpl(T* z, int n) {
+  T mx = z[0];
+  for (int i = 1; i < n; ++i) mx = std::max(mx, z[i]);
+  T sum = 0;
+  for (int i = 0; i < n; ++i) {
+    z[i] = std::exp(z[i] - mx);
+    sum += z[i];
+  }
+  const T inv = T(1) / sum;
+  for (int i = 0; i < n; ++i) z[i] *= inv;
+}
+
+void SoftmaxInPlace(float* z, int n) { SoftmaxImpl(z, n); }
+void SoftmaxInPlace(double* z, int n) { SoftmaxImpl(z, n); }
+
+double FreeEnergy(const RbmParams& p, const VisibleSet& v) {
+  Eigen::VectorXf x(p.F);
+  HiddenInput(p, v, x.data());
+  double fe = 0;
+  for (int64_t r = 0; r < v.n; ++r) fe -= p.b[p.Row(v.items[r], v.ks[r])];
+  for (int j = 0; j < p.F; ++j) fe -= Softplus(static_cast<double>(x[j]));
+  return fe;
+}
+
+void PredictExact(const RbmParams& p, const float* x, int32_t q, float* probs) {
+  Eigen::Map<const Eigen::ArrayXf> xv(x, p.F);
+  for (int k = 0; k < p.K; ++k) {
+    const int64_t row = p.Row(q, k);
+    const Eigen::ArrayXf t = xv + p.W.row(row).transpose().array();
+    // softplus(t) = max(t, 0) + log1p(exp(-|t|)), vectorised.
+    const float sp = (t.max(0.0f) + (-t.abs()).exp().log1p()).sum();
+    probs[k] = p.b[row] + sp;
+  }
+  SoftmaxInPlace(probs, p.K);
+}
+
+void PredictMeanField(const RbmParams& p, const float* h_hat, int32_t q,
+                      float* probs) {
+  VisibleLogits(p, q, h_hat, probs);
+  SoftmaxInPlace(probs, p.K);
+}
+
+}  // namespace rbmrec

@@ -1,0 +1,88 @@
+#ifndef RBMREC_CORE_RBM_H_
+#define RBMREC_CORE_RBM_H_
+
+// The softmax-visible RBM of Salakhutdinov, Mnih & Hinton (ICML 2007):
+// one K-way softmax visible unit per rated item, F binary hidden units,
+// weights shared by every user's RBM. Each function is one named step of
+// the math, with its formula, so it can be tested alone against brute force.
+//
+// A user's ratings are a "visible set": parallel arrays of item indices and
+// rating indices k in [0, K). Items absent from the set are not in the RBM.
+
+#include <cstdint>
+#include <vector>
+
+#include "Eigen/Core"
+
+namespace rbmrec {
+
+using RowMatrixXf =
+    Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+
+// Parameters shared by all users. Plain value type.
+struct RbmParams {
+  int32_t num_items = 0;  // m
+  int32_t K = 0;          // rating values
+  int32_t F = 0;          // hidden units
+  RowMatrixXf W;          // (m*K) x F; row i*K+k is W_i^k (over j)
+  Eigen::VectorXf b;      // m*K visible biases; b[i*K+k] = b_i^k
+  Eigen::VectorXf c;      // F hidden biases
+
+  int64_t Row(int32_t item, int k) const {
+    return static_cast<int64_t>(item) * K + k;
+  }
+  // Resizes to m x K x F, all zero.
+  void Resize(int32_t m, int32_t k, int32_t f);
+  bool operator==(const RbmParams& o) const;
+};
+
+// A user's visible set: items[n] with rating indices ks[n].
+struct VisibleSet {
+  const int32_t* items = nullptr;
+  const uint8_t* ks = nullptr;
+  int64_t n = 0;
+};
+
+// x_j = c_j + sum_i W_{i,k_i,j}: the total input to each hidden unit.
+// REQUIRES: x has size F; every item < m and k < K.
+void HiddenInput(const RbmParams& p, const VisibleSet& v, float* x);
+
+// p(h_j = 1 | V) = sigmoid(x_j), computed in place from the input x.
+void SigmoidInPlace(float* x, int F);
+
+// Logits of item i's softmax given hidden state h (probabilities or 0/1):
+// logit_k = b_i^k + sum_j h_j W_ij^k. REQUIRES: logits has size K.
+void VisibleLogits(const RbmParams& p, int32_t item, const float* h,
+                   float* logits);
+
+// Numerically stable softmax over n values (max subtracted before exp).
+// Finite for any finite input; outputs sum to 1.
+void SoftmaxInPlace(float* z, int n);
+void SoftmaxInPlace(double* z, int n);
+
+// log(1 + exp(x)) without overflow.
+inline float Softplus(float x) {
+  return x > 0 ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x));
+}
+inline double Softplus(double x) {
+  return x > 0 ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x));
+}
+
+// Free energy of a visible set (no per-item normaliser terms):
+// F(V) = -sum_i b_{i,k_i} - sum_j softplus(x_j).
+double FreeEnergy(const RbmParams& p, const VisibleSet& v);
+
+// p(v_q = k | V) for a query item q not in V, by the exact rule (paper Eq. 7):
+// score_k = b_q^k + sum_j softplus(x_j + W_qj^k), p = softmax(score).
+// `x` is HiddenInput(V). REQUIRES: probs has size K.
+void PredictExact(const RbmParams& p, const float* x, int32_t q, float* probs);
+
+// Mean-field prediction (paper Eq. 9): h_hat = sigmoid(x);
+// p(v_q = k) = softmax_k(b_q^k + sum_j h_hat_j W_qj^k).
+// `h_hat` is sigmoid(HiddenInput(V)). REQUIRES: probs has size K.
+void PredictMeanField(const RbmParams& p, const float* h_hat, int32_t q,
+                      float* probs);
+
+}  // namespace rbmrec
+
+#endif  // RBMREC_CORE_RBM_H_

@@ -1,0 +1,72 @@
+#include "core/thread_pool.h"
+
+namespace rbmrec {
+
+ThreadPool::ThreadPool(int num_threads)
+    : num_threads_(num_threads < 1 ? 1 : num_threads) {
+  for (int t = 1; t < num_threads_; ++t) {
+    threads_.emplace_back([this, t] { Worker(t); });
+  }
+}
+
+ThreadPool::~ThreadPool() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  work_cv_.notify_all();
+  for (auto& t : threads_) t.join();
+}
+
+static void Chunk(int64_t n, int parts, int t, int64_t* b, int64_t* e) {
+  *b = n * t / parts;
+  *e = n * (t + 1) / parts;
+}
+
+void ThreadPool::ParallelFor(
+    int64_t n, const std::function<void(int, int64_t, int64_t)>& fn) {
+  if (n <= 0) return;
+  if (num_threads_ == 1) {
+    fn(0, 0, n);
+    return;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    fn_ = &fn;
+    n_ = n;
+    pending_ = num_threads_ - 1;
+    ++generation_;
+  }
+  work_cv_.notify_all();
+  int64_t b, e;
+  Chunk(n, num_threads_, 0, &b, &e);
+  if (b < e) fn(0, b, e);
+  std::unique_lock<std::mutex> lock(mu_);
+  done_cv_.wait(lock, [this] { return pending_ == 0; });
+  fn_ = nullptr;
+}
+
+void ThreadPool::Worker(int index) {
+  uint64_t seen = 0;
+  for (;;) {
+    const std::function<void(int, int64_t, int64_t)>* fn;
+    int64_t n;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      work_cv_.wait(lock, [&] { return stop_ || generation_ != seen; });
+      if (stop_) return;
+      seen = generation_;
+      fn = fn_;
+      n = n_;
+    }
+    int64_t b, e;
+    Chunk(n, num_threads_, index, &b, &e);
+    if (b < e) (*fn)(index, b, e);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (--pending_ == 0) done_cv_.notify_one();
+    }
+  }
+}
+
+}  // namespace rbmrec

@@ -1,0 +1,477 @@
+#include "core/trainer.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <numeric>
+#include <thread>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "core/rng.h"
+#include "core/thread_pool.h"
+
+namespace rbmrec {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Seconds(Clock::time_point since) {
+  return std::chrono::duration<double>(Clock::now() - since).count();
+}
+
+constexpr int kAdaptiveSteps[] = {1, 3, 5, 9};
+
+}  // namespace
+
+absl::StatusOr<CdSchedule> CdSchedule::Parse(std::string_view spec_in) {
+  const absl::string_view spec(spec_in.data(), spec_in.size());
+  CdSchedule s;
+  if (spec == "auto") return s;
+  s.adaptive = false;
+  s.steps.clear();
+  for (absl::string_view part : absl::StrSplit(spec, ',')) {
+    std::pair<absl::string_view, absl::string_view> te =
+        absl::StrSplit(part, absl::MaxSplits('@', 1));
+    int t = 0, e = 1;
+    if (!absl::SimpleAtoi(te.first, &t) || t < 1 || t > 1000) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "cd-steps: '", part, "' is not a step count in 1..1000"));
+    }
+    if (!te.second.empty() && (!absl::SimpleAtoi(te.second, &e) || e < 1)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("cd-steps: '", part, "' has a bad epoch after '@'"));
+    }
+    if (s.steps.empty() && e != 1) {
+      return absl::InvalidArgumentError(
+          "cd-steps: the first entry applies from epoch 1 (no '@')");
+    }
+    if (!s.steps.empty() && e <= s.steps.back().first) {
+      return absl::InvalidArgumentError(
+          "cd-steps: epochs after '@' must increase");
+    }
+    s.steps.emplace_back(e, t);
+  }
+  if (s.steps.empty()) return absl::InvalidArgumentError("cd-steps: empty");
+  return s;
+}
+
+std::string CdSchedule::ToString() const {
+  if (adaptive) return "auto";
+  std::string out;
+  for (const auto& [e, t] : steps) {
+    if (!out.empty()) absl::StrAppend(&out, ",");
+    absl::StrAppend(&out, t);
+    if (e > 1) absl::StrAppend(&out, "@", e);
+  }
+  return out;
+}
+
+int CdSchedule::StepsAt(int epoch) const {
+  int t = 1;
+  for (const auto& [e, steps_t] : steps) {
+    if (e <= epoch) t = steps_t;
+  }
+  return t;
+}
+
+absl::Status ValidateTrainOptions(const TrainOptions& o) {
+  auto bad = [](absl::string_view field, absl::string_view why) {
+    return absl::InvalidArgumentError(absl::StrCat(field, ": ", why));
+  };
+  if (o.hidden < 1 || o.hidden > 10000)
+    return bad("hidden", "must be 1..10000");
+  if (o.max_epochs < 1 || o.max_epochs > 100000)
+    return bad("epochs", "must be 1..100000");
+  if (o.batch_size < 1) return bad("batch", "must be >= 1");
+  if (!(o.learning_rate > 0 && o.learning_rate < 100))
+    return bad("lr", "must be in (0, 100)");
+  if (!(o.lr_decay > 0 && o.lr_decay <= 1))
+    return bad("lr-decay", "must be in (0, 1]");
+  if (!(o.momentum >= 0 && o.momentum < 1))
+    return bad("momentum", "must be in [0, 1)");
+  if (!(o.weight_decay >= 0 && o.weight_decay < 1))
+    return bad("weight-decay", "must be in [0, 1)");
+  if (!(o.init_std > 0 && o.init_std < 10))
+    return bad("init-std", "must be in (0, 10)");
+  if (!(o.validation_fraction >= 0 && o.validation_fraction < 0.5))
+    return bad("validation", "must be in [0, 0.5)");
+  if (o.patience < 1) return bad("patience", "must be >= 1");
+  if (o.threads < 0 || o.threads > 256) return bad("threads", "must be 0..256");
+  if (o.ensemble < 1 || o.ensemble > 64)
+    return bad("ensemble", "must be 1..64");
+  return absl::OkStatus();
+}
+
+void InitVisibleBiases(const SparseRatings& by_user, RbmParams* p) {
+  std::vector<double> counts(static_cast<size_t>(p->num_items) * p->K, 0.0);
+  for (int64_t r = 0; r < by_user.nnz(); ++r) {
+    counts[static_cast<size_t>(p->Row(by_user.col[r], by_user.k[r]))] += 1;
+  }
+  for (int32_t i = 0; i < p->num_items; ++i) {
+    double n = 0;
+    for (int k = 0; k < p->K; ++k) n += counts[p->Row(i, k)];
+    for (int k = 0; k < p->K; ++k) {
+      p->b[p->Row(i, k)] = static_cast<float>(
+          std::log((counts[p->Row(i, k)] + 1.0) / (n + p->K)));
+    }
+  }
+}
+
+namespace {
+
+// Splits each user's ratings into training and validation parts.
+void CarveValidation(const SparseRatings& all, double fraction, uint64_t seed,
+                     SparseRatings* train, SparseRatings* valid) {
+  train->rows = valid->rows = all.rows;
+  train->cols = valid->cols = all.cols;
+  train->offsets.assign(1, 0);
+  valid->offsets.assign(1, 0);
+  train->col.clear();
+  train->k.clear();
+  valid->col.clear();
+  valid->k.clear();
+  for (int32_t u = 0; u < all.rows; ++u) {
+    Rng rng(StreamSeed(seed, 0x5a11d, static_cast<uint64_t>(u)));
+    const int64_t b = all.offsets[u], e = all.offsets[u + 1];
+    int64_t kept = 0;
+    for (int64_t r = b; r < e; ++r) {
+      const bool hold = fraction > 0 && (e - b) >= 2 &&
+                        rng.UniformDouble() < fraction &&
+                        // keep at least one training rating
+                        (kept > 0 || r + 1 < e);
+      if (hold) {
+        valid->col.push_back(all.col[r]);
+        valid->k.push_back(all.k[r]);
+      } else {
+        train->col.push_back(all.col[r]);
+        train->k.push_back(all.k[r]);
+        ++kept;
+      }
+    }
+    train->offsets.push_back(train->nnz());
+    valid->offsets.push_back(valid->nnz());
+  }
+}
+
+VisibleSet RowOf(const SparseRatings& s, int32_t u) {
+  VisibleSet v;
+  v.items = s.col.data() + s.offsets[u];
+  v.ks = s.k.data() + s.offsets[u];
+  v.n = s.RowSize(u);
+  return v;
+}
+
+// Scratch buffers owned by one worker.
+struct Scratch {
+  Eigen::VectorXf x, h, logits;
+  explicit Scratch(int F, int K) : x(F), h(F), logits(K) {}
+};
+
+class CdTrainer {
+ public:
+  CdTrainer(const SparseRatings& train, const SparseRatings& valid, int K,
+            const TrainOptions& o)
+      : train_(train),
+        valid_(valid),
+        o_(o),
+        pool_(o.threads > 0
+                  ? o.threads
+                  : std::max(1, static_cast<int>(
+                                    std::thread::hardware_concurrency()))) {
+    p_.Resize(train.cols, K, o.hidden);
+    Rng rng(StreamSeed(o.seed, 0x1417));
+    for (Eigen::Index r = 0; r < p_.W.rows(); ++r) {
+      for (Eigen::Index j = 0; j < p_.W.cols(); ++j) {
+        p_.W(r, j) = static_cast<float>(rng.Normal() * o.init_std);
+      }
+    }
+    InitVisibleBiases(train, &p_);
+    grad_w_.setZero(p_.W.rows(), p_.W.cols());
+    vel_w_.setZero(p_.W.rows(), p_.W.cols());
+    grad_b_.setZero(p_.b.size());
+    vel_b_.setZero(p_.b.size());
+    vel_c_.setZero(p_.F);
+    count_.assign(static_cast<size_t>(train.cols), 0);
+    for (int t = 0; t < pool_.size(); ++t) scratch_.emplace_back(p_.F, K);
+    vt_.resize(static_cast<size_t>(train.nnz()));
+  }
+
+  RbmParams& params() { return p_; }
+
+  // One epoch of CD-T over all users in a seeded order; returns the
+  // reconstruction RMSE of the training ratings.
+  double Epoch(int epoch, int cd_steps, float lr) {
+    std::vector<int32_t> order;
+    order.reserve(static_cast<size_t>(train_.rows));
+    for (int32_t u = 0; u < train_.rows; ++u) {
+      if (train_.RowSize(u) > 0) order.push_back(u);
+    }
+    Rng shuffle(StreamSeed(o_.seed, 0x5f1e, static_cast<uint64_t>(epoch)));
+    for (size_t i = order.size(); i > 1; --i) {
+      std::swap(order[i - 1], order[shuffle.Below(i)]);
+    }
+    const int F = p_.F;
+    const size_t B = static_cast<size_t>(o_.batch_size);
+    h0_.setZero(static_cast<Eigen::Index>(B), F);
+    ht_.setZero(static_cast<Eigen::Index>(B), F);
+    sq_err_.assign(B, 0.0);
+    double sse = 0;
+    for (size_t start = 0; start < order.size(); start += B) {
+      const size_t nb = std::min(B, order.size() - start);
+      const int32_t* users = order.data() + start;
+      // Phase A: per-user Gibbs chains, in parallel. Each user has its own
+      // RNG stream, so the result does not depend on the thread count.
+      pool_.ParallelFor(static_cast<int64_t>(nb),
+                        [&](int t, int64_t b, int64_t e) {
+                          for (int64_t s = b; s < e; ++s) {
+                            UserChain(epoch, users[s], static_cast<size_t>(s),
+                                      cd_steps, &scratch_[t]);
+                          }
+                        });
+      for (size_t s = 0; s < nb; ++s) sse += sq_err_[s];
+      Accumulate(users, nb);
+      Update(nb, lr);
+    }
+    return std::sqrt(sse /
+                     static_cast<double>(std::max<int64_t>(1, train_.nnz())));
+  }
+
+  // RMSE of predicted expectations on the validation ratings.
+  double ValidationRmse(const RbmParams& p) {
+    std::vector<double> per_user(static_cast<size_t>(valid_.rows), 0.0);
+    pool_.ParallelFor(valid_.rows, [&](int t, int64_t b, int64_t e) {
+      Scratch& s = scratch_[t];
+      for (int64_t u64 = b; u64 < e; ++u64) {
+        const int32_t u = static_cast<int32_t>(u64);
+        if (valid_.RowSize(u) == 0) continue;
+        HiddenInput(p, RowOf(train_, u), s.x.data());
+        if (o_.predict == PredictMethod::kMeanField) {
+          SigmoidInPlace(s.x.data(), p.F);
+        }
+        double err = 0;
+        for (int64_t r = valid_.offsets[u]; r < valid_.offsets[u + 1]; ++r) {
+          if (o_.predict == PredictMethod::kMeanField) {
+            PredictMeanField(p, s.x.data(), valid_.col[r], s.logits.data());
+          } else {
+            PredictExact(p, s.x.data(), valid_.col[r], s.logits.data());
+          }
+          double mean = 0;
+          for (int k = 0; k < p.K; ++k)
+            mean += static_cast<double>(k) * s.logits[k];
+          const double d = mean - valid_.k[r];
+          err += d * d;
+        }
+        per_user[static_cast<size_t>(u)] = err;
+      }
+    });
+    double sse = 0;
+    for (double e : per_user) sse += e;
+    return std::sqrt(sse /
+                     static_cast<double>(std::max<int64_t>(1, valid_.nnz())));
+  }
+
+ private:
+  // Positive phase, T Gibbs steps, and the negative-phase statistics for
+  // user u; writes h0_ row s, ht_ row s, vt_ for the user's ratings.
+  void UserChain(int epoch, int32_t u, size_t s, int cd_steps, Scratch* sc) {
+    Rng rng(StreamSeed(o_.seed, static_cast<uint64_t>(epoch) << 1 | 1,
+                       static_cast<uint64_t>(u)));
+    const VisibleSet v = RowOf(train_, u);
+    const int F = p_.F, K = p_.K;
+    float* h0 = h0_.row(static_cast<Eigen::Index>(s)).data();
+    float* ht = ht_.row(static_cast<Eigen::Index>(s)).data();
+    uint8_t* vt = vt_.data() + train_.offsets[u];
+    HiddenInput(p_, v, h0);
+    SigmoidInPlace(h0, F);
+    const float* hp = h0;
+    double sq = 0;
+    for (int step = 0; step < cd_steps; ++step) {
+      for (int j = 0; j < F; ++j) sc->h[j] = rng.Uniform() < hp[j] ? 1.f : 0.f;
+      for (int64_t r = 0; r < v.n; ++r) {
+        VisibleLogits(p_, v.items[r], sc->h.data(), sc->logits.data());
+        SoftmaxInPlace(sc->logits.data(), K);
+        // Categorical draw over the K values: the first k whose cumulative
+        // probability exceeds a uniform draw.
+        const float uval = rng.Uniform();
+        double mean = 0;
+        for (int k = 0; k < K; ++k)
+          mean += static_cast<double>(k) * sc->logits[k];
+        int pick = K - 1;
+        float acc = 0;
+        for (int k = 0; k + 1 < K; ++k) {
+          acc += sc->logits[k];
+          if (uval < acc) {
+            pick = k;
+            break;
+          }
+        }
+        vt[r] = static_cast<uint8_t>(pick);
+        if (step == 0) {
+          const double d = mean - v.ks[r];
+          sq += d * d;
+        }
+      }
+      VisibleSet vs{v.items, vt, v.n};
+      HiddenInput(p_, vs, ht);
+      SigmoidInPlace(ht, F);
+      hp = ht;
+    }
+    sq_err_[s] = sq;
+  }
+
+  // Phase B: sums the batch's statistics into the gradient buffers in batch
+  // order (deterministic); parallel over disjoint hidden-unit columns.
+  void Accumulate(const int32_t* users, size_t nb) {
+    const int F = p_.F;
+    touched_.clear();
+    gc_.setZero(F);
+    for (size_t s = 0; s < nb; ++s) {
+      const int32_t u = users[s];
+      for (int64_t r = train_.offsets[u]; r < train_.offsets[u + 1]; ++r) {
+        const int32_t i = train_.col[r];
+        if (count_[static_cast<size_t>(i)]++ == 0) touched_.push_back(i);
+        grad_b_[p_.Row(i, train_.k[r])] += 1.0f;
+        grad_b_[p_.Row(i, vt_[static_cast<size_t>(r)])] -= 1.0f;
+      }
+      gc_ += h0_.row(static_cast<Eigen::Index>(s)).transpose() -
+             ht_.row(static_cast<Eigen::Index>(s)).transpose();
+    }
+    pool_.ParallelFor(F, [&](int, int64_t fb, int64_t fe) {
+      const Eigen::Index f0 = fb, len = fe - fb;
+      for (size_t s = 0; s < nb; ++s) {
+        const int32_t u = users[s];
+        const auto h0 = h0_.row(static_cast<Eigen::Index>(s)).segment(f0, len);
+        const auto ht = ht_.row(static_cast<Eigen::Index>(s)).segment(f0, len);
+        for (int64_t r = train_.offsets[u]; r < train_.offsets[u + 1]; ++r) {
+          const int32_t i = train_.col[r];
+          grad_w_.row(p_.Row(i, train_.k[r])).segment(f0, len) += h0;
+          grad_w_.row(p_.Row(i, vt_[static_cast<size_t>(r)]))
+              .segment(f0, len) -= ht;
+        }
+      }
+    });
+  }
+
+  // Phase C: momentum + weight-decay update of the touched item rows and the
+  // hidden biases; clears the gradient buffers.
+  void Update(size_t nb, float lr) {
+    const int K = p_.K;
+    const float mom = o_.momentum, wd = o_.weight_decay;
+    pool_.ParallelFor(static_cast<int64_t>(touched_.size()), [&](int, int64_t b,
+                                                                 int64_t e) {
+      for (int64_t t = b; t < e; ++t) {
+        const int32_t i = touched_[static_cast<size_t>(t)];
+        const float n = o_.per_item_normalize
+                            ? static_cast<float>(count_[static_cast<size_t>(i)])
+                            : static_cast<float>(nb);
+        const float scale = lr / n;
+        for (int k = 0; k < K; ++k) {
+          const int64_t row = p_.Row(i, k);
+          auto w = p_.W.row(row);
+          auto vw = vel_w_.row(row);
+          auto g = grad_w_.row(row);
+          vw = mom * vw + scale * g - (lr * wd) * w;
+          w += vw;
+          g.setZero();
+          vel_b_[row] = mom * vel_b_[row] + scale * grad_b_[row];
+          p_.b[row] += vel_b_[row];
+          grad_b_[row] = 0;
+        }
+        count_[static_cast<size_t>(i)] = 0;
+      }
+    });
+    vel_c_ = mom * vel_c_ + (lr / static_cast<float>(nb)) * gc_;
+    p_.c += vel_c_;
+  }
+
+  const SparseRatings& train_;
+  const SparseRatings& valid_;
+  const TrainOptions& o_;
+  ThreadPool pool_;
+  RbmParams p_;
+  RowMatrixXf grad_w_, vel_w_, h0_, ht_;
+  Eigen::VectorXf grad_b_, vel_b_, vel_c_, gc_;
+  std::vector<int32_t> count_;
+  std::vector<int32_t> touched_;
+  std::vector<Scratch> scratch_;
+  std::vector<uint8_t> vt_;
+  std::vector<double> sq_err_;
+};
+
+}  // namespace
+
+absl::StatusOr<TrainResult> TrainRbm(const SparseRatings& by_user, int K,
+                                     const TrainOptions& o,
+                                     const ProgressFn& progress) {
+  if (absl::Status s = ValidateTrainOptions(o); !s.ok()) return s;
+  if (K < 2 || K > 255) return absl::InvalidArgumentError("K must be 2..255");
+  if (by_user.nnz() == 0) {
+    return absl::FailedPreconditionError("no ratings to train on");
+  }
+  for (int64_t r = 0; r < by_user.nnz(); ++r) {
+    if (by_user.k[r] >= K) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("rating index ", by_user.k[r], " >= K=", K));
+    }
+  }
+  const auto t0 = Clock::now();
+  TrainResult result;
+  SparseRatings train, valid;
+  CarveValidation(by_user, o.validation_fraction, o.seed, &train, &valid);
+  result.train_ratings = train.nnz();
+  result.valid_ratings = valid.nnz();
+  CdTrainer trainer(train, valid, K, o);
+  const bool have_valid = valid.nnz() > 0;
+  double best = std::numeric_limits<double>::infinity();
+  int since_best = 0;
+  int adaptive_level = 0;
+  float lr = o.learning_rate;
+  for (int epoch = 1; epoch <= o.max_epochs; ++epoch) {
+    const auto te = Clock::now();
+    EpochStats st;
+    st.epoch = epoch;
+    st.cd_steps =
+        o.cd.adaptive ? kAdaptiveSteps[adaptive_level] : o.cd.StepsAt(epoch);
+    st.learning_rate = lr;
+    st.train_rmse = trainer.Epoch(epoch, st.cd_steps, lr);
+    st.train_seconds = Seconds(te);
+    st.valid_rmse =
+        have_valid ? trainer.ValidationRmse(trainer.params()) : st.train_rmse;
+    st.seconds = Seconds(te);
+    result.history.push_back(st);
+    result.epochs_run = epoch;
+    if (!std::isfinite(st.train_rmse) || !std::isfinite(st.valid_rmse)) {
+      return absl::InternalError(
+          absl::StrCat("training diverged at epoch ", epoch,
+                       " (non-finite RMSE); lower the learning rate"));
+    }
+    if (st.valid_rmse < best - 1e-5) {
+      best = st.valid_rmse;
+      result.best_epoch = epoch;
+      result.params = trainer.params();
+      since_best = 0;
+    } else {
+      ++since_best;
+    }
+    lr *= o.lr_decay;
+    if (progress && !progress(st)) {
+      result.cancelled = true;
+      break;
+    }
+    if (o.cd.adaptive && since_best >= (o.patience + 1) / 2 &&
+        adaptive_level + 1 < static_cast<int>(std::size(kAdaptiveSteps))) {
+      ++adaptive_level;
+      since_best = 0;
+    } else if (since_best >= o.patience) {
+      break;
+    }
+  }
+  if (result.best_epoch == 0) result.params = trainer.params();
+  result.best_valid_rmse = best;
+  result.train_seconds = Seconds(t0);
+  return result;
+}
+
+}  // namespace rbmrec

@@ -1,0 +1,96 @@
+#ifndef RBMREC_CORE_TRAINER_H_
+#define RBMREC_CORE_TRAINER_H_
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/ratings.h"
+#include "core/rbm.h"
+
+namespace rbmrec {
+
+enum class PredictMethod { kExact = 0, kMeanField = 1 };
+
+// Contrastive-divergence steps by epoch: T = steps of the last entry whose
+// `from_epoch` <= epoch (epochs count from 1). "auto" instead raises T
+// through 1, 3, 5, 9 each time validation RMSE stops improving.
+struct CdSchedule {
+  std::vector<std::pair<int, int>> steps{{1, 1}};  // (from_epoch, T)
+  bool adaptive = true;
+
+  // "auto", "T" (constant), or "T1,T2@E2,T3@E3" (T2 from epoch E2 on...).
+  static absl::StatusOr<CdSchedule> Parse(std::string_view spec);
+  std::string ToString() const;
+  int StepsAt(int epoch) const;
+};
+
+// Every hyper-parameter of training, with the shipped defaults (the best
+// settings found on validation data; see README "Results").
+struct TrainOptions {
+  int hidden = 100;                // F, hidden units
+  int max_epochs = 60;             // upper bound; early stopping ends sooner
+  int batch_size = 20;             // users per mini-batch
+  float learning_rate = 0.05f;     // per batch, for W and b (averaged grads)
+  float lr_decay = 0.96f;          // learning rate multiplied by this per epoch
+  float momentum = 0.9f;           // classical momentum on W, b and c
+  float weight_decay = 0.001f;     // L2 on W, as lr * weight_decay * W
+  float init_std = 0.01f;          // W ~ N(0, init_std^2)
+  CdSchedule cd;                   // CD-T schedule
+  bool per_item_normalize = true;  // divide item rows' gradients by the
+                                   // number of batch users who rated the item
+  double validation_fraction = 0.05;  // per user, held out for early stopping
+  int patience = 6;   // epochs without improvement before stopping
+  uint64_t seed = 1;  // same seed, same model, any thread count
+  int threads = 0;    // 0 = all hardware threads
+  PredictMethod predict = PredictMethod::kExact;  // for validation RMSE
+  int ensemble = 1;  // RBMs averaged by FitModel (seeds seed+e)
+};
+
+// Checks ranges; InvalidArgument naming the field otherwise.
+absl::Status ValidateTrainOptions(const TrainOptions& options);
+
+struct EpochStats {
+  int epoch = 0;
+  int cd_steps = 1;
+  double learning_rate = 0;
+  double train_rmse = 0;     // reconstruction RMSE of the training ratings
+  double valid_rmse = 0;     // exact/mean-field RMSE on the validation part
+  double seconds = 0;        // wall time of this epoch (training + validation)
+  double train_seconds = 0;  // wall time of the CD updates alone
+};
+
+struct TrainResult {
+  RbmParams params;  // the best epoch's parameters
+  int epochs_run = 0;
+  int best_epoch = 0;
+  double best_valid_rmse = 0;
+  double train_seconds = 0;   // wall time of the whole run
+  int64_t train_ratings = 0;  // ratings used for CD updates (per epoch)
+  int64_t valid_ratings = 0;
+  std::vector<EpochStats> history;
+  bool cancelled = false;
+};
+
+// Called after every epoch; return false to stop training early (the best
+// parameters so far are returned, with cancelled = true).
+using ProgressFn = std::function<bool(const EpochStats&)>;
+
+// Trains an RBM on per-user ratings `by_user` (rows users, cols items,
+// k < K). Deterministic: the same data, options and seed give the same
+// parameters bit for bit whatever options.threads is.
+// Thread-safe: independent calls may run concurrently.
+absl::StatusOr<TrainResult> TrainRbm(const SparseRatings& by_user, int K,
+                                     const TrainOptions& options,
+                                     const ProgressFn& progress = nullptr);
+
+// Visible biases from base rates: b_i^k = log((n_ik + 1) / (n_i + K)).
+void InitVisibleBiases(const SparseRatings& by_user, RbmParams* params);
+
+}  // namespace rbmrec
+
+#endif  // RBMREC_CORE_TRAINER_H_
