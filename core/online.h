@@ -1,0 +1,44 @@
+#ifndef RBMREC_CORE_ONLINE_H_
+#define RBMREC_CORE_ONLINE_H_
+
+// Online learning on a live model: new items and per-user CD updates.
+// These mutate a Model; callers serving predictions must apply them to a
+// private copy and publish it as a new immutable snapshot.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/model.h"
+
+namespace rbmrec {
+
+struct OnlineOptions {
+  float learning_rate = 0.01f;  // step size of each per-user CD update
+  int steps = 1;                // CD-1 updates per changed user
+  uint64_t seed = 1;
+};
+
+// Adds the ids in `item_ids` that the model does not know yet, each with
+// fresh parameters in every member (W rows ~ N(0, init_std^2) from a stream
+// derived from `seed` and the item id, uniform visible biases) and an empty
+// histogram. Returns the number added. Not thread-safe on `model`.
+int AddItems(Model* model, const std::vector<std::string>& item_ids,
+             uint64_t seed);
+
+// Applies options.steps CD-1 updates for one user's ratings `v` (model item
+// indices) to every member, touching only the rated items' rows and c.
+// It does not change the item histogram: callers record new ratings with
+// AdjustHistogram (an item becomes Trained() once it has one).
+// Deterministic for the same inputs, seed and user_key. Not thread-safe on
+// `model`.
+void OnlineUserUpdate(Model* model, const VisibleSet& v,
+                      const OnlineOptions& options, uint64_t user_key);
+
+// Adds `delta` (+1 a new rating, -1 a removed one) to item i's count for
+// rating index k, clamped at 0. REQUIRES 0 <= i < num_items(), 0 <= k < K.
+void AdjustHistogram(Model* model, int32_t item, int k, int delta);
+
+}  // namespace rbmrec
+
+#endif  // RBMREC_CORE_ONLINE_H_
