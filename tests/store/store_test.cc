@@ -1,0 +1,872 @@
+#include "store/store.h"
+
+#include <signal.h>
+#include <sqlite3.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace rbmrec::store {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+#define ASSERT_OK(expr)                         \
+  do {                                          \
+    const absl::Status assert_ok_ = (expr);     \
+    ASSERT_TRUE(assert_ok_.ok()) << assert_ok_; \
+  } while (0)
+
+#define ASSERT_OK_AND_ASSIGN(lhs, expr) \
+  ASSERT_OK_AND_ASSIGN_IMPL(STORE_TEST_CONCAT(so_, __LINE__), lhs, expr)
+#define STORE_TEST_CONCAT_INNER(a, b) a##b
+#define STORE_TEST_CONCAT(a, b) STORE_TEST_CONCAT_INNER(a, b)
+#define ASSERT_OK_AND_ASSIGN_IMPL(tmp, lhs, expr) \
+  auto tmp = (expr);                              \
+  ASSERT_TRUE(tmp.ok()) << tmp.status();          \
+  lhs = std::move(tmp).value()
+
+// A fresh directory under testing::TempDir(), removed at destruction.
+class ScratchDir {
+ public:
+  ScratchDir() {
+    std::string templ = testing::TempDir();
+    if (templ.empty() || templ.back() != '/') templ += '/';
+    templ += "rbmrec_store_XXXXXX";
+    char* dir = mkdtemp(templ.data());
+    if (dir == nullptr) std::abort();
+    path_ = dir;
+  }
+  ~ScratchDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  std::string File(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+// A raw sqlite3 connection for poking at a file behind the Store's back.
+class RawDb {
+ public:
+  explicit RawDb(const std::string& path) {
+    if (sqlite3_open(path.c_str(), &db_) != SQLITE_OK) std::abort();
+  }
+  ~RawDb() { sqlite3_close(db_); }
+  int Exec(const std::string& sql) {
+    return sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, nullptr);
+  }
+  int64_t QueryInt(const std::string& sql) {
+    sqlite3_stmt* s = nullptr;
+    if (sqlite3_prepare_v2(db_, sql.c_str(), -1, &s, nullptr) != SQLITE_OK) {
+      return -1;
+    }
+    int64_t v = sqlite3_step(s) == SQLITE_ROW ? sqlite3_column_int64(s, 0) : -1;
+    sqlite3_finalize(s);
+    return v;
+  }
+  std::string QueryText(const std::string& sql) {
+    sqlite3_stmt* s = nullptr;
+    if (sqlite3_prepare_v2(db_, sql.c_str(), -1, &s, nullptr) != SQLITE_OK) {
+      return "<error>";
+    }
+    std::string v;
+    if (sqlite3_step(s) == SQLITE_ROW) {
+      v = reinterpret_cast<const char*>(sqlite3_column_text(s, 0));
+    }
+    sqlite3_finalize(s);
+    return v;
+  }
+
+ private:
+  sqlite3* db_ = nullptr;
+};
+
+RatingRow R(std::string user, std::string item, double rating, int64_t ts = 0) {
+  return RatingRow{std::move(user), std::move(item), rating, ts};
+}
+
+// Snapshot rows as "user/item=rating" strings, for easy comparison.
+std::vector<std::string> Flatten(const Snapshot& s) {
+  std::vector<std::string> out;
+  for (const Snapshot::Row& r : s.ratings) {
+    out.push_back(absl::StrCat(s.users[static_cast<size_t>(r.user)], "/",
+                               s.items[static_cast<size_t>(r.item)], "=",
+                               r.rating));
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------
+// Tests run on both a file database and ":memory:".
+
+class StoreTest : public testing::TestWithParam<bool> {
+ protected:
+  void SetUp() override {
+    path_ = GetParam() ? dir_.File("test.db") : std::string(":memory:");
+    auto store = Store::Open(path_);
+    ASSERT_TRUE(store.ok()) << store.status();
+    store_ = std::move(store).value();
+  }
+
+  ScratchDir dir_;
+  std::string path_;
+  std::unique_ptr<Store> store_;
+};
+
+INSTANTIATE_TEST_SUITE_P(FileAndMemory, StoreTest, testing::Bool(),
+                         [](const testing::TestParamInfo<bool>& p) {
+                           return p.param ? "File" : "Memory";
+                         });
+
+TEST_P(StoreTest, OpenCreatesEmptySchema) {
+  ASSERT_OK_AND_ASSIGN(Stats stats, store_->GetStats());
+  EXPECT_EQ(stats.users, 0);
+  EXPECT_EQ(stats.items, 0);
+  EXPECT_EQ(stats.ratings, 0);
+  EXPECT_FALSE(stats.active_model_version.has_value());
+  ASSERT_OK_AND_ASSIGN(Snapshot snap, store_->ReadSnapshot());
+  EXPECT_TRUE(snap.users.empty());
+  EXPECT_TRUE(snap.items.empty());
+  EXPECT_TRUE(snap.ratings.empty());
+  ASSERT_OK_AND_ASSIGN(std::vector<ModelInfo> models, store_->ListModels());
+  EXPECT_TRUE(models.empty());
+}
+
+TEST_P(StoreTest, UpsertInsertsThenReplaces) {
+  const std::vector<RatingRow> first = {R("alice", "matrix", 5, 100),
+                                        R("alice", "alien", 3, 101),
+                                        R("bob", "matrix", 4, 102)};
+  ASSERT_OK_AND_ASSIGN(UpsertResult r1, store_->UpsertRatings(first));
+  EXPECT_EQ(r1.inserted, 3);
+  EXPECT_EQ(r1.replaced, 0);
+  EXPECT_EQ(r1.new_users, 2);
+  EXPECT_EQ(r1.new_items, 2);
+
+  const std::vector<RatingRow> second = {R("alice", "matrix", 1, 200),
+                                         R("carol", "alien", 2, 201)};
+  ASSERT_OK_AND_ASSIGN(UpsertResult r2, store_->UpsertRatings(second));
+  EXPECT_EQ(r2.inserted, 1);
+  EXPECT_EQ(r2.replaced, 1);
+  EXPECT_EQ(r2.new_users, 1);
+  EXPECT_EQ(r2.new_items, 0);
+
+  ASSERT_OK_AND_ASSIGN(std::vector<UserRating> alice,
+                       store_->GetUserRatings("alice"));
+  ASSERT_EQ(alice.size(), 2u);
+  EXPECT_EQ(alice[0].item, "matrix");
+  EXPECT_EQ(alice[0].rating, 1);
+  EXPECT_EQ(alice[0].timestamp, 200);
+  EXPECT_EQ(alice[1].item, "alien");
+  EXPECT_EQ(alice[1].rating, 3);
+  EXPECT_EQ(alice[1].timestamp, 101);
+
+  ASSERT_OK_AND_ASSIGN(Stats stats, store_->GetStats());
+  EXPECT_EQ(stats.users, 3);
+  EXPECT_EQ(stats.items, 2);
+  EXPECT_EQ(stats.ratings, 4);
+}
+
+TEST_P(StoreTest, DuplicatesWithinOneBatchLastWins) {
+  const std::vector<RatingRow> rows = {R("u", "i", 1, 1), R("u", "j", 2, 2),
+                                       R("u", "i", 3, 3), R("u", "i", 4, 4)};
+  ASSERT_OK_AND_ASSIGN(UpsertResult r, store_->UpsertRatings(rows));
+  EXPECT_EQ(r.inserted, 2);
+  EXPECT_EQ(r.replaced, 2);
+  EXPECT_EQ(r.new_users, 1);
+  EXPECT_EQ(r.new_items, 2);
+  ASSERT_OK_AND_ASSIGN(std::vector<UserRating> u, store_->GetUserRatings("u"));
+  ASSERT_EQ(u.size(), 2u);
+  EXPECT_EQ(u[0].item, "i");
+  EXPECT_EQ(u[0].rating, 4);
+  EXPECT_EQ(u[0].timestamp, 4);
+  EXPECT_EQ(u[1].item, "j");
+}
+
+TEST_P(StoreTest, EmptyBatchIsANoOp) {
+  ASSERT_OK_AND_ASSIGN(UpsertResult r, store_->UpsertRatings({}));
+  EXPECT_EQ(r.inserted + r.replaced + r.new_users + r.new_items, 0);
+}
+
+TEST_P(StoreTest, BadRowRejectsWholeBatch) {
+  const std::vector<RatingRow> good = {R("a", "x", 1), R("b", "y", 2)};
+  ASSERT_TRUE(store_->UpsertRatings(good).ok());
+
+  std::vector<RatingRow> bad;
+  for (int i = 0; i < 20; ++i) {
+    bad.push_back(R(absl::StrCat("new", i), "x", 5));
+  }
+  bad.push_back(R("a", "x", 4));  // would replace
+  bad[17].item.clear();
+  auto result = store_->UpsertRatings(bad);
+  ASSERT_FALSE(result.ok());
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(result.status().message(), "row 17: empty item id");
+
+  ASSERT_OK_AND_ASSIGN(Snapshot snap, store_->ReadSnapshot());
+  EXPECT_THAT(snap.users, ElementsAre("a", "b"));
+  EXPECT_THAT(Flatten(snap), ElementsAre("a/x=1", "b/y=2"));
+
+  // The same users can be created afterwards.
+  bad[17].item = "z";
+  ASSERT_OK_AND_ASSIGN(UpsertResult r, store_->UpsertRatings(bad));
+  EXPECT_EQ(r.new_users, 20);
+  EXPECT_EQ(r.replaced, 1);
+}
+
+TEST_P(StoreTest, ValidationMessagesNameRowAndField) {
+  struct Case {
+    RatingRow row;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {R("", "i", 1), "row 2: empty user id"},
+      {R("u", "", 1), "row 2: empty item id"},
+      {R(std::string(257, 'u'), "i", 1),
+       "row 2: user id is 257 bytes long, the limit is 256"},
+      {R("u", std::string(300, 'i'), 1),
+       "row 2: item id is 300 bytes long, the limit is 256"},
+      {R("u", "i", std::nan("")), "row 2: rating is not a finite number (nan)"},
+      {R("u", "i", std::numeric_limits<double>::infinity()),
+       "row 2: rating is not a finite number (inf)"},
+  };
+  for (const Case& c : cases) {
+    std::vector<RatingRow> rows = {R("ok", "ok", 1), R("ok2", "ok", 1), c.row};
+    auto result = store_->UpsertRatings(rows);
+    ASSERT_FALSE(result.ok()) << c.message;
+    EXPECT_EQ(result.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(result.status().message(), c.message);
+  }
+  // Exactly 256 bytes is fine.
+  std::vector<RatingRow> rows = {R(std::string(256, 'u'), "i", 1)};
+  EXPECT_TRUE(store_->UpsertRatings(rows).ok());
+  ASSERT_OK_AND_ASSIGN(Stats stats, store_->GetStats());
+  EXPECT_EQ(stats.users, 1);
+}
+
+TEST_P(StoreTest, DeleteRatings) {
+  const std::vector<RatingRow> rows = {R("u", "a", 1), R("u", "b", 2),
+                                       R("u", "c", 3), R("v", "a", 4)};
+  ASSERT_TRUE(store_->UpsertRatings(rows).ok());
+  const std::vector<std::string> del = {"a", "c", "unknown", "a"};
+  ASSERT_OK_AND_ASSIGN(int64_t n, store_->DeleteRatings("u", del));
+  EXPECT_EQ(n, 2);
+  ASSERT_OK_AND_ASSIGN(std::vector<UserRating> u, store_->GetUserRatings("u"));
+  ASSERT_EQ(u.size(), 1u);
+  EXPECT_EQ(u[0].item, "b");
+  ASSERT_OK_AND_ASSIGN(std::vector<UserRating> v, store_->GetUserRatings("v"));
+  EXPECT_EQ(v.size(), 1u);
+
+  auto missing = store_->DeleteRatings("nobody", del);
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
+
+  // A user without ratings still exists.
+  const std::vector<std::string> rest = {"b"};
+  ASSERT_OK_AND_ASSIGN(n, store_->DeleteRatings("u", rest));
+  EXPECT_EQ(n, 1);
+  ASSERT_OK_AND_ASSIGN(u, store_->GetUserRatings("u"));
+  EXPECT_TRUE(u.empty());
+  ASSERT_OK_AND_ASSIGN(Stats stats, store_->GetStats());
+  EXPECT_EQ(stats.users, 2);
+  EXPECT_EQ(stats.ratings, 1);
+}
+
+TEST_P(StoreTest, DeleteUserNeverReusesIndex) {
+  const std::vector<RatingRow> rows = {R("u", "a", 1), R("u", "b", 2),
+                                       R("v", "a", 3), R("w", "b", 4)};
+  ASSERT_TRUE(store_->UpsertRatings(rows).ok());
+  ASSERT_OK_AND_ASSIGN(int64_t n, store_->DeleteUser("u"));
+  EXPECT_EQ(n, 2);
+  EXPECT_EQ(store_->GetUserRatings("u").status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ(store_->DeleteUser("u").status().code(),
+            absl::StatusCode::kNotFound);
+  ASSERT_OK_AND_ASSIGN(Stats stats, store_->GetStats());
+  EXPECT_EQ(stats.users, 2);
+  EXPECT_EQ(stats.ratings, 2);
+
+  // "u" comes back as a new user, after the others.
+  const std::vector<RatingRow> again = {R("u", "a", 5)};
+  ASSERT_OK_AND_ASSIGN(UpsertResult r, store_->UpsertRatings(again));
+  EXPECT_EQ(r.new_users, 1);
+  EXPECT_EQ(r.inserted, 1);
+  ASSERT_OK_AND_ASSIGN(Snapshot snap, store_->ReadSnapshot());
+  EXPECT_THAT(snap.users, ElementsAre("v", "w", "u"));
+  EXPECT_THAT(Flatten(snap), ElementsAre("v/a=3", "w/b=4", "u/a=5"));
+}
+
+TEST_P(StoreTest, ItemsAndTitles) {
+  const std::vector<RatingRow> rows = {R("u", "rated", 1)};
+  ASSERT_TRUE(store_->UpsertRatings(rows).ok());
+  const std::vector<ItemRow> items = {
+      {"rated", "Rated Movie", R"({"year": 1999})"},
+      {"fresh", "Fresh Movie", ""},
+      {"untitled", "", ""}};
+  ASSERT_OK(store_->PutItems(items));
+
+  const std::vector<std::string> query = {"fresh", "nope", "rated", "untitled"};
+  ASSERT_OK_AND_ASSIGN(std::vector<std::string> titles,
+                       store_->GetTitles(query));
+  EXPECT_THAT(titles, ElementsAre("Fresh Movie", "", "Rated Movie", ""));
+
+  // Update keeps the item's index; the snapshot lists items in idx order.
+  const std::vector<ItemRow> update = {{"rated", "Renamed", ""}};
+  ASSERT_OK(store_->PutItems(update));
+  ASSERT_OK_AND_ASSIGN(titles, store_->GetTitles(query));
+  EXPECT_EQ(titles[2], "Renamed");
+  ASSERT_OK_AND_ASSIGN(Snapshot snap, store_->ReadSnapshot());
+  EXPECT_THAT(snap.items, ElementsAre("rated", "fresh", "untitled"));
+  ASSERT_OK_AND_ASSIGN(Stats stats, store_->GetStats());
+  EXPECT_EQ(stats.items, 3);
+
+  // A rating for an item created by PutItems reuses it.
+  const std::vector<RatingRow> more = {R("u", "fresh", 2)};
+  ASSERT_OK_AND_ASSIGN(UpsertResult r, store_->UpsertRatings(more));
+  EXPECT_EQ(r.new_items, 0);
+}
+
+TEST_P(StoreTest, PutItemsValidatesAndIsAtomic) {
+  const std::vector<ItemRow> bad_json = {{"a", "A", ""}, {"b", "B", "[1, 2]"}};
+  absl::Status s = store_->PutItems(bad_json);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(), "item 1: attributes_json is not a JSON object");
+  const std::vector<ItemRow> malformed = {{"a", "A", "{oops"}};
+  EXPECT_EQ(store_->PutItems(malformed).code(),
+            absl::StatusCode::kInvalidArgument);
+  const std::vector<ItemRow> empty_id = {{"a", "A", ""}, {"", "B", ""}};
+  s = store_->PutItems(empty_id);
+  EXPECT_EQ(s.message(), "item 1: empty item id");
+  ASSERT_OK_AND_ASSIGN(Stats stats, store_->GetStats());
+  EXPECT_EQ(stats.items, 0);
+}
+
+TEST_P(StoreTest, UserRatingsSortedByItemIndex) {
+  const std::vector<RatingRow> rows = {R("x", "i3", 3), R("x", "i1", 1),
+                                       R("x", "i2", 2)};
+  ASSERT_TRUE(store_->UpsertRatings(rows).ok());
+  const std::vector<RatingRow> rows2 = {R("y", "i2", 2), R("y", "i1", 1),
+                                        R("y", "i0", 0)};
+  ASSERT_TRUE(store_->UpsertRatings(rows2).ok());
+  ASSERT_OK_AND_ASSIGN(std::vector<UserRating> y, store_->GetUserRatings("y"));
+  ASSERT_EQ(y.size(), 3u);
+  EXPECT_EQ(y[0].item, "i1");
+  EXPECT_EQ(y[1].item, "i2");
+  EXPECT_EQ(y[2].item, "i0");
+}
+
+TEST_P(StoreTest, SnapshotMatchesStoredRatings) {
+  std::vector<RatingRow> rows;
+  for (int u = 0; u < 30; ++u) {
+    for (int i = 0; i < 20; ++i) {
+      if ((u * 7 + i) % 3 == 0) {
+        rows.push_back(
+            R(absl::StrCat("u", u), absl::StrCat("i", i), (u + i) % 5 + 1));
+      }
+    }
+  }
+  ASSERT_OK_AND_ASSIGN(UpsertResult r, store_->UpsertRatings(rows));
+  ASSERT_EQ(r.inserted, static_cast<int64_t>(rows.size()));
+  ASSERT_OK_AND_ASSIGN(Snapshot snap, store_->ReadSnapshot());
+  EXPECT_EQ(snap.users.size(), static_cast<size_t>(r.new_users));
+  EXPECT_EQ(snap.items.size(), static_cast<size_t>(r.new_items));
+  ASSERT_EQ(snap.ratings.size(), rows.size());
+  // Sorted by (user, item); each rating matches the input.
+  std::vector<std::string> want;
+  for (const RatingRow& row : rows) {
+    want.push_back(absl::StrCat(row.user, "/", row.item, "=", row.rating));
+  }
+  std::vector<std::string> got = Flatten(snap);
+  std::sort(want.begin(), want.end());
+  std::vector<std::string> got_sorted = got;
+  std::sort(got_sorted.begin(), got_sorted.end());
+  EXPECT_EQ(got_sorted, want);
+  for (size_t k = 1; k < snap.ratings.size(); ++k) {
+    const auto& a = snap.ratings[k - 1];
+    const auto& b = snap.ratings[k];
+    EXPECT_TRUE(a.user < b.user || (a.user == b.user && a.item < b.item));
+  }
+  // Users appear in the order they were first seen.
+  EXPECT_EQ(snap.users.front(), "u0");
+}
+
+TEST_P(StoreTest, Models) {
+  ModelInfo meta;
+  meta.kind = "rbm";
+  meta.n_users = 10;
+  meta.n_items = 20;
+  meta.n_ratings = 30;
+  meta.metrics_json = R"({"rmse": 0.9})";
+  const std::string blob1("\x00\x01\x02model-one\xff", 13);
+  ASSERT_OK_AND_ASSIGN(int64_t v1, store_->InsertModel(meta, blob1, false));
+  ASSERT_OK_AND_ASSIGN(std::optional<int64_t> active,
+                       store_->ActiveModelVersion());
+  EXPECT_FALSE(active.has_value());
+
+  meta.created_unix_ms = 1234;
+  ASSERT_OK_AND_ASSIGN(int64_t v2, store_->InsertModel(meta, "two", true));
+  EXPECT_GT(v2, v1);
+  ASSERT_OK_AND_ASSIGN(active, store_->ActiveModelVersion());
+  EXPECT_EQ(active, v2);
+
+  ASSERT_OK_AND_ASSIGN(int64_t v3, store_->InsertModel(meta, "", false));
+  ASSERT_OK_AND_ASSIGN(std::vector<ModelInfo> models, store_->ListModels());
+  ASSERT_EQ(models.size(), 3u);
+  EXPECT_EQ(models[0].version, v3);
+  EXPECT_EQ(models[1].version, v2);
+  EXPECT_EQ(models[2].version, v1);
+  EXPECT_TRUE(models[1].active);
+  EXPECT_FALSE(models[0].active);
+  EXPECT_FALSE(models[2].active);
+  EXPECT_EQ(models[2].size_bytes, 13);
+  EXPECT_EQ(models[2].kind, "rbm");
+  EXPECT_EQ(models[2].n_ratings, 30);
+  EXPECT_EQ(models[2].metrics_json, R"({"rmse": 0.9})");
+  EXPECT_GT(models[2].created_unix_ms, 1600000000000);
+  EXPECT_EQ(models[1].created_unix_ms, 1234);
+
+  ASSERT_OK_AND_ASSIGN(std::string loaded, store_->LoadModelBlob(v1));
+  EXPECT_EQ(loaded, blob1);
+  ASSERT_OK_AND_ASSIGN(loaded, store_->LoadModelBlob(v3));
+  EXPECT_EQ(loaded, "");
+  EXPECT_EQ(store_->LoadModelBlob(999).status().code(),
+            absl::StatusCode::kNotFound);
+
+  ASSERT_OK(store_->ActivateModel(v1));
+  ASSERT_OK_AND_ASSIGN(Stats stats, store_->GetStats());
+  EXPECT_EQ(stats.active_model_version, v1);
+  EXPECT_EQ(store_->ActivateModel(999).code(), absl::StatusCode::kNotFound);
+  ASSERT_OK_AND_ASSIGN(active, store_->ActiveModelVersion());
+  EXPECT_EQ(active, v1);
+
+  meta.metrics_json = "not json";
+  EXPECT_EQ(store_->InsertModel(meta, "x", true).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  ASSERT_OK_AND_ASSIGN(active, store_->ActiveModelVersion());
+  EXPECT_EQ(active, v1);
+}
+
+TEST_P(StoreTest, PruneModelsKeepsNewestAndActive) {
+  ModelInfo meta;
+  meta.kind = "rbm";
+  std::vector<int64_t> versions;
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_OK_AND_ASSIGN(int64_t v,
+                         store_->InsertModel(meta, absl::StrCat("m", i),
+                                             /*activate=*/i == 1));
+    versions.push_back(v);
+  }
+  EXPECT_EQ(store_->PruneModels(-1).code(), absl::StatusCode::kInvalidArgument);
+  ASSERT_OK(store_->PruneModels(2));
+  ASSERT_OK_AND_ASSIGN(std::vector<ModelInfo> models, store_->ListModels());
+  std::vector<int64_t> left;
+  for (const ModelInfo& m : models) left.push_back(m.version);
+  EXPECT_THAT(left, ElementsAre(versions[4], versions[3], versions[1]));
+
+  ASSERT_OK(store_->PruneModels(0));
+  ASSERT_OK_AND_ASSIGN(models, store_->ListModels());
+  ASSERT_EQ(models.size(), 1u);
+  EXPECT_EQ(models[0].version, versions[1]);
+  EXPECT_TRUE(models[0].active);
+  ASSERT_OK_AND_ASSIGN(std::string blob, store_->LoadModelBlob(versions[1]));
+  EXPECT_EQ(blob, "m1");
+
+  // Versions are not reused after pruning.
+  ASSERT_OK_AND_ASSIGN(int64_t next, store_->InsertModel(meta, "n", false));
+  EXPECT_GT(next, versions[4]);
+}
+
+TEST_P(StoreTest, ConcurrentWriterAndReaders) {
+  constexpr int kBatches = 40;
+  constexpr int kBatchSize = 250;
+  std::atomic<bool> done{false};
+  std::atomic<int> errors{0};
+  std::thread writer([&] {
+    for (int b = 0; b < kBatches; ++b) {
+      std::vector<RatingRow> rows;
+      for (int j = 0; j < kBatchSize; ++j) {
+        rows.push_back(R(absl::StrCat("user", b, "_", j % 50),
+                         absl::StrCat("item", j), j % 5 + 1));
+      }
+      if (!store_->UpsertRatings(rows).ok()) ++errors;
+    }
+    done = true;
+  });
+  auto reader = [&] {
+    int64_t last = 0;
+    int rounds = 0;
+    while (!done || rounds < 2) {
+      ++rounds;
+      auto snap = store_->ReadSnapshot();
+      if (!snap.ok()) {
+        ++errors;
+        continue;
+      }
+      const int64_t n = static_cast<int64_t>(snap->ratings.size());
+      // Whole batches only, never going back.
+      if (n % kBatchSize != 0 || n < last) ++errors;
+      if (snap->users.size() != static_cast<size_t>(n / kBatchSize * 50)) {
+        ++errors;
+      }
+      for (const Snapshot::Row& r : snap->ratings) {
+        if (r.user < 0 || static_cast<size_t>(r.user) >= snap->users.size() ||
+            r.item < 0 || static_cast<size_t>(r.item) >= snap->items.size()) {
+          ++errors;
+          break;
+        }
+      }
+      last = n;
+      auto stats = store_->GetStats();
+      if (!stats.ok() || stats->ratings % kBatchSize != 0 ||
+          stats->ratings < last) {
+        ++errors;
+      }
+      auto user = store_->GetUserRatings("user0_0");
+      if (!user.ok() && user.status().code() != absl::StatusCode::kNotFound) {
+        ++errors;
+      }
+    }
+  };
+  std::thread r1(reader);
+  std::thread r2(reader);
+  writer.join();
+  r1.join();
+  r2.join();
+  EXPECT_EQ(errors.load(), 0);
+  ASSERT_OK_AND_ASSIGN(Stats stats, store_->GetStats());
+  EXPECT_EQ(stats.ratings, kBatches * kBatchSize);
+  EXPECT_EQ(stats.users, kBatches * 50);
+  EXPECT_EQ(stats.items, kBatchSize);
+}
+
+// ---------------------------------------------------------------------------
+// File-only behaviour.
+
+class StoreFileTest : public testing::Test {
+ protected:
+  ScratchDir dir_;
+};
+
+TEST_F(StoreFileTest, OpenArgumentErrors) {
+  EXPECT_EQ(Store::Open("").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  StoreOptions ro;
+  ro.read_only = true;
+  EXPECT_EQ(Store::Open(":memory:", ro).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  StoreOptions neg;
+  neg.busy_timeout_ms = -1;
+  EXPECT_EQ(Store::Open(dir_.File("a.db"), neg).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(StoreFileTest, CreatesWalDatabaseWithSchemaVersion) {
+  const std::string path = dir_.File("new.db");
+  ASSERT_FALSE(std::filesystem::exists(path));
+  {
+    ASSERT_OK_AND_ASSIGN(std::unique_ptr<Store> store, Store::Open(path));
+    EXPECT_TRUE(std::filesystem::exists(path));
+  }
+  RawDb raw(path);
+  EXPECT_EQ(raw.QueryInt("PRAGMA user_version"), kSchemaVersion);
+  EXPECT_EQ(raw.QueryText("PRAGMA journal_mode"), "wal");
+  EXPECT_EQ(raw.QueryInt("SELECT count(*) FROM sqlite_schema WHERE "
+                         "name IN ('users','items','ratings','models','meta')"),
+            5);
+}
+
+TEST_F(StoreFileTest, ReopenKeepsDataAndIndices) {
+  const std::string path = dir_.File("reopen.db");
+  Snapshot before;
+  {
+    ASSERT_OK_AND_ASSIGN(std::unique_ptr<Store> store, Store::Open(path));
+    const std::vector<RatingRow> rows = {R("a", "x", 1), R("b", "y", 2),
+                                         R("c", "x", 3)};
+    ASSERT_TRUE(store->UpsertRatings(rows).ok());
+    ASSERT_TRUE(store->DeleteUser("b").ok());
+    const std::vector<ItemRow> items = {{"x", "Ex", ""}};
+    ASSERT_OK(store->PutItems(items));
+    ModelInfo meta;
+    meta.kind = "rbm";
+    ASSERT_TRUE(store->InsertModel(meta, "blob", true).ok());
+    ASSERT_OK_AND_ASSIGN(before, store->ReadSnapshot());
+  }
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Store> store, Store::Open(path));
+  ASSERT_OK_AND_ASSIGN(Snapshot after, store->ReadSnapshot());
+  EXPECT_EQ(after.users, before.users);
+  EXPECT_EQ(after.items, before.items);
+  EXPECT_EQ(Flatten(after), Flatten(before));
+  // The cache was reloaded: known ids are not created again, and the deleted
+  // user's index is not reused.
+  const std::vector<RatingRow> rows = {R("a", "y", 5), R("b", "x", 4)};
+  ASSERT_OK_AND_ASSIGN(UpsertResult r, store->UpsertRatings(rows));
+  EXPECT_EQ(r.new_users, 1);
+  EXPECT_EQ(r.new_items, 0);
+  ASSERT_OK_AND_ASSIGN(Stats stats, store->GetStats());
+  EXPECT_EQ(stats.active_model_version, 1);
+  const std::vector<std::string> q = {"x"};
+  ASSERT_OK_AND_ASSIGN(std::vector<std::string> titles, store->GetTitles(q));
+  EXPECT_THAT(titles, ElementsAre("Ex"));
+  RawDb raw(path);
+  EXPECT_EQ(raw.QueryInt("SELECT idx FROM users WHERE ext_id='b'"), 4);
+}
+
+TEST_F(StoreFileTest, NewerSchemaVersionIsRejected) {
+  const std::string path = dir_.File("future.db");
+  { ASSERT_TRUE(Store::Open(path).ok()); }
+  {
+    RawDb raw(path);
+    ASSERT_EQ(raw.Exec("PRAGMA user_version = 99"), SQLITE_OK);
+  }
+  auto store = Store::Open(path);
+  ASSERT_FALSE(store.ok());
+  EXPECT_EQ(store.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(store.status().message(),
+            absl::StrCat("database schema version 99 is newer than this build "
+                         "supports (",
+                         kSchemaVersion, ")"));
+}
+
+TEST_F(StoreFileTest, MigratesAnEmptyExistingFile) {
+  const std::string path = dir_.File("empty.db");
+  {
+    RawDb raw(path);  // creates a valid, empty database (user_version 0)
+    ASSERT_EQ(raw.Exec("CREATE TABLE unrelated(x)"), SQLITE_OK);
+  }
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Store> store, Store::Open(path));
+  RawDb raw(path);
+  EXPECT_EQ(raw.QueryInt("PRAGMA user_version"), kSchemaVersion);
+}
+
+TEST_F(StoreFileTest, UnopenablePathsNameThePath) {
+  // A path under a regular file fails even for root.
+  const std::string file = dir_.File("plain_file");
+  std::ofstream(file) << "not a directory";
+  const std::string under_file = file + "/x.db";
+  auto s1 = Store::Open(under_file);
+  ASSERT_FALSE(s1.ok());
+  EXPECT_EQ(s1.status().code(), absl::StatusCode::kFailedPrecondition)
+      << s1.status();
+  EXPECT_THAT(s1.status().message(), HasSubstr(under_file));
+  EXPECT_THAT(s1.status().message(), HasSubstr("unable to open"));
+
+  const std::string no_dir = dir_.File("missing/dir/x.db");
+  auto s2 = Store::Open(no_dir);
+  ASSERT_FALSE(s2.ok());
+  EXPECT_EQ(s2.status().code(), absl::StatusCode::kFailedPrecondition)
+      << s2.status();
+  EXPECT_THAT(s2.status().message(), HasSubstr(no_dir));
+
+  // A file that is not a database.
+  const std::string junk = dir_.File("junk.db");
+  std::ofstream(junk) << std::string(4096, 'j');
+  auto s3 = Store::Open(junk);
+  ASSERT_FALSE(s3.ok());
+  EXPECT_EQ(s3.status().code(), absl::StatusCode::kDataLoss) << s3.status();
+  EXPECT_THAT(s3.status().message(), HasSubstr(junk));
+}
+
+TEST_F(StoreFileTest, ReadOnly) {
+  const std::string path = dir_.File("ro.db");
+  StoreOptions ro;
+  ro.read_only = true;
+  EXPECT_FALSE(Store::Open(path, ro).ok());  // does not create
+  EXPECT_FALSE(std::filesystem::exists(path));
+  {
+    ASSERT_OK_AND_ASSIGN(std::unique_ptr<Store> store, Store::Open(path));
+    const std::vector<RatingRow> rows = {R("a", "x", 1)};
+    ASSERT_TRUE(store->UpsertRatings(rows).ok());
+  }
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Store> store, Store::Open(path, ro));
+  ASSERT_OK_AND_ASSIGN(Stats stats, store->GetStats());
+  EXPECT_EQ(stats.ratings, 1);
+  const std::vector<RatingRow> rows = {R("b", "x", 1)};
+  EXPECT_EQ(store->UpsertRatings(rows).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(store->DeleteUser("a").status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(store->PruneModels(1).code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_F(StoreFileTest, LockedDatabaseIsUnavailableUntilReleased) {
+  const std::string path = dir_.File("locked.db");
+  StoreOptions options;
+  options.busy_timeout_ms = 100;
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Store> store,
+                       Store::Open(path, options));
+  const std::vector<RatingRow> first = {R("a", "x", 1)};
+  ASSERT_TRUE(store->UpsertRatings(first).ok());
+
+  RawDb raw(path);
+  ASSERT_EQ(raw.Exec("BEGIN EXCLUSIVE"), SQLITE_OK);
+  const std::vector<RatingRow> rows = {R("b", "y", 2)};
+  const auto start = std::chrono::steady_clock::now();
+  auto result = store->UpsertRatings(rows);
+  const auto waited = std::chrono::steady_clock::now() - start;
+  ASSERT_FALSE(result.ok());
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(result.status().message(), HasSubstr("locked"));
+  EXPECT_GE(waited, std::chrono::milliseconds(90));
+  EXPECT_EQ(store->ActivateModel(1).code(), absl::StatusCode::kUnavailable);
+  // Reads still work (WAL).
+  ASSERT_OK_AND_ASSIGN(Stats stats, store->GetStats());
+  EXPECT_EQ(stats.ratings, 1);
+  // A second Store can open while locked: no migration is needed.
+  EXPECT_TRUE(Store::Open(path, options).ok());
+
+  ASSERT_EQ(raw.Exec("COMMIT"), SQLITE_OK);
+  ASSERT_OK_AND_ASSIGN(UpsertResult r, store->UpsertRatings(rows));
+  EXPECT_EQ(r.new_users, 1);
+  ASSERT_OK_AND_ASSIGN(stats, store->GetStats());
+  EXPECT_EQ(stats.ratings, 2);
+}
+
+TEST_F(StoreFileTest, FailedTransactionRollsBackEverything) {
+  const std::string path = dir_.File("rollback.db");
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Store> store, Store::Open(path));
+  const std::vector<RatingRow> first = {R("a", "x", 1)};
+  ASSERT_TRUE(store->UpsertRatings(first).ok());
+  // A trigger added behind the Store's back makes the database refuse the
+  // rating 42: a failure in the middle of a transaction.
+  RawDb raw(path);
+  ASSERT_EQ(raw.Exec("CREATE TRIGGER no42 BEFORE INSERT ON ratings "
+                     "WHEN NEW.rating = 42 BEGIN "
+                     "SELECT RAISE(ABORT, 'no 42 here'); END"),
+            SQLITE_OK);
+  const std::vector<RatingRow> batch = {R("new1", "newx", 1), R("new2", "x", 2),
+                                        R("a", "x", 5), R("new3", "newy", 42)};
+  auto failed = store->UpsertRatings(batch);
+  ASSERT_FALSE(failed.ok());
+  EXPECT_THAT(failed.status().message(), HasSubstr("no 42 here"));
+  ASSERT_OK_AND_ASSIGN(Snapshot snap, store->ReadSnapshot());
+  EXPECT_THAT(Flatten(snap), ElementsAre("a/x=1"));
+  EXPECT_THAT(snap.users, ElementsAre("a"));
+  EXPECT_THAT(snap.items, ElementsAre("x"));
+
+  // The ids the failed batch had cached are gone: they are created again (a
+  // stale cache entry would point at a rolled-back row and trip the foreign
+  // key check).
+  ASSERT_EQ(raw.Exec("DROP TRIGGER no42"), SQLITE_OK);
+  ASSERT_OK_AND_ASSIGN(UpsertResult r, store->UpsertRatings(batch));
+  EXPECT_EQ(r.new_users, 3);
+  EXPECT_EQ(r.new_items, 2);
+  EXPECT_EQ(r.inserted, 3);
+  EXPECT_EQ(r.replaced, 1);
+  ASSERT_OK_AND_ASSIGN(snap, store->ReadSnapshot());
+  EXPECT_THAT(snap.users, ElementsAre("a", "new1", "new2", "new3"));
+}
+
+// Child: opens the store, upserts `batches` batches, then dies by SIGKILL
+// without closing anything.
+void CrashingWriter(const std::string& path, bool sync_full, int batches,
+                    int batch_size) {
+  StoreOptions options;
+  options.synchronous_full = sync_full;
+  auto store = Store::Open(path, options);
+  if (!store.ok()) _exit(2);
+  for (int b = 0; b < batches; ++b) {
+    std::vector<RatingRow> rows;
+    for (int j = 0; j < batch_size; ++j) {
+      rows.push_back(R(absl::StrCat("u", b), absl::StrCat("i", j), j % 5 + 1,
+                       b * 1000 + j));
+    }
+    if (!(*store)->UpsertRatings(rows).ok()) _exit(3);
+  }
+  raise(SIGKILL);
+  _exit(4);  // not reached
+}
+
+TEST_F(StoreFileTest, CommittedWritesSurviveKill9) {
+  for (bool sync_full : {true, false}) {
+    SCOPED_TRACE(sync_full ? "synchronous=FULL" : "synchronous=NORMAL");
+    const std::string path =
+        dir_.File(sync_full ? "crash_full.db" : "crash_normal.db");
+    constexpr int kBatches = 5;
+    constexpr int kBatchSize = 300;
+    fflush(nullptr);
+    const pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) CrashingWriter(path, sync_full, kBatches, kBatchSize);
+    int wstatus = 0;
+    ASSERT_EQ(waitpid(pid, &wstatus, 0), pid);
+    ASSERT_TRUE(WIFSIGNALED(wstatus)) << "child exit " << WEXITSTATUS(wstatus);
+    ASSERT_EQ(WTERMSIG(wstatus), SIGKILL);
+    // The WAL was not checkpointed: the data lives only there.
+    EXPECT_TRUE(std::filesystem::exists(path + "-wal"));
+
+    ASSERT_OK_AND_ASSIGN(std::unique_ptr<Store> store, Store::Open(path));
+    ASSERT_OK_AND_ASSIGN(Stats stats, store->GetStats());
+    EXPECT_EQ(stats.users, kBatches);
+    EXPECT_EQ(stats.items, kBatchSize);
+    EXPECT_EQ(stats.ratings, kBatches * kBatchSize);
+    for (int b = 0; b < kBatches; ++b) {
+      ASSERT_OK_AND_ASSIGN(std::vector<UserRating> u,
+                           store->GetUserRatings(absl::StrCat("u", b)));
+      ASSERT_EQ(u.size(), static_cast<size_t>(kBatchSize));
+      for (int j = 0; j < kBatchSize; ++j) {
+        EXPECT_EQ(u[static_cast<size_t>(j)].item, absl::StrCat("i", j));
+        EXPECT_EQ(u[static_cast<size_t>(j)].rating, j % 5 + 1);
+        EXPECT_EQ(u[static_cast<size_t>(j)].timestamp, b * 1000 + j);
+      }
+    }
+  }
+}
+
+// 100,000 new ratings in batches of 5,000 into a new file database, then one
+// snapshot. Prints the times; the bounds are loose so a busy CI box passes.
+TEST_F(StoreFileTest, BulkUpsertAndSnapshotSpeed) {
+  const std::string path = dir_.File("bulk.db");
+  constexpr int kRows = 100000;
+  constexpr int kBatch = 5000;
+  std::vector<RatingRow> rows;
+  rows.reserve(kRows);
+  for (int k = 0; k < kRows; ++k) {
+    // ~1000 users x ~2000 items, MovieLens-like ids.
+    rows.push_back(R(absl::StrCat(k / 100), absl::StrCat((k * 37) % 2000 + 1),
+                     k % 5 + 1, 881250949 + k));
+  }
+  const auto start = std::chrono::steady_clock::now();
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Store> store, Store::Open(path));
+  int64_t inserted = 0;
+  for (int b = 0; b < kRows; b += kBatch) {
+    ASSERT_OK_AND_ASSIGN(UpsertResult r,
+                         store->UpsertRatings(absl::MakeConstSpan(rows).subspan(
+                             static_cast<size_t>(b), kBatch)));
+    inserted += r.inserted + r.replaced;
+  }
+  const auto upserted = std::chrono::steady_clock::now();
+  ASSERT_OK_AND_ASSIGN(Snapshot snap, store->ReadSnapshot());
+  const auto snapped = std::chrono::steady_clock::now();
+  EXPECT_EQ(inserted, kRows);
+  EXPECT_EQ(snap.ratings.size(), static_cast<size_t>(kRows));
+  const auto ms = [](auto d) {
+    return std::chrono::duration<double, std::milli>(d).count();
+  };
+  std::printf(
+      "[ PERF     ] upsert %d rows in batches of %d: %.1f ms; "
+      "snapshot: %.1f ms\n",
+      kRows, kBatch, ms(upserted - start), ms(snapped - upserted));
+  EXPECT_LT(ms(upserted - start), 5000.0);
+  EXPECT_LT(ms(snapped - upserted), 1000.0);
+}
+
+}  // namespace
+}  // namespace rbmrec::store
