@@ -86,4 +86,34 @@ void PredictMeanField(const RbmParams& p, const float* h_hat, int32_t q,
   SoftmaxInPlace(probs, p.K);
 }
 
+double CdChain(const RbmParams& p, const VisibleSet& v, int T, Rng* rng,
+               GibbsScratch* sc, float* h0, float* ht, uint8_t* vt) {
+  const int F = p.F, K = p.K;
+  HiddenInput(p, v, h0);
+  SigmoidInPlace(h0, F);
+  const float* hp = h0;
+  double sq = 0;
+  for (int step = 0; step < T; ++step) {
+    for (int j = 0; j < F; ++j) sc->h[j] = rng->Uniform() < hp[j] ? 1.f : 0.f;
+    for (int64_t r = 0; r < v.n; ++r) {
+      VisibleLogits(p, v.items[r], sc->h.data(), sc->logits.data());
+      SoftmaxInPlace(sc->logits.data(), K);
+      vt[r] = static_cast<uint8_t>(
+          SampleCategorical(sc->logits.data(), K, rng->Uniform()));
+      if (step == 0) {
+        double mean = 0;
+        for (int k = 0; k < K; ++k) {
+          mean += static_cast<double>(k) * sc->logits[k];
+        }
+        const double d = mean - v.ks[r];
+        sq += d * d;
+      }
+    }
+    HiddenInput(p, VisibleSet{v.items, vt, v.n}, ht);
+    SigmoidInPlace(ht, F);
+    hp = ht;
+  }
+  return sq;
+}
+
 }  // namespace rbmrec

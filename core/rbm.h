@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "Eigen/Core"
+#include "core/rng.h"
 
 namespace rbmrec {
 
@@ -82,6 +83,34 @@ void PredictExact(const RbmParams& p, const float* x, int32_t q, float* probs);
 // `h_hat` is sigmoid(HiddenInput(V)). REQUIRES: probs has size K.
 void PredictMeanField(const RbmParams& p, const float* h_hat, int32_t q,
                       float* probs);
+
+// Draws k ~ Categorical(probs[0..K)) by inverse CDF with uniform u in [0,1):
+// the first k whose cumulative probability exceeds u (K-1 if none does).
+inline int SampleCategorical(const float* probs, int K, float u) {
+  float acc = 0;
+  for (int k = 0; k + 1 < K; ++k) {
+    acc += probs[k];
+    if (u < acc) return k;
+  }
+  return K - 1;
+}
+
+// Per-thread buffers for CdChain (F and K floats).
+struct GibbsScratch {
+  Eigen::VectorXf h, logits;
+  GibbsScratch(int F, int K) : h(F), logits(K) {}
+};
+
+// One user's contrastive-divergence chain (CD-T):
+//   h0 = p(h | V_data); then T times: h ~ Bernoulli(h_prev),
+//   v_i ~ Categorical(softmax_k(b_i^k + sum_j h_j W_ij^k)) for the rated
+//   items only, h_T = p(h | V_T).
+// Outputs h0 (F), hT (F), vt (v.n sampled rating indices) and returns the
+// squared error of the first reconstruction's expectation (in rating
+// indices) summed over the user's ratings. The gradient estimate is
+//   dW_{i,k_i} += h0, dW_{i,vt_i} -= hT, db likewise with 1, dc += h0 - hT.
+double CdChain(const RbmParams& p, const VisibleSet& v, int T, Rng* rng,
+               GibbsScratch* scratch, float* h0, float* ht, uint8_t* vt);
 
 }  // namespace rbmrec
 

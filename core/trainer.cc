@@ -164,9 +164,9 @@ VisibleSet RowOf(const SparseRatings& s, int32_t u) {
 }
 
 // Scratch buffers owned by one worker.
-struct Scratch {
-  Eigen::VectorXf x, h, logits;
-  explicit Scratch(int F, int K) : x(F), h(F), logits(K) {}
+struct Scratch : GibbsScratch {
+  Eigen::VectorXf x;
+  Scratch(int F, int K) : GibbsScratch(F, K), x(F) {}
 };
 
 class CdTrainer {
@@ -273,52 +273,16 @@ class CdTrainer {
   }
 
  private:
-  // Positive phase, T Gibbs steps, and the negative-phase statistics for
-  // user u; writes h0_ row s, ht_ row s, vt_ for the user's ratings.
-  void UserChain(int epoch, int32_t u, size_t s, int cd_steps, Scratch* sc) {
+  // Positive phase, T Gibbs steps and the negative-phase statistics for
+  // user u, into h0_ row s, ht_ row s and vt_ at the user's ratings.
+  void UserChain(int epoch, int32_t u, size_t s, int cd_steps,
+                 GibbsScratch* sc) {
     Rng rng(StreamSeed(o_.seed, static_cast<uint64_t>(epoch) << 1 | 1,
                        static_cast<uint64_t>(u)));
-    const VisibleSet v = RowOf(train_, u);
-    const int F = p_.F, K = p_.K;
-    float* h0 = h0_.row(static_cast<Eigen::Index>(s)).data();
-    float* ht = ht_.row(static_cast<Eigen::Index>(s)).data();
-    uint8_t* vt = vt_.data() + train_.offsets[u];
-    HiddenInput(p_, v, h0);
-    SigmoidInPlace(h0, F);
-    const float* hp = h0;
-    double sq = 0;
-    for (int step = 0; step < cd_steps; ++step) {
-      for (int j = 0; j < F; ++j) sc->h[j] = rng.Uniform() < hp[j] ? 1.f : 0.f;
-      for (int64_t r = 0; r < v.n; ++r) {
-        VisibleLogits(p_, v.items[r], sc->h.data(), sc->logits.data());
-        SoftmaxInPlace(sc->logits.data(), K);
-        // Categorical draw over the K values: the first k whose cumulative
-        // probability exceeds a uniform draw.
-        const float uval = rng.Uniform();
-        double mean = 0;
-        for (int k = 0; k < K; ++k)
-          mean += static_cast<double>(k) * sc->logits[k];
-        int pick = K - 1;
-        float acc = 0;
-        for (int k = 0; k + 1 < K; ++k) {
-          acc += sc->logits[k];
-          if (uval < acc) {
-            pick = k;
-            break;
-          }
-        }
-        vt[r] = static_cast<uint8_t>(pick);
-        if (step == 0) {
-          const double d = mean - v.ks[r];
-          sq += d * d;
-        }
-      }
-      VisibleSet vs{v.items, vt, v.n};
-      HiddenInput(p_, vs, ht);
-      SigmoidInPlace(ht, F);
-      hp = ht;
-    }
-    sq_err_[s] = sq;
+    sq_err_[s] = CdChain(p_, RowOf(train_, u), cd_steps, &rng, sc,
+                         h0_.row(static_cast<Eigen::Index>(s)).data(),
+                         ht_.row(static_cast<Eigen::Index>(s)).data(),
+                         vt_.data() + train_.offsets[u]);
   }
 
   // Phase B: sums the batch's statistics into the gradient buffers in batch

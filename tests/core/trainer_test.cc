@@ -1,0 +1,154 @@
+#include "core/trainer.h"
+
+#include <cmath>
+
+#include "core/fit.h"
+#include "gtest/gtest.h"
+#include "tests/core/synthetic.h"
+
+namespace rbmrec {
+namespace {
+
+TrainOptions SmallOptions() {
+  TrainOptions o;
+  o.hidden = 16;
+  o.max_epochs = 40;
+  o.batch_size = 10;
+  o.seed = 7;
+  return o;
+}
+
+// RMSE of predicting each test rating by its item's training mean.
+double ItemMeanRmse(const testing_data::Split& s) {
+  std::vector<double> sum(static_cast<size_t>(s.train.items.size()), 0),
+      n(sum.size(), 0);
+  for (const Rating& r : s.train.ratings) {
+    sum[static_cast<size_t>(r.item)] += r.k + 1;
+    n[static_cast<size_t>(r.item)] += 1;
+  }
+  double se = 0;
+  for (const TestRating& t : s.test) {
+    const size_t i = static_cast<size_t>(t.item);
+    const double pred = n[i] > 0 ? sum[i] / n[i] : 3.0;
+    se += (pred - t.rating) * (pred - t.rating);
+  }
+  return std::sqrt(se / static_cast<double>(s.test.size()));
+}
+
+TEST(Trainer, BeatsItemMeanOnPlantedStructure) {
+  auto s = testing_data::PlantedRatings(200, 60, 3, 0.3, 11);
+  ASSERT_GT(s.test.size(), 300u);
+  auto model = FitModel(s.train, SmallOptions());
+  ASSERT_TRUE(model.ok()) << model.status();
+  const EvalMetrics m =
+      Evaluate(*model, s.train.ByUser(), s.test, PredictMethod::kExact, 2);
+  const double baseline = ItemMeanRmse(s);
+  EXPECT_EQ(m.n, static_cast<int64_t>(s.test.size()));
+  EXPECT_LT(m.rmse, 0.8 * baseline) << "item-mean baseline " << baseline;
+  const EvalMetrics mf =
+      Evaluate(*model, s.train.ByUser(), s.test, PredictMethod::kMeanField, 2);
+  EXPECT_LT(mf.rmse, 0.85 * baseline);
+}
+
+TEST(Trainer, SameSeedSameModelAtAnyThreadCount) {
+  auto s = testing_data::PlantedRatings(120, 40, 3, 0.3, 5);
+  TrainOptions o = SmallOptions();
+  o.max_epochs = 6;
+  o.threads = 1;
+  auto a = FitModel(s.train, o);
+  o.threads = 2;
+  auto b = FitModel(s.train, o);
+  o.threads = 3;
+  auto c = FitModel(s.train, o);
+  ASSERT_TRUE(a.ok() && b.ok() && c.ok());
+  EXPECT_TRUE(a->members[0] == b->members[0]);
+  EXPECT_TRUE(a->members[0] == c->members[0]);
+  o.seed = 8;
+  auto d = FitModel(s.train, o);
+  ASSERT_TRUE(d.ok());
+  EXPECT_FALSE(a->members[0] == d->members[0]);
+}
+
+TEST(Trainer, ProgressCanCancelAndBestEpochIsKept) {
+  auto s = testing_data::PlantedRatings(80, 30, 2, 0.3, 3);
+  int calls = 0;
+  auto r =
+      TrainRbm(s.train.ByUser(), 5, SmallOptions(), [&](const EpochStats& st) {
+        EXPECT_EQ(st.epoch, calls + 1);
+        EXPECT_TRUE(std::isfinite(st.valid_rmse));
+        return ++calls < 3;
+      });
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r->cancelled);
+  EXPECT_EQ(r->epochs_run, 3);
+  EXPECT_GE(r->best_epoch, 1);
+  EXPECT_LE(r->best_epoch, 3);
+  EXPECT_DOUBLE_EQ(
+      r->best_valid_rmse,
+      r->history[static_cast<size_t>(r->best_epoch - 1)].valid_rmse);
+}
+
+TEST(Trainer, RejectsBadOptionsNamingTheField) {
+  TrainOptions o;
+  o.learning_rate = -1;
+  EXPECT_NE(ValidateTrainOptions(o).message().find("lr"), std::string::npos);
+  o = TrainOptions();
+  o.hidden = 0;
+  EXPECT_NE(ValidateTrainOptions(o).message().find("hidden"),
+            std::string::npos);
+  o = TrainOptions();
+  o.momentum = 1.5f;
+  EXPECT_NE(ValidateTrainOptions(o).message().find("momentum"),
+            std::string::npos);
+  EXPECT_TRUE(ValidateTrainOptions(TrainOptions()).ok());
+  SparseRatings empty;
+  EXPECT_EQ(TrainRbm(empty, 5, TrainOptions()).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+TEST(CdSchedule, ParsesAndRejects) {
+  auto s = CdSchedule::Parse("1,3@20,5@29,9@42");
+  ASSERT_TRUE(s.ok());
+  EXPECT_FALSE(s->adaptive);
+  EXPECT_EQ(s->StepsAt(1), 1);
+  EXPECT_EQ(s->StepsAt(19), 1);
+  EXPECT_EQ(s->StepsAt(20), 3);
+  EXPECT_EQ(s->StepsAt(30), 5);
+  EXPECT_EQ(s->StepsAt(100), 9);
+  EXPECT_EQ(s->ToString(), "1,3@20,5@29,9@42");
+  EXPECT_TRUE(CdSchedule::Parse("auto")->adaptive);
+  EXPECT_FALSE(CdSchedule::Parse("0").ok());
+  EXPECT_FALSE(CdSchedule::Parse("1,3@0").ok());
+  EXPECT_FALSE(CdSchedule::Parse("1,3@5,5@4").ok());
+  EXPECT_FALSE(CdSchedule::Parse("x").ok());
+}
+
+TEST(Fit, FallbackForUnknownItemsAndUsers) {
+  auto s = testing_data::PlantedRatings(60, 20, 2, 0.4, 9);
+  TrainOptions o = SmallOptions();
+  o.max_epochs = 3;
+  auto model = FitModel(s.train, o);
+  ASSERT_TRUE(model.ok());
+  std::vector<TestRating> test = {
+      {0, -1, 3.0}, {-1, 0, 3.0}, {-1, -1, 3.0}, {0, 0, 3.0}};
+  const EvalMetrics m =
+      Evaluate(*model, s.train.ByUser(), test, PredictMethod::kExact, 1);
+  EXPECT_EQ(m.n, 4);
+  EXPECT_EQ(m.n_fallback, 3);
+  // Predict: unknown item -> the user's histogram, flagged.
+  const SparseRatings by_user = s.train.ByUser();
+  VisibleSet v{by_user.col.data(), by_user.k.data(), by_user.RowSize(0)};
+  std::vector<int32_t> q = {-1, 1};
+  std::vector<float> out(q.size() * 5);
+  std::vector<bool> fb;
+  model->Predict(v, q, PredictMethod::kExact, out.data(), &fb);
+  EXPECT_TRUE(fb[0]);
+  EXPECT_FALSE(fb[1]);
+  double mean = 0;
+  for (int64_t r = 0; r < v.n; ++r) mean += v.ks[r] + 1;
+  mean /= static_cast<double>(v.n);
+  EXPECT_NEAR(model->Expectation(out.data()), mean, 1e-5);
+}
+
+}  // namespace
+}  // namespace rbmrec
