@@ -1,0 +1,790 @@
+#include "client/cli.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <optional>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+
+namespace rbmrec::client {
+namespace {
+
+FlagSpec Bool(std::string name, std::string help) {
+  return FlagSpec{std::move(name), 0, FlagKind::kBool, "", std::move(help)};
+}
+
+FlagSpec Value(std::string name, std::string value_name, std::string help,
+               char short_name = 0) {
+  return FlagSpec{std::move(name), short_name, FlagKind::kValue,
+                  std::move(value_name), std::move(help)};
+}
+
+FlagSpec Repeated(std::string name, std::string value_name, std::string help) {
+  return FlagSpec{std::move(name), 0, FlagKind::kRepeated,
+                  std::move(value_name), std::move(help)};
+}
+
+FlagSpec FormatFlag() {
+  return Value("format", "FORMAT",
+               "auto|ml100k|dat|mlcsv|csv|tsv|space (default auto: detected "
+               "from the file name and first lines)");
+}
+
+FlagSpec MethodFlag() {
+  return Value("method", "METHOD",
+               "exact|meanfield: exact conditional (default) or the faster "
+               "mean-field approximation");
+}
+
+FlagSpec ModelFlag() {
+  return Value("model", "VERSION",
+               "answer with this model version (default: the active one)");
+}
+
+FlagSpec RateFlag() {
+  return Repeated("rate", "ITEM=RATING",
+                  "an extra rating for this request only (repeatable); merged "
+                  "over the user's stored ratings, or the ratings of the "
+                  "anonymous user '-'");
+}
+
+std::vector<CommandSpec> MakeCommands() {
+  std::vector<CommandSpec> c;
+  c.push_back(CommandSpec{
+      {"import"},
+      "FILE",
+      1,
+      1,
+      "load ratings from a file (MovieLens, CSV, TSV)",
+      "Reads ratings from FILE and streams them to the server in batches. "
+      "Each batch is committed atomically; a later rating of the same "
+      "(user, item) replaces an earlier one. Malformed file lines fail the "
+      "import before anything is sent (or, with --lenient, are skipped); "
+      "rows the server rejects are listed with their file line numbers.",
+      {FormatFlag(), Value("batch", "N", "rows per batch (default 5000)"),
+       Bool("lenient", "skip malformed lines instead of failing")}});
+  c.push_back(CommandSpec{
+      {"items", "import"},
+      "FILE",
+      1,
+      1,
+      "load item titles (u.item, movies.dat/.csv)",
+      "Reads item ids, titles and genres from FILE (format detected from the "
+      "content) and stores them on the server, so answers show titles. "
+      "Genres are stored as the attribute \"genres\".",
+      {Value("batch", "N", "items per request (default 5000)")}});
+  c.push_back(CommandSpec{
+      {"train"},
+      "",
+      0,
+      0,
+      "train a new model on all stored ratings",
+      "Starts a training job on the server and shows its progress: one table "
+      "row per epoch. When it succeeds the new model version is published "
+      "and becomes active. Ctrl-C asks the server to cancel the job (a "
+      "second Ctrl-C quits at once, leaving the job running). Options not "
+      "given take the server's defaults.",
+      {Value("hidden", "N", "number of hidden units"),
+       Value("epochs", "N", "maximum number of epochs"),
+       Value("batch-size", "N", "users per mini-batch"),
+       Value("lr", "X", "learning rate"),
+       Value("momentum", "X", "momentum, in [0, 1)"),
+       Value("weight-decay", "X", "L2 weight decay"),
+       Value("cd-steps", "N", "Gibbs steps per CD update"),
+       Value("seed", "N", "random seed"),
+       Value("threads", "N", "worker threads"),
+       Value("validation-fraction", "X",
+             "fraction of ratings held out for validation, 0 disables"),
+       Value("ensemble", "N", "number of RBMs averaged")}});
+  c.push_back(CommandSpec{
+      {"predict"},
+      "USER ITEM...",
+      2,
+      -1,
+      "a user's predicted rating distributions",
+      "Prints, for each ITEM, the probability of each rating value as a bar "
+      "chart, and the expected rating. USER '-' is an anonymous user "
+      "described only by --rate.",
+      {MethodFlag(), RateFlag(), ModelFlag()}});
+  c.push_back(CommandSpec{
+      {"recommend"},
+      "USER",
+      1,
+      1,
+      "the top N items a user has not rated",
+      "Ranks the items the user has not rated by expected rating (default) "
+      "or by the probability of a rating of at least --threshold. USER '-' "
+      "is an anonymous user described only by --rate.",
+      {Value("n", "N", "number of items (default 10)", 'n'),
+       Value("by", "expected|prob",
+             "rank by expected rating (default) or by P(rating >= "
+             "threshold)"),
+       Value("threshold", "X",
+             "the rating threshold for --by prob (default 4); implies "
+             "--by prob"),
+       MethodFlag(), RateFlag(), ModelFlag()}});
+  c.push_back(CommandSpec{
+      {"evaluate"},
+      "FILE",
+      1,
+      1,
+      "RMSE/MAE of the served model on a test file",
+      "Reads held-out ratings from FILE (not stored), predicts each with the "
+      "served model and prints RMSE, MAE, the number of ratings and how many "
+      "used a fallback (item unknown to the model, or a user without stored "
+      "ratings, predicted as an anonymous user).",
+      {FormatFlag(), Bool("lenient", "skip malformed lines instead of failing"),
+       MethodFlag(), ModelFlag(),
+       Value("batch", "N", "items per request (default 1000)")}});
+  c.push_back(CommandSpec{{"models"},
+                          "",
+                          0,
+                          0,
+                          "list the stored model versions",
+                          "Lists the stored model versions, newest first; "
+                          "'*' marks the active one.",
+                          {}});
+  c.push_back(CommandSpec{{"models", "activate"},
+                          "VERSION",
+                          1,
+                          1,
+                          "make a stored model version the active one",
+                          "Makes VERSION the model that answers requests "
+                          "(e.g. to roll back).",
+                          {}});
+  c.push_back(CommandSpec{{"stats"},
+                          "",
+                          0,
+                          0,
+                          "counts of users, items, ratings; server state",
+                          "Shows the numbers of stored users, items and "
+                          "ratings, the active model and the training state.",
+                          {}});
+  c.push_back(CommandSpec{{"health"},
+                          "[SERVICE]",
+                          0,
+                          1,
+                          "check that the server is serving",
+                          "Calls the standard grpc.health.v1 Check for "
+                          "SERVICE (default: the whole server). Exits 0 when "
+                          "SERVING, 2 otherwise.",
+                          {}});
+  c.push_back(CommandSpec{{"delete-user"},
+                          "USER",
+                          1,
+                          1,
+                          "delete every rating of a user",
+                          "Deletes every stored rating of USER.",
+                          {}});
+  c.push_back(CommandSpec{{"delete-ratings"},
+                          "USER ITEM...",
+                          2,
+                          -1,
+                          "delete some ratings of a user",
+                          "Deletes USER's ratings of the given items; items "
+                          "the user has not rated are ignored.",
+                          {}});
+  return c;
+}
+
+std::vector<FlagSpec> MakeGlobalFlags() {
+  return {
+      Value("server", "HOST:PORT",
+            absl::StrCat("the server (default $RBMREC_SERVER, else ",
+                         kDefaultServer, ")")),
+      Bool("json", "print exactly one JSON object on stdout"),
+      Value("timeout", "SECONDS",
+            absl::StrCat("deadline of each request (default ",
+                         kDefaultTimeoutSeconds,
+                         "; import and train streams have none)")),
+      FlagSpec{"help", 'h', FlagKind::kBool, "", "show help and exit"},
+  };
+}
+
+std::string Joined(const std::vector<std::string>& words) {
+  return absl::StrJoin(words, " ");
+}
+
+bool StartsWith(const std::vector<std::string>& path,
+                const std::vector<std::string>& prefix) {
+  return path.size() >= prefix.size() &&
+         std::equal(prefix.begin(), prefix.end(), path.begin());
+}
+
+const CommandSpec* FindExact(const std::vector<std::string>& words) {
+  for (const auto& c : Commands()) {
+    if (c.path == words) return &c;
+  }
+  return nullptr;
+}
+
+bool IsStrictPrefixOfSome(const std::vector<std::string>& words) {
+  for (const auto& c : Commands()) {
+    if (c.path.size() > words.size() && StartsWith(c.path, words)) return true;
+  }
+  return false;
+}
+
+const FlagSpec* FindFlag(const std::vector<FlagSpec>& flags,
+                         absl::string_view name, bool is_short) {
+  for (const auto& f : flags) {
+    if (is_short ? (name.size() == 1 && f.short_name == name[0])
+                 : f.name == name) {
+      return &f;
+    }
+  }
+  return nullptr;
+}
+
+std::string FlagSynopsis(const FlagSpec& f) {
+  std::string s;
+  if (f.short_name != 0)
+    absl::StrAppend(&s, "-", std::string(1, f.short_name), ", ");
+  absl::StrAppend(&s, "--", f.name);
+  if (f.kind != FlagKind::kBool) absl::StrAppend(&s, " ", f.value_name);
+  return s;
+}
+
+// Wraps `text` at `width` columns, every line indented by `indent`.
+std::string Wrap(absl::string_view text, size_t width, size_t indent) {
+  std::string out;
+  std::string line;
+  for (absl::string_view word : absl::StrSplit(text, ' ', absl::SkipEmpty())) {
+    if (!line.empty() && line.size() + 1 + word.size() > width - indent) {
+      absl::StrAppend(&out, std::string(indent, ' '), line, "\n");
+      line.clear();
+    }
+    if (!line.empty()) line += ' ';
+    absl::StrAppend(&line, word);
+  }
+  if (!line.empty())
+    absl::StrAppend(&out, std::string(indent, ' '), line, "\n");
+  return out;
+}
+
+// "  LEFT  TEXT" lines: LEFT padded to `left_width`, TEXT wrapped at 79
+// columns with a hanging indent.
+std::string TwoColumns(
+    const std::vector<std::pair<std::string, std::string>>& lines) {
+  size_t left_width = 0;
+  for (const auto& [left, text] : lines) {
+    left_width = std::max(left_width, left.size());
+  }
+  const size_t indent = left_width + 4;
+  const size_t width = std::max<size_t>(79, indent + 30);
+  std::string out;
+  for (const auto& [left, text] : lines) {
+    const std::string wrapped = Wrap(text, width, indent);
+    absl::StrAppend(&out, "  ", left,
+                    std::string(left_width - left.size(), ' '), "  ",
+                    absl::string_view(wrapped).substr(indent));
+  }
+  return out;
+}
+
+std::string FlagLines(const std::vector<FlagSpec>& flags) {
+  std::vector<std::pair<std::string, std::string>> lines;
+  for (const auto& f : flags) lines.emplace_back(FlagSynopsis(f), f.help);
+  return TwoColumns(lines);
+}
+
+std::string Synopsis(const CommandSpec& c) {
+  std::string s = absl::StrCat("rbmrec ", Joined(c.path));
+  if (!c.args.empty()) absl::StrAppend(&s, " ", c.args);
+  if (!c.flags.empty()) absl::StrAppend(&s, " [FLAGS]");
+  return s;
+}
+
+}  // namespace
+
+const std::vector<CommandSpec>& Commands() {
+  static const std::vector<CommandSpec>* const kCommands =
+      new std::vector<CommandSpec>(MakeCommands());
+  return *kCommands;
+}
+
+const std::vector<FlagSpec>& GlobalFlags() {
+  static const std::vector<FlagSpec>* const kFlags =
+      new std::vector<FlagSpec>(MakeGlobalFlags());
+  return *kFlags;
+}
+
+bool ParsedArgs::Has(absl::string_view name) const {
+  return flags.find(std::string(name)) != flags.end();
+}
+
+std::string ParsedArgs::Get(absl::string_view name,
+                            absl::string_view fallback) const {
+  auto it = flags.find(std::string(name));
+  if (it == flags.end() || it->second.empty()) return std::string(fallback);
+  return it->second.back();
+}
+
+std::vector<std::string> ParsedArgs::GetAll(absl::string_view name) const {
+  auto it = flags.find(std::string(name));
+  return it == flags.end() ? std::vector<std::string>{} : it->second;
+}
+
+absl::StatusOr<ParsedArgs> ParseArgs(const std::vector<std::string>& args,
+                                     absl::string_view server_env) {
+  ParsedArgs out;
+  std::vector<std::string> words;  // command words collected so far
+  bool resolved = false;           // out.command is final
+  bool flags_done = false;         // "--" seen
+
+  // Called with each non-flag argument.
+  auto add_word = [&](const std::string& word) -> absl::Status {
+    if (resolved) {
+      out.positional.push_back(word);
+      return absl::OkStatus();
+    }
+    if (words.empty() && word == "help" && !out.help) {
+      out.help = true;
+      return absl::OkStatus();
+    }
+    std::vector<std::string> candidate = words;
+    candidate.push_back(word);
+    if (FindExact(candidate) != nullptr || IsStrictPrefixOfSome(candidate)) {
+      words = std::move(candidate);
+      out.command = FindExact(words);
+      resolved = out.command != nullptr && !IsStrictPrefixOfSome(words);
+      return absl::OkStatus();
+    }
+    if (out.command != nullptr) {  // "models" followed by an argument
+      resolved = true;
+      out.positional.push_back(word);
+      return absl::OkStatus();
+    }
+    if (words.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("unknown command '", word, "'"));
+    }
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown command '", Joined(words), " ", word, "'"));
+  };
+
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    if (flags_done || arg.size() < 2 || arg[0] != '-') {
+      if (absl::Status s = add_word(arg); !s.ok()) return s;
+      continue;
+    }
+    if (arg == "--") {
+      flags_done = true;
+      continue;
+    }
+    // A flag: "--name", "--name=value", "-n", "-n=value".
+    const bool is_short = arg[1] != '-';
+    absl::string_view body = absl::string_view(arg).substr(is_short ? 1 : 2);
+    absl::string_view name = body;
+    std::optional<std::string> value;
+    if (size_t eq = body.find('='); eq != absl::string_view::npos) {
+      name = body.substr(0, eq);
+      value = std::string(body.substr(eq + 1));
+    }
+    const std::string shown = absl::StrCat(is_short ? "-" : "--", name);
+    const FlagSpec* spec = FindFlag(GlobalFlags(), name, is_short);
+    if (spec == nullptr && out.command != nullptr) {
+      spec = FindFlag(out.command->flags, name, is_short);
+    }
+    if (spec == nullptr) {
+      if (out.command != nullptr) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("unknown flag ", shown, " for 'rbmrec ",
+                         Joined(out.command->path), "'"));
+      }
+      return absl::InvalidArgumentError(absl::StrCat(
+          "unknown flag ", shown,
+          words.empty() ? " (command flags go after the command)" : ""));
+    }
+    if (spec->kind == FlagKind::kBool) {
+      if (value.has_value()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(shown, " takes no value"));
+      }
+      value = "true";
+    } else if (!value.has_value()) {
+      if (i + 1 >= args.size()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(shown, " needs a value (", spec->value_name, ")"));
+      }
+      value = args[++i];
+    }
+    std::vector<std::string>& values = out.flags[spec->name];
+    if (spec->kind == FlagKind::kValue && !values.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--", spec->name, " given more than once"));
+    }
+    values.push_back(*value);
+  }
+
+  if (out.Has("help")) out.help = true;
+  if (!resolved && out.command == nullptr && !words.empty()) {
+    out.group = words;  // e.g. "items" without "import"
+  }
+
+  // Global flags.
+  out.global.json = out.Has("json");
+  out.global.server =
+      out.Get("server", server_env.empty() ? kDefaultServer : server_env);
+  if (out.global.server.empty()) {
+    return absl::InvalidArgumentError("--server: must not be empty");
+  }
+  if (out.Has("timeout")) {
+    absl::StatusOr<double> timeout =
+        ParseDouble(out.Get("timeout", ""), "--timeout");
+    if (!timeout.ok()) return timeout.status();
+    if (!(*timeout > 0) || !std::isfinite(*timeout)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--timeout: must be a positive number of seconds, got '",
+                       out.Get("timeout", ""), "'"));
+    }
+    out.global.timeout_seconds = *timeout;
+  }
+  if (out.help) return out;
+
+  if (out.command == nullptr) {
+    if (!out.group.empty()) {
+      std::vector<std::string> subs;
+      for (const auto& c : Commands()) {
+        if (c.path.size() > out.group.size() && StartsWith(c.path, out.group)) {
+          subs.push_back(c.path[out.group.size()]);
+        }
+      }
+      return absl::InvalidArgumentError(
+          absl::StrCat("'", Joined(out.group),
+                       "' needs a subcommand: ", absl::StrJoin(subs, ", ")));
+    }
+    return absl::InvalidArgumentError("missing command");
+  }
+  const CommandSpec& c = *out.command;
+  const int n = static_cast<int>(out.positional.size());
+  if (n < c.min_args) {
+    // Name the first missing argument from the synopsis.
+    std::vector<std::string> names = absl::StrSplit(c.args, ' ');
+    const size_t idx = std::min(static_cast<size_t>(n), names.size() - 1);
+    return absl::InvalidArgumentError(absl::StrCat(
+        "'rbmrec ", Joined(c.path), "': missing argument ", names[idx]));
+  }
+  if (c.max_args >= 0 && n > c.max_args) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("'rbmrec ", Joined(c.path), "': unexpected argument '",
+                     out.positional[static_cast<size_t>(c.max_args)], "'"));
+  }
+  return out;
+}
+
+const CommandSpec* GuessCommand(const std::vector<std::string>& args) {
+  std::vector<std::string> words;
+  const CommandSpec* found = nullptr;
+  for (const std::string& arg : args) {
+    if (!arg.empty() && arg[0] == '-') continue;
+    if (words.empty() && arg == "help") continue;
+    words.push_back(arg);
+    const CommandSpec* c = FindExact(words);
+    if (c != nullptr) {
+      found = c;
+    } else if (!IsStrictPrefixOfSome(words)) {
+      break;
+    }
+  }
+  return found;
+}
+
+std::string TopUsage() {
+  std::string out =
+      "rbmrec: client of the rbmrec collaborative-filtering server.\n\n"
+      "Usage: rbmrec [--server HOST:PORT] [--json] [--timeout SECONDS] "
+      "COMMAND [ARGS] [FLAGS]\n\nCommands:\n";
+  std::vector<std::pair<std::string, std::string>> lines;
+  for (const auto& c : Commands()) {
+    std::string left = Joined(c.path);
+    if (!c.args.empty()) absl::StrAppend(&left, " ", c.args);
+    lines.emplace_back(left, c.summary);
+  }
+  out += TwoColumns(lines);
+  absl::StrAppend(&out, "\nGlobal flags:\n", FlagLines(GlobalFlags()),
+                  "\nRun 'rbmrec COMMAND --help' for a command's flags.\n"
+                  "Exit codes: 0 ok, 1 usage error or unreadable input, "
+                  "2 RPC error.\n");
+  return out;
+}
+
+std::string CommandUsage(const CommandSpec& c) {
+  std::string out = absl::StrCat("Usage: ", Synopsis(c), "\n\n");
+  absl::StrAppend(&out, Wrap(c.description, 79, 0));
+  if (!c.flags.empty()) {
+    absl::StrAppend(&out, "\nFlags:\n", FlagLines(c.flags));
+  }
+  // A command that is also a group ("models") lists its subcommands.
+  bool has_subcommands = false;
+  for (const auto& sub : Commands()) {
+    if (sub.path.size() > c.path.size() && StartsWith(sub.path, c.path)) {
+      if (!has_subcommands) out += "\nSubcommands:\n";
+      has_subcommands = true;
+      absl::StrAppend(&out, "  ", Synopsis(sub), "\n      ", sub.summary, "\n");
+    }
+  }
+  absl::StrAppend(&out, "\nGlobal flags:\n", FlagLines(GlobalFlags()));
+  return out;
+}
+
+std::string GroupUsage(const std::vector<std::string>& group) {
+  std::string out = absl::StrCat("Usage:\n");
+  for (const auto& c : Commands()) {
+    if (StartsWith(c.path, group)) {
+      absl::StrAppend(&out, "  ", Synopsis(c), "\n      ", c.summary, "\n");
+    }
+  }
+  absl::StrAppend(&out, "\nRun 'rbmrec ", Joined(group),
+                  " SUBCOMMAND --help' for details.\n");
+  return out;
+}
+
+std::string HelpText(const ParsedArgs& parsed) {
+  if (parsed.command != nullptr) return CommandUsage(*parsed.command);
+  if (!parsed.group.empty()) return GroupUsage(parsed.group);
+  return TopUsage();
+}
+
+// ---------------------------------------------------------------------------
+// Typed access
+
+absl::StatusOr<int64_t> ParseInt(absl::string_view text,
+                                 absl::string_view what) {
+  int64_t v = 0;
+  if (!absl::SimpleAtoi(text, &v)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": expected an integer, got '", text, "'"));
+  }
+  return v;
+}
+
+absl::StatusOr<double> ParseDouble(absl::string_view text,
+                                   absl::string_view what) {
+  double v = 0;
+  if (!absl::SimpleAtod(text, &v) || !std::isfinite(v)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": expected a number, got '", text, "'"));
+  }
+  return v;
+}
+
+absl::StatusOr<int64_t> GetInt(const ParsedArgs& args, absl::string_view name,
+                               int64_t fallback, int64_t min, int64_t max) {
+  if (!args.Has(name)) return fallback;
+  const std::string what = absl::StrCat("--", name);
+  absl::StatusOr<int64_t> v = ParseInt(args.Get(name, ""), what);
+  if (!v.ok()) return v.status();
+  if (*v < min || *v > max) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": must be in [", min, ", ", max, "], got ", *v));
+  }
+  return v;
+}
+
+absl::StatusOr<double> GetDouble(const ParsedArgs& args, absl::string_view name,
+                                 double fallback, double min, double max) {
+  if (!args.Has(name)) return fallback;
+  const std::string what = absl::StrCat("--", name);
+  absl::StatusOr<double> v = ParseDouble(args.Get(name, ""), what);
+  if (!v.ok()) return v.status();
+  if (*v < min || *v > max) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": must be in [", min, ", ", max, "], got ", *v));
+  }
+  return v;
+}
+
+absl::StatusOr<v1::Method> ParseMethod(absl::string_view name) {
+  const std::string n = absl::AsciiStrToLower(name);
+  if (n == "exact") return v1::EXACT;
+  if (n == "meanfield" || n == "mean-field" || n == "mean_field") {
+    return v1::MEAN_FIELD;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("--method: expected exact or meanfield, got '", name, "'"));
+}
+
+absl::StatusOr<v1::RankBy> ParseRankBy(absl::string_view name) {
+  const std::string n = absl::AsciiStrToLower(name);
+  if (n == "expected") return v1::EXPECTED_RATING;
+  if (n == "prob" || n == "probability") return v1::PROBABILITY_AT_LEAST;
+  return absl::InvalidArgumentError(
+      absl::StrCat("--by: expected 'expected' or 'prob', got '", name, "'"));
+}
+
+absl::StatusOr<v1::ItemRating> ParseItemRating(absl::string_view text) {
+  const size_t eq = text.rfind('=');
+  if (eq == absl::string_view::npos || eq == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--rate: expected ITEM=RATING, got '", text, "'"));
+  }
+  absl::StatusOr<double> rating = ParseDouble(
+      text.substr(eq + 1), absl::StrCat("--rate ", text.substr(0, eq)));
+  if (!rating.ok()) return rating.status();
+  v1::ItemRating out;
+  out.set_item_id(std::string(text.substr(0, eq)));
+  out.set_rating(*rating);
+  return out;
+}
+
+std::string UserArgument(absl::string_view arg) {
+  return arg == "-" ? std::string() : std::string(arg);
+}
+
+namespace {
+
+constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
+
+// Sets an optional int32 TrainOptions field from flag `name` when given.
+template <typename Setter>
+absl::Status MaybeInt32(const ParsedArgs& args, absl::string_view name,
+                        Setter set) {
+  if (!args.Has(name)) return absl::OkStatus();
+  absl::StatusOr<int64_t> v = GetInt(args, name, 0, -kInt32Max, kInt32Max);
+  if (!v.ok()) return v.status();
+  set(static_cast<int32_t>(*v));
+  return absl::OkStatus();
+}
+
+template <typename Setter>
+absl::Status MaybeDouble(const ParsedArgs& args, absl::string_view name,
+                         Setter set) {
+  if (!args.Has(name)) return absl::OkStatus();
+  absl::StatusOr<double> v =
+      GetDouble(args, name, 0, -std::numeric_limits<double>::max(),
+                std::numeric_limits<double>::max());
+  if (!v.ok()) return v.status();
+  set(*v);
+  return absl::OkStatus();
+}
+
+absl::Status AddRatingsAndModel(
+    const ParsedArgs& args,
+    google::protobuf::RepeatedPtrField<v1::ItemRating>* ratings,
+    int64_t* model_version, v1::Method* method) {
+  for (const std::string& r : args.GetAll("rate")) {
+    absl::StatusOr<v1::ItemRating> rating = ParseItemRating(r);
+    if (!rating.ok()) return rating.status();
+    *ratings->Add() = *rating;
+  }
+  absl::StatusOr<int64_t> model =
+      GetInt(args, "model", 0, 1, std::numeric_limits<int64_t>::max());
+  if (!model.ok()) return model.status();
+  *model_version = *model;
+  if (args.Has("method")) {
+    absl::StatusOr<v1::Method> m = ParseMethod(args.Get("method", ""));
+    if (!m.ok()) return m.status();
+    *method = *m;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<v1::TrainRequest> BuildTrainRequest(const ParsedArgs& args) {
+  v1::TrainRequest request;
+  v1::TrainOptions* o = request.mutable_options();
+  const absl::Status statuses[] = {
+      MaybeInt32(args, "hidden", [o](int32_t v) { o->set_hidden(v); }),
+      MaybeInt32(args, "epochs", [o](int32_t v) { o->set_epochs(v); }),
+      MaybeInt32(args, "batch-size", [o](int32_t v) { o->set_batch_size(v); }),
+      MaybeDouble(args, "lr", [o](double v) { o->set_learning_rate(v); }),
+      MaybeDouble(args, "momentum", [o](double v) { o->set_momentum(v); }),
+      MaybeDouble(args, "weight-decay",
+                  [o](double v) { o->set_weight_decay(v); }),
+      MaybeInt32(args, "cd-steps", [o](int32_t v) { o->set_cd_steps(v); }),
+      MaybeInt32(args, "threads", [o](int32_t v) { o->set_threads(v); }),
+      MaybeDouble(args, "validation-fraction",
+                  [o](double v) { o->set_validation_fraction(v); }),
+      MaybeInt32(args, "ensemble", [o](int32_t v) { o->set_ensemble(v); }),
+  };
+  for (const absl::Status& s : statuses) {
+    if (!s.ok()) return s;
+  }
+  if (args.Has("seed")) {
+    uint64_t seed = 0;
+    const std::string text = args.Get("seed", "");
+    if (!absl::SimpleAtoi(text, &seed)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--seed: expected a non-negative integer, got '", text, "'"));
+    }
+    o->set_seed(seed);
+  }
+  return request;
+}
+
+absl::StatusOr<v1::PredictRatingsRequest> BuildPredictRequest(
+    const ParsedArgs& args) {
+  v1::PredictRatingsRequest request;
+  if (args.positional.empty()) {
+    return absl::InvalidArgumentError("'rbmrec predict': missing USER");
+  }
+  request.set_user_id(UserArgument(args.positional[0]));
+  for (size_t i = 1; i < args.positional.size(); ++i) {
+    request.add_item_ids(args.positional[i]);
+  }
+  int64_t model = 0;
+  v1::Method method = v1::METHOD_UNSPECIFIED;
+  if (absl::Status s =
+          AddRatingsAndModel(args, request.mutable_ratings(), &model, &method);
+      !s.ok()) {
+    return s;
+  }
+  request.set_model_version(model);
+  request.set_method(method);
+  return request;
+}
+
+absl::StatusOr<v1::RecommendRequest> BuildRecommendRequest(
+    const ParsedArgs& args) {
+  v1::RecommendRequest request;
+  if (args.positional.empty()) {
+    return absl::InvalidArgumentError("'rbmrec recommend': missing USER");
+  }
+  request.set_user_id(UserArgument(args.positional[0]));
+  absl::StatusOr<int64_t> n = GetInt(args, "n", 10, 1, kInt32Max);
+  if (!n.ok()) return n.status();
+  request.set_n(static_cast<int32_t>(*n));
+
+  v1::RankBy by =
+      args.Has("threshold") ? v1::PROBABILITY_AT_LEAST : v1::EXPECTED_RATING;
+  if (args.Has("by")) {
+    absl::StatusOr<v1::RankBy> parsed = ParseRankBy(args.Get("by", ""));
+    if (!parsed.ok()) return parsed.status();
+    if (*parsed == v1::EXPECTED_RATING && args.Has("threshold")) {
+      return absl::InvalidArgumentError(
+          "--threshold applies only with --by prob");
+    }
+    by = *parsed;
+  }
+  request.set_rank_by(by);
+  if (by == v1::PROBABILITY_AT_LEAST) {
+    absl::StatusOr<double> threshold =
+        GetDouble(args, "threshold", 4.0, -std::numeric_limits<double>::max(),
+                  std::numeric_limits<double>::max());
+    if (!threshold.ok()) return threshold.status();
+    request.set_threshold(*threshold);
+  }
+  int64_t model = 0;
+  v1::Method method = v1::METHOD_UNSPECIFIED;
+  if (absl::Status s =
+          AddRatingsAndModel(args, request.mutable_ratings(), &model, &method);
+      !s.ok()) {
+    return s;
+  }
+  request.set_model_version(model);
+  request.set_method(method);
+  return request;
+}
+
+}  // namespace rbmrec::client

@@ -1,0 +1,146 @@
+#ifndef RBMREC_CLIENT_CLI_H_
+#define RBMREC_CLIENT_CLI_H_
+
+// Command-line parsing of the rbmrec CLI: the table of subcommands and their
+// flags, the parser, usage texts, and the conversion of parsed arguments to
+// requests. No I/O and no network, so everything here is unit-testable.
+//
+// Syntax: rbmrec [GLOBAL FLAGS] COMMAND [SUBCOMMAND] [ARGS] [FLAGS]
+// Flags may appear anywhere after the program name, as "--name VALUE",
+// "--name=VALUE" or "-n VALUE" (short forms). "--" ends the flags: later
+// arguments are positional even when they start with '-'.
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "proto/rbmrec.pb.h"
+
+namespace rbmrec::client {
+
+namespace v1 = ::rbmrec::v1;
+
+// The default server when neither --server nor RBMREC_SERVER is set.
+inline constexpr absl::string_view kDefaultServer = "127.0.0.1:50051";
+// The default --timeout, in seconds.
+inline constexpr double kDefaultTimeoutSeconds = 30;
+
+enum class FlagKind {
+  kBool,      // "--lenient"; takes no value
+  kValue,     // "--batch 5000"; given at most once
+  kRepeated,  // "--rate 50=5 --rate 172=4"; any number of times
+};
+
+struct FlagSpec {
+  std::string name;     // long name without "--", e.g. "batch"
+  char short_name = 0;  // e.g. 'n' for "-n"; 0 when none
+  FlagKind kind = FlagKind::kValue;
+  std::string value_name;  // shown in usage, e.g. "N"
+  std::string help;        // one line; mention the default
+};
+
+struct CommandSpec {
+  // The words naming the command: {"import"}, {"items", "import"}.
+  std::vector<std::string> path;
+  // Positional arguments as shown in usage, e.g. "USER ITEM...".
+  std::string args;
+  int min_args = 0;
+  int max_args = 0;         // -1: no limit
+  std::string summary;      // one line for the command list
+  std::string description;  // a paragraph for the command's --help
+  std::vector<FlagSpec> flags;
+};
+
+// Every subcommand, in the order of the top-level usage text.
+const std::vector<CommandSpec>& Commands();
+// The flags accepted by every command (--server, --json, --timeout, --help).
+const std::vector<FlagSpec>& GlobalFlags();
+
+// Values of the global flags, after defaults.
+struct GlobalOptions {
+  std::string server;  // --server, else $RBMREC_SERVER, else kDefaultServer
+  bool json = false;
+  double timeout_seconds = kDefaultTimeoutSeconds;  // > 0
+};
+
+// A parsed command line.
+struct ParsedArgs {
+  // The command; null when none was named (only valid with help).
+  const CommandSpec* command = nullptr;
+  // The command words given when they name a command group but no command
+  // of it ("items" alone); used for that group's help.
+  std::vector<std::string> group;
+  bool help = false;  // --help / -h / "help" was given
+  GlobalOptions global;
+  std::vector<std::string> positional;
+  // Flag values by long name, in command-line order (bool flags: "true").
+  std::map<std::string, std::vector<std::string>> flags;
+
+  bool Has(absl::string_view name) const;
+  // The last value of flag `name`, or `fallback` when absent.
+  std::string Get(absl::string_view name, absl::string_view fallback) const;
+  // All values of a repeated flag.
+  std::vector<std::string> GetAll(absl::string_view name) const;
+};
+
+// Parses the arguments after the program name. `server_env` is the value of
+// $RBMREC_SERVER ("" when unset). Returns InvalidArgument with a message
+// naming the offending argument on an unknown command or flag, a missing or
+// extra argument, a missing flag value, a repeated single-value flag, or a
+// bad global flag value. With --help, argument counts are not checked.
+absl::StatusOr<ParsedArgs> ParseArgs(const std::vector<std::string>& args,
+                                     absl::string_view server_env);
+
+// The command named by the leading words of `args` (skipping flags), or
+// null; used to point at the right --help after a parse error.
+const CommandSpec* GuessCommand(const std::vector<std::string>& args);
+
+// The top-level usage text (command list and global flags).
+std::string TopUsage();
+// The usage text of a command: synopsis, description, flags, global flags.
+std::string CommandUsage(const CommandSpec& command);
+// The usage text of a command group ("items", "models"): its commands.
+std::string GroupUsage(const std::vector<std::string>& group);
+// The help text for `parsed` (command, group or top level).
+std::string HelpText(const ParsedArgs& parsed);
+
+// ---------------------------------------------------------------------------
+// Typed access to flag values. Errors are InvalidArgument naming the flag,
+// e.g. "--batch: expected an integer, got 'x'".
+
+absl::StatusOr<int64_t> GetInt(const ParsedArgs& args, absl::string_view name,
+                               int64_t fallback, int64_t min, int64_t max);
+absl::StatusOr<double> GetDouble(const ParsedArgs& args, absl::string_view name,
+                                 double fallback, double min, double max);
+// Parses an integer/double argument; `what` names it in the error.
+absl::StatusOr<int64_t> ParseInt(absl::string_view text,
+                                 absl::string_view what);
+absl::StatusOr<double> ParseDouble(absl::string_view text,
+                                   absl::string_view what);
+
+// "exact" -> EXACT, "meanfield" / "mean-field" / "mean_field" -> MEAN_FIELD.
+absl::StatusOr<v1::Method> ParseMethod(absl::string_view name);
+// "expected" -> EXPECTED_RATING, "prob" / "probability" ->
+// PROBABILITY_AT_LEAST.
+absl::StatusOr<v1::RankBy> ParseRankBy(absl::string_view name);
+// "ITEM=RATING" (split at the last '='), e.g. "50=4.5".
+absl::StatusOr<v1::ItemRating> ParseItemRating(absl::string_view text);
+
+// The USER argument of predict/recommend: "-" means the anonymous user ("").
+std::string UserArgument(absl::string_view arg);
+
+// Requests built from a parsed `train`, `predict` or `recommend` command
+// line. Only flags that were given are set (TrainOptions fields stay absent
+// otherwise, so the server's defaults apply).
+absl::StatusOr<v1::TrainRequest> BuildTrainRequest(const ParsedArgs& args);
+absl::StatusOr<v1::PredictRatingsRequest> BuildPredictRequest(
+    const ParsedArgs& args);
+absl::StatusOr<v1::RecommendRequest> BuildRecommendRequest(
+    const ParsedArgs& args);
+
+}  // namespace rbmrec::client
+
+#endif  // RBMREC_CLIENT_CLI_H_

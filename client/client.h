@@ -1,0 +1,131 @@
+#ifndef RBMREC_CLIENT_CLIENT_H_
+#define RBMREC_CLIENT_CLIENT_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "core/readers.h"
+#include "grpcpp/channel.h"
+#include "proto/health.grpc.pb.h"
+#include "proto/rbmrec.grpc.pb.h"
+
+namespace rbmrec::client {
+
+namespace v1 = ::rbmrec::v1;
+
+// Converts a gRPC status to an absl::Status with the same code; the message
+// becomes "rpc <rpc>: <message>". OK stays OK.
+absl::Status FromGrpcStatus(const grpc::Status& status, absl::string_view rpc);
+
+// Progress of a streaming import, reported after every batch written.
+struct ImportProgress {
+  int64_t batches_sent = 0;
+  int64_t rows_sent = 0;
+  int64_t rows_total = 0;  // 0 when unknown
+  double elapsed_seconds = 0;
+};
+using ImportProgressCallback = std::function<void(const ImportProgress&)>;
+
+// Fills the next batch; returns false (leaving `batch` unused) when there are
+// no more batches.
+using BatchSource = std::function<bool(v1::AddRatingsRequest* batch)>;
+
+// Called with every message of a Train stream, in order.
+using TrainProgressCallback = std::function<void(const v1::TrainProgress&)>;
+
+// A small synchronous client for the rbmrec.v1.Rbmrec service and the
+// standard health service. Every method returns the server's response or the
+// call's status converted by FromGrpcStatus (same code, message prefixed with
+// "rpc <Name>: ").
+//
+// Thread-safe: methods may be called concurrently from several threads (e.g.
+// CancelTraining while another thread is blocked in Train).
+class RbmrecClient {
+ public:
+  struct Options {
+    // Deadline of each unary RPC. Must be > 0.
+    absl::Duration timeout = absl::Seconds(30);
+    // Deadline of the streaming RPCs (AddRatings, Train), which legitimately
+    // run for long. Infinite by default; they still fail fast (UNAVAILABLE)
+    // when the server cannot be reached.
+    absl::Duration stream_timeout = absl::InfiniteDuration();
+    // Largest response accepted, in bytes.
+    int max_receive_message_bytes = 64 << 20;
+  };
+
+  // Connects (lazily, on the first call) to `target` ("host:port", or any
+  // gRPC target such as "unix:/path") without TLS.
+  RbmrecClient(const std::string& target, const Options& options);
+  RbmrecClient(const std::string& target, absl::Duration timeout);
+  // Uses an existing channel (for tests: an in-process server's channel).
+  RbmrecClient(std::shared_ptr<grpc::Channel> channel, const Options& options);
+
+  RbmrecClient(const RbmrecClient&) = delete;
+  RbmrecClient& operator=(const RbmrecClient&) = delete;
+
+  // Streams batches from `next_batch` until it returns false, then returns
+  // the server's summary. `progress` (may be empty) is called after every
+  // batch written. If the server fails the call part way, writing stops and
+  // the server's status is returned; the batches it committed stay.
+  absl::StatusOr<v1::AddRatingsResponse> AddRatings(
+      const BatchSource& next_batch, const ImportProgressCallback& progress);
+
+  // Streams `rows` in batches of `batch_size` rows (the last one may be
+  // smaller): batch b holds rows[b * batch_size, (b + 1) * batch_size), so
+  // RejectedRow{batch, row} is rows[batch * batch_size + row].
+  // REQUIRES: batch_size >= 1.
+  absl::StatusOr<v1::AddRatingsResponse> ImportRatings(
+      const std::vector<RawRating>& rows, int batch_size,
+      const ImportProgressCallback& progress);
+
+  absl::StatusOr<v1::DeleteRatingsResponse> DeleteRatings(
+      const v1::DeleteRatingsRequest& request);
+  absl::StatusOr<v1::DeleteUserResponse> DeleteUser(
+      const v1::DeleteUserRequest& request);
+  absl::StatusOr<v1::PutItemsResponse> PutItems(
+      const v1::PutItemsRequest& request);
+
+  // Runs a training job, calling `progress` (may be empty) with every
+  // message of the stream. Returns the last message (normally in a terminal
+  // state: SUCCEEDED, CANCELLED or FAILED; a job failing is not an RPC
+  // error). An RPC error (e.g. FAILED_PRECONDITION: a job is already
+  // running) is returned as a status; so is a stream that ends without any
+  // message (INTERNAL).
+  absl::StatusOr<v1::TrainProgress> Train(
+      const v1::TrainRequest& request, const TrainProgressCallback& progress);
+  absl::StatusOr<v1::CancelTrainingResponse> CancelTraining();
+
+  absl::StatusOr<v1::PredictRatingsResponse> PredictRatings(
+      const v1::PredictRatingsRequest& request);
+  absl::StatusOr<v1::RecommendResponse> Recommend(
+      const v1::RecommendRequest& request);
+
+  absl::StatusOr<v1::ListModelsResponse> ListModels();
+  absl::StatusOr<v1::ModelInfo> ActivateModel(int64_t version);
+  absl::StatusOr<v1::GetStatsResponse> GetStats();
+
+  // grpc.health.v1.Health/Check for `service` ("" = the whole server).
+  absl::StatusOr<grpc::health::v1::HealthCheckResponse> Health(
+      const std::string& service);
+
+ private:
+  // Set the deadline of a call from options_ (nothing when infinite).
+  void SetUnaryDeadline(grpc::ClientContext* context) const;
+  void SetStreamDeadline(grpc::ClientContext* context) const;
+
+  Options options_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::Rbmrec::Stub> stub_;
+  std::unique_ptr<grpc::health::v1::Health::Stub> health_stub_;
+};
+
+}  // namespace rbmrec::client
+
+#endif  // RBMREC_CLIENT_CLIENT_H_

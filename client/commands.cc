@@ -1,0 +1,744 @@
+#include "client/commands.h"
+
+#include <signal.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "client/cli.h"
+#include "client/client.h"
+#include "client/format.h"
+
+namespace rbmrec::client {
+namespace {
+
+// Everything a command needs.
+class Context {
+ public:
+  Context(const ParsedArgs& args, const Environment& env, std::ostream& out,
+          std::ostream& err)
+      : args_(args), env_(env), out_(out), err_(err) {}
+
+  const ParsedArgs& args() const { return args_; }
+  const Environment& env() const { return env_; }
+  bool json() const { return args_.global.json; }
+  std::ostream& out() { return out_; }
+  std::ostream& err() { return err_; }
+  TextStyle style() const {
+    TextStyle s;
+    s.unicode = env_.unicode;
+    return s;
+  }
+
+  RbmrecClient& client() {
+    if (client_ == nullptr) {
+      RbmrecClient::Options options;
+      options.timeout = absl::Seconds(args_.global.timeout_seconds);
+      client_ = std::make_unique<RbmrecClient>(args_.global.server, options);
+    }
+    return *client_;
+  }
+
+  // Prints an error (text on err; with --json also the error object on out)
+  // and returns `exit_code`.
+  int Fail(int exit_code, absl::string_view code, absl::string_view message) {
+    if (code.empty()) {
+      err_ << "error: " << message << "\n";
+    } else {
+      err_ << "error: " << code << ": " << message << "\n";
+    }
+    if (json()) {
+      JsonWriter w;
+      w.BeginObject().Key("error").BeginObject();
+      w.Key("code").String(code.empty() ? "INVALID_ARGUMENT" : code);
+      w.Key("message").String(message);
+      w.Key("exit_code").Int(exit_code);
+      w.EndObject().EndObject();
+      out_ << w.str() << "\n";
+    }
+    return exit_code;
+  }
+  // A bad argument or flag value: exit 1 with a pointer to the help.
+  int UsageError(const absl::Status& status) {
+    std::string message(status.message());
+    const std::string help =
+        args_.command != nullptr
+            ? absl::StrCat("rbmrec ", absl::StrJoin(args_.command->path, " "),
+                           " --help")
+            : "rbmrec --help";
+    if (!json()) message += absl::StrCat("\n(run '", help, "' for usage)");
+    return Fail(kExitUsage, "", message);
+  }
+  // An unreadable or malformed input file: exit 1.
+  int InputError(const absl::Status& status) {
+    return Fail(kExitUsage, absl::StatusCodeToString(status.code()),
+                status.message());
+  }
+  // A failed RPC: exit 2, "error: <CODE>: <message>".
+  int RpcError(const absl::Status& status) {
+    return Fail(kExitRpc, absl::StatusCodeToString(status.code()),
+                status.message());
+  }
+  // Prints a proto as the JSON output, or `text` otherwise; returns 0.
+  int Print(const google::protobuf::Message& message, absl::string_view text) {
+    if (json()) {
+      out_ << ProtoToJson(message) << "\n";
+    } else {
+      out_ << text;
+    }
+    return kExitOk;
+  }
+
+ private:
+  const ParsedArgs& args_;
+  const Environment& env_;
+  std::ostream& out_;
+  std::ostream& err_;
+  std::unique_ptr<RbmrecClient> client_;
+};
+
+// Redraws a progress line on a terminal (at most every 100 ms), or prints
+// one line every few seconds otherwise (not with --json).
+class ProgressLine {
+ public:
+  ProgressLine(Context& ctx, std::string prefix)
+      : ctx_(ctx), prefix_(std::move(prefix)), start_(absl::Now()) {}
+
+  void Update(const std::string& text, bool force) {
+    const absl::Time now = absl::Now();
+    if (ctx_.env().stderr_is_tty) {
+      if (!force && now - last_ < absl::Milliseconds(100)) return;
+      ctx_.err() << "\r" << prefix_ << text << "\033[K";
+      ctx_.err().flush();
+      drawn_ = true;
+    } else {
+      if (ctx_.json()) return;
+      if (!force && now - last_ < absl::Seconds(5)) return;
+      ctx_.err() << prefix_ << text << "\n";
+    }
+    last_ = now;
+  }
+  // Ends a redrawn line with a newline.
+  void Finish() {
+    if (drawn_) ctx_.err() << "\n";
+    drawn_ = false;
+  }
+  double elapsed_seconds() const {
+    return absl::ToDoubleSeconds(absl::Now() - start_);
+  }
+
+ private:
+  Context& ctx_;
+  std::string prefix_;
+  absl::Time start_;
+  absl::Time last_ = absl::InfinitePast();
+  bool drawn_ = false;
+};
+
+// ---------------------------------------------------------------------------
+// import
+
+absl::StatusOr<ReadOptions> GetReadOptions(const ParsedArgs& args) {
+  ReadOptions options;
+  absl::StatusOr<RatingFormat> format =
+      ParseRatingFormat(args.Get("format", "auto"));
+  if (!format.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--format: ", format.status().message()));
+  }
+  options.format = *format;
+  options.lenient = args.Has("lenient");
+  return options;
+}
+
+void PrintParseProblems(Context& ctx, const ReadResult& read) {
+  if (read.skipped == 0) return;
+  ctx.err() << "skipped " << FormatCount(read.skipped)
+            << " malformed line(s):\n";
+  for (const std::string& p : read.problems) ctx.err() << "  " << p << "\n";
+  if (read.skipped > static_cast<int64_t>(read.problems.size())) {
+    ctx.err() << "  ... and "
+              << FormatCount(read.skipped -
+                             static_cast<int64_t>(read.problems.size()))
+              << " more\n";
+  }
+}
+
+int RunImport(Context& ctx) {
+  const ParsedArgs& args = ctx.args();
+  const std::string& file = args.positional[0];
+  absl::StatusOr<ReadOptions> options = GetReadOptions(args);
+  if (!options.ok()) return ctx.UsageError(options.status());
+  absl::StatusOr<int64_t> batch = GetInt(args, "batch", 5000, 1, 10000000);
+  if (!batch.ok()) return ctx.UsageError(batch.status());
+  const int batch_size = static_cast<int>(*batch);
+
+  absl::StatusOr<ReadResult> read = ReadRatingsFile(file, *options);
+  if (!read.ok()) return ctx.InputError(read.status());
+  PrintParseProblems(ctx, *read);
+  if (!ctx.json()) {
+    ctx.err() << "read " << FormatCount(static_cast<int64_t>(read->rows.size()))
+              << " ratings from " << file << " ("
+              << RatingFormatName(read->format) << ")\n";
+  }
+
+  ProgressLine line(ctx, "import: ");
+  ImportProgress last;
+  absl::StatusOr<v1::AddRatingsResponse> response = ctx.client().ImportRatings(
+      read->rows, batch_size, [&](const ImportProgress& p) {
+        last = p;
+        line.Update(FormatImportProgress(p), p.rows_sent == p.rows_total);
+      });
+  line.Finish();
+  const double seconds = line.elapsed_seconds();
+  if (!response.ok()) {
+    if (last.batches_sent > 0) {
+      ctx.err() << "sent " << FormatCount(last.rows_sent) << " rows in "
+                << FormatCount(last.batches_sent)
+                << " batches before the failure; the batches the server "
+                   "committed stay stored\n";
+    }
+    return ctx.RpcError(response.status());
+  }
+  const double rate =
+      seconds > 0 ? static_cast<double>(read->rows.size()) / seconds : 0;
+
+  if (ctx.json()) {
+    JsonWriter w;
+    w.BeginObject();
+    w.Key("file").String(file);
+    w.Key("format").String(std::string(RatingFormatName(read->format)));
+    w.Key("rows_read").Int(static_cast<int64_t>(read->rows.size()));
+    w.Key("lines_skipped").Int(read->skipped);
+    w.Key("parse_problems").BeginArray();
+    for (const std::string& p : read->problems) w.String(p);
+    w.EndArray();
+    w.Key("accepted").Int(response->accepted());
+    w.Key("rejected").Int(response->rejected());
+    w.Key("replaced").Int(response->replaced());
+    w.Key("batches").Int(response->batches());
+    w.Key("rejected_rows").BeginArray();
+    for (const v1::RejectedRow& r : response->rejected_rows()) {
+      w.BeginObject();
+      w.Key("line").Int(SourceLine(read->rows, batch_size, r.batch(), r.row()));
+      w.Key("batch").Int(r.batch());
+      w.Key("row").Int(r.row());
+      w.Key("user_id").String(r.user_id());
+      w.Key("item_id").String(r.item_id());
+      w.Key("reason").String(r.reason());
+      w.EndObject();
+    }
+    w.EndArray();
+    w.Key("seconds").Double(seconds);
+    w.Key("rows_per_second").Double(rate);
+    w.EndObject();
+    ctx.out() << w.str() << "\n";
+    return kExitOk;
+  }
+
+  ctx.out() << "accepted " << FormatCount(response->accepted()) << ", rejected "
+            << FormatCount(response->rejected()) << ", replaced "
+            << FormatCount(response->replaced()) << " in "
+            << FormatCount(response->batches()) << " batches, "
+            << FormatDuration(seconds) << " ("
+            << FormatCount(std::llround(rate)) << " rows/s)\n";
+  if (response->rejected() > 0) {
+    ctx.out() << "rejected rows:\n";
+    for (const v1::RejectedRow& r : response->rejected_rows()) {
+      const int64_t source =
+          SourceLine(read->rows, batch_size, r.batch(), r.row());
+      ctx.out() << "  " << file << ":" << source << ": user '" << r.user_id()
+                << "' item '" << r.item_id() << "': " << r.reason() << "\n";
+    }
+    const int64_t more = response->rejected() - response->rejected_rows_size();
+    if (more > 0) ctx.out() << "  ... and " << FormatCount(more) << " more\n";
+  }
+  return kExitOk;
+}
+
+// ---------------------------------------------------------------------------
+// items import
+
+int RunItemsImport(Context& ctx) {
+  const ParsedArgs& args = ctx.args();
+  const std::string& file = args.positional[0];
+  absl::StatusOr<int64_t> batch = GetInt(args, "batch", 5000, 1, 10000000);
+  if (!batch.ok()) return ctx.UsageError(batch.status());
+  absl::StatusOr<std::vector<ItemInfo>> items = ReadItemsFile(file);
+  if (!items.ok()) return ctx.InputError(items.status());
+
+  const absl::Time start = absl::Now();
+  int64_t stored = 0;
+  v1::PutItemsRequest request;
+  for (size_t i = 0; i < items->size(); ++i) {
+    const ItemInfo& info = (*items)[i];
+    v1::Item* item = request.add_items();
+    item->set_item_id(info.item);
+    item->set_title(info.title);
+    if (!info.genres.empty()) {
+      (*item->mutable_attributes())["genres"] = info.genres;
+    }
+    if (request.items_size() >= *batch || i + 1 == items->size()) {
+      absl::StatusOr<v1::PutItemsResponse> response =
+          ctx.client().PutItems(request);
+      if (!response.ok()) return ctx.RpcError(response.status());
+      stored += response->stored();
+      request.Clear();
+    }
+  }
+  const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  if (ctx.json()) {
+    JsonWriter w;
+    w.BeginObject();
+    w.Key("file").String(file);
+    w.Key("items_read").Int(static_cast<int64_t>(items->size()));
+    w.Key("stored").Int(stored);
+    w.Key("seconds").Double(seconds);
+    w.EndObject();
+    ctx.out() << w.str() << "\n";
+  } else {
+    ctx.out() << "stored " << FormatCount(stored) << " items from " << file
+              << " in " << FormatDuration(seconds) << "\n";
+  }
+  return kExitOk;
+}
+
+// ---------------------------------------------------------------------------
+// train
+
+std::atomic<bool> g_interrupted{false};
+static_assert(std::atomic<bool>::is_always_lock_free);
+
+extern "C" void OnInterrupt(int) { g_interrupted.store(true); }
+
+// Installs the SIGINT handler for the lifetime of the object. SA_RESETHAND:
+// a second Ctrl-C terminates the process as usual.
+class InterruptGuard {
+ public:
+  explicit InterruptGuard(bool enabled) : enabled_(enabled) {
+    g_interrupted.store(false);
+    if (!enabled_) return;
+    struct sigaction action {};
+    action.sa_handler = OnInterrupt;
+    sigemptyset(&action.sa_mask);
+    action.sa_flags = SA_RESETHAND;
+    sigaction(SIGINT, &action, &previous_);
+  }
+  ~InterruptGuard() {
+    if (enabled_) sigaction(SIGINT, &previous_, nullptr);
+  }
+  InterruptGuard(const InterruptGuard&) = delete;
+  InterruptGuard& operator=(const InterruptGuard&) = delete;
+
+ private:
+  bool enabled_;
+  struct sigaction previous_ {};
+};
+
+int RunTrain(Context& ctx) {
+  absl::StatusOr<v1::TrainRequest> request = BuildTrainRequest(ctx.args());
+  if (!request.ok()) return ctx.UsageError(request.status());
+
+  // The table goes to stdout, or to a terminal's stderr with --json.
+  const bool json = ctx.json();
+  const bool table = !json || ctx.env().stderr_is_tty;
+  std::ostream& table_out = json ? ctx.err() : ctx.out();
+  const bool live = ctx.env().stderr_is_tty;
+
+  std::mutex mu;  // guards the streams and the fields below
+  bool header_printed = false;
+  bool status_drawn = false;
+  int32_t last_row_epoch = 0;
+  v1::TrainProgress latest;
+  absl::Time latest_at = absl::Now();
+  std::vector<v1::TrainProgress> history;
+
+  auto clear_status = [&]() {  // REQUIRES mu held
+    if (status_drawn) {
+      ctx.err() << "\r\033[K";
+      ctx.err().flush();
+      status_drawn = false;
+    }
+  };
+
+  RbmrecClient& client = ctx.client();  // created before the watcher thread
+  InterruptGuard guard(ctx.env().handle_signals);
+  std::atomic<bool> done{false};
+  std::thread watcher([&]() {
+    bool cancel_sent = false;
+    while (!done.load()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      if (g_interrupted.load() && !cancel_sent) {
+        cancel_sent = true;
+        {
+          std::lock_guard<std::mutex> lock(mu);
+          clear_status();
+          ctx.err() << "cancelling the training job (Ctrl-C again to quit "
+                       "without waiting)\n";
+        }
+        absl::StatusOr<v1::CancelTrainingResponse> r = client.CancelTraining();
+        std::lock_guard<std::mutex> lock(mu);
+        if (!r.ok()) ctx.err() << "error: " << r.status().message() << "\n";
+      }
+      if (!live) continue;
+      std::lock_guard<std::mutex> lock(mu);
+      if (latest.state() != v1::TrainProgress::QUEUED &&
+          latest.state() != v1::TrainProgress::RUNNING) {
+        continue;
+      }
+      const double elapsed = latest.elapsed_seconds() +
+                             absl::ToDoubleSeconds(absl::Now() - latest_at);
+      ctx.err() << "\r"
+                << (latest.state() == v1::TrainProgress::QUEUED
+                        ? std::string("preparing")
+                        : absl::StrCat("epoch ", latest.epoch() + 1, "/",
+                                       latest.max_epochs()))
+                << "  elapsed " << FormatDuration(elapsed) << "\033[K";
+      ctx.err().flush();
+      status_drawn = true;
+    }
+  });
+
+  absl::StatusOr<v1::TrainProgress> last =
+      client.Train(*request, [&](const v1::TrainProgress& p) {
+        std::lock_guard<std::mutex> lock(mu);
+        latest = p;
+        latest_at = absl::Now();
+        if (json) history.push_back(p);
+        // One row per completed epoch (RUNNING after each epoch, or a
+        // terminal message completing an epoch not reported yet).
+        const bool new_epoch = p.epoch() > last_row_epoch &&
+                               p.state() != v1::TrainProgress::QUEUED;
+        if (new_epoch) last_row_epoch = p.epoch();
+        if (!table || !new_epoch) return;
+        clear_status();
+        if (!header_printed) {
+          table_out << EpochTableHeader();
+          header_printed = true;
+        }
+        table_out << FormatEpochRow(p);
+        table_out.flush();
+      });
+  done.store(true);
+  watcher.join();
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    clear_status();
+  }
+  if (!last.ok()) return ctx.RpcError(last.status());
+
+  const bool succeeded = last->state() == v1::TrainProgress::SUCCEEDED;
+  if (json) {
+    JsonWriter w;
+    w.BeginObject();
+    w.Key("result").Proto(*last);
+    w.Key("progress").BeginArray();
+    for (const auto& p : history) w.Proto(p);
+    w.EndArray();
+    w.EndObject();
+    ctx.out() << w.str() << "\n";
+  } else {
+    ctx.out() << FormatTrainResult(*last);
+  }
+  if (!succeeded) {
+    ctx.err() << "error: training " << TrainStateName(last->state());
+    if (!last->message().empty()) ctx.err() << ": " << last->message();
+    ctx.err() << "\n";
+    return kExitRpc;
+  }
+  return kExitOk;
+}
+
+// ---------------------------------------------------------------------------
+// predict, recommend
+
+int RunPredict(Context& ctx) {
+  absl::StatusOr<v1::PredictRatingsRequest> request =
+      BuildPredictRequest(ctx.args());
+  if (!request.ok()) return ctx.UsageError(request.status());
+  absl::StatusOr<v1::PredictRatingsResponse> response =
+      ctx.client().PredictRatings(*request);
+  if (!response.ok()) return ctx.RpcError(response.status());
+  return ctx.Print(*response, ctx.json() ? std::string()
+                                         : FormatPredictions(
+                                               *response, request->user_id(),
+                                               request->method(), ctx.style()));
+}
+
+int RunRecommend(Context& ctx) {
+  absl::StatusOr<v1::RecommendRequest> request =
+      BuildRecommendRequest(ctx.args());
+  if (!request.ok()) return ctx.UsageError(request.status());
+  absl::StatusOr<v1::RecommendResponse> response =
+      ctx.client().Recommend(*request);
+  if (!response.ok()) return ctx.RpcError(response.status());
+  return ctx.Print(
+      *response, ctx.json()
+                     ? std::string()
+                     : FormatRecommendations(*response, *request, ctx.style()));
+}
+
+// ---------------------------------------------------------------------------
+// evaluate
+
+int RunEvaluate(Context& ctx) {
+  const ParsedArgs& args = ctx.args();
+  const std::string& file = args.positional[0];
+  absl::StatusOr<ReadOptions> options = GetReadOptions(args);
+  if (!options.ok()) return ctx.UsageError(options.status());
+  absl::StatusOr<int64_t> batch = GetInt(args, "batch", 1000, 1, 1000000);
+  if (!batch.ok()) return ctx.UsageError(batch.status());
+  v1::Method method = v1::METHOD_UNSPECIFIED;
+  if (args.Has("method")) {
+    absl::StatusOr<v1::Method> m = ParseMethod(args.Get("method", ""));
+    if (!m.ok()) return ctx.UsageError(m.status());
+    method = *m;
+  }
+  absl::StatusOr<int64_t> model =
+      GetInt(args, "model", 0, 1, std::numeric_limits<int64_t>::max());
+  if (!model.ok()) return ctx.UsageError(model.status());
+
+  absl::StatusOr<ReadResult> read = ReadRatingsFile(file, *options);
+  if (!read.ok()) return ctx.InputError(read.status());
+  PrintParseProblems(ctx, *read);
+  const std::vector<UserGroup> groups = GroupByUser(read->rows);
+
+  EvalMetrics metrics;
+  metrics.users = static_cast<int64_t>(groups.size());
+  // Pin the version that answered first, so that a model published during
+  // the evaluation (e.g. by online updates) does not mix in.
+  int64_t version = *model;
+  ProgressLine line(ctx, "evaluate: ");
+  const size_t step = static_cast<size_t>(*batch);
+  const int64_t total = static_cast<int64_t>(read->rows.size());
+  for (const UserGroup& group : groups) {
+    for (size_t begin = 0; begin < group.rows.size(); begin += step) {
+      const size_t end = std::min(group.rows.size(), begin + step);
+      v1::PredictRatingsRequest request;
+      request.set_user_id(group.user);
+      request.set_method(method);
+      request.set_model_version(version);
+      for (size_t i = begin; i < end; ++i) {
+        request.add_item_ids(read->rows[group.rows[i]].item);
+      }
+      absl::StatusOr<v1::PredictRatingsResponse> response =
+          ctx.client().PredictRatings(request);
+      bool user_fallback = false;
+      if (!response.ok() &&
+          response.status().code() == absl::StatusCode::kNotFound) {
+        // A user without stored ratings: predict as an anonymous user with
+        // no ratings (the model's prior), counted as fallback.
+        request.clear_user_id();
+        response = ctx.client().PredictRatings(request);
+        user_fallback = true;
+      }
+      if (!response.ok()) {
+        line.Finish();
+        return ctx.RpcError(response.status());
+      }
+      if (response->predictions_size() != static_cast<int>(end - begin)) {
+        line.Finish();
+        return ctx.RpcError(absl::InternalError(absl::StrCat(
+            "rpc PredictRatings: asked for ", end - begin, " items, got ",
+            response->predictions_size(), " predictions")));
+      }
+      if (version == 0) version = response->model_version();
+      for (size_t i = begin; i < end; ++i) {
+        const v1::ItemPrediction& p =
+            response->predictions(static_cast<int>(i - begin));
+        metrics.Add(p.expected_rating(), read->rows[group.rows[i]].rating,
+                    user_fallback || p.fallback());
+      }
+    }
+    line.Update(absl::StrCat(FormatCount(metrics.n), "/", FormatCount(total),
+                             " ratings"),
+                metrics.n == total);
+  }
+  line.Finish();
+  metrics.model_version = version;
+
+  if (ctx.json()) {
+    JsonWriter w;
+    w.BeginObject();
+    w.Key("file").String(file);
+    w.Key("rmse").Double(metrics.rmse());
+    w.Key("mae").Double(metrics.mae());
+    w.Key("n").Int(metrics.n);
+    w.Key("n_fallback").Int(metrics.n_fallback);
+    w.Key("users").Int(metrics.users);
+    w.Key("model_version").Int(metrics.model_version);
+    w.Key("method").String(method == v1::MEAN_FIELD ? "MEAN_FIELD" : "EXACT");
+    w.Key("lines_skipped").Int(read->skipped);
+    w.Key("seconds").Double(line.elapsed_seconds());
+    w.EndObject();
+    ctx.out() << w.str() << "\n";
+  } else {
+    ctx.out() << FormatEvalMetrics(metrics);
+  }
+  return kExitOk;
+}
+
+// ---------------------------------------------------------------------------
+// models, stats, health, deletions
+
+int RunModels(Context& ctx) {
+  absl::StatusOr<v1::ListModelsResponse> response = ctx.client().ListModels();
+  if (!response.ok()) return ctx.RpcError(response.status());
+  return ctx.Print(*response,
+                   ctx.json() ? std::string() : FormatModels(*response));
+}
+
+int RunModelsActivate(Context& ctx) {
+  absl::StatusOr<int64_t> version =
+      ParseInt(ctx.args().positional[0], "VERSION");
+  if (version.ok() && *version < 1) {
+    version = absl::InvalidArgumentError(
+        absl::StrCat("VERSION: must be >= 1, got ", ctx.args().positional[0]));
+  }
+  if (!version.ok()) return ctx.UsageError(version.status());
+  absl::StatusOr<v1::ModelInfo> info = ctx.client().ActivateModel(*version);
+  if (!info.ok()) return ctx.RpcError(info.status());
+  return ctx.Print(
+      *info, ctx.json() ? std::string()
+                        : absl::StrCat("activated ", FormatModelInfo(*info)));
+}
+
+int RunStats(Context& ctx) {
+  absl::StatusOr<v1::GetStatsResponse> response = ctx.client().GetStats();
+  if (!response.ok()) return ctx.RpcError(response.status());
+  return ctx.Print(*response,
+                   ctx.json() ? std::string() : FormatStats(*response));
+}
+
+int RunHealth(Context& ctx) {
+  const std::string service =
+      ctx.args().positional.empty() ? "" : ctx.args().positional[0];
+  absl::StatusOr<grpc::health::v1::HealthCheckResponse> response =
+      ctx.client().Health(service);
+  if (!response.ok()) return ctx.RpcError(response.status());
+  const std::string status =
+      grpc::health::v1::HealthCheckResponse::ServingStatus_Name(
+          response->status());
+  ctx.Print(*response, absl::StrCat(status, "\n"));
+  if (response->status() != grpc::health::v1::HealthCheckResponse::SERVING) {
+    ctx.err() << "error: the server reports " << status << "\n";
+    return kExitRpc;
+  }
+  return kExitOk;
+}
+
+int RunDeleteUser(Context& ctx) {
+  v1::DeleteUserRequest request;
+  request.set_user_id(ctx.args().positional[0]);
+  absl::StatusOr<v1::DeleteUserResponse> response =
+      ctx.client().DeleteUser(request);
+  if (!response.ok()) return ctx.RpcError(response.status());
+  return ctx.Print(
+      *response,
+      absl::StrCat("deleted ", FormatCount(response->deleted_ratings()),
+                   " ratings of user ", request.user_id(), "\n"));
+}
+
+int RunDeleteRatings(Context& ctx) {
+  v1::DeleteRatingsRequest request;
+  request.set_user_id(ctx.args().positional[0]);
+  for (size_t i = 1; i < ctx.args().positional.size(); ++i) {
+    request.add_item_ids(ctx.args().positional[i]);
+  }
+  absl::StatusOr<v1::DeleteRatingsResponse> response =
+      ctx.client().DeleteRatings(request);
+  if (!response.ok()) return ctx.RpcError(response.status());
+  return ctx.Print(*response,
+                   absl::StrCat("deleted ", FormatCount(response->deleted()),
+                                " ratings of user ", request.user_id(), "\n"));
+}
+
+using Runner = int (*)(Context&);
+
+Runner FindRunner(const std::vector<std::string>& path) {
+  static const auto* const kRunners =
+      new std::vector<std::pair<std::vector<std::string>, Runner>>{
+          {{"import"}, RunImport},
+          {{"items", "import"}, RunItemsImport},
+          {{"train"}, RunTrain},
+          {{"predict"}, RunPredict},
+          {{"recommend"}, RunRecommend},
+          {{"evaluate"}, RunEvaluate},
+          {{"models"}, RunModels},
+          {{"models", "activate"}, RunModelsActivate},
+          {{"stats"}, RunStats},
+          {{"health"}, RunHealth},
+          {{"delete-user"}, RunDeleteUser},
+          {{"delete-ratings"}, RunDeleteRatings},
+      };
+  for (const auto& [p, runner] : *kRunners) {
+    if (p == path) return runner;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+int64_t SourceLine(const std::vector<RawRating>& rows, int batch_size,
+                   int64_t batch, int32_t row) {
+  if (batch < 0 || row < 0 || row >= batch_size) return 0;
+  const int64_t index = batch * batch_size + row;
+  if (index >= static_cast<int64_t>(rows.size())) return 0;
+  return rows[static_cast<size_t>(index)].line;
+}
+
+std::vector<UserGroup> GroupByUser(const std::vector<RawRating>& rows) {
+  std::vector<UserGroup> groups;
+  absl::flat_hash_map<std::string, size_t> index;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    auto [it, inserted] = index.try_emplace(rows[i].user, groups.size());
+    if (inserted) groups.push_back(UserGroup{rows[i].user, {}});
+    groups[it->second].rows.push_back(i);
+  }
+  return groups;
+}
+
+int RunCli(const std::vector<std::string>& args, const Environment& env,
+           std::ostream& out, std::ostream& err) {
+  absl::StatusOr<ParsedArgs> parsed = ParseArgs(args, env.server_env);
+  if (!parsed.ok()) {
+    // Parse failed: --json may not be known; look for it by hand.
+    ParsedArgs fallback;
+    fallback.command = GuessCommand(args);
+    fallback.global.json =
+        std::find(args.begin(), args.end(), "--json") != args.end();
+    Context ctx(fallback, env, out, err);
+    return ctx.UsageError(parsed.status());
+  }
+  if (parsed->help) {
+    out << HelpText(*parsed);
+    return kExitOk;
+  }
+  Context ctx(*parsed, env, out, err);
+  Runner runner = FindRunner(parsed->command->path);
+  if (runner == nullptr) {
+    return ctx.UsageError(absl::InvalidArgumentError(
+        absl::StrCat("command '", absl::StrJoin(parsed->command->path, " "),
+                     "' is not implemented")));
+  }
+  return runner(ctx);
+}
+
+}  // namespace rbmrec::client

@@ -1,0 +1,693 @@
+#include "client/format.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <iterator>
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/time.h"
+#include "google/protobuf/descriptor.h"
+
+namespace rbmrec::client {
+namespace {
+
+std::string PadLeft(absl::string_view s, size_t width) {
+  const size_t w = DisplayWidth(s);
+  if (w >= width) return std::string(s);
+  return std::string(width - w, ' ') + std::string(s);
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------
+// Numbers and strings
+
+std::string FormatCount(int64_t n) {
+  // Work on the magnitude as unsigned so INT64_MIN is fine.
+  const bool negative = n < 0;
+  uint64_t magnitude =
+      negative ? 0 - static_cast<uint64_t>(n) : static_cast<uint64_t>(n);
+  std::string digits = std::to_string(magnitude);
+  std::string out;
+  const size_t len = digits.size();
+  for (size_t i = 0; i < len; ++i) {
+    if (i > 0 && (len - i) % 3 == 0) out.push_back(',');
+    out.push_back(digits[i]);
+  }
+  return negative ? "-" + out : out;
+}
+
+std::string FormatDuration(double seconds) {
+  if (!std::isfinite(seconds) || seconds < 0) return "-";
+  if (seconds < 9.95) return absl::StrFormat("%.1fs", seconds);
+  const int64_t s = std::llround(seconds);
+  if (s < 60) return absl::StrFormat("%ds", s);
+  if (s < 3600) return absl::StrFormat("%dm%02ds", s / 60, s % 60);
+  const int64_t m = (s + 30) / 60;
+  return absl::StrFormat("%dh%02dm", m / 60, m % 60);
+}
+
+std::string FormatRating(double value) {
+  std::string s = absl::StrFormat("%.3f", value);
+  while (!s.empty() && s.back() == '0') s.pop_back();
+  if (!s.empty() && s.back() == '.') s.pop_back();
+  if (s == "-0") s = "0";
+  return s;
+}
+
+std::string FormatBytes(int64_t bytes) {
+  if (bytes < 1024) return absl::StrCat(bytes, " B");
+  static constexpr const char* kUnits[] = {"KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(bytes) / 1024.0;
+  size_t unit = 0;
+  while (v >= 1024.0 && unit + 1 < std::size(kUnits)) {
+    v /= 1024.0;
+    ++unit;
+  }
+  return absl::StrFormat("%.1f %s", v, kUnits[unit]);
+}
+
+std::string FormatTimestampMs(int64_t unix_ms) {
+  if (unix_ms <= 0) return "-";
+  return absl::FormatTime("%Y-%m-%d %H:%M:%S UTC",
+                          absl::FromUnixMillis(unix_ms), absl::UTCTimeZone());
+}
+
+size_t DisplayWidth(absl::string_view s) {
+  size_t n = 0;
+  for (char c : s) {
+    // Count every byte that does not continue a UTF-8 sequence.
+    if ((static_cast<unsigned char>(c) & 0xC0) != 0x80) ++n;
+  }
+  return n;
+}
+
+std::string Truncate(absl::string_view s, size_t width, bool unicode) {
+  if (DisplayWidth(s) <= width) return std::string(s);
+  const absl::string_view ellipsis = unicode ? "…" : "...";
+  const size_t ellipsis_width = DisplayWidth(ellipsis);
+  if (width <= ellipsis_width) return std::string(ellipsis.substr(0, width));
+  const size_t keep = width - ellipsis_width;
+  size_t cols = 0;
+  size_t i = 0;
+  for (; i < s.size(); ++i) {
+    if ((static_cast<unsigned char>(s[i]) & 0xC0) != 0x80) {
+      if (cols == keep) break;
+      ++cols;
+    }
+  }
+  return absl::StrCat(s.substr(0, i), ellipsis);
+}
+
+// ---------------------------------------------------------------------------
+// Bars and tables
+
+std::string RenderBar(double fraction, int width, bool unicode) {
+  if (width <= 0) return "";
+  if (!(fraction > 0)) fraction = 0;  // also NaN
+  fraction = std::min(fraction, 1.0);
+  std::string out;
+  int used = 0;
+  if (unicode) {
+    // U+2588 FULL BLOCK, then U+2589..U+258F for 7/8 .. 1/8.
+    static constexpr const char* kPartial[] = {"",  "▏", "▎", "▍",
+                                               "▌", "▋", "▊", "▉"};
+    const int64_t eighths = std::llround(fraction * width * 8);
+    const int full = static_cast<int>(eighths / 8);
+    const int rest = static_cast<int>(eighths % 8);
+    for (int i = 0; i < full; ++i) out += "█";
+    used = full;
+    if (rest > 0) {
+      out += kPartial[rest];
+      ++used;
+    }
+  } else {
+    used = static_cast<int>(std::lround(fraction * width));
+    out.append(static_cast<size_t>(used), '#');
+  }
+  out.append(static_cast<size_t>(width - used), ' ');
+  return out;
+}
+
+std::string FormatTable(const Table& table) {
+  const size_t columns = table.header.size();
+  std::vector<size_t> widths(columns, 0);
+  auto measure = [&](const std::vector<std::string>& cells) {
+    for (size_t c = 0; c < columns && c < cells.size(); ++c) {
+      widths[c] = std::max(widths[c], DisplayWidth(cells[c]));
+    }
+  };
+  measure(table.header);
+  for (const auto& row : table.rows) measure(row);
+
+  std::string out;
+  auto emit = [&](const std::vector<std::string>& cells) {
+    std::string line;
+    for (size_t c = 0; c < columns; ++c) {
+      const std::string cell = c < cells.size() ? cells[c] : "";
+      const Align align =
+          c < table.align.size() ? table.align[c] : Align::kLeft;
+      if (c > 0) line += "  ";
+      const size_t pad = widths[c] - DisplayWidth(cell);
+      if (align == Align::kRight) line.append(pad, ' ');
+      line += cell;
+      if (align == Align::kLeft) line.append(pad, ' ');
+    }
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    out += line;
+    out += '\n';
+  };
+  emit(table.header);
+  for (const auto& row : table.rows) emit(row);
+  return out;
+}
+
+// ---------------------------------------------------------------------------
+// Command outputs
+
+std::string FormatDistribution(const v1::RatingScale& scale,
+                               const v1::ItemPrediction& prediction,
+                               const TextStyle& style) {
+  std::string out = absl::StrCat(prediction.item_id());
+  if (!prediction.title().empty()) {
+    absl::StrAppend(
+        &out, "  ",
+        Truncate(prediction.title(), static_cast<size_t>(style.max_title_width),
+                 style.unicode));
+  }
+  absl::StrAppend(&out, "  expected ",
+                  absl::StrFormat("%.2f", prediction.expected_rating()));
+  if (prediction.fallback()) {
+    absl::StrAppend(&out, "  (fallback: item unknown to the model)");
+  }
+  out += '\n';
+
+  std::vector<std::string> labels;
+  for (int k = 0; k < prediction.probabilities_size(); ++k) {
+    labels.push_back(k < scale.values_size() ? FormatRating(scale.values(k))
+                                             : absl::StrCat("#", k + 1));
+  }
+  size_t label_width = 0;
+  for (const auto& l : labels) label_width = std::max(label_width, l.size());
+  for (int k = 0; k < prediction.probabilities_size(); ++k) {
+    const double p = prediction.probabilities(k);
+    absl::StrAppend(&out, "    ",
+                    PadLeft(labels[static_cast<size_t>(k)], label_width), "  ",
+                    RenderBar(p, style.bar_width, style.unicode), "  ",
+                    PadLeft(absl::StrFormat("%.1f%%", 100.0 * p), 6), "\n");
+  }
+  return out;
+}
+
+std::string FormatPredictions(const v1::PredictRatingsResponse& response,
+                              absl::string_view user, v1::Method method,
+                              const TextStyle& style) {
+  std::string out = user.empty() ? std::string("anonymous user")
+                                 : absl::StrCat("user ", user);
+  absl::StrAppend(&out, "  model v", response.model_version(), "  ",
+                  method == v1::MEAN_FIELD ? "mean-field" : "exact");
+  if (response.folded_in()) absl::StrAppend(&out, "  (folded in)");
+  out += '\n';
+  for (const auto& prediction : response.predictions()) {
+    out += '\n';
+    out += FormatDistribution(response.scale(), prediction, style);
+  }
+  return out;
+}
+
+std::string FormatRecommendations(const v1::RecommendResponse& response,
+                                  const v1::RecommendRequest& request,
+                                  const TextStyle& style) {
+  const bool by_probability = request.rank_by() == v1::PROBABILITY_AT_LEAST;
+  Table table;
+  table.header = {"rank", "item", "title", "expected"};
+  table.align = {Align::kRight, Align::kLeft, Align::kLeft, Align::kRight};
+  if (by_probability) {
+    table.header.push_back(
+        absl::StrCat("P(>=", FormatRating(request.threshold()), ")"));
+    table.align.push_back(Align::kRight);
+  }
+  for (const auto& r : response.recommendations()) {
+    std::vector<std::string> row = {
+        absl::StrCat(r.rank()), r.item_id(),
+        Truncate(r.title(), static_cast<size_t>(style.max_title_width),
+                 style.unicode),
+        absl::StrFormat("%.2f", r.expected_rating())};
+    if (by_probability) {
+      row.push_back(
+          absl::StrFormat("%.1f%%", 100.0 * r.probability_at_least()));
+    }
+    table.rows.push_back(std::move(row));
+  }
+  std::string out = absl::StrCat("model v", response.model_version(), "\n");
+  if (response.recommendations().empty()) {
+    out += "no recommendations (no unrated items known to the model)\n";
+    return out;
+  }
+  return out + FormatTable(table);
+}
+
+std::string FormatModels(const v1::ListModelsResponse& response) {
+  if (response.models().empty()) {
+    return "no models yet (run 'rbmrec train')\n";
+  }
+  Table table;
+  table.header = {"",      "version", "created",    "kind",   "users",
+                  "items", "ratings", "valid RMSE", "epochs", "size"};
+  table.align = {Align::kLeft,  Align::kRight, Align::kLeft,  Align::kLeft,
+                 Align::kRight, Align::kRight, Align::kRight, Align::kRight,
+                 Align::kRight, Align::kRight};
+  for (const auto& m : response.models()) {
+    table.rows.push_back(
+        {m.active() ? "*" : "", absl::StrCat("v", m.version()),
+         FormatTimestampMs(m.created_unix_ms()), m.kind(),
+         FormatCount(m.n_users()), FormatCount(m.n_items()),
+         FormatCount(m.n_ratings()),
+         m.validation_rmse() > 0 ? absl::StrFormat("%.4f", m.validation_rmse())
+                                 : "-",
+         absl::StrCat(m.epochs()), FormatBytes(m.size_bytes())});
+  }
+  return FormatTable(table);
+}
+
+std::string FormatModelInfo(const v1::ModelInfo& m) {
+  std::string out = absl::StrCat(
+      "model v", m.version(), m.active() ? " (active)" : "", ": ", m.kind(),
+      ", created ", FormatTimestampMs(m.created_unix_ms()), ", ",
+      FormatCount(m.n_users()), " users, ", FormatCount(m.n_items()),
+      " items, ", FormatCount(m.n_ratings()), " ratings");
+  if (m.validation_rmse() > 0) {
+    absl::StrAppend(&out,
+                    absl::StrFormat(", valid RMSE %.4f", m.validation_rmse()));
+  }
+  return out + "\n";
+}
+
+std::string FormatStats(const v1::GetStatsResponse& stats) {
+  std::string training = "idle";
+  if (stats.training().running()) {
+    training = absl::StrCat("running, epoch ", stats.training().epoch(), "/",
+                            stats.training().max_epochs(), ", ",
+                            FormatDuration(stats.training().elapsed_seconds()));
+  }
+  Table table;
+  table.header = {"users", FormatCount(stats.users())};
+  table.align = {Align::kLeft, Align::kLeft};
+  table.rows = {
+      {"items", FormatCount(stats.items())},
+      {"ratings", FormatCount(stats.ratings())},
+      {"active model", stats.active_model_version() > 0
+                           ? absl::StrCat("v", stats.active_model_version())
+                           : "none"},
+      {"training", training},
+      {"online updates", FormatCount(stats.online_updates())},
+  };
+  return FormatTable(table);
+}
+
+absl::string_view TrainStateName(v1::TrainProgress::State state) {
+  switch (state) {
+    case v1::TrainProgress::QUEUED:
+      return "QUEUED";
+    case v1::TrainProgress::RUNNING:
+      return "RUNNING";
+    case v1::TrainProgress::SUCCEEDED:
+      return "SUCCEEDED";
+    case v1::TrainProgress::CANCELLED:
+      return "CANCELLED";
+    case v1::TrainProgress::FAILED:
+      return "FAILED";
+    default:
+      return "STATE_UNSPECIFIED";
+  }
+}
+
+namespace {
+constexpr const char* kEpochRowFormat = "%9s  %10s  %10s  %8s  %8s\n";
+}  // namespace
+
+std::string EpochTableHeader() {
+  return absl::StrFormat(kEpochRowFormat, "epoch", "train RMSE", "valid RMSE",
+                         "elapsed", "ETA");
+}
+
+std::string FormatEpochRow(const v1::TrainProgress& p) {
+  const std::string epoch = absl::StrCat(p.epoch(), "/", p.max_epochs());
+  const std::string valid = p.validation_rmse() > 0
+                                ? absl::StrFormat("%.4f", p.validation_rmse())
+                                : "-";
+  const std::string eta =
+      p.eta_seconds() > 0 ? FormatDuration(p.eta_seconds()) : "-";
+  return absl::StrFormat(kEpochRowFormat, epoch,
+                         absl::StrFormat("%.4f", p.train_rmse()), valid,
+                         FormatDuration(p.elapsed_seconds()), eta);
+}
+
+std::string FormatTrainResult(const v1::TrainProgress& last) {
+  std::string out;
+  if (last.state() == v1::TrainProgress::SUCCEEDED) {
+    out = absl::StrCat("published model v", last.model_version(), " after ",
+                       last.epoch(), " epochs in ",
+                       FormatDuration(last.elapsed_seconds()));
+    if (last.validation_rmse() > 0) {
+      absl::StrAppend(&out, absl::StrFormat(", validation RMSE %.4f",
+                                            last.validation_rmse()));
+    }
+  } else {
+    out = absl::StrCat("training ",
+                       absl::AsciiStrToLower(TrainStateName(last.state())),
+                       " after ", last.epoch(), " epochs");
+  }
+  if (!last.message().empty()) absl::StrAppend(&out, ": ", last.message());
+  return out + "\n";
+}
+
+std::string FormatImportProgress(const ImportProgress& p) {
+  std::string out = absl::StrCat("sent ", FormatCount(p.rows_sent));
+  if (p.rows_total > 0) {
+    absl::StrAppend(&out, "/", FormatCount(p.rows_total), " rows (",
+                    100 * p.rows_sent / p.rows_total, "%)");
+  } else {
+    absl::StrAppend(&out, " rows");
+  }
+  const double rate = p.elapsed_seconds > 0
+                          ? static_cast<double>(p.rows_sent) / p.elapsed_seconds
+                          : 0;
+  if (rate > 0) {
+    absl::StrAppend(&out, "  ", FormatCount(std::llround(rate)), " rows/s");
+    if (p.rows_total > 0) {
+      const double eta = static_cast<double>(p.rows_total - p.rows_sent) / rate;
+      absl::StrAppend(&out, "  ETA ", FormatDuration(eta));
+    }
+  }
+  return out;
+}
+
+void EvalMetrics::Add(double predicted, double actual, bool fallback) {
+  const double e = predicted - actual;
+  ++n;
+  if (fallback) ++n_fallback;
+  sum_squared_error += e * e;
+  sum_absolute_error += std::abs(e);
+}
+
+double EvalMetrics::rmse() const {
+  return n > 0 ? std::sqrt(sum_squared_error / static_cast<double>(n)) : 0.0;
+}
+
+double EvalMetrics::mae() const {
+  return n > 0 ? sum_absolute_error / static_cast<double>(n) : 0.0;
+}
+
+std::string FormatEvalMetrics(const EvalMetrics& m) {
+  Table table;
+  table.header = {"RMSE", absl::StrFormat("%.4f", m.rmse())};
+  table.align = {Align::kLeft, Align::kLeft};
+  table.rows = {
+      {"MAE", absl::StrFormat("%.4f", m.mae())},
+      {"n", FormatCount(m.n)},
+      {"n_fallback", FormatCount(m.n_fallback)},
+      {"users", FormatCount(m.users)},
+      {"model", absl::StrCat("v", m.model_version)},
+  };
+  return FormatTable(table);
+}
+
+// ---------------------------------------------------------------------------
+// JSON
+
+std::string JsonQuote(absl::string_view s) {
+  std::string out = "\"";
+  for (char c : s) {
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '\b':
+        out += "\\b";
+        break;
+      case '\f':
+        out += "\\f";
+        break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          absl::StrAppend(
+              &out,
+              absl::StrFormat("\\u%04x",
+                              static_cast<int>(static_cast<unsigned char>(c))));
+        } else {
+          out += c;
+        }
+    }
+  }
+  out += '"';
+  return out;
+}
+
+std::string JsonDouble(double value) {
+  if (!std::isfinite(value)) return "null";
+  char buf[32];
+  for (int precision = 1; precision <= 17; ++precision) {
+    std::snprintf(buf, sizeof(buf), "%.*g", precision, value);
+    if (std::strtod(buf, nullptr) == value) break;
+  }
+  return buf;
+}
+
+void JsonWriter::BeforeValue() {
+  if (after_key_) {
+    after_key_ = false;
+    return;
+  }
+  if (!has_element_.empty()) {
+    if (has_element_.back()) out_ += ',';
+    has_element_.back() = true;
+  }
+}
+
+JsonWriter& JsonWriter::BeginObject() {
+  BeforeValue();
+  out_ += '{';
+  has_element_.push_back(false);
+  return *this;
+}
+
+JsonWriter& JsonWriter::EndObject() {
+  out_ += '}';
+  has_element_.pop_back();
+  return *this;
+}
+
+JsonWriter& JsonWriter::BeginArray() {
+  BeforeValue();
+  out_ += '[';
+  has_element_.push_back(false);
+  return *this;
+}
+
+JsonWriter& JsonWriter::EndArray() {
+  out_ += ']';
+  has_element_.pop_back();
+  return *this;
+}
+
+JsonWriter& JsonWriter::Key(absl::string_view key) {
+  BeforeValue();
+  out_ += JsonQuote(key);
+  out_ += ':';
+  after_key_ = true;
+  return *this;
+}
+
+JsonWriter& JsonWriter::String(absl::string_view value) {
+  BeforeValue();
+  out_ += JsonQuote(value);
+  return *this;
+}
+
+JsonWriter& JsonWriter::Int(int64_t value) {
+  BeforeValue();
+  absl::StrAppend(&out_, value);
+  return *this;
+}
+
+JsonWriter& JsonWriter::Uint(uint64_t value) {
+  BeforeValue();
+  absl::StrAppend(&out_, value);
+  return *this;
+}
+
+JsonWriter& JsonWriter::Double(double value) {
+  BeforeValue();
+  out_ += JsonDouble(value);
+  return *this;
+}
+
+JsonWriter& JsonWriter::Bool(bool value) {
+  BeforeValue();
+  out_ += value ? "true" : "false";
+  return *this;
+}
+
+JsonWriter& JsonWriter::Null() {
+  BeforeValue();
+  out_ += "null";
+  return *this;
+}
+
+namespace {
+
+using google::protobuf::FieldDescriptor;
+using google::protobuf::Message;
+using google::protobuf::Reflection;
+
+// One value of `field` (element `index` when repeated, else -1).
+void WriteFieldValue(const Message& message, const FieldDescriptor* field,
+                     int index, JsonWriter* w) {
+  const Reflection* r = message.GetReflection();
+  const bool rep = index >= 0;
+  switch (field->cpp_type()) {
+    case FieldDescriptor::CPPTYPE_INT32:
+      w->Int(rep ? r->GetRepeatedInt32(message, field, index)
+                 : r->GetInt32(message, field));
+      break;
+    case FieldDescriptor::CPPTYPE_INT64:
+      w->Int(rep ? r->GetRepeatedInt64(message, field, index)
+                 : r->GetInt64(message, field));
+      break;
+    case FieldDescriptor::CPPTYPE_UINT32:
+      w->Uint(rep ? r->GetRepeatedUInt32(message, field, index)
+                  : r->GetUInt32(message, field));
+      break;
+    case FieldDescriptor::CPPTYPE_UINT64:
+      w->Uint(rep ? r->GetRepeatedUInt64(message, field, index)
+                  : r->GetUInt64(message, field));
+      break;
+    case FieldDescriptor::CPPTYPE_DOUBLE:
+      w->Double(rep ? r->GetRepeatedDouble(message, field, index)
+                    : r->GetDouble(message, field));
+      break;
+    case FieldDescriptor::CPPTYPE_FLOAT:
+      w->Double(rep ? r->GetRepeatedFloat(message, field, index)
+                    : r->GetFloat(message, field));
+      break;
+    case FieldDescriptor::CPPTYPE_BOOL:
+      w->Bool(rep ? r->GetRepeatedBool(message, field, index)
+                  : r->GetBool(message, field));
+      break;
+    case FieldDescriptor::CPPTYPE_ENUM: {
+      const int number = rep ? r->GetRepeatedEnumValue(message, field, index)
+                             : r->GetEnumValue(message, field);
+      const auto* value = field->enum_type()->FindValueByNumber(number);
+      if (value != nullptr) {
+        w->String(value->name());
+      } else {
+        w->Int(number);
+      }
+      break;
+    }
+    case FieldDescriptor::CPPTYPE_STRING: {
+      const std::string s = rep ? r->GetRepeatedString(message, field, index)
+                                : r->GetString(message, field);
+      if (field->type() == FieldDescriptor::TYPE_BYTES) {
+        w->String(absl::Base64Escape(s));
+      } else {
+        w->String(s);
+      }
+      break;
+    }
+    case FieldDescriptor::CPPTYPE_MESSAGE:
+      w->Proto(rep ? r->GetRepeatedMessage(message, field, index)
+                   : r->GetMessage(message, field));
+      break;
+  }
+}
+
+// A map key as a JSON object key.
+std::string MapKey(const Message& entry, const FieldDescriptor* key) {
+  const Reflection* r = entry.GetReflection();
+  switch (key->cpp_type()) {
+    case FieldDescriptor::CPPTYPE_STRING:
+      return r->GetString(entry, key);
+    case FieldDescriptor::CPPTYPE_INT32:
+      return absl::StrCat(r->GetInt32(entry, key));
+    case FieldDescriptor::CPPTYPE_INT64:
+      return absl::StrCat(r->GetInt64(entry, key));
+    case FieldDescriptor::CPPTYPE_UINT32:
+      return absl::StrCat(r->GetUInt32(entry, key));
+    case FieldDescriptor::CPPTYPE_UINT64:
+      return absl::StrCat(r->GetUInt64(entry, key));
+    case FieldDescriptor::CPPTYPE_BOOL:
+      return r->GetBool(entry, key) ? "true" : "false";
+    default:
+      return "";
+  }
+}
+
+}  // namespace
+
+JsonWriter& JsonWriter::Proto(const Message& message) {
+  BeginObject();
+  const auto* descriptor = message.GetDescriptor();
+  const Reflection* r = message.GetReflection();
+  for (int i = 0; i < descriptor->field_count(); ++i) {
+    const FieldDescriptor* field = descriptor->field(i);
+    if (field->is_map()) {
+      Key(field->name());
+      // Sorted by key so the output is deterministic.
+      std::vector<std::pair<std::string, const Message*>> entries;
+      for (int j = 0; j < r->FieldSize(message, field); ++j) {
+        const Message& entry = r->GetRepeatedMessage(message, field, j);
+        entries.emplace_back(MapKey(entry, field->message_type()->map_key()),
+                             &entry);
+      }
+      std::sort(entries.begin(), entries.end(),
+                [](const auto& a, const auto& b) { return a.first < b.first; });
+      BeginObject();
+      for (const auto& [key, entry] : entries) {
+        Key(key);
+        WriteFieldValue(*entry, field->message_type()->map_value(), -1, this);
+      }
+      EndObject();
+    } else if (field->is_repeated()) {
+      Key(field->name());
+      BeginArray();
+      for (int j = 0; j < r->FieldSize(message, field); ++j) {
+        WriteFieldValue(message, field, j, this);
+      }
+      EndArray();
+    } else {
+      if (field->has_presence() && !r->HasField(message, field)) continue;
+      Key(field->name());
+      WriteFieldValue(message, field, -1, this);
+    }
+  }
+  return EndObject();
+}
+
+std::string ProtoToJson(const google::protobuf::Message& message) {
+  JsonWriter w;
+  w.Proto(message);
+  return w.str();
+}
+
+}  // namespace rbmrec::client

@@ -1,0 +1,182 @@
+#ifndef RBMREC_CLIENT_FORMAT_H_
+#define RBMREC_CLIENT_FORMAT_H_
+
+// Output formatting of the rbmrec CLI: human-readable text (tables, bar
+// charts, durations) and JSON. Pure functions of their arguments (no I/O, no
+// clock, UTC for times), so they are unit-testable.
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/strings/string_view.h"
+#include "client/client.h"
+#include "google/protobuf/message.h"
+#include "proto/health.pb.h"
+#include "proto/rbmrec.pb.h"
+
+namespace rbmrec::client {
+
+// How text output may draw.
+struct TextStyle {
+  // Unicode block characters for bars and "…" for truncation; when false,
+  // plain ASCII ('#' bars, "...").
+  bool unicode = true;
+  // Width of a full (probability 1) bar, in columns.
+  int bar_width = 40;
+  // Longest title shown in tables, in columns (longer ones are truncated).
+  int max_title_width = 48;
+};
+
+// ---------------------------------------------------------------------------
+// Numbers and strings
+
+// 1234567 -> "1,234,567"; -1200 -> "-1,200".
+std::string FormatCount(int64_t n);
+// Seconds as "0.4s" (< 10 s, one decimal), "42s", "2m05s", "1h02m"; "-" for
+// negative or non-finite values.
+std::string FormatDuration(double seconds);
+// A rating value with no needless digits: 4 -> "4", 3.5 -> "3.5",
+// 0.25 -> "0.25" (at most 3 decimals).
+std::string FormatRating(double value);
+// A size in bytes: "512 B", "1.5 KiB", "12.3 MiB", "1.1 GiB".
+std::string FormatBytes(int64_t bytes);
+// Unix milliseconds as "2024-05-01 12:03:44 UTC"; "-" for <= 0.
+std::string FormatTimestampMs(int64_t unix_ms);
+// The width of `s` on a terminal, counted as UTF-8 code points (no
+// double-width handling).
+size_t DisplayWidth(absl::string_view s);
+// `s` cut to at most `width` columns at a code point boundary, ending with
+// "…" (unicode) or "..." when cut.
+std::string Truncate(absl::string_view s, size_t width, bool unicode);
+
+// ---------------------------------------------------------------------------
+// Bars and tables
+
+// A horizontal bar exactly `width` columns wide (padded with spaces), filled
+// to `fraction` (clamped to [0, 1]; NaN counts as 0). Unicode bars have
+// 1/8-column resolution; ASCII bars use '#' rounded to whole columns.
+std::string RenderBar(double fraction, int width, bool unicode);
+
+enum class Align { kLeft, kRight };
+
+// A text table: a header line, then one line per row. Columns are separated
+// by two spaces and sized to their widest cell; trailing spaces are trimmed.
+// Rows may have fewer cells than the header (missing cells are empty);
+// `align` may be shorter than the header (missing entries are kLeft).
+struct Table {
+  std::vector<std::string> header;
+  std::vector<Align> align;
+  std::vector<std::vector<std::string>> rows;
+};
+std::string FormatTable(const Table& table);
+
+// ---------------------------------------------------------------------------
+// Command outputs (text)
+
+// One item's predicted distribution: a title line with the expectation, then
+// one line per rating value with its bar and probability, e.g.
+//   50  Star Wars (1977)  expected 4.36
+//      1  ▍                      1.2%
+//    ...
+std::string FormatDistribution(const v1::RatingScale& scale,
+                               const v1::ItemPrediction& prediction,
+                               const TextStyle& style);
+// The whole `predict` output: a header line (user, model version, method,
+// folded in) and FormatDistribution for each item, separated by blank lines.
+// `user` empty means the anonymous user.
+std::string FormatPredictions(const v1::PredictRatingsResponse& response,
+                              absl::string_view user, v1::Method method,
+                              const TextStyle& style);
+// The `recommend` table: rank, item, title, expected rating, and
+// P(>= threshold) when ranked by it.
+std::string FormatRecommendations(const v1::RecommendResponse& response,
+                                  const v1::RecommendRequest& request,
+                                  const TextStyle& style);
+// The `models` table ("*" marks the active version); a note when empty.
+std::string FormatModels(const v1::ListModelsResponse& response);
+// One line describing a model version, e.g. after `models activate`.
+std::string FormatModelInfo(const v1::ModelInfo& info);
+// The `stats` output: aligned "name  value" lines.
+std::string FormatStats(const v1::GetStatsResponse& stats);
+
+// "RUNNING", "SUCCEEDED", ...
+absl::string_view TrainStateName(v1::TrainProgress::State state);
+// The per-epoch table of `train`: the header, then one row per epoch with
+// fixed column widths so rows can be printed as they arrive.
+std::string EpochTableHeader();
+std::string FormatEpochRow(const v1::TrainProgress& progress);
+// The last line of `train`: the published version (SUCCEEDED) or the state
+// and message.
+std::string FormatTrainResult(const v1::TrainProgress& last);
+
+// The import progress line (no newline): rows sent (of total, with percent),
+// rows/s and ETA, e.g.
+// "sent 45,000/100,000 rows (45%)  52,314 rows/s  ETA 1.1s".
+std::string FormatImportProgress(const ImportProgress& progress);
+
+// Evaluation metrics of `evaluate`.
+struct EvalMetrics {
+  int64_t n = 0;           // ratings predicted
+  int64_t n_fallback = 0;  // of which by a fallback (unknown item or user)
+  int64_t users = 0;       // distinct users in the file
+  double sum_squared_error = 0;
+  double sum_absolute_error = 0;
+  int64_t model_version = 0;
+
+  // Adds one prediction.
+  void Add(double predicted, double actual, bool fallback);
+  double rmse() const;  // 0 when n == 0
+  double mae() const;   // 0 when n == 0
+};
+std::string FormatEvalMetrics(const EvalMetrics& metrics);
+
+// ---------------------------------------------------------------------------
+// JSON
+
+// Writes compact JSON. Calls must form a valid document (keys only inside
+// objects, each followed by one value); no validation beyond that.
+class JsonWriter {
+ public:
+  JsonWriter& BeginObject();
+  JsonWriter& EndObject();
+  JsonWriter& BeginArray();
+  JsonWriter& EndArray();
+  JsonWriter& Key(absl::string_view key);
+  JsonWriter& String(absl::string_view value);
+  JsonWriter& Int(int64_t value);
+  JsonWriter& Uint(uint64_t value);
+  // Shortest form that reads back exactly; non-finite values become null.
+  JsonWriter& Double(double value);
+  JsonWriter& Bool(bool value);
+  JsonWriter& Null();
+  // A message as a JSON object: field names as in the .proto (snake_case),
+  // every field including zero values (proto3 `optional` and message fields
+  // only when set), 64-bit integers as JSON numbers (unlike the proto3 JSON
+  // mapping, which quotes them), enums as their names, maps as objects,
+  // bytes as base64.
+  JsonWriter& Proto(const google::protobuf::Message& message);
+
+  const std::string& str() const { return out_; }
+
+ private:
+  void BeforeValue();
+
+  std::string out_;
+  // Per open container: whether it already has an element.
+  std::vector<bool> has_element_;
+  bool after_key_ = false;
+};
+
+// `s` as a quoted JSON string.
+std::string JsonQuote(absl::string_view s);
+// Shortest decimal form of `value` that parses back to it; "null" when not
+// finite.
+std::string JsonDouble(double value);
+// JsonWriter().Proto(message).str().
+std::string ProtoToJson(const google::protobuf::Message& message);
+
+}  // namespace rbmrec::client
+
+#endif  // RBMREC_CLIENT_FORMAT_H_

@@ -1,0 +1,41 @@
+// rbmrec: the command-line client of rbmrec-server. See `rbmrec --help`.
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "client/commands.h"
+
+namespace {
+
+// False only when the locale is set and is not UTF-8 (e.g. LANG=C).
+bool LocaleIsUnicode() {
+  for (const char* name : {"LC_ALL", "LC_CTYPE", "LANG"}) {
+    const char* value = std::getenv(name);
+    if (value == nullptr || *value == '\0') continue;
+    const std::string v = absl::AsciiStrToLower(value);
+    return absl::StrContains(v, "utf-8") || absl::StrContains(v, "utf8");
+  }
+  return true;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  rbmrec::client::Environment env;
+  if (const char* server = std::getenv("RBMREC_SERVER")) {
+    env.server_env = server;
+  }
+  env.stderr_is_tty = isatty(STDERR_FILENO) == 1;
+  env.unicode = LocaleIsUnicode();
+  env.handle_signals = true;
+  const std::vector<std::string> args(argv + 1, argv + argc);
+  const int code = rbmrec::client::RunCli(args, env, std::cout, std::cerr);
+  std::cout.flush();
+  return code;
+}
