@@ -25,7 +25,8 @@ class RatingScale {
   static absl::StatusOr<RatingScale> Parse(std::string_view spec);
   // Smallest scale covering the observed ratings: min and max of the values,
   // step 0.5 if any value is not an integer, else 1. Fails on an empty list,
-  // a non-finite value, or a value that is not a multiple of 0.5.
+  // a non-finite value, or a value that is not a multiple of 0.5, and when
+  // every value is the same (a scale needs K >= 2).
   static absl::StatusOr<RatingScale> Infer(const std::vector<double>& ratings);
 
   int K() const { return k_; }

@@ -26,6 +26,8 @@ enum class RatingFormat {
 // "auto", "ml100k"/"tab"/"udata", "dat"/"ml1m", "mlcsv", "csv", "tsv",
 // "space". InvalidArgument listing the accepted names otherwise.
 absl::StatusOr<RatingFormat> ParseRatingFormat(std::string_view name);
+// The canonical name, accepted by ParseRatingFormat: "auto", "ml100k",
+// "ml1m", "mlcsv", "csv", "tsv" or "space".
 std::string_view RatingFormatName(RatingFormat format);
 
 struct ReadOptions {
@@ -44,17 +46,25 @@ struct RawRating {
 };
 
 struct ReadResult {
-  RatingFormat format = RatingFormat::kAuto;  // the format used (detected)
+  // The format used (detected); stays kAuto when auto-detection had no
+  // non-empty line to look at.
+  RatingFormat format = RatingFormat::kAuto;
   std::vector<RawRating> rows;
-  int64_t skipped = 0;                  // lenient mode: malformed lines
-  std::vector<std::string> problems;    // first 20 "name:line: reason"
+  int64_t skipped = 0;                // lenient mode: malformed lines
+  std::vector<std::string> problems;  // first 20 "name:line: reason"
 };
 
 // Parses rating text. `name` is used in messages ("name:LINE: reason").
 // Malformed lines: wrong field count, empty user/item id, id longer than 256
 // bytes, rating not a finite number, timestamp not an integer. Empty lines
 // and a trailing newline are fine. A header line is accepted only as the
-// first line of a CSV/TSV/ratings.csv file.
+// first line of a CSV/TSV/ratings.csv file (it is one when its field count
+// is valid and its rating field is not a number). Lines may end in "\r\n";
+// fields are trimmed of spaces and tabs.
+// kAuto looks at the first non-empty line: "::" means kMovieLensDat; a tab
+// means kMovieLensTab when it has 4 numeric fields, else kTsv; a ',' means
+// kMovieLensCsv when it starts with "userId,movieId,rating" (any case), else
+// kCsv; anything else is kWhitespace.
 absl::StatusOr<ReadResult> ParseRatings(std::string_view text,
                                         std::string_view name,
                                         const ReadOptions& options);
@@ -65,12 +75,19 @@ absl::StatusOr<ReadResult> ReadRatingsFile(const std::string& path,
 // Item titles: ML-100k u.item ("id|title|..."; latin-1, converted to UTF-8),
 // ML-1M movies.dat ("id::title::genres"), ml-latest movies.csv (quoted CSV
 // with header movieId,title,genres), detected from the content.
+// Titles and genres are always valid UTF-8: a line that is not valid UTF-8 is
+// taken as latin-1 and converted. Items are returned in file order.
 struct ItemInfo {
   std::string item;
   std::string title;
-  std::string genres;  // "|"-separated, may be empty
+  // "|"-separated, may be empty ("(no genres listed)" is returned as empty).
+  std::string genres;
 };
 absl::StatusOr<std::vector<ItemInfo>> ReadItemsFile(const std::string& path);
+// Parses item file text as ReadItemsFile does; `name` is used in messages
+// ("name:LINE: reason").
+absl::StatusOr<std::vector<ItemInfo>> ParseItems(std::string_view text,
+                                                 std::string_view name);
 
 }  // namespace rbmrec
 
