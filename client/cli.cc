@@ -578,10 +578,17 @@ absl::StatusOr<double> ParseDouble(absl::string_view text,
   return v;
 }
 
+namespace {
+// "--batch", or "-n" for one-letter names.
+std::string FlagDisplayName(absl::string_view name) {
+  return absl::StrCat(name.size() == 1 ? "-" : "--", name);
+}
+}  // namespace
+
 absl::StatusOr<int64_t> GetInt(const ParsedArgs& args, absl::string_view name,
                                int64_t fallback, int64_t min, int64_t max) {
   if (!args.Has(name)) return fallback;
-  const std::string what = absl::StrCat("--", name);
+  const std::string what = FlagDisplayName(name);
   absl::StatusOr<int64_t> v = ParseInt(args.Get(name, ""), what);
   if (!v.ok()) return v.status();
   if (*v < min || *v > max) {
@@ -594,7 +601,7 @@ absl::StatusOr<int64_t> GetInt(const ParsedArgs& args, absl::string_view name,
 absl::StatusOr<double> GetDouble(const ParsedArgs& args, absl::string_view name,
                                  double fallback, double min, double max) {
   if (!args.Has(name)) return fallback;
-  const std::string what = absl::StrCat("--", name);
+  const std::string what = FlagDisplayName(name);
   absl::StatusOr<double> v = ParseDouble(args.Get(name, ""), what);
   if (!v.ok()) return v.status();
   if (*v < min || *v > max) {

@@ -1,0 +1,337 @@
+#include "client/cli.h"
+
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace rbmrec::client {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+
+using Args = std::vector<std::string>;
+
+ParsedArgs ParseOk(const Args& args, const std::string& env = "") {
+  absl::StatusOr<ParsedArgs> parsed = ParseArgs(args, env);
+  EXPECT_TRUE(parsed.ok()) << parsed.status();
+  return parsed.ok() ? *parsed : ParsedArgs();
+}
+
+std::string ParseError(const Args& args) {
+  absl::StatusOr<ParsedArgs> parsed = ParseArgs(args, "");
+  EXPECT_FALSE(parsed.ok());
+  if (parsed.ok()) return "";
+  EXPECT_EQ(parsed.status().code(), absl::StatusCode::kInvalidArgument);
+  return std::string(parsed.status().message());
+}
+
+std::vector<std::string> Path(const ParsedArgs& p) {
+  return p.command == nullptr ? std::vector<std::string>{} : p.command->path;
+}
+
+TEST(ParseArgsTest, GlobalFlagsAnywhereAndServerDefaults) {
+  ParsedArgs p = ParseOk({"--json", "stats"});
+  EXPECT_THAT(Path(p), ElementsAre("stats"));
+  EXPECT_TRUE(p.global.json);
+  EXPECT_EQ(p.global.server, "127.0.0.1:50051");
+  EXPECT_EQ(p.global.timeout_seconds, kDefaultTimeoutSeconds);
+
+  EXPECT_EQ(ParseOk({"stats"}, "env:2").global.server, "env:2");
+  p = ParseOk({"stats", "--server", "h:1", "--timeout=2.5"}, "env:2");
+  EXPECT_EQ(p.global.server, "h:1");
+  EXPECT_EQ(p.global.timeout_seconds, 2.5);
+  EXPECT_FALSE(p.global.json);
+}
+
+TEST(ParseArgsTest, PositionalsFlagsAndRepeatedFlags) {
+  ParsedArgs p = ParseOk({"--server=h:1", "predict", "u", "i1", "--method",
+                          "meanfield", "i2", "--rate", "50=4", "--rate=a=b=3"});
+  EXPECT_THAT(Path(p), ElementsAre("predict"));
+  EXPECT_THAT(p.positional, ElementsAre("u", "i1", "i2"));
+  EXPECT_EQ(p.Get("method", ""), "meanfield");
+  EXPECT_THAT(p.GetAll("rate"), ElementsAre("50=4", "a=b=3"));
+  EXPECT_FALSE(p.Has("model"));
+  EXPECT_EQ(p.Get("model", "dflt"), "dflt");
+}
+
+TEST(ParseArgsTest, ShortFlagsDashAndDoubleDash) {
+  ParsedArgs p = ParseOk({"recommend", "u", "-n", "5"});
+  EXPECT_EQ(p.Get("n", ""), "5");
+  p = ParseOk({"recommend", "-", "-n=7"});
+  EXPECT_THAT(p.positional, ElementsAre("-"));
+  EXPECT_EQ(p.Get("n", ""), "7");
+  p = ParseOk({"predict", "--json", "--", "-u", "--i"});
+  EXPECT_THAT(p.positional, ElementsAre("-u", "--i"));
+  EXPECT_TRUE(p.global.json);
+}
+
+TEST(ParseArgsTest, SubcommandsAndGroups) {
+  EXPECT_THAT(Path(ParseOk({"items", "import", "u.item"})),
+              ElementsAre("items", "import"));
+  EXPECT_THAT(Path(ParseOk({"models"})), ElementsAre("models"));
+  ParsedArgs p = ParseOk({"models", "activate", "3"});
+  EXPECT_THAT(Path(p), ElementsAre("models", "activate"));
+  EXPECT_THAT(p.positional, ElementsAre("3"));
+  EXPECT_THAT(ParseOk({"import", "f", "--lenient"}).flags.at("lenient"),
+              ElementsAre("true"));
+}
+
+TEST(ParseArgsTest, UsageErrorsNameTheArgument) {
+  EXPECT_EQ(ParseError({}), "missing command");
+  EXPECT_EQ(ParseError({"bogus"}), "unknown command 'bogus'");
+  EXPECT_EQ(ParseError({"items", "bogus"}), "unknown command 'items bogus'");
+  EXPECT_EQ(ParseError({"items"}), "'items' needs a subcommand: import");
+  EXPECT_EQ(ParseError({"import", "f", "--bogus"}),
+            "unknown flag --bogus for 'rbmrec import'");
+  EXPECT_EQ(ParseError({"import", "f", "-x"}),
+            "unknown flag -x for 'rbmrec import'");
+  EXPECT_EQ(ParseError({"--format", "csv", "import", "f"}),
+            "unknown flag --format (command flags go after the command)");
+  EXPECT_EQ(ParseError({"import", "f", "--batch"}),
+            "--batch needs a value (N)");
+  EXPECT_EQ(ParseError({"import", "f", "--batch", "1", "--batch=2"}),
+            "--batch given more than once");
+  EXPECT_EQ(ParseError({"import", "f", "--lenient=yes"}),
+            "--lenient takes no value");
+  EXPECT_EQ(ParseError({"import"}), "'rbmrec import': missing argument FILE");
+  EXPECT_EQ(ParseError({"import", "a", "b"}),
+            "'rbmrec import': unexpected argument 'b'");
+  EXPECT_EQ(ParseError({"predict", "u"}),
+            "'rbmrec predict': missing argument ITEM...");
+  EXPECT_EQ(ParseError({"models", "foo"}),
+            "'rbmrec models': unexpected argument 'foo'");
+  EXPECT_EQ(ParseError({"--timeout", "0", "stats"}),
+            "--timeout: must be a positive number of seconds, got '0'");
+  EXPECT_EQ(ParseError({"--timeout", "abc", "stats"}),
+            "--timeout: expected a number, got 'abc'");
+  EXPECT_EQ(ParseError({"--server=", "stats"}), "--server: must not be empty");
+  EXPECT_EQ(ParseError({"stats", "--server"}),
+            "--server needs a value (HOST:PORT)");
+}
+
+TEST(ParseArgsTest, HelpOnEveryLevel) {
+  ParsedArgs p = ParseOk({"--help"});
+  EXPECT_TRUE(p.help);
+  EXPECT_EQ(p.command, nullptr);
+  EXPECT_THAT(HelpText(p), HasSubstr("Commands:"));
+
+  p = ParseOk({"import", "--help"});  // no FILE needed with --help
+  EXPECT_TRUE(p.help);
+  EXPECT_THAT(HelpText(p), HasSubstr("Usage: rbmrec import FILE [FLAGS]"));
+  EXPECT_THAT(HelpText(p), HasSubstr("--lenient"));
+
+  p = ParseOk({"help", "items", "import"});
+  EXPECT_THAT(HelpText(p), HasSubstr("Usage: rbmrec items import FILE"));
+
+  p = ParseOk({"items", "-h"});
+  EXPECT_THAT(p.group, ElementsAre("items"));
+  EXPECT_THAT(HelpText(p), HasSubstr("rbmrec items import FILE"));
+
+  p = ParseOk({"models", "--help"});
+  EXPECT_THAT(HelpText(p), HasSubstr("rbmrec models activate VERSION"));
+
+  p = ParseOk({"help"});
+  EXPECT_THAT(HelpText(p), HasSubstr("Commands:"));
+}
+
+TEST(UsageTest, ListsEveryCommandAndFitsInEightyColumns) {
+  const std::string top = TopUsage();
+  for (const CommandSpec& c : Commands()) {
+    EXPECT_THAT(top, HasSubstr(absl::StrJoin(c.path, " ")));
+    const std::string usage = CommandUsage(c);
+    for (const FlagSpec& f : c.flags) {
+      EXPECT_THAT(usage, HasSubstr("--" + f.name));
+    }
+    for (absl::string_view line : absl::StrSplit(usage, '\n')) {
+      EXPECT_LE(line.size(), 80u) << line;
+    }
+  }
+  for (absl::string_view line : absl::StrSplit(top, '\n')) {
+    if (absl::StartsWith(line, "Usage:")) continue;  // synopsis line
+    EXPECT_LE(line.size(), 80u) << line;
+  }
+}
+
+TEST(GuessCommandTest, SkipsFlags) {
+  EXPECT_EQ(GuessCommand({"--json", "import", "x", "--bogus"}), &Commands()[0]);
+  ASSERT_NE(GuessCommand({"items", "import"}), nullptr);
+  EXPECT_THAT(GuessCommand({"items", "import"})->path,
+              ElementsAre("items", "import"));
+  EXPECT_EQ(GuessCommand({"bogus"}), nullptr);
+  EXPECT_EQ(GuessCommand({"items"}), nullptr);
+}
+
+TEST(TypedFlagsTest, IntsAndDoublesWithRanges) {
+  ParsedArgs p = ParseOk({"import", "f", "--batch", "x"});
+  EXPECT_EQ(GetInt(p, "batch", 5, 1, 10).status().message(),
+            "--batch: expected an integer, got 'x'");
+  p = ParseOk({"import", "f", "--batch", "0"});
+  EXPECT_EQ(GetInt(p, "batch", 5, 1, 10).status().message(),
+            "--batch: must be in [1, 10], got 0");
+  p = ParseOk({"import", "f"});
+  EXPECT_EQ(*GetInt(p, "batch", 5, 1, 10), 5);
+  EXPECT_EQ(ParseDouble("inf", "X").status().message(),
+            "X: expected a number, got 'inf'");
+  EXPECT_EQ(*ParseDouble("2.5", "X"), 2.5);
+}
+
+TEST(ParseValuesTest, MethodRankByItemRating) {
+  EXPECT_EQ(*ParseMethod("exact"), v1::EXACT);
+  EXPECT_EQ(*ParseMethod("MeanField"), v1::MEAN_FIELD);
+  EXPECT_EQ(*ParseMethod("mean-field"), v1::MEAN_FIELD);
+  EXPECT_EQ(ParseMethod("gibbs").status().message(),
+            "--method: expected exact or meanfield, got 'gibbs'");
+  EXPECT_EQ(*ParseRankBy("prob"), v1::PROBABILITY_AT_LEAST);
+  EXPECT_EQ(*ParseRankBy("expected"), v1::EXPECTED_RATING);
+  EXPECT_FALSE(ParseRankBy("best").ok());
+
+  absl::StatusOr<v1::ItemRating> r = ParseItemRating("a=b=4.5");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->item_id(), "a=b");
+  EXPECT_EQ(r->rating(), 4.5);
+  EXPECT_EQ(ParseItemRating("50").status().message(),
+            "--rate: expected ITEM=RATING, got '50'");
+  EXPECT_EQ(ParseItemRating("=4").status().message(),
+            "--rate: expected ITEM=RATING, got '=4'");
+  EXPECT_EQ(ParseItemRating("50=x").status().message(),
+            "--rate 50: expected a number, got 'x'");
+  EXPECT_EQ(UserArgument("-"), "");
+  EXPECT_EQ(UserArgument("196"), "196");
+}
+
+TEST(BuildTrainRequestTest, OnlyGivenOptionsArePresent) {
+  absl::StatusOr<v1::TrainRequest> r = BuildTrainRequest(ParseOk({"train"}));
+  ASSERT_TRUE(r.ok());
+  EXPECT_FALSE(r->options().has_hidden());
+  EXPECT_FALSE(r->options().has_seed());
+
+  r = BuildTrainRequest(ParseOk({"train",
+                                 "--hidden",
+                                 "50",
+                                 "--epochs",
+                                 "3",
+                                 "--batch-size",
+                                 "100",
+                                 "--lr",
+                                 "0.01",
+                                 "--momentum",
+                                 "0.9",
+                                 "--weight-decay",
+                                 "0.001",
+                                 "--cd-steps",
+                                 "3",
+                                 "--seed",
+                                 "18446744073709551615",
+                                 "--threads",
+                                 "2",
+                                 "--validation-fraction",
+                                 "0",
+                                 "--ensemble",
+                                 "4"}));
+  ASSERT_TRUE(r.ok()) << r.status();
+  const v1::TrainOptions& o = r->options();
+  EXPECT_EQ(o.hidden(), 50);
+  EXPECT_EQ(o.epochs(), 3);
+  EXPECT_EQ(o.batch_size(), 100);
+  EXPECT_EQ(o.learning_rate(), 0.01);
+  EXPECT_EQ(o.momentum(), 0.9);
+  EXPECT_EQ(o.weight_decay(), 0.001);
+  EXPECT_EQ(o.cd_steps(), 3);
+  EXPECT_EQ(o.seed(), std::numeric_limits<uint64_t>::max());
+  EXPECT_EQ(o.threads(), 2);
+  EXPECT_TRUE(o.has_validation_fraction());
+  EXPECT_EQ(o.validation_fraction(), 0);
+  EXPECT_EQ(o.ensemble(), 4);
+}
+
+TEST(BuildTrainRequestTest, BadValuesNameTheFlag) {
+  EXPECT_EQ(
+      BuildTrainRequest(ParseOk({"train", "--hidden", "x"})).status().message(),
+      "--hidden: expected an integer, got 'x'");
+  EXPECT_THAT(BuildTrainRequest(ParseOk({"train", "--epochs", "3000000000"}))
+                  .status()
+                  .message(),
+              HasSubstr("--epochs: must be in"));
+  EXPECT_EQ(
+      BuildTrainRequest(ParseOk({"train", "--seed", "-1"})).status().message(),
+      "--seed: expected a non-negative integer, got '-1'");
+  EXPECT_EQ(
+      BuildTrainRequest(ParseOk({"train", "--lr", "fast"})).status().message(),
+      "--lr: expected a number, got 'fast'");
+}
+
+TEST(BuildPredictRequestTest, UserItemsRatingsMethodModel) {
+  absl::StatusOr<v1::PredictRatingsRequest> r =
+      BuildPredictRequest(ParseOk({"predict", "-", "50", "172", "--rate", "1=5",
+                                   "--method", "meanfield", "--model", "3"}));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->user_id(), "");
+  EXPECT_THAT(r->item_ids(), ElementsAre("50", "172"));
+  ASSERT_EQ(r->ratings_size(), 1);
+  EXPECT_EQ(r->ratings(0).item_id(), "1");
+  EXPECT_EQ(r->ratings(0).rating(), 5);
+  EXPECT_EQ(r->method(), v1::MEAN_FIELD);
+  EXPECT_EQ(r->model_version(), 3);
+
+  r = BuildPredictRequest(ParseOk({"predict", "196", "50"}));
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->user_id(), "196");
+  EXPECT_EQ(r->method(), v1::METHOD_UNSPECIFIED);
+  EXPECT_EQ(r->model_version(), 0);
+  EXPECT_THAT(r->ratings(), IsEmpty());
+
+  EXPECT_EQ(BuildPredictRequest(ParseOk({"predict", "u", "i", "--model", "0"}))
+                .status()
+                .message(),
+            "--model: must be in [1, 9223372036854775807], got 0");
+  EXPECT_FALSE(
+      BuildPredictRequest(ParseOk({"predict", "u", "i", "--method", "x"}))
+          .ok());
+  EXPECT_FALSE(
+      BuildPredictRequest(ParseOk({"predict", "u", "i", "--rate", "i"})).ok());
+}
+
+TEST(BuildRecommendRequestTest, RankingChoices) {
+  absl::StatusOr<v1::RecommendRequest> r =
+      BuildRecommendRequest(ParseOk({"recommend", "196"}));
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->user_id(), "196");
+  EXPECT_EQ(r->n(), 10);
+  EXPECT_EQ(r->rank_by(), v1::EXPECTED_RATING);
+  EXPECT_EQ(r->threshold(), 0);
+
+  r = BuildRecommendRequest(ParseOk({"recommend", "196", "--by", "prob"}));
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->rank_by(), v1::PROBABILITY_AT_LEAST);
+  EXPECT_EQ(r->threshold(), 4);
+
+  r = BuildRecommendRequest(
+      ParseOk({"recommend", "196", "--threshold", "3.5", "-n", "3"}));
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->rank_by(), v1::PROBABILITY_AT_LEAST);
+  EXPECT_EQ(r->threshold(), 3.5);
+  EXPECT_EQ(r->n(), 3);
+
+  EXPECT_EQ(BuildRecommendRequest(ParseOk({"recommend", "u", "--by", "expected",
+                                           "--threshold", "4"}))
+                .status()
+                .message(),
+            "--threshold applies only with --by prob");
+  EXPECT_EQ(BuildRecommendRequest(ParseOk({"recommend", "u", "-n", "0"}))
+                .status()
+                .message(),
+            "-n: must be in [1, 2147483647], got 0");
+  EXPECT_FALSE(
+      BuildRecommendRequest(ParseOk({"recommend", "u", "--by", "x"})).ok());
+}
+
+}  // namespace
+}  // namespace rbmrec::client

@@ -1,0 +1,582 @@
+// The CLI end to end against an in-process fake rbmrec.v1.Rbmrec service
+// (canned answers; no store, no model), plus the exit codes of usage errors
+// and of an unreachable server.
+
+#include "client/commands.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "client/client.h"
+#include "gmock/gmock.h"
+#include "google/protobuf/struct.pb.h"
+#include "google/protobuf/util/json_util.h"
+#include "grpcpp/health_check_service_interface.h"
+#include "grpcpp/security/server_credentials.h"
+#include "grpcpp/server.h"
+#include "grpcpp/server_builder.h"
+#include "gtest/gtest.h"
+#include "proto/rbmrec.grpc.pb.h"
+
+namespace rbmrec::client {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using ::testing::Not;
+using ::testing::StartsWith;
+
+// Canned behaviour; ratings must be in [1, 5].
+class FakeRbmrec final : public v1::Rbmrec::Service {
+ public:
+  grpc::Status AddRatings(grpc::ServerContext*,
+                          grpc::ServerReader<v1::AddRatingsRequest>* reader,
+                          v1::AddRatingsResponse* response) override {
+    v1::AddRatingsRequest batch;
+    int64_t b = 0;
+    while (reader->Read(&batch)) {
+      batch_sizes.push_back(batch.ratings_size());
+      for (int row = 0; row < batch.ratings_size(); ++row) {
+        const v1::Rating& r = batch.ratings(row);
+        if (r.rating() < 1 || r.rating() > 5) {
+          response->set_rejected(response->rejected() + 1);
+          v1::RejectedRow* rejected = response->add_rejected_rows();
+          rejected->set_batch(b);
+          rejected->set_row(row);
+          rejected->set_user_id(r.user_id());
+          rejected->set_item_id(r.item_id());
+          rejected->set_reason(
+              absl::StrCat("rating ", r.rating(), " is off the scale 1:5:1"));
+          continue;
+        }
+        response->set_accepted(response->accepted() + 1);
+        auto [it, inserted] =
+            ratings.insert_or_assign({r.user_id(), r.item_id()}, r.rating());
+        if (!inserted) response->set_replaced(response->replaced() + 1);
+      }
+      ++b;
+    }
+    response->set_batches(b);
+    return grpc::Status::OK;
+  }
+
+  grpc::Status PutItems(grpc::ServerContext*, const v1::PutItemsRequest* req,
+                        v1::PutItemsResponse* response) override {
+    put_items_calls++;
+    for (const auto& item : req->items()) items[item.item_id()] = item;
+    response->set_stored(req->items_size());
+    return grpc::Status::OK;
+  }
+
+  grpc::Status Train(grpc::ServerContext*, const v1::TrainRequest* req,
+                     grpc::ServerWriter<v1::TrainProgress>* writer) override {
+    if (req->options().has_hidden() && req->options().hidden() < 1) {
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          "options.hidden must be >= 1");
+    }
+    v1::TrainProgress p;
+    p.set_max_epochs(3);
+    p.set_state(v1::TrainProgress::QUEUED);
+    writer->Write(p);
+    for (int e = 1; e <= 3; ++e) {
+      p.set_state(v1::TrainProgress::RUNNING);
+      p.set_epoch(e);
+      p.set_train_rmse(1.0 - 0.1 * e);
+      p.set_validation_rmse(1.05 - 0.1 * e);
+      p.set_elapsed_seconds(2.0 * e);
+      p.set_eta_seconds(2.0 * (3 - e));
+      writer->Write(p);
+    }
+    p.set_state(fail_training ? v1::TrainProgress::FAILED
+                              : v1::TrainProgress::SUCCEEDED);
+    if (fail_training)
+      p.set_message("disk full");
+    else
+      p.set_model_version(7);
+    writer->Write(p);
+    return grpc::Status::OK;
+  }
+
+  grpc::Status PredictRatings(grpc::ServerContext*,
+                              const v1::PredictRatingsRequest* req,
+                              v1::PredictRatingsResponse* response) override {
+    predict_requests.push_back(*req);
+    if (req->user_id() == "nobody") {
+      return grpc::Status(grpc::StatusCode::NOT_FOUND,
+                          "user 'nobody' not found");
+    }
+    response->set_model_version(req->model_version() > 0 ? req->model_version()
+                                                         : 7);
+    v1::RatingScale* s = response->mutable_scale();
+    s->set_min(1);
+    s->set_max(5);
+    s->set_step(1);
+    for (int v = 1; v <= 5; ++v) s->add_values(v);
+    response->set_folded_in(req->user_id().empty());
+    for (const std::string& item : req->item_ids()) {
+      v1::ItemPrediction* p = response->add_predictions();
+      p->set_item_id(item);
+      for (double x : {0.1, 0.1, 0.2, 0.3, 0.3}) p->add_probabilities(x);
+      p->set_expected_rating(3.6);
+      p->set_fallback(item == "new");
+      if (item == "50") p->set_title("Star Wars (1977)");
+    }
+    return grpc::Status::OK;
+  }
+
+  grpc::Status Recommend(grpc::ServerContext*, const v1::RecommendRequest* req,
+                         v1::RecommendResponse* response) override {
+    response->set_model_version(7);
+    for (int i = 0; i < req->n(); ++i) {
+      v1::Recommendation* r = response->add_recommendations();
+      r->set_rank(i + 1);
+      r->set_item_id(absl::StrCat(100 + i));
+      r->set_title(absl::StrCat("Movie ", i));
+      r->set_expected_rating(4.5 - 0.1 * i);
+      if (req->rank_by() == v1::PROBABILITY_AT_LEAST) {
+        r->set_probability_at_least(0.9 - 0.1 * i);
+      }
+    }
+    return grpc::Status::OK;
+  }
+
+  grpc::Status ListModels(grpc::ServerContext*, const v1::ListModelsRequest*,
+                          v1::ListModelsResponse* response) override {
+    v1::ModelInfo* m = response->add_models();
+    m->set_version(7);
+    m->set_kind("full");
+    m->set_active(true);
+    m->set_n_ratings(int64_t{1} << 40);
+    return grpc::Status::OK;
+  }
+
+  grpc::Status ActivateModel(grpc::ServerContext*,
+                             const v1::ActivateModelRequest* req,
+                             v1::ModelInfo* response) override {
+    if (req->version() != 7) {
+      return grpc::Status(
+          grpc::StatusCode::NOT_FOUND,
+          absl::StrCat("model version ", req->version(), " not found"));
+    }
+    response->set_version(7);
+    response->set_active(true);
+    response->set_kind("full");
+    return grpc::Status::OK;
+  }
+
+  grpc::Status GetStats(grpc::ServerContext*, const v1::GetStatsRequest*,
+                        v1::GetStatsResponse* response) override {
+    response->set_users(2);
+    response->set_ratings(static_cast<int64_t>(ratings.size()));
+    response->set_active_model_version(7);
+    return grpc::Status::OK;
+  }
+
+  grpc::Status DeleteUser(grpc::ServerContext*,
+                          const v1::DeleteUserRequest* req,
+                          v1::DeleteUserResponse* response) override {
+    if (req->user_id() == "nobody") {
+      return grpc::Status(grpc::StatusCode::NOT_FOUND, "no user 'nobody'");
+    }
+    response->set_deleted_ratings(12);
+    return grpc::Status::OK;
+  }
+
+  grpc::Status DeleteRatings(grpc::ServerContext*,
+                             const v1::DeleteRatingsRequest* req,
+                             v1::DeleteRatingsResponse* response) override {
+    response->set_deleted(req->item_ids_size());
+    return grpc::Status::OK;
+  }
+
+  // Written by handlers; read by the test after the RPC returned.
+  std::vector<int> batch_sizes;
+  std::map<std::pair<std::string, std::string>, double> ratings;
+  std::map<std::string, v1::Item> items;
+  int put_items_calls = 0;
+  std::vector<v1::PredictRatingsRequest> predict_requests;
+  bool fail_training = false;
+};
+
+class CommandsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    grpc::EnableDefaultHealthCheckService(true);
+    grpc::ServerBuilder builder;
+    int port = 0;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(),
+                             &port);
+    builder.RegisterService(&service_);
+    server_ = builder.BuildAndStart();
+    ASSERT_NE(server_, nullptr);
+    ASSERT_GT(port, 0);
+    server_address_ = absl::StrCat("127.0.0.1:", port);
+  }
+  void TearDown() override {
+    if (server_ != nullptr) server_->Shutdown();
+    for (const std::string& f : files_) std::remove(f.c_str());
+  }
+
+  // Runs the CLI with --server pointing at the fake.
+  int Run(std::vector<std::string> args) {
+    out_.str("");
+    err_.str("");
+    args.insert(args.begin(), {"--server", server_address_});
+    return RunCli(args, env_, out_, err_);
+  }
+
+  std::string WriteFile(const std::string& name, const std::string& text) {
+    const std::string path =
+        absl::StrCat(::testing::TempDir(), "/", getpid(), "_", name);
+    std::ofstream(path) << text;
+    files_.push_back(path);
+    return path;
+  }
+
+  // The stdout of the last command parsed as one JSON object.
+  google::protobuf::Struct Json() {
+    google::protobuf::Struct s;
+    const std::string text = out_.str();
+    EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 1) << text;
+    auto status = google::protobuf::util::JsonStringToMessage(text, &s);
+    EXPECT_TRUE(status.ok()) << status << ": " << text;
+    return s;
+  }
+
+  FakeRbmrec service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::string server_address_;
+  Environment env_;
+  std::ostringstream out_;
+  std::ostringstream err_;
+  std::vector<std::string> files_;
+};
+
+TEST_F(CommandsTest, HealthIsServing) {
+  EXPECT_EQ(Run({"health"}), kExitOk);
+  EXPECT_EQ(out_.str(), "SERVING\n");
+  EXPECT_EQ(Run({"--json", "health"}), kExitOk);
+  EXPECT_EQ(Json().fields().at("status").string_value(), "SERVING");
+  // An unknown service is NOT_FOUND from the health service.
+  EXPECT_EQ(Run({"health", "no.such.Service"}), kExitRpc);
+  EXPECT_THAT(err_.str(), StartsWith("error: NOT_FOUND: rpc Health.Check: "));
+}
+
+TEST_F(CommandsTest, ImportMapsRejectedRowsToFileLines) {
+  const std::string file =
+      WriteFile("u.data",
+                "1\t10\t5\t881250949\n1\t11\t7\t881250949\n\n2\t10\t4\t0\n"
+                "2\t10\t3\t0\n");
+  EXPECT_EQ(Run({"import", file, "--batch", "2", "--format", "ml100k"}),
+            kExitOk)
+      << err_.str();
+  EXPECT_THAT(service_.batch_sizes, ElementsAre(2, 2));
+  EXPECT_THAT(out_.str(),
+              HasSubstr("accepted 3, rejected 1, replaced 1 in 2 batches"));
+  EXPECT_THAT(out_.str(),
+              HasSubstr(absl::StrCat(
+                  file, ":2: user '1' item '11': rating 7 is off the scale")));
+  EXPECT_THAT(err_.str(), HasSubstr("read 4 ratings from"));
+  EXPECT_EQ(service_.ratings.at({"2", "10"}), 3);
+}
+
+TEST_F(CommandsTest, ImportJson) {
+  const std::string file = WriteFile("r.csv", "u,i,r\na,x,4\nb,y,9\n");
+  EXPECT_EQ(Run({"--json", "import", file, "--format", "csv"}), kExitOk)
+      << err_.str();
+  const google::protobuf::Struct j = Json();
+  EXPECT_EQ(j.fields().at("accepted").number_value(), 1);
+  EXPECT_EQ(j.fields().at("rejected").number_value(), 1);
+  EXPECT_EQ(j.fields().at("rows_read").number_value(), 2);
+  const auto& rows = j.fields().at("rejected_rows").list_value();
+  ASSERT_EQ(rows.values_size(), 1);
+  EXPECT_EQ(rows.values(0).struct_value().fields().at("line").number_value(),
+            3);
+  EXPECT_EQ(rows.values(0).struct_value().fields().at("user_id").string_value(),
+            "b");
+}
+
+TEST_F(CommandsTest, ImportInputErrorsExitOne) {
+  EXPECT_EQ(Run({"import", "/nonexistent/u.data"}), kExitUsage);
+  EXPECT_THAT(err_.str(), HasSubstr("/nonexistent/u.data"));
+  const std::string bad = WriteFile("bad.data", "1\t2\t5\t0\nnot a line\n");
+  EXPECT_EQ(Run({"import", bad, "--format", "ml100k"}), kExitUsage);
+  EXPECT_THAT(err_.str(), HasSubstr(":2"));
+  EXPECT_THAT(service_.batch_sizes, IsEmpty());  // nothing was sent
+  // --lenient skips the line and imports the rest.
+  EXPECT_EQ(Run({"import", bad, "--format", "ml100k", "--lenient"}), kExitOk);
+  EXPECT_THAT(err_.str(), HasSubstr("skipped 1 malformed line(s)"));
+  EXPECT_THAT(service_.batch_sizes, ElementsAre(1));
+  EXPECT_EQ(Run({"import", bad, "--format", "xml"}), kExitUsage);
+  EXPECT_THAT(err_.str(), HasSubstr("--format"));
+}
+
+TEST_F(CommandsTest, ItemsImport) {
+  const std::string file =
+      WriteFile("movies.dat",
+                "1::Toy Story (1995)::Animation|Children's|Comedy\n"
+                "2::Jumanji (1995)::Adventure|Children's|Fantasy\n"
+                "3::Heat (1995)::Action\n");
+  EXPECT_EQ(Run({"items", "import", file, "--batch", "2"}), kExitOk)
+      << err_.str();
+  EXPECT_EQ(service_.put_items_calls, 2);
+  ASSERT_EQ(service_.items.size(), 3u);
+  EXPECT_EQ(service_.items.at("2").title(), "Jumanji (1995)");
+  EXPECT_EQ(service_.items.at("3").attributes().at("genres"), "Action");
+  EXPECT_THAT(out_.str(), HasSubstr("stored 3 items"));
+}
+
+TEST_F(CommandsTest, TrainPrintsEpochTableAndVersion) {
+  EXPECT_EQ(Run({"train", "--epochs", "3"}), kExitOk) << err_.str();
+  const std::vector<std::string> lines = absl::StrSplit(out_.str(), '\n');
+  ASSERT_GE(lines.size(), 5u);
+  EXPECT_THAT(lines[0], HasSubstr("epoch  train RMSE  valid RMSE"));
+  EXPECT_THAT(lines[1], HasSubstr("1/3      0.9000      0.9500"));
+  EXPECT_THAT(lines[3], HasSubstr("3/3      0.7000      0.7500"));
+  EXPECT_THAT(lines[4], StartsWith("published model v7 after 3 epochs"));
+}
+
+TEST_F(CommandsTest, TrainJsonAndFailures) {
+  EXPECT_EQ(Run({"--json", "train"}), kExitOk);
+  const google::protobuf::Struct j = Json();
+  EXPECT_EQ(j.fields()
+                .at("result")
+                .struct_value()
+                .fields()
+                .at("state")
+                .string_value(),
+            "SUCCEEDED");
+  EXPECT_EQ(j.fields().at("progress").list_value().values_size(), 5);
+
+  EXPECT_EQ(Run({"train", "--hidden", "0"}), kExitRpc);
+  EXPECT_EQ(err_.str(),
+            "error: INVALID_ARGUMENT: rpc Train: options.hidden must be >= "
+            "1\n");
+  EXPECT_EQ(Run({"train", "--hidden", "many"}), kExitUsage);
+  EXPECT_THAT(err_.str(), HasSubstr("--hidden: expected an integer"));
+
+  service_.fail_training = true;
+  EXPECT_EQ(Run({"train"}), kExitRpc);
+  EXPECT_THAT(out_.str(), HasSubstr("training failed after 3 epochs"));
+  EXPECT_THAT(err_.str(), HasSubstr("error: training FAILED: disk full"));
+}
+
+TEST_F(CommandsTest, PredictDrawsDistributions) {
+  env_.unicode = false;
+  EXPECT_EQ(Run({"predict", "196", "50", "new", "--rate", "1=5"}), kExitOk)
+      << err_.str();
+  EXPECT_THAT(out_.str(), StartsWith("user 196  model v7  exact\n"));
+  EXPECT_THAT(out_.str(), HasSubstr("50  Star Wars (1977)  expected 3.60\n"));
+  EXPECT_THAT(out_.str(),
+              HasSubstr(absl::StrCat("    5  ", std::string(12, '#'),
+                                     std::string(28, ' '), "   30.0%\n")));
+  EXPECT_THAT(out_.str(), HasSubstr("new  expected 3.60  (fallback"));
+  ASSERT_EQ(service_.predict_requests.size(), 1u);
+  EXPECT_EQ(service_.predict_requests[0].ratings(0).item_id(), "1");
+
+  EXPECT_EQ(Run({"--json", "predict", "-", "50", "--method", "meanfield"}),
+            kExitOk);
+  const google::protobuf::Struct j = Json();
+  EXPECT_EQ(j.fields().at("model_version").number_value(), 7);
+  EXPECT_TRUE(j.fields().at("folded_in").bool_value());
+  EXPECT_EQ(service_.predict_requests.back().method(), v1::MEAN_FIELD);
+  EXPECT_EQ(service_.predict_requests.back().user_id(), "");
+}
+
+TEST_F(CommandsTest, RpcErrorsExitTwoWithCodeAndMessage) {
+  EXPECT_EQ(Run({"predict", "nobody", "50"}), kExitRpc);
+  EXPECT_EQ(err_.str(),
+            "error: NOT_FOUND: rpc PredictRatings: user 'nobody' not found\n");
+  EXPECT_EQ(out_.str(), "");
+  EXPECT_EQ(Run({"--json", "models", "activate", "99"}), kExitRpc);
+  const google::protobuf::Struct j = Json();
+  const auto& error = j.fields().at("error").struct_value().fields();
+  EXPECT_EQ(error.at("code").string_value(), "NOT_FOUND");
+  EXPECT_EQ(error.at("message").string_value(),
+            "rpc ActivateModel: model version 99 not found");
+  EXPECT_EQ(error.at("exit_code").number_value(), 2);
+}
+
+TEST_F(CommandsTest, RecommendTable) {
+  EXPECT_EQ(Run({"recommend", "196", "-n", "3", "--by", "prob"}), kExitOk);
+  EXPECT_THAT(out_.str(), HasSubstr("rank  item  title    expected  P(>=4)\n"));
+  EXPECT_THAT(out_.str(), HasSubstr("   3  102   Movie 2      4.30   70.0%\n"));
+}
+
+TEST_F(CommandsTest, EvaluateGroupsByUserAndFallsBackForUnknownUsers) {
+  const std::string file =
+      WriteFile("test.data", "1\t10\t5\t0\nnobody\t10\t3\t0\n1\t11\t4\t0\n");
+  EXPECT_EQ(Run({"--json", "evaluate", file, "--format", "ml100k"}), kExitOk)
+      << err_.str();
+  const google::protobuf::Struct j = Json();
+  EXPECT_EQ(j.fields().at("n").number_value(), 3);
+  EXPECT_EQ(j.fields().at("n_fallback").number_value(), 1);
+  EXPECT_EQ(j.fields().at("users").number_value(), 2);
+  EXPECT_EQ(j.fields().at("model_version").number_value(), 7);
+  EXPECT_NEAR(j.fields().at("rmse").number_value(),
+              std::sqrt((1.4 * 1.4 + 0.6 * 0.6 + 0.4 * 0.4) / 3), 1e-9);
+  EXPECT_NEAR(j.fields().at("mae").number_value(), (1.4 + 0.6 + 0.4) / 3, 1e-9);
+  // One request for user 1 (both items), then nobody: NOT_FOUND, retried as
+  // the anonymous user; later requests pin the first answer's version.
+  ASSERT_EQ(service_.predict_requests.size(), 3u);
+  EXPECT_THAT(service_.predict_requests[0].item_ids(), ElementsAre("10", "11"));
+  EXPECT_EQ(service_.predict_requests[0].model_version(), 0);
+  EXPECT_EQ(service_.predict_requests[1].user_id(), "nobody");
+  EXPECT_EQ(service_.predict_requests[2].user_id(), "");
+  EXPECT_EQ(service_.predict_requests[2].model_version(), 7);
+
+  EXPECT_EQ(Run({"evaluate", file, "--format", "ml100k"}), kExitOk);
+  EXPECT_THAT(out_.str(), HasSubstr("n_fallback  1\n"));
+}
+
+TEST_F(CommandsTest, ModelsStatsDeletions) {
+  EXPECT_EQ(Run({"models"}), kExitOk);
+  EXPECT_THAT(out_.str(), HasSubstr("*       v7"));
+  EXPECT_EQ(Run({"--json", "models"}), kExitOk);
+  // 64-bit integers are JSON numbers.
+  EXPECT_THAT(out_.str(), HasSubstr("\"n_ratings\":1099511627776"));
+  EXPECT_EQ(Run({"models", "activate", "7"}), kExitOk);
+  EXPECT_THAT(out_.str(), StartsWith("activated model v7 (active): full"));
+  EXPECT_EQ(Run({"stats"}), kExitOk);
+  EXPECT_THAT(out_.str(), HasSubstr("active model    v7\n"));
+  EXPECT_EQ(Run({"delete-user", "196"}), kExitOk);
+  EXPECT_EQ(out_.str(), "deleted 12 ratings of user 196\n");
+  EXPECT_EQ(Run({"delete-user", "nobody"}), kExitRpc);
+  EXPECT_EQ(Run({"--json", "delete-ratings", "196", "1", "2"}), kExitOk);
+  EXPECT_EQ(out_.str(), "{\"deleted\":2}\n");
+}
+
+// ---------------------------------------------------------------------------
+// No server needed.
+
+struct CliResult {
+  int code;
+  std::string out;
+  std::string err;
+};
+
+CliResult RunOffline(const std::vector<std::string>& args) {
+  std::ostringstream out;
+  std::ostringstream err;
+  Environment env;
+  const int code = RunCli(args, env, out, err);
+  return {code, out.str(), err.str()};
+}
+
+TEST(RunCliTest, UsageErrorsExitOneNamingTheArgument) {
+  CliResult r = RunOffline({"bogus"});
+  EXPECT_EQ(r.code, kExitUsage);
+  EXPECT_EQ(
+      r.err,
+      "error: unknown command 'bogus'\n(run 'rbmrec --help' for usage)\n");
+  EXPECT_EQ(r.out, "");
+
+  r = RunOffline({"import", "f", "--bogus"});
+  EXPECT_EQ(r.code, kExitUsage);
+  EXPECT_THAT(r.err, AllOf(HasSubstr("--bogus"),
+                           HasSubstr("run 'rbmrec import --help'")));
+
+  r = RunOffline({"recommend", "u", "-n", "x"});
+  EXPECT_EQ(r.code, kExitUsage);
+  EXPECT_THAT(r.err, HasSubstr("-n: expected an integer, got 'x'"));
+
+  r = RunOffline({"models", "activate", "zero"});
+  EXPECT_EQ(r.code, kExitUsage);
+  EXPECT_THAT(r.err, HasSubstr("VERSION: expected an integer, got 'zero'"));
+
+  r = RunOffline({"models", "activate", "0"});
+  EXPECT_EQ(r.code, kExitUsage);
+
+  r = RunOffline({});
+  EXPECT_EQ(r.code, kExitUsage);
+  EXPECT_THAT(r.err, HasSubstr("missing command"));
+}
+
+TEST(RunCliTest, JsonUsageErrorIsOneObject) {
+  CliResult r = RunOffline({"--json", "import"});
+  EXPECT_EQ(r.code, kExitUsage);
+  google::protobuf::Struct s;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(r.out, &s).ok())
+      << r.out;
+  const auto& error = s.fields().at("error").struct_value().fields();
+  EXPECT_EQ(error.at("code").string_value(), "INVALID_ARGUMENT");
+  EXPECT_EQ(error.at("message").string_value(),
+            "'rbmrec import': missing argument FILE");
+  EXPECT_EQ(error.at("exit_code").number_value(), 1);
+}
+
+TEST(RunCliTest, HelpExitsZeroOnStdout) {
+  CliResult r = RunOffline({"--help"});
+  EXPECT_EQ(r.code, kExitOk);
+  EXPECT_THAT(r.out, HasSubstr("Commands:"));
+  EXPECT_EQ(r.err, "");
+  r = RunOffline({"evaluate", "--help"});
+  EXPECT_EQ(r.code, kExitOk);
+  EXPECT_THAT(r.out, StartsWith("Usage: rbmrec evaluate FILE [FLAGS]\n"));
+  r = RunOffline({"items", "--help"});
+  EXPECT_EQ(r.code, kExitOk);
+  EXPECT_THAT(r.out, HasSubstr("rbmrec items import FILE"));
+}
+
+TEST(RunCliTest, UnreachableServerExitsTwo) {
+  CliResult r =
+      RunOffline({"--server", "127.0.0.1:1", "--timeout", "5", "stats"});
+  EXPECT_EQ(r.code, kExitRpc);
+  EXPECT_THAT(r.err, StartsWith("error: UNAVAILABLE: rpc GetStats: "));
+}
+
+TEST(SourceLineTest, MapsBatchAndRowToLine) {
+  std::vector<RawRating> rows(5);
+  for (int i = 0; i < 5; ++i) rows[static_cast<size_t>(i)].line = 10 + 2 * i;
+  EXPECT_EQ(SourceLine(rows, 2, 0, 0), 10);
+  EXPECT_EQ(SourceLine(rows, 2, 1, 1), 16);
+  EXPECT_EQ(SourceLine(rows, 2, 2, 0), 18);
+  EXPECT_EQ(SourceLine(rows, 2, 2, 1), 0);  // past the end
+  EXPECT_EQ(SourceLine(rows, 2, 0, 2), 0);  // row outside the batch
+  EXPECT_EQ(SourceLine(rows, 2, -1, 0), 0);
+}
+
+TEST(GroupByUserTest, FirstAppearanceOrder) {
+  std::vector<RawRating> rows(4);
+  rows[0].user = "b";
+  rows[1].user = "a";
+  rows[2].user = "b";
+  rows[3].user = "c";
+  const std::vector<UserGroup> groups = GroupByUser(rows);
+  ASSERT_EQ(groups.size(), 3u);
+  EXPECT_EQ(groups[0].user, "b");
+  EXPECT_THAT(groups[0].rows, ElementsAre(0u, 2u));
+  EXPECT_EQ(groups[1].user, "a");
+  EXPECT_THAT(groups[2].rows, ElementsAre(3u));
+}
+
+TEST(ClientTest, StatusConversionKeepsCodeAndPrefixesRpc) {
+  const absl::Status s = FromGrpcStatus(
+      grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "busy"), "Train");
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(s.message(), "rpc Train: busy");
+  EXPECT_TRUE(FromGrpcStatus(grpc::Status::OK, "Train").ok());
+}
+
+TEST(ClientTest, ImportRejectsBadBatchSize) {
+  RbmrecClient client("127.0.0.1:1", absl::Seconds(1));
+  EXPECT_EQ(client.ImportRatings({}, 0, nullptr).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace rbmrec::client
