@@ -1,0 +1,44 @@
+#include "server/status.h"
+
+#include "gtest/gtest.h"
+
+namespace rbmrec::server {
+namespace {
+
+TEST(StatusMapping, EveryCodeMapsOneToOneAndKeepsTheMessage) {
+  const struct {
+    absl::Status in;
+    grpc::StatusCode out;
+  } table[] = {
+      {absl::CancelledError("a"), grpc::StatusCode::CANCELLED},
+      {absl::UnknownError("a"), grpc::StatusCode::UNKNOWN},
+      {absl::InvalidArgumentError("a"), grpc::StatusCode::INVALID_ARGUMENT},
+      {absl::DeadlineExceededError("a"), grpc::StatusCode::DEADLINE_EXCEEDED},
+      {absl::NotFoundError("a"), grpc::StatusCode::NOT_FOUND},
+      {absl::AlreadyExistsError("a"), grpc::StatusCode::ALREADY_EXISTS},
+      {absl::PermissionDeniedError("a"), grpc::StatusCode::PERMISSION_DENIED},
+      {absl::ResourceExhaustedError("a"),
+       grpc::StatusCode::RESOURCE_EXHAUSTED},
+      {absl::FailedPreconditionError("a"),
+       grpc::StatusCode::FAILED_PRECONDITION},
+      {absl::AbortedError("a"), grpc::StatusCode::ABORTED},
+      {absl::OutOfRangeError("a"), grpc::StatusCode::OUT_OF_RANGE},
+      {absl::UnimplementedError("a"), grpc::StatusCode::UNIMPLEMENTED},
+      {absl::InternalError("a"), grpc::StatusCode::INTERNAL},
+      {absl::UnavailableError("a"), grpc::StatusCode::UNAVAILABLE},
+      {absl::DataLossError("a"), grpc::StatusCode::DATA_LOSS},
+      {absl::UnauthenticatedError("a"), grpc::StatusCode::UNAUTHENTICATED},
+  };
+  for (const auto& row : table) {
+    grpc::Status g = ToGrpcStatus(row.in);
+    EXPECT_EQ(g.error_code(), row.out) << row.in;
+    EXPECT_EQ(g.error_message(), "a");
+  }
+  EXPECT_TRUE(ToGrpcStatus(absl::OkStatus()).ok());
+  EXPECT_EQ(ToGrpcStatus(absl::Status(static_cast<absl::StatusCode>(99), "x"))
+                .error_code(),
+            grpc::StatusCode::UNKNOWN);
+}
+
+}  // namespace
+}  // namespace rbmrec::server
