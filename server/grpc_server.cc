@@ -130,6 +130,11 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(
         "cannot listen on ", options.listen,
         " (address in use, or not a valid host:port?)"));
   }
+  // "" (the whole server) is SERVING by default; name our service too.
+  if (grpc::HealthCheckServiceInterface* health =
+          server->server_->GetHealthCheckService()) {
+    health->SetServingStatus(v1::Rbmrec::service_full_name(), true);
+  }
   return server;
 }
 
