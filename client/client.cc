@@ -84,6 +84,11 @@ absl::StatusOr<v1::AddRatingsResponse> RbmrecClient::AddRatings(
     state.elapsed_seconds = absl::ToDoubleSeconds(absl::Now() - start);
     if (progress) progress(state);
   }
+  if (progress) {
+    state.done_sending = true;
+    state.elapsed_seconds = absl::ToDoubleSeconds(absl::Now() - start);
+    progress(state);
+  }
   writer->WritesDone();
   grpc::Status status = writer->Finish();
   if (!status.ok()) return FromGrpcStatus(status, "AddRatings");

@@ -30,6 +30,9 @@ struct ImportProgress {
   int64_t rows_sent = 0;
   int64_t rows_total = 0;  // 0 when unknown
   double elapsed_seconds = 0;
+  // True in the last report: every batch is written and the client waits for
+  // the server to commit the batches still in flight and answer.
+  bool done_sending = false;
 };
 using ImportProgressCallback = std::function<void(const ImportProgress&)>;
 
@@ -72,8 +75,9 @@ class RbmrecClient {
 
   // Streams batches from `next_batch` until it returns false, then returns
   // the server's summary. `progress` (may be empty) is called after every
-  // batch written. If the server fails the call part way, writing stops and
-  // the server's status is returned; the batches it committed stay.
+  // batch written, and once more with done_sending = true after the last. If
+  // the server fails the call part way, writing stops and the server's status
+  // is returned; the batches it committed stay.
   absl::StatusOr<v1::AddRatingsResponse> AddRatings(
       const BatchSource& next_batch, const ImportProgressCallback& progress);
 

@@ -204,7 +204,7 @@ int RunImport(Context& ctx) {
   absl::StatusOr<v1::AddRatingsResponse> response = ctx.client().ImportRatings(
       read->rows, batch_size, [&](const ImportProgress& p) {
         last = p;
-        line.Update(FormatImportProgress(p), p.rows_sent == p.rows_total);
+        line.Update(FormatImportProgress(p), p.done_sending);
       });
   line.Finish();
   const double seconds = line.elapsed_seconds();

@@ -377,6 +377,10 @@ std::string FormatImportProgress(const ImportProgress& p) {
   } else {
     absl::StrAppend(&out, " rows");
   }
+  if (p.done_sending) {
+    absl::StrAppend(&out, ", waiting for the server to commit");
+    return out;
+  }
   const double rate = p.elapsed_seconds > 0
                           ? static_cast<double>(p.rows_sent) / p.elapsed_seconds
                           : 0;
@@ -676,9 +680,17 @@ JsonWriter& JsonWriter::Proto(const Message& message) {
       }
       EndArray();
     } else {
-      if (field->has_presence() && !r->HasField(message, field)) continue;
+      const bool is_message =
+          field->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE;
+      const bool set = !field->has_presence() || r->HasField(message, field);
+      // Unset proto3 `optional` scalars are omitted. Unset messages print as
+      // their defaults, but only one level deep (recursive types end).
+      if (!set && (!is_message || in_default_)) continue;
       Key(field->name());
+      const bool outer = in_default_;
+      if (!set) in_default_ = true;
       WriteFieldValue(message, field, -1, this);
+      in_default_ = outer;
     }
   }
   return EndObject();

@@ -113,7 +113,10 @@ std::string FormatTrainResult(const v1::TrainProgress& last);
 
 // The import progress line (no newline): rows sent (of total, with percent),
 // rows/s and ETA, e.g.
-// "sent 45,000/100,000 rows (45%)  52,314 rows/s  ETA 1.1s".
+// "sent 45,000/100,000 rows (45%)  52,314 rows/s  ETA 1.1s". Rows/s count
+// rows handed to gRPC (the server commits them somewhat later); once
+// done_sending: "sent 100,000/100,000 rows (100%), waiting for the server to
+// commit".
 std::string FormatImportProgress(const ImportProgress& progress);
 
 // Evaluation metrics of `evaluate`.
@@ -152,10 +155,11 @@ class JsonWriter {
   JsonWriter& Bool(bool value);
   JsonWriter& Null();
   // A message as a JSON object: field names as in the .proto (snake_case),
-  // every field including zero values (proto3 `optional` and message fields
-  // only when set), 64-bit integers as JSON numbers (unlike the proto3 JSON
-  // mapping, which quotes them), enums as their names, maps as objects,
-  // bytes as base64.
+  // every field including zero values (unset message fields as their
+  // default values; proto3 `optional` scalars only when set), 64-bit
+  // integers as JSON numbers (unlike the proto3 JSON mapping, which quotes
+  // them), enums as their names, maps as objects, bytes as base64. Scripts
+  // can thus rely on every non-optional field being present.
   JsonWriter& Proto(const google::protobuf::Message& message);
 
   const std::string& str() const { return out_; }
@@ -167,6 +171,8 @@ class JsonWriter {
   // Per open container: whether it already has an element.
   std::vector<bool> has_element_;
   bool after_key_ = false;
+  // Inside an unset message field printed as its default value.
+  bool in_default_ = false;
 };
 
 // `s` as a quoted JSON string.

@@ -296,6 +296,10 @@ TEST(ImportProgressTest, RateAndEta) {
             "sent 45,000/100,000 rows (45%)  45,000 rows/s  ETA 1.2s");
   p.rows_total = 0;
   EXPECT_EQ(FormatImportProgress(p), "sent 45,000 rows  45,000 rows/s");
+  p.done_sending = true;
+  EXPECT_EQ(FormatImportProgress(p),
+            "sent 45,000 rows, waiting for the server to commit");
+  p.done_sending = false;
   p.elapsed_seconds = 0;
   EXPECT_EQ(FormatImportProgress(p), "sent 45,000 rows");
 }
@@ -380,8 +384,12 @@ TEST(JsonTest, ProtoOptionalFieldsOnlyWhenSetAndMapsSorted) {
   EXPECT_EQ(ProtoToJson(item),
             R"({"item_id":"1","title":"","attributes":{"a":"1","b":"2"}})");
 
-  v1::GetStatsResponse s;  // unset message field: omitted
-  EXPECT_THAT(ProtoToJson(s), Not(HasSubstr("training")));
+  v1::GetStatsResponse s;  // unset message field: its defaults
+  EXPECT_THAT(ProtoToJson(s),
+              HasSubstr(R"("training":{"running":false,"epoch":0,)"
+                        R"("max_epochs":0,"elapsed_seconds":0})"));
+  v1::TrainRequest t;  // unset options: defaults, optional fields omitted
+  EXPECT_EQ(ProtoToJson(t), R"({"options":{}})");
 }
 
 TEST(JsonTest, ProtoJsonParsesBackWithProtobuf) {
