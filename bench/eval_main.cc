@@ -20,6 +20,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "core/cpu_check.h"
 #include "core/fit.h"
 #include "core/model_file.h"
 #include "core/readers.h"
@@ -30,7 +31,7 @@ namespace {
 
 struct Args {
   std::string train, test, ratings, format = "auto", scale = "auto";
-  std::string save_model, cd = "auto", predict = "exact";
+  std::string save_model, cd, predict = "exact";
   double split = 0.9;
   bool json = false, lenient = false, quiet = false;
   TrainOptions o;
@@ -101,8 +102,9 @@ std::map<std::string, Flag> MakeFlags(Args* a) {
   f["momentum"] = {"momentum", Num(&o.momentum)};
   f["weight-decay"] = {"L2 weight decay on W", Num(&o.weight_decay)};
   f["init-std"] = {"standard deviation of the initial W", Num(&o.init_std)};
-  f["cd-steps"] = {"CD steps: auto, T, or schedule like 1,3@20,5@30",
-                   Str(&a->cd)};
+  f["cd-steps"] = {
+      "CD steps: T (default 1), auto, or a schedule like 1,3@20,5@30",
+      Str(&a->cd)};
   f["per-item-normalize"] = {
       "divide item gradients by their count in the batch (true/false)",
       Bool(&o.per_item_normalize), true};
@@ -112,7 +114,11 @@ std::map<std::string, Flag> MakeFlags(Args* a) {
       Num(&o.validation_fraction)};
   f["patience"] = {"epochs without validation improvement before stopping",
                    Num(&o.patience)};
-  f["ensemble"] = {"number of RBMs averaged", Num(&o.ensemble)};
+  f["ensemble"] = {"number of user-based RBMs averaged", Num(&o.ensemble)};
+  f["item-based"] = {
+      "also train the item-based RBM and mix it in "
+      "(true/false)",
+      Bool(&o.item_based), true};
   f["predict"] = {"exact|meanfield", Str(&a->predict)};
   f["seed"] = {"random seed (same seed, same model)", Num(&o.seed)};
   f["threads"] = {"worker threads (0 = all cores)", Num(&o.threads)};
@@ -214,9 +220,11 @@ int Run(int argc, char** argv) {
     std::fprintf(stderr, "rbmrec-eval: --split must be in (0, 1)\n");
     return 2;
   }
-  auto cd = CdSchedule::Parse(a.cd);
-  if (!cd.ok()) return Fail(cd.status());
-  a.o.cd = *cd;
+  if (!a.cd.empty()) {
+    auto cd = CdSchedule::Parse(a.cd);
+    if (!cd.ok()) return Fail(cd.status());
+    a.o.cd = *cd;
+  }
   if (a.predict == "exact") {
     a.o.predict = PredictMethod::kExact;
   } else if (a.predict == "meanfield" || a.predict == "mean-field") {
@@ -320,8 +328,8 @@ int Run(int argc, char** argv) {
       return Fail(s);
     }
   }
-  const double rps = static_cast<double>(model->summary.train_ratings) *
-                     model->summary.epochs_run / train_seconds;
+  const double rps =
+      static_cast<double>(model->summary.rating_epochs) / train_seconds;
   if (a.json) {
     const TrainOptions& o = a.o;
     std::printf(
@@ -333,7 +341,8 @@ int Run(int argc, char** argv) {
         "\"batch\": %d, \"lr\": %g, \"lr_decay\": %g, \"momentum\": %g, "
         "\"weight_decay\": %g, \"init_std\": %g, \"cd_steps\": \"%s\", "
         "\"per_item_normalize\": %s, \"validation\": %g, \"patience\": %d, "
-        "\"ensemble\": %d, \"predict\": \"%s\", \"seed\": %llu, \"threads\": "
+        "\"ensemble\": %d, \"item_based\": %s, \"user_weight\": %g, "
+        "\"predict\": \"%s\", \"seed\": %llu, \"threads\": "
         "%d}}\n",
         m.rmse, m.mae, static_cast<long long>(m.n),
         static_cast<long long>(m.n_fallback), model->summary.epochs_run,
@@ -343,7 +352,8 @@ int Run(int argc, char** argv) {
         o.batch_size, o.learning_rate, o.lr_decay, o.momentum, o.weight_decay,
         o.init_std, JsonEscape(o.cd.ToString()).c_str(),
         o.per_item_normalize ? "true" : "false", o.validation_fraction,
-        o.patience, o.ensemble,
+        o.patience, o.ensemble, o.item_based ? "true" : "false",
+        static_cast<double>(model->user_weight),
         o.predict == PredictMethod::kExact ? "exact" : "meanfield",
         static_cast<unsigned long long>(o.seed), o.threads);
   } else {
@@ -361,4 +371,11 @@ int Run(int argc, char** argv) {
 }  // namespace
 }  // namespace rbmrec
 
-int main(int argc, char** argv) { return rbmrec::Run(argc, argv); }
+int main(int argc, char** argv) {
+  if (const std::string problem = rbmrec::CpuSupportProblem();
+      !problem.empty()) {
+    std::fprintf(stderr, "rbmrec-eval: %s\n", problem.c_str());
+    return 1;
+  }
+  return rbmrec::Run(argc, argv);
+}

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -31,6 +32,67 @@ absl::StatusOr<Dataset> DatasetFromRaw(const std::vector<RawRating>& rows,
   return d;
 }
 
+namespace {
+
+VisibleSet Row(const SparseRatings& s, int32_t r) {
+  return VisibleSet{s.col.data() + s.offsets[r], s.k.data() + s.offsets[r],
+                    s.RowSize(r)};
+}
+
+// item_x.row(i) = I-RBM hidden input of item i's ratings in `by_item`.
+void ComputeItemInputs(const SparseRatings& by_item, Model* model) {
+  const RbmParams& p = model->item_rbm;
+  model->item_x.setZero(by_item.rows, p.F);
+  model->item_in_irbm.assign(static_cast<size_t>(by_item.rows), 0);
+  for (int32_t i = 0; i < by_item.rows; ++i) {
+    HiddenInput(p, Row(by_item, i), model->item_x.row(i).data());
+    model->item_in_irbm[static_cast<size_t>(i)] = by_item.RowSize(i) > 0;
+  }
+}
+
+// Picks the U/I mixing weight with the lowest RMSE on the validation part.
+float PickUserWeight(Model* model, const SparseRatings& train_part,
+                     const SparseRatings& valid, PredictMethod method) {
+  const int K = model->K();
+  std::vector<float> pu, pi;
+  std::vector<int32_t> query;
+  std::vector<float> buf;
+  for (int32_t u = 0; u < valid.rows; ++u) {
+    if (valid.RowSize(u) == 0) continue;
+    query.assign(valid.col.begin() + valid.offsets[u],
+                 valid.col.begin() + valid.offsets[u + 1]);
+    buf.resize(query.size() * K);
+    model->user_weight = 1.0f;
+    model->Predict(u, Row(train_part, u), query, method, buf.data(), nullptr);
+    pu.insert(pu.end(), buf.begin(), buf.end());
+    model->user_weight = 0.0f;
+    model->Predict(u, Row(train_part, u), query, method, buf.data(), nullptr);
+    pi.insert(pi.end(), buf.begin(), buf.end());
+  }
+  float best_w = 1.0f;
+  double best = std::numeric_limits<double>::infinity();
+  for (int step = 0; step <= 20; ++step) {
+    const float w = static_cast<float>(step) / 20.0f;
+    double sse = 0;
+    for (int64_t e = 0; e < valid.nnz(); ++e) {
+      double mean = 0;
+      for (int k = 0; k < K; ++k) {
+        const size_t x = static_cast<size_t>(e * K + k);
+        mean += model->scale.Value(k) * (w * pu[x] + (1 - w) * pi[x]);
+      }
+      const double d = mean - model->scale.Value(valid.k[e]);
+      sse += d * d;
+    }
+    if (sse < best - 1e-12) {
+      best = sse;
+      best_w = w;
+    }
+  }
+  return best_w;
+}
+
+}  // namespace
+
 absl::StatusOr<Model> FitModel(const Dataset& train,
                                const TrainOptions& options,
                                const FitProgressFn& progress) {
@@ -40,26 +102,62 @@ absl::StatusOr<Model> FitModel(const Dataset& train,
   model.users = train.users;
   model.items = train.items;
   model.options = options;
+  const int K = train.scale.K();
   const SparseRatings by_user = train.ByUser();
-  model.item_hist = ItemHistogramCounts(by_user, train.scale.K());
+  model.item_hist = ItemHistogramCounts(by_user, K);
+  SparseRatings train_part, valid;
+  CarveValidation(by_user, options.validation_fraction, options.seed,
+                  &train_part, &valid);
   double valid_sum = 0;
-  for (int e = 0; e < options.ensemble; ++e) {
-    TrainOptions member = options;
-    member.seed = options.seed + static_cast<uint64_t>(e);
+  int models = 0;
+  auto run = [&](int index, const SparseRatings& tr, const SparseRatings& va,
+                 const TrainOptions& o) -> absl::StatusOr<RbmParams> {
+    // The trainer works in rating indices; report RMSE in rating units.
+    const double step = train.scale.step();
     ProgressFn fn;
-    if (progress) fn = [&](const EpochStats& st) { return progress(e, st); };
-    absl::StatusOr<TrainResult> r =
-        TrainRbm(by_user, train.scale.K(), member, fn);
+    if (progress) {
+      fn = [&](const EpochStats& st) {
+        EpochStats scaled = st;
+        scaled.train_rmse *= step;
+        scaled.valid_rmse *= step;
+        return progress(index, scaled);
+      };
+    }
+    absl::StatusOr<TrainResult> r = TrainRbmSplit(tr, va, K, o, fn);
     if (!r.ok()) return r.status();
     if (r->cancelled) return absl::CancelledError("training cancelled");
     model.summary.epochs_run += r->epochs_run;
     model.summary.best_epoch = r->best_epoch;
     model.summary.train_ratings = r->train_ratings;
     model.summary.train_seconds += r->train_seconds;
-    valid_sum += r->best_valid_rmse;
-    model.members.push_back(std::move(r->params));
+    model.summary.rating_epochs += r->train_ratings * r->epochs_run;
+    valid_sum += r->best_valid_rmse * step;
+    ++models;
+    return std::move(r->params);
+  };
+  for (int e = 0; e < options.ensemble; ++e) {
+    TrainOptions member = options;
+    member.seed = options.seed + static_cast<uint64_t>(e);
+    absl::StatusOr<RbmParams> p = run(e, train_part, valid, member);
+    if (!p.ok()) return p.status();
+    model.members.push_back(*std::move(p));
   }
-  model.summary.valid_rmse = valid_sum / options.ensemble;
+  if (options.item_based) {
+    TrainOptions item = options;
+    item.seed = options.seed + 0x17e4;
+    absl::StatusOr<RbmParams> p =
+        run(options.ensemble, train_part.Transpose(), valid.Transpose(), item);
+    if (!p.ok()) return p.status();
+    model.item_rbm = *std::move(p);
+    // Weight chosen with I-RBM inputs from the training part only; served
+    // with inputs from all training ratings.
+    ComputeItemInputs(train_part.Transpose(), &model);
+    model.user_weight = valid.nnz() > 0 ? PickUserWeight(&model, train_part,
+                                                         valid, options.predict)
+                                        : 0.3f;
+    ComputeItemInputs(by_user.Transpose(), &model);
+  }
+  model.summary.valid_rmse = models > 0 ? valid_sum / models : 0;
   return model;
 }
 
@@ -108,7 +206,7 @@ EvalMetrics Evaluate(const Model& model, const SparseRatings& train_by_user,
           query.clear();
           for (size_t t = gb; t < ge; ++t) query.push_back(test[order[t]].item);
           probs.resize(query.size() * K);
-          model.Predict(v, query, method, probs.data(), &fb);
+          model.Predict(u, v, query, method, probs.data(), &fb);
           for (size_t t = gb; t < ge; ++t) {
             const size_t q = t - gb;
             const int64_t idx = order[t];

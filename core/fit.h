@@ -22,11 +22,16 @@ absl::StatusOr<Dataset> DatasetFromRaw(const std::vector<RawRating>& rows,
                                        const RatingScale& scale,
                                        std::string_view name);
 
-// Progress of FitModel: which ensemble member (0-based) and its epoch stats.
+// Progress of FitModel: which RBM (0..ensemble-1 the user-based members,
+// `ensemble` the item-based one) and its epoch stats.
 using FitProgressFn = std::function<bool(int member, const EpochStats&)>;
 
-// Trains options.ensemble RBMs (member e uses seed options.seed + e) on
-// `train` and returns the model with id maps, scale and item histogram.
+// Trains options.ensemble user-based RBMs (member e uses seed
+// options.seed + e) and, when options.item_based, the item-based RBM, all on
+// the same training part of `train` (options.validation_fraction of each
+// user's ratings held out for early stopping); picks the U/I mixing weight
+// on that validation part; returns the model with id maps, scale and item
+// histogram.
 // Returns Cancelled if `progress` returns false. Thread-safe.
 absl::StatusOr<Model> FitModel(const Dataset& train,
                                const TrainOptions& options,

@@ -51,9 +51,27 @@ void Model::ItemHistogram(int32_t i, float* out) const {
   }
 }
 
-void Model::Predict(const VisibleSet& v, absl::Span<const int32_t> query,
-                    PredictMethod method, float* out,
-                    std::vector<bool>* fallback) const {
+namespace {
+
+// p_I(v_user | item's training ratings) from the I-RBM.
+void ItemRbmDistribution(const Model& m, int32_t user, int32_t item,
+                         PredictMethod method, float* h, float* probs) {
+  const RbmParams& p = m.item_rbm;
+  const float* x = m.item_x.row(item).data();
+  if (method == PredictMethod::kMeanField) {
+    std::copy(x, x + p.F, h);
+    SigmoidInPlace(h, p.F);
+    PredictMeanField(p, h, user, probs);
+  } else {
+    PredictExact(p, x, user, probs);
+  }
+}
+
+}  // namespace
+
+void Model::Predict(int32_t user, const VisibleSet& v,
+                    absl::Span<const int32_t> query, PredictMethod method,
+                    float* out, std::vector<bool>* fallback) const {
   const int K = this->K();
   if (fallback) fallback->assign(query.size(), false);
   std::vector<float> fb(static_cast<size_t>(K));
@@ -76,6 +94,18 @@ void Model::Predict(const VisibleSet& v, absl::Span<const int32_t> query,
       for (int k = 0; k < K; ++k) out[q * K + k] += inv * probs[k];
     }
   }
+  if (item_rbm.F > 0) {
+    std::vector<float> h(static_cast<size_t>(item_rbm.F));
+    const float w = user_weight;
+    for (size_t q = 0; q < query.size(); ++q) {
+      if (!Trained(query[q]) || !UsesItemRbm(user, query[q])) continue;
+      ItemRbmDistribution(*this, user, query[q], method, h.data(),
+                          probs.data());
+      for (int k = 0; k < K; ++k) {
+        out[q * K + k] = w * out[q * K + k] + (1 - w) * probs[k];
+      }
+    }
+  }
   for (size_t q = 0; q < query.size(); ++q) {
     bool use_fallback = !Trained(query[q]) || members.empty();
     for (int k = 0; k < K && !use_fallback; ++k) {
@@ -88,7 +118,7 @@ void Model::Predict(const VisibleSet& v, absl::Span<const int32_t> query,
   }
 }
 
-void Model::PredictAll(const VisibleSet& v, PredictMethod method,
+void Model::PredictAll(int32_t user, const VisibleSet& v, PredictMethod method,
                        RowMatrixXf* out) const {
   const int K = this->K();
   const int32_t m = num_items();
@@ -113,6 +143,20 @@ void Model::PredictAll(const VisibleSet& v, PredictMethod method,
       SoftmaxInPlace(scores.data() + static_cast<int64_t>(i) * K, K);
       out->row(i) +=
           inv * scores.segment(static_cast<int64_t>(i) * K, K).transpose();
+    }
+  }
+  if (item_rbm.F > 0 && user >= 0 && user < item_rbm.num_items &&
+      user_weight < 1.0f) {
+    std::vector<float> h(static_cast<size_t>(item_rbm.F)),
+        probs(static_cast<size_t>(K));
+    const float w = user_weight;
+    for (int32_t i = 0; i < m; ++i) {
+      if (!UsesItemRbm(user, i)) continue;
+      ItemRbmDistribution(*this, user, i, method, h.data(), probs.data());
+      for (int k = 0; k < K; ++k) {
+        (*out)(i, k) =
+            w * (*out)(i, k) + (1 - w) * probs[static_cast<size_t>(k)];
+      }
     }
   }
   std::vector<float> fb(static_cast<size_t>(K));

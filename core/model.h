@@ -33,6 +33,7 @@ struct TrainingSummary {
   double valid_rmse = 0;
   int64_t train_ratings = 0;
   double train_seconds = 0;
+  int64_t rating_epochs = 0;  // sum over all RBMs of ratings x epochs run
 };
 
 // A trained model: the RBM ensemble and everything needed to serve it.
@@ -55,8 +56,27 @@ class Model {
   IdMap items;  // item id <-> index of the RBM's visible units
   TrainOptions options;
   TrainingSummary summary;
-  std::vector<RbmParams> members;   // ensemble; predictions are averaged
+  std::vector<RbmParams> members;   // user-based RBMs (U-RBM), averaged
   std::vector<uint32_t> item_hist;  // m*K counts of training ratings
+
+  // Item-based RBM (I-RBM): the visible units are the training users (the
+  // `users` indices) and each item is one training case over the users who
+  // rated it. For a training user u and an item q the served distribution is
+  //   p = user_weight * p_U(v_q | V_u) + (1 - user_weight) * p_I(v_u | V_q),
+  // V_q being q's ratings at training time, kept as the I-RBM hidden input
+  // item_x.row(q). Users the I-RBM does not know (new users folded in) and
+  // items without I-RBM data get p_U alone. F = 0 when not trained.
+  RbmParams item_rbm;
+  RowMatrixXf item_x;                 // num_items x item_rbm.F
+  std::vector<uint8_t> item_in_irbm;  // 1 where item_x's row is valid
+  float user_weight = 1.0f;           // w above, chosen on validation data
+
+  // True when the I-RBM part applies to model user u and item i.
+  bool UsesItemRbm(int32_t user, int32_t item) const {
+    return item_rbm.F > 0 && user >= 0 && user < item_rbm.num_items &&
+           item >= 0 && item < static_cast<int32_t>(item_in_irbm.size()) &&
+           item_in_irbm[static_cast<size_t>(item)] != 0 && user_weight < 1.0f;
+  }
 
   int K() const { return scale.K(); }
   int32_t num_items() const { return items.size(); }
@@ -71,15 +91,27 @@ class Model {
   // the user's ratings; out has query.size()*K entries, each row summing to
   // 1. fallback[q] (if non-null, size query.size()) tells which rows are the
   // fallback. Never produces NaN.
+  // `user` is the user's index in `users` (the I-RBM's visible unit), or -1
+  // for a user the model was not trained on (U-RBM fold-in alone).
+  void Predict(int32_t user, const VisibleSet& v,
+               absl::Span<const int32_t> query, PredictMethod method,
+               float* out, std::vector<bool>* fallback) const;
+  // Same with user = -1.
   void Predict(const VisibleSet& v, absl::Span<const int32_t> query,
                PredictMethod method, float* out,
-               std::vector<bool>* fallback) const;
+               std::vector<bool>* fallback) const {
+    Predict(-1, v, query, method, out, fallback);
+  }
 
   // Distributions for every model item (num_items() x K, row-major), one
   // matrix-vector product per member for mean field. Rows of untrained items
   // hold the fallback.
-  void PredictAll(const VisibleSet& v, PredictMethod method,
+  void PredictAll(int32_t user, const VisibleSet& v, PredictMethod method,
                   RowMatrixXf* out) const;
+  void PredictAll(const VisibleSet& v, PredictMethod method,
+                  RowMatrixXf* out) const {
+    PredictAll(-1, v, method, out);
+  }
 
   // Expected rating of a distribution of K probabilities.
   double Expectation(const float* probs) const;

@@ -93,11 +93,12 @@ void PutOptions(Writer* w, const TrainOptions& o) {
   w->Put<int32_t>(o.threads);
   w->Put<int32_t>(static_cast<int32_t>(o.predict));
   w->Put<int32_t>(o.ensemble);
+  w->Put<uint8_t>(o.item_based ? 1 : 0);
 }
 
 bool GetOptions(Reader* r, TrainOptions* o) {
   std::string cd;
-  uint8_t norm;
+  uint8_t norm, item_based;
   int32_t predict;
   if (!(r->Get(&o->hidden) && r->Get(&o->max_epochs) &&
         r->Get(&o->batch_size) && r->Get(&o->learning_rate) &&
@@ -105,13 +106,14 @@ bool GetOptions(Reader* r, TrainOptions* o) {
         r->Get(&o->weight_decay) && r->Get(&o->init_std) && r->GetString(&cd) &&
         r->Get(&norm) && r->Get(&o->validation_fraction) &&
         r->Get(&o->patience) && r->Get(&o->seed) && r->Get(&o->threads) &&
-        r->Get(&predict) && r->Get(&o->ensemble))) {
+        r->Get(&predict) && r->Get(&o->ensemble) && r->Get(&item_based))) {
     return false;
   }
   auto sched = CdSchedule::Parse(cd);
   if (!sched.ok() || predict < 0 || predict > 1) return false;
   o->cd = *sched;
   o->per_item_normalize = norm != 0;
+  o->item_based = item_based != 0;
   o->predict = static_cast<PredictMethod>(predict);
   return true;
 }
@@ -132,6 +134,31 @@ bool GetIds(Reader* r, IdMap* ids) {
   return true;
 }
 
+void PutParams(Writer* w, const RbmParams& p) {
+  w->Put<int32_t>(p.num_items);
+  w->Put<int32_t>(p.K);
+  w->Put<int32_t>(p.F);
+  if (p.F == 0) return;
+  w->PutFloats(p.W.data(), static_cast<size_t>(p.W.size()));
+  w->PutFloats(p.b.data(), static_cast<size_t>(p.b.size()));
+  w->PutFloats(p.c.data(), static_cast<size_t>(p.c.size()));
+}
+
+// Reads parameters whose visible units must number `m` with K values.
+// F = 0 (absent) only when allow_empty.
+bool GetParams(Reader* r, int32_t m, int32_t K, bool allow_empty,
+               RbmParams* p) {
+  int32_t nm, k, f;
+  if (!(r->Get(&nm) && r->Get(&k) && r->Get(&f))) return false;
+  if (f == 0 && allow_empty) return true;
+  if (nm != m || k != K || f < 1 || f > 100000) return false;
+  p->Resize(nm, k, f);
+  return r->GetFloats(p->W.data(), static_cast<size_t>(p->W.size())) &&
+         r->GetFloats(p->b.data(), static_cast<size_t>(p->b.size())) &&
+         r->GetFloats(p->c.data(), static_cast<size_t>(p->c.size())) &&
+         p->W.allFinite() && p->b.allFinite() && p->c.allFinite();
+}
+
 absl::Status Corrupt(absl::string_view what) {
   return absl::DataLossError(absl::StrCat("model file is corrupt: ", what));
 }
@@ -149,18 +176,19 @@ std::string SerializeModel(const Model& m) {
   payload.Put<double>(m.summary.valid_rmse);
   payload.Put<int64_t>(m.summary.train_ratings);
   payload.Put<double>(m.summary.train_seconds);
+  payload.Put<int64_t>(m.summary.rating_epochs);
   PutIds(&payload, m.users);
   PutIds(&payload, m.items);
   payload.Put<uint64_t>(m.item_hist.size());
   for (uint32_t c : m.item_hist) payload.Put<uint32_t>(c);
   payload.Put<uint32_t>(static_cast<uint32_t>(m.members.size()));
-  for (const RbmParams& p : m.members) {
-    payload.Put<int32_t>(p.num_items);
-    payload.Put<int32_t>(p.K);
-    payload.Put<int32_t>(p.F);
-    payload.PutFloats(p.W.data(), static_cast<size_t>(p.W.size()));
-    payload.PutFloats(p.b.data(), static_cast<size_t>(p.b.size()));
-    payload.PutFloats(p.c.data(), static_cast<size_t>(p.c.size()));
+  for (const RbmParams& p : m.members) PutParams(&payload, p);
+  // The item-based part: F = 0 marks its absence.
+  PutParams(&payload, m.item_rbm);
+  if (m.item_rbm.F > 0) {
+    payload.PutFloats(m.item_x.data(), static_cast<size_t>(m.item_x.size()));
+    for (uint8_t f : m.item_in_irbm) payload.Put<uint8_t>(f);
+    payload.Put<float>(m.user_weight);
   }
   Writer file;
   file.str().append(kMagic, sizeof(kMagic));
@@ -219,7 +247,7 @@ absl::StatusOr<Model> DeserializeModel(std::string_view bytes) {
   if (!GetOptions(&r, &m.options)) return Corrupt("bad training options");
   if (!(r.Get(&m.summary.epochs_run) && r.Get(&m.summary.best_epoch) &&
         r.Get(&m.summary.valid_rmse) && r.Get(&m.summary.train_ratings) &&
-        r.Get(&m.summary.train_seconds))) {
+        r.Get(&m.summary.train_seconds) && r.Get(&m.summary.rating_epochs))) {
     return Corrupt("bad training summary");
   }
   if (!GetIds(&r, &m.users)) return Corrupt("bad user id map");
@@ -237,21 +265,25 @@ absl::StatusOr<Model> DeserializeModel(std::string_view bytes) {
   if (!r.Get(&members) || members > 1000) return Corrupt("bad member count");
   m.members.resize(members);
   for (RbmParams& p : m.members) {
-    int32_t nm, k, f;
-    if (!(r.Get(&nm) && r.Get(&k) && r.Get(&f))) {
-      return Corrupt("truncated member dimensions");
+    if (!GetParams(&r, m.items.size(), m.scale.K(), false, &p)) {
+      return Corrupt("bad user-based RBM parameters");
     }
-    if (nm != m.items.size() || k != m.scale.K() || f < 1 || f > 100000) {
-      return Corrupt("member dimensions do not match the id map and scale");
+  }
+  if (!GetParams(&r, m.users.size(), m.scale.K(), true, &m.item_rbm)) {
+    return Corrupt("bad item-based RBM parameters");
+  }
+  if (m.item_rbm.F > 0) {
+    m.item_x.resize(m.items.size(), m.item_rbm.F);
+    m.item_in_irbm.resize(static_cast<size_t>(m.items.size()));
+    if (!r.GetFloats(m.item_x.data(), static_cast<size_t>(m.item_x.size())) ||
+        !m.item_x.allFinite()) {
+      return Corrupt("bad item-based RBM inputs");
     }
-    p.Resize(nm, k, f);
-    if (!(r.GetFloats(p.W.data(), static_cast<size_t>(p.W.size())) &&
-          r.GetFloats(p.b.data(), static_cast<size_t>(p.b.size())) &&
-          r.GetFloats(p.c.data(), static_cast<size_t>(p.c.size())))) {
-      return Corrupt("truncated parameters");
+    for (uint8_t& f : m.item_in_irbm) {
+      if (!r.Get(&f) || f > 1) return Corrupt("bad item-based RBM flags");
     }
-    if (!p.W.allFinite() || !p.b.allFinite() || !p.c.allFinite()) {
-      return Corrupt("non-finite parameter values");
+    if (!r.Get(&m.user_weight) || !(m.user_weight >= 0 && m.user_weight <= 1)) {
+      return Corrupt("bad user weight");
     }
   }
   if (!r.done()) return Corrupt("unexpected bytes at the end of the payload");

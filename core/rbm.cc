@@ -28,10 +28,10 @@ void HiddenInput(const RbmParams& p, const VisibleSet& v, float* x) {
 }
 
 void SigmoidInPlace(float* x, int F) {
-  for (int j = 0; j < F; ++j) {
-    // 1/(1+exp(-x)) is stable in float: exp(-x) overflows to inf -> 0.
-    x[j] = 1.0f / (1.0f + std::exp(-x[j]));
-  }
+  // 1/(1+exp(-x)) is stable in float: exp(-x) overflows to inf -> 0.
+  // Eigen vectorises exp.
+  Eigen::Map<Eigen::ArrayXf> a(x, F);
+  a = 1.0f / (1.0f + (-a).exp());
 }
 
 void VisibleLogits(const RbmParams& p, int32_t item, const float* h,
@@ -70,13 +70,13 @@ double FreeEnergy(const RbmParams& p, const VisibleSet& v) {
 
 void PredictExact(const RbmParams& p, const float* x, int32_t q, float* probs) {
   Eigen::Map<const Eigen::ArrayXf> xv(x, p.F);
-  for (int k = 0; k < p.K; ++k) {
-    const int64_t row = p.Row(q, k);
-    const Eigen::ArrayXf t = xv + p.W.row(row).transpose().array();
-    // softplus(t) = max(t, 0) + log1p(exp(-|t|)), vectorised.
-    const float sp = (t.max(0.0f) + (-t.abs()).exp().log1p()).sum();
-    probs[k] = p.b[row] + sp;
-  }
+  const int64_t row0 = p.Row(q, 0);
+  Eigen::Array<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor> t =
+      p.W.middleRows(row0, p.K).array().rowwise() + xv.transpose();
+  // softplus(t) = max(t, 0) + log(1 + exp(-|t|)); exp and log vectorise.
+  t = t.max(0.0f) + (1.0f + (-t.abs()).exp()).log();
+  const Eigen::ArrayXf sp = t.rowwise().sum();
+  for (int k = 0; k < p.K; ++k) probs[k] = p.b[row0 + k] + sp[k];
   SoftmaxInPlace(probs, p.K);
 }
 

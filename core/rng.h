@@ -51,16 +51,25 @@ class Rng {
   }
   // Uniform integer in [0, n). REQUIRES: n > 0.
   uint64_t Below(uint64_t n) { return Next() % n; }
-  // Standard normal (Box-Muller; one value per call, deterministic).
+  // Standard normal (Box-Muller, both outputs used; deterministic).
   double Normal() {
+    if (has_spare_) {
+      has_spare_ = false;
+      return spare_;
+    }
     double u1 = UniformDouble();
     const double u2 = UniformDouble();
     if (u1 < 1e-300) u1 = 1e-300;
-    return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
+    const double r = std::sqrt(-2.0 * std::log(u1));
+    spare_ = r * std::sin(6.283185307179586 * u2);
+    has_spare_ = true;
+    return r * std::cos(6.283185307179586 * u2);
   }
 
  private:
   uint64_t s_[4];
+  double spare_ = 0;
+  bool has_spare_ = false;
 };
 
 }  // namespace rbmrec

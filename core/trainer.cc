@@ -28,7 +28,10 @@ constexpr int kAdaptiveSteps[] = {1, 3, 5, 9};
 absl::StatusOr<CdSchedule> CdSchedule::Parse(std::string_view spec_in) {
   const absl::string_view spec(spec_in.data(), spec_in.size());
   CdSchedule s;
-  if (spec == "auto") return s;
+  if (spec == "auto") {
+    s.adaptive = true;
+    return s;
+  }
   s.adaptive = false;
   s.steps.clear();
   for (absl::string_view part : absl::StrSplit(spec, ',')) {
@@ -119,8 +122,6 @@ void InitVisibleBiases(const SparseRatings& by_user, RbmParams* p) {
   }
 }
 
-namespace {
-
 // Splits each user's ratings into training and validation parts.
 void CarveValidation(const SparseRatings& all, double fraction, uint64_t seed,
                      SparseRatings* train, SparseRatings* valid) {
@@ -154,6 +155,8 @@ void CarveValidation(const SparseRatings& all, double fraction, uint64_t seed,
     valid->offsets.push_back(valid->nnz());
   }
 }
+
+namespace {
 
 VisibleSet RowOf(const SparseRatings& s, int32_t u) {
   VisibleSet v;
@@ -194,6 +197,7 @@ class CdTrainer {
     vel_b_.setZero(p_.b.size());
     vel_c_.setZero(p_.F);
     count_.assign(static_cast<size_t>(train.cols), 0);
+    row_flag_.assign(static_cast<size_t>(p_.W.rows()), 0);
     for (int t = 0; t < pool_.size(); ++t) scratch_.emplace_back(p_.F, K);
     vt_.resize(static_cast<size_t>(train.nnz()));
   }
@@ -287,65 +291,85 @@ class CdTrainer {
 
   // Phase B: sums the batch's statistics into the gradient buffers in batch
   // order (deterministic); parallel over disjoint hidden-unit columns.
+  // Records the rows (i, k) that received a gradient and how many batch
+  // users rated each item.
   void Accumulate(const int32_t* users, size_t nb) {
     const int F = p_.F;
-    touched_.clear();
+    touched_rows_.clear();
+    touched_items_.clear();
     gc_.setZero(F);
+    auto touch = [&](int64_t row) {
+      if (!row_flag_[static_cast<size_t>(row)]) {
+        row_flag_[static_cast<size_t>(row)] = 1;
+        touched_rows_.push_back(row);
+      }
+    };
     for (size_t s = 0; s < nb; ++s) {
       const int32_t u = users[s];
       for (int64_t r = train_.offsets[u]; r < train_.offsets[u + 1]; ++r) {
         const int32_t i = train_.col[r];
-        if (count_[static_cast<size_t>(i)]++ == 0) touched_.push_back(i);
-        grad_b_[p_.Row(i, train_.k[r])] += 1.0f;
-        grad_b_[p_.Row(i, vt_[static_cast<size_t>(r)])] -= 1.0f;
+        if (count_[static_cast<size_t>(i)]++ == 0) touched_items_.push_back(i);
+        const int64_t pos = p_.Row(i, train_.k[r]);
+        const int64_t neg = p_.Row(i, vt_[static_cast<size_t>(r)]);
+        touch(pos);
+        touch(neg);
+        grad_b_[pos] += 1.0f;
+        grad_b_[neg] -= 1.0f;
       }
       gc_ += h0_.row(static_cast<Eigen::Index>(s)).transpose() -
              ht_.row(static_cast<Eigen::Index>(s)).transpose();
     }
     pool_.ParallelFor(F, [&](int, int64_t fb, int64_t fe) {
-      const Eigen::Index f0 = fb, len = fe - fb;
+      const int64_t len = fe - fb;
       for (size_t s = 0; s < nb; ++s) {
         const int32_t u = users[s];
-        const auto h0 = h0_.row(static_cast<Eigen::Index>(s)).segment(f0, len);
-        const auto ht = ht_.row(static_cast<Eigen::Index>(s)).segment(f0, len);
+        const float* h0 = h0_.row(static_cast<Eigen::Index>(s)).data() + fb;
+        const float* ht = ht_.row(static_cast<Eigen::Index>(s)).data() + fb;
         for (int64_t r = train_.offsets[u]; r < train_.offsets[u + 1]; ++r) {
           const int32_t i = train_.col[r];
-          grad_w_.row(p_.Row(i, train_.k[r])).segment(f0, len) += h0;
-          grad_w_.row(p_.Row(i, vt_[static_cast<size_t>(r)]))
-              .segment(f0, len) -= ht;
+          float* gp = grad_w_.row(p_.Row(i, train_.k[r])).data() + fb;
+          for (int64_t j = 0; j < len; ++j) gp[j] += h0[j];
+          float* gn =
+              grad_w_.row(p_.Row(i, vt_[static_cast<size_t>(r)])).data() + fb;
+          for (int64_t j = 0; j < len; ++j) gn[j] -= ht[j];
         }
       }
     });
   }
 
-  // Phase C: momentum + weight-decay update of the touched item rows and the
-  // hidden biases; clears the gradient buffers.
+  // Phase C: momentum + weight-decay update of the rows that received a
+  // gradient, and of the hidden biases; clears the gradient buffers. Rows
+  // without a gradient in this batch keep their weights and velocity
+  // (sparse momentum), so the cost follows the batch's ratings, not m*K.
   void Update(size_t nb, float lr) {
     const int K = p_.K;
-    const float mom = o_.momentum, wd = o_.weight_decay;
-    pool_.ParallelFor(static_cast<int64_t>(touched_.size()), [&](int, int64_t b,
-                                                                 int64_t e) {
-      for (int64_t t = b; t < e; ++t) {
-        const int32_t i = touched_[static_cast<size_t>(t)];
-        const float n = o_.per_item_normalize
-                            ? static_cast<float>(count_[static_cast<size_t>(i)])
-                            : static_cast<float>(nb);
-        const float scale = lr / n;
-        for (int k = 0; k < K; ++k) {
-          const int64_t row = p_.Row(i, k);
-          auto w = p_.W.row(row);
-          auto vw = vel_w_.row(row);
-          auto g = grad_w_.row(row);
-          vw = mom * vw + scale * g - (lr * wd) * w;
-          w += vw;
-          g.setZero();
-          vel_b_[row] = mom * vel_b_[row] + scale * grad_b_[row];
-          p_.b[row] += vel_b_[row];
-          grad_b_[row] = 0;
-        }
-        count_[static_cast<size_t>(i)] = 0;
-      }
-    });
+    const int F = p_.F;
+    const float mom = o_.momentum, decay = lr * o_.weight_decay;
+    pool_.ParallelFor(
+        static_cast<int64_t>(touched_rows_.size()),
+        [&](int, int64_t b, int64_t e) {
+          for (int64_t t = b; t < e; ++t) {
+            const int64_t row = touched_rows_[static_cast<size_t>(t)];
+            const size_t item = static_cast<size_t>(row / K);
+            const float n = o_.per_item_normalize
+                                ? static_cast<float>(count_[item])
+                                : static_cast<float>(nb);
+            const float scale = lr / n;
+            float* w = p_.W.row(row).data();
+            float* vw = vel_w_.row(row).data();
+            float* g = grad_w_.row(row).data();
+            for (int j = 0; j < F; ++j) {
+              vw[j] = mom * vw[j] + scale * g[j] - decay * w[j];
+              w[j] += vw[j];
+              g[j] = 0.0f;
+            }
+            vel_b_[row] = mom * vel_b_[row] + scale * grad_b_[row];
+            p_.b[row] += vel_b_[row];
+            grad_b_[row] = 0;
+            row_flag_[static_cast<size_t>(row)] = 0;
+          }
+        });
+    for (int32_t i : touched_items_) count_[static_cast<size_t>(i)] = 0;
     vel_c_ = mom * vel_c_ + (lr / static_cast<float>(nb)) * gc_;
     p_.c += vel_c_;
   }
@@ -358,7 +382,9 @@ class CdTrainer {
   RowMatrixXf grad_w_, vel_w_, h0_, ht_;
   Eigen::VectorXf grad_b_, vel_b_, vel_c_, gc_;
   std::vector<int32_t> count_;
-  std::vector<int32_t> touched_;
+  std::vector<int32_t> touched_items_;
+  std::vector<int64_t> touched_rows_;
+  std::vector<uint8_t> row_flag_;  // 1 while a row is in touched_rows_
   std::vector<Scratch> scratch_;
   std::vector<uint8_t> vt_;
   std::vector<double> sq_err_;
@@ -370,20 +396,34 @@ absl::StatusOr<TrainResult> TrainRbm(const SparseRatings& by_user, int K,
                                      const TrainOptions& o,
                                      const ProgressFn& progress) {
   if (absl::Status s = ValidateTrainOptions(o); !s.ok()) return s;
+  SparseRatings train, valid;
+  CarveValidation(by_user, o.validation_fraction, o.seed, &train, &valid);
+  return TrainRbmSplit(train, valid, K, o, progress);
+}
+
+absl::StatusOr<TrainResult> TrainRbmSplit(const SparseRatings& train,
+                                          const SparseRatings& valid, int K,
+                                          const TrainOptions& o,
+                                          const ProgressFn& progress) {
+  if (absl::Status s = ValidateTrainOptions(o); !s.ok()) return s;
+  if (train.rows != valid.rows || train.cols != valid.cols) {
+    return absl::InvalidArgumentError(
+        "training and validation parts differ in shape");
+  }
   if (K < 2 || K > 255) return absl::InvalidArgumentError("K must be 2..255");
-  if (by_user.nnz() == 0) {
+  if (train.nnz() == 0) {
     return absl::FailedPreconditionError("no ratings to train on");
   }
-  for (int64_t r = 0; r < by_user.nnz(); ++r) {
-    if (by_user.k[r] >= K) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("rating index ", by_user.k[r], " >= K=", K));
+  for (const SparseRatings* part : {&train, &valid}) {
+    for (int64_t r = 0; r < part->nnz(); ++r) {
+      if (part->k[r] >= K) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("rating index ", part->k[r], " >= K=", K));
+      }
     }
   }
   const auto t0 = Clock::now();
   TrainResult result;
-  SparseRatings train, valid;
-  CarveValidation(by_user, o.validation_fraction, o.seed, &train, &valid);
   result.train_ratings = train.nnz();
   result.valid_ratings = valid.nnz();
   CdTrainer trainer(train, valid, K, o);
