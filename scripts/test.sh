@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Sets up a fresh Debian 12 machine and runs every test suite:
+#   1. installs the Debian packages (scripts/install-deps.sh; needs root),
+#   2. builds everything from scratch in Release with -Werror and runs ctest,
+#   3. builds the core engine with AddressSanitizer + UndefinedBehaviorSanitizer
+#      and runs its tests again.
+# Usage: scripts/test.sh            (from anywhere; build dirs under build-test*)
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+jobs=$(nproc 2>/dev/null || echo 2)
+
+bash scripts/install-deps.sh python3-grpcio python3-grpc-tools
+
+echo "=== Release build (-Werror) and tests"
+rm -rf build-test
+cmake -S . -B build-test -DCMAKE_BUILD_TYPE=Release -DRBMREC_WERROR=ON >/dev/null
+cmake --build build-test -j"$jobs"
+ctest --test-dir build-test --output-on-failure -j"$jobs"
+
+echo "=== ASan+UBSan build of the core engine and its tests"
+rm -rf build-test-asan
+cmake -S . -B build-test-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRBMREC_WERROR=ON \
+  -DRBMREC_SANITIZE=ON -DRBMREC_BUILD_SERVICE=OFF >/dev/null
+cmake --build build-test-asan -j"$jobs"
+ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+  ctest --test-dir build-test-asan --output-on-failure -j"$jobs"
+echo "=== all tests passed"
