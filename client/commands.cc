@@ -525,6 +525,7 @@ int RunEvaluate(Context& ctx) {
   // Pin the version that answered first, so that a model published during
   // the evaluation (e.g. by online updates) does not mix in.
   int64_t version = *model;
+  int64_t skipped_users = 0;
   ProgressLine line(ctx, "evaluate: ");
   const size_t step = static_cast<size_t>(*batch);
   const int64_t total = static_cast<int64_t>(read->rows.size());
@@ -548,6 +549,14 @@ int RunEvaluate(Context& ctx) {
         request.clear_user_id();
         response = ctx.client().PredictRatings(request);
         user_fallback = true;
+        if (!response.ok() &&
+            response.status().code() == absl::StatusCode::kInvalidArgument) {
+          // The server predicts nothing for an anonymous user without
+          // ratings: these ratings cannot be scored; say so below.
+          metrics.n_skipped += static_cast<int64_t>(end - begin);
+          ++skipped_users;
+          continue;
+        }
       }
       if (!response.ok()) {
         line.Finish();
@@ -569,10 +578,16 @@ int RunEvaluate(Context& ctx) {
     }
     line.Update(absl::StrCat(FormatCount(metrics.n), "/", FormatCount(total),
                              " ratings"),
-                metrics.n == total);
+                metrics.n + metrics.n_skipped == total);
   }
   line.Finish();
   metrics.model_version = version;
+  if (metrics.n_skipped > 0) {
+    ctx.err() << "warning: skipped " << FormatCount(metrics.n_skipped)
+              << " ratings of " << FormatCount(skipped_users)
+              << " users with no stored ratings (the server does not predict "
+                 "for a user without ratings); RMSE and MAE exclude them\n";
+  }
 
   if (ctx.json()) {
     JsonWriter w;
@@ -582,6 +597,7 @@ int RunEvaluate(Context& ctx) {
     w.Key("mae").Double(metrics.mae());
     w.Key("n").Int(metrics.n);
     w.Key("n_fallback").Int(metrics.n_fallback);
+    w.Key("n_skipped").Int(metrics.n_skipped);
     w.Key("users").Int(metrics.users);
     w.Key("model_version").Int(metrics.model_version);
     w.Key("method").String(method == v1::MEAN_FIELD ? "MEAN_FIELD" : "EXACT");

@@ -421,6 +421,10 @@ std::string FormatEvalMetrics(const EvalMetrics& m) {
       {"users", FormatCount(m.users)},
       {"model", absl::StrCat("v", m.model_version)},
   };
+  if (m.n_skipped > 0) {
+    table.rows.insert(table.rows.begin() + 3,
+                      {"n_skipped", FormatCount(m.n_skipped)});
+  }
   return FormatTable(table);
 }
 

@@ -123,6 +123,7 @@ std::string FormatImportProgress(const ImportProgress& progress);
 struct EvalMetrics {
   int64_t n = 0;           // ratings predicted
   int64_t n_fallback = 0;  // of which by a fallback (unknown item or user)
+  int64_t n_skipped = 0;   // not predicted at all (not in n)
   int64_t users = 0;       // distinct users in the file
   double sum_squared_error = 0;
   double sum_absolute_error = 0;

@@ -119,6 +119,11 @@ class FakeRbmrec final : public v1::Rbmrec::Service {
       return grpc::Status(grpc::StatusCode::NOT_FOUND,
                           "user 'nobody' not found");
     }
+    if (req->user_id().empty() && req->ratings().empty() &&
+        !allow_empty_anonymous) {
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          "user_id is empty and no ad-hoc ratings were given");
+    }
     response->set_model_version(req->model_version() > 0 ? req->model_version()
                                                          : 7);
     v1::RatingScale* s = response->mutable_scale();
@@ -210,6 +215,10 @@ class FakeRbmrec final : public v1::Rbmrec::Service {
   int put_items_calls = 0;
   std::vector<v1::PredictRatingsRequest> predict_requests;
   bool fail_training = false;
+  // rbmrec-server refuses an anonymous user without ratings (as the fake
+  // does by default); a server that answers with the model's prior instead
+  // is simulated by setting this.
+  bool allow_empty_anonymous = false;
 };
 
 class CommandsTest : public ::testing::Test {
@@ -388,7 +397,8 @@ TEST_F(CommandsTest, PredictDrawsDistributions) {
   ASSERT_EQ(service_.predict_requests.size(), 1u);
   EXPECT_EQ(service_.predict_requests[0].ratings(0).item_id(), "1");
 
-  EXPECT_EQ(Run({"--json", "predict", "-", "50", "--method", "meanfield"}),
+  EXPECT_EQ(Run({"--json", "predict", "-", "50", "--method", "meanfield",
+                 "--rate", "1=4"}),
             kExitOk);
   const google::protobuf::Struct j = Json();
   EXPECT_EQ(j.fields().at("model_version").number_value(), 7);
@@ -417,7 +427,24 @@ TEST_F(CommandsTest, RecommendTable) {
   EXPECT_THAT(out_.str(), HasSubstr("   3  102   Movie 2      4.30   70.0%\n"));
 }
 
+TEST_F(CommandsTest, EvaluateSkipsUsersTheServerCannotPredict) {
+  const std::string file =
+      WriteFile("test.data", "1\t10\t5\t0\nnobody\t10\t3\t0\n1\t11\t4\t0\n");
+  EXPECT_EQ(Run({"--json", "evaluate", file, "--format", "ml100k"}), kExitOk)
+      << err_.str();
+  const google::protobuf::Struct j = Json();
+  EXPECT_EQ(j.fields().at("n").number_value(), 2);
+  EXPECT_EQ(j.fields().at("n_skipped").number_value(), 1);
+  EXPECT_EQ(j.fields().at("n_fallback").number_value(), 0);
+  EXPECT_NEAR(j.fields().at("rmse").number_value(),
+              std::sqrt((1.4 * 1.4 + 0.4 * 0.4) / 2), 1e-9);
+  EXPECT_THAT(err_.str(), HasSubstr("warning: skipped 1 ratings of 1 users"));
+  EXPECT_EQ(Run({"evaluate", file, "--format", "ml100k"}), kExitOk);
+  EXPECT_THAT(out_.str(), HasSubstr("n_skipped   1\n"));
+}
+
 TEST_F(CommandsTest, EvaluateGroupsByUserAndFallsBackForUnknownUsers) {
+  service_.allow_empty_anonymous = true;
   const std::string file =
       WriteFile("test.data", "1\t10\t5\t0\nnobody\t10\t3\t0\n1\t11\t4\t0\n");
   EXPECT_EQ(Run({"--json", "evaluate", file, "--format", "ml100k"}), kExitOk)
