@@ -71,6 +71,9 @@ const std::vector<FlagDef>& Flags() {
       {"max-predict-items", "1000", "max item_ids per PredictRatings"},
       {"max-recommend-n", "1000", "max n of Recommend"},
       {"max-message-mb", "64", "max gRPC message size in MiB"},
+      {"recommend-candidates", "300",
+       "Recommend (exact): items pre-ranked by mean field and re-scored "
+       "exactly (0 = exact over all items)"},
       {"online", "true", "apply online per-user CD updates (true/false)"},
       {"online-lr", "0.01", "learning rate of online updates"},
       {"online-steps", "1", "CD updates per changed user"},
@@ -246,6 +249,8 @@ int main(int argc, char** argv) {
             config.GetInt("max-recommend-n", 1, 1000000,
                           &so.max_recommend_n) &&
             config.GetInt("max-message-mb", 1, 2047, &go.max_message_mb) &&
+            config.GetInt("recommend-candidates", 0, 10000000,
+                          &so.recommend_candidates) &&
             config.GetBool("online", &so.online) &&
             config.GetDouble("online-lr", &online_lr) &&
             config.GetInt("online-steps", 1, 1000, &so.online_steps) &&

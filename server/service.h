@@ -25,6 +25,8 @@
 //   user can be NOT_FOUND.
 // - Recommend: candidates are the model's items that have training data
 //   (Model::Trained), minus the items the user rated (stored or ad-hoc).
+//   For speed, EXACT ranking re-scores exactly only the best candidates by
+//   mean field (ServiceOptions::recommend_candidates; 0 disables).
 // - Online updates: users whose ratings change are queued; a background
 //   thread applies AddItems / AdjustHistogram / OnlineUserUpdate to a COPY of
 //   the active model and publishes it in memory (answers keep reporting the
@@ -74,6 +76,10 @@ struct ServiceOptions {
   int max_predict_items = 1000;
   // Largest Recommend n.
   int max_recommend_n = 1000;
+  // Recommend with EXACT: rank all items by mean field first and re-score
+  // the best max(recommend_candidates, 4n) exactly. 0 = exact over all items
+  // (slower: m*K*F softplus evaluations per call).
+  int recommend_candidates = 300;
   // Online per-user updates.
   bool online = true;
   float online_learning_rate = 0.01f;

@@ -447,6 +447,31 @@ TEST_F(ServiceTest, RecommendExcludesRatedItemsAndIsSorted) {
             absl::StatusCode::kInvalidArgument);
 }
 
+TEST_F(ServiceTest, RecommendReRankingReportsExactNumbers) {
+  ServiceOptions o = DefaultOptions();
+  o.recommend_candidates = 5;  // 40 items > max(5, 4n): the re-rank path
+  Start(nullptr, o);
+  LoadSynthetic();
+  TrainOk();
+  v1::RecommendRequest req;
+  req.set_user_id("u3");
+  req.set_n(3);
+  absl::StatusOr<v1::RecommendResponse> r = service_->Recommend(req);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->recommendations_size(), 3);
+  std::vector<std::string> ids;
+  for (const auto& rec : r->recommendations()) ids.push_back(rec.item_id());
+  v1::PredictRatingsResponse p = Predict("u3", ids);
+  for (int k = 0; k < 3; ++k) {
+    EXPECT_NEAR(r->recommendations(k).expected_rating(),
+                p.predictions(k).expected_rating(), 1e-5);
+    if (k > 0) {
+      EXPECT_LE(r->recommendations(k).expected_rating(),
+                r->recommendations(k - 1).expected_rating() + 1e-6);
+    }
+  }
+}
+
 TEST_F(ServiceTest, ActivateModelRollsBack) {
   LoadSynthetic();
   const int64_t v1_ = TrainOk();

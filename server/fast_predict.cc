@@ -1,0 +1,75 @@
+#include "server/fast_predict.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "core/rbm.h"
+
+namespace rbmrec::server {
+namespace {
+
+constexpr Eigen::Index kBlockRows = 256;
+
+struct Scratch {
+  Eigen::VectorXf x;
+  Eigen::VectorXf scores;
+  RowMatrixXf block;
+  std::vector<float> fallback;
+};
+
+}  // namespace
+
+void PredictAllFast(const Model& model, const VisibleSet& v,
+                    PredictMethod method, RowMatrixXf* out) {
+  thread_local Scratch s;
+  const int K = model.K();
+  const int32_t m = model.num_items();
+  out->setZero(m, K);
+  const float inv = model.members.empty()
+                        ? 0.f
+                        : 1.0f / static_cast<float>(model.members.size());
+  for (const RbmParams& p : model.members) {
+    s.x.resize(p.F);
+    HiddenInput(p, v, s.x.data());
+    const Eigen::Index rows = p.W.rows();
+    s.scores.resize(rows);
+    if (method == PredictMethod::kMeanField) {
+      SigmoidInPlace(s.x.data(), p.F);
+      s.scores.noalias() = p.W * s.x;
+      s.scores += p.b;
+    } else {
+      // score_r = b_r + sum_j softplus(x_j + W_rj), softplus(t) =
+      // max(t, 0) + log1p(exp(-|t|)).
+      s.block.resize(kBlockRows, p.F);
+      for (Eigen::Index r0 = 0; r0 < rows; r0 += kBlockRows) {
+        const Eigen::Index nb = std::min(kBlockRows, rows - r0);
+        auto blk = s.block.topRows(nb);
+        blk.noalias() = p.W.middleRows(r0, nb);
+        blk.rowwise() += s.x.transpose();
+        blk.array() = blk.array().max(0.0f) + (-blk.array().abs()).exp().log1p();
+        s.scores.segment(r0, nb) =
+            blk.rowwise().sum() + p.b.segment(r0, nb);
+      }
+    }
+    for (int32_t i = 0; i < m; ++i) {
+      float* z = s.scores.data() + static_cast<int64_t>(i) * K;
+      SoftmaxInPlace(z, K);
+      for (int k = 0; k < K; ++k) (*out)(i, k) += inv * z[k];
+    }
+  }
+  s.fallback.resize(static_cast<size_t>(K));
+  bool have_fallback = false;
+  for (int32_t i = 0; i < m; ++i) {
+    if (!model.Trained(i) || model.members.empty() || !out->row(i).allFinite()) {
+      if (!have_fallback) {
+        model.FallbackDistribution(v, s.fallback.data());
+        have_fallback = true;
+      }
+      for (int k = 0; k < K; ++k) {
+        (*out)(i, k) = s.fallback[static_cast<size_t>(k)];
+      }
+    }
+  }
+}
+
+}  // namespace rbmrec::server

@@ -1,0 +1,22 @@
+#ifndef RBMREC_SERVER_FAST_PREDICT_H_
+#define RBMREC_SERVER_FAST_PREDICT_H_
+
+// Scoring every item for Recommend without per-call allocations: the same
+// distributions as Model::PredictAll (exact rule or mean field, ensemble
+// average, the model's fallback for untrained items), computed with
+// per-thread scratch buffers and the exact rule's softplus sums evaluated
+// block-wise with vectorized Eigen array operations.
+//
+// Thread-safe (each thread uses its own scratch); `model` is only read.
+
+#include "core/model.h"
+
+namespace rbmrec::server {
+
+// out: num_items() x K, row-major, each row summing to 1.
+void PredictAllFast(const Model& model, const VisibleSet& v,
+                    PredictMethod method, RowMatrixXf* out);
+
+}  // namespace rbmrec::server
+
+#endif  // RBMREC_SERVER_FAST_PREDICT_H_
