@@ -365,7 +365,6 @@ int RunTrain(Context& ctx) {
   std::mutex mu;  // guards the streams and the fields below
   bool header_printed = false;
   bool status_drawn = false;
-  int32_t last_row_epoch = 0;
   v1::TrainProgress latest;
   absl::Time latest_at = absl::Now();
   std::vector<v1::TrainProgress> history;
@@ -422,11 +421,11 @@ int RunTrain(Context& ctx) {
         latest = p;
         latest_at = absl::Now();
         if (json) history.push_back(p);
-        // One row per completed epoch (RUNNING after each epoch, or a
-        // terminal message completing an epoch not reported yet).
-        const bool new_epoch = p.epoch() > last_row_epoch &&
-                               p.state() != v1::TrainProgress::QUEUED;
-        if (new_epoch) last_row_epoch = p.epoch();
+        // One row per RUNNING message after an epoch. (Epoch numbers restart
+        // for each member of an ensemble; terminal messages repeat the last
+        // epoch.)
+        const bool new_epoch =
+            p.state() == v1::TrainProgress::RUNNING && p.epoch() > 0;
         if (!table || !new_epoch) return;
         clear_status();
         if (!header_printed) {

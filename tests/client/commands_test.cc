@@ -92,7 +92,10 @@ class FakeRbmrec final : public v1::Rbmrec::Service {
     p.set_max_epochs(3);
     p.set_state(v1::TrainProgress::QUEUED);
     writer->Write(p);
-    for (int e = 1; e <= 3; ++e) {
+    const int members =
+        req->options().has_ensemble() ? req->options().ensemble() : 1;
+    for (int i = 0; i < 3 * members; ++i) {
+      const int e = i % 3 + 1;  // epochs restart for each ensemble member
       p.set_state(v1::TrainProgress::RUNNING);
       p.set_epoch(e);
       p.set_train_rmse(1.0 - 0.1 * e);
@@ -357,6 +360,15 @@ TEST_F(CommandsTest, TrainPrintsEpochTableAndVersion) {
   EXPECT_THAT(lines[1], HasSubstr("1/3      0.9000      0.9500"));
   EXPECT_THAT(lines[3], HasSubstr("3/3      0.7000      0.7500"));
   EXPECT_THAT(lines[4], StartsWith("published model v7 after 3 epochs"));
+}
+
+TEST_F(CommandsTest, TrainTableHasARowPerEpochOfEveryEnsembleMember) {
+  EXPECT_EQ(Run({"train", "--ensemble", "2"}), kExitOk) << err_.str();
+  const std::vector<std::string> lines = absl::StrSplit(out_.str(), '\n');
+  ASSERT_EQ(lines.size(), 9u);  // header, 6 rows, result, ""
+  EXPECT_THAT(lines[4], HasSubstr("1/3"));
+  EXPECT_THAT(lines[6], HasSubstr("3/3"));
+  EXPECT_THAT(lines[7], StartsWith("published model v7"));
 }
 
 TEST_F(CommandsTest, TrainJsonAndFailures) {
