@@ -289,6 +289,78 @@ absl::StatusOr<RbmrecService::Served> RbmrecService::ModelFor(
 }
 
 // ---------------------------------------------------------------------------
+// Read caches
+
+namespace {
+constexpr size_t kMaxCachedUsers = 200000;
+constexpr size_t kMaxCachedTitles = 1000000;
+}  // namespace
+
+absl::StatusOr<RbmrecService::UserRatingsPtr> RbmrecService::CachedUserRatings(
+    const std::string& user) {
+  uint64_t gen = 0;
+  {
+    std::lock_guard<std::mutex> lock(read_cache_mu_);
+    auto it = user_cache_.find(user);
+    if (it != user_cache_.end()) return it->second;
+    gen = ratings_gen_;
+  }
+  absl::StatusOr<std::vector<store::UserRating>> r =
+      store_->GetUserRatings(user);
+  if (!r.ok() && !absl::IsNotFound(r.status())) return r.status();
+  UserRatingsPtr ptr =
+      r.ok() ? std::make_shared<const std::vector<store::UserRating>>(
+                   std::move(*r))
+             : nullptr;
+  std::lock_guard<std::mutex> lock(read_cache_mu_);
+  if (ratings_gen_ == gen) {
+    if (user_cache_.size() >= kMaxCachedUsers) user_cache_.clear();
+    user_cache_[user] = ptr;
+  }
+  return ptr;
+}
+
+std::vector<std::string> RbmrecService::CachedTitles(
+    const std::vector<std::string>& ids) {
+  std::vector<std::string> out(ids.size());
+  std::vector<std::string> missing;
+  std::vector<size_t> missing_pos;
+  uint64_t gen = 0;
+  {
+    std::lock_guard<std::mutex> lock(read_cache_mu_);
+    for (size_t i = 0; i < ids.size(); ++i) {
+      auto it = title_cache_.find(ids[i]);
+      if (it != title_cache_.end()) {
+        out[i] = it->second;
+      } else {
+        missing.push_back(ids[i]);
+        missing_pos.push_back(i);
+      }
+    }
+    gen = titles_gen_;
+  }
+  if (missing.empty()) return out;
+  absl::StatusOr<std::vector<std::string>> got = store_->GetTitles(missing);
+  if (!got.ok()) return out;  // titles are best effort
+  std::lock_guard<std::mutex> lock(read_cache_mu_);
+  const bool fresh = titles_gen_ == gen;
+  if (fresh && title_cache_.size() + missing.size() > kMaxCachedTitles) {
+    title_cache_.clear();
+  }
+  for (size_t j = 0; j < missing.size(); ++j) {
+    out[missing_pos[j]] = (*got)[j];
+    if (fresh) title_cache_[missing[j]] = (*got)[j];
+  }
+  return out;
+}
+
+void RbmrecService::InvalidateUsers(const std::vector<std::string>& users) {
+  std::lock_guard<std::mutex> lock(read_cache_mu_);
+  ++ratings_gen_;
+  for (const std::string& u : users) user_cache_.erase(u);
+}
+
+// ---------------------------------------------------------------------------
 // Writes
 
 absl::Status RbmrecService::AddRatingsSession::AddBatch(
@@ -344,6 +416,12 @@ absl::Status RbmrecService::AddRatingsSession::AddBatch(
   int64_t replaced = 0;
   if (!rows.empty()) {
     absl::StatusOr<store::UpsertResult> res = svc.store_->UpsertRatings(rows);
+    {
+      std::vector<std::string> users;
+      users.reserve(rows.size());
+      for (const store::RatingRow& r : rows) users.push_back(r.user);
+      svc.InvalidateUsers(users);
+    }
     if (!res.ok()) {
       Log(LogLevel::kWarn, "add_ratings_failed",
           {F("batch", batch), F("error", res.status().ToString())});
@@ -416,6 +494,7 @@ absl::StatusOr<v1::DeleteRatingsResponse> RbmrecService::DeleteRatings(
   }
   absl::StatusOr<int64_t> deleted =
       store_->DeleteRatings(request.user_id(), items);
+  InvalidateUsers({request.user_id()});
   if (!deleted.ok()) {
     if (absl::IsNotFound(deleted.status())) {
       // Deleting is idempotent: a user without ratings has nothing to delete.
@@ -457,6 +536,7 @@ absl::StatusOr<v1::DeleteUserResponse> RbmrecService::DeleteUser(
     if (r.ok()) old = std::move(*r);
   }
   absl::StatusOr<int64_t> deleted = store_->DeleteUser(request.user_id());
+  InvalidateUsers({request.user_id()});
   if (!deleted.ok()) {
     if (absl::IsNotFound(deleted.status())) {
       return absl::NotFoundError(
@@ -528,7 +608,13 @@ absl::StatusOr<v1::PutItemsResponse> RbmrecService::PutItems(
     }
     rows.push_back(store::ItemRow{item.item_id(), item.title(), json});
   }
-  if (absl::Status s = store_->PutItems(rows); !s.ok()) return s;
+  absl::Status stored = store_->PutItems(rows);
+  {
+    std::lock_guard<std::mutex> lock(read_cache_mu_);
+    ++titles_gen_;
+    for (const store::ItemRow& r : rows) title_cache_.erase(r.item);
+  }
+  if (!stored.ok()) return stored;
   v1::PutItemsResponse resp;
   resp.set_stored(static_cast<int64_t>(rows.size()));
   return resp;
@@ -830,10 +916,9 @@ absl::StatusOr<RbmrecService::UserView> RbmrecService::ResolveUser(
     }
     const bool known_to_model = model.users.Find(user_id) >= 0;
     view.folded_in = !known_to_model;
-    absl::StatusOr<std::vector<store::UserRating>> stored =
-        store_->GetUserRatings(user_id);
-    if (!stored.ok()) {
-      if (!absl::IsNotFound(stored.status())) return stored.status();
+    absl::StatusOr<UserRatingsPtr> stored = CachedUserRatings(user_id);
+    if (!stored.ok()) return stored.status();
+    if (*stored == nullptr) {
       if (!known_to_model && ratings.empty()) {
         return absl::NotFoundError(absl::StrCat(
             "user_id '", user_id,
@@ -841,7 +926,7 @@ absl::StatusOr<RbmrecService::UserView> RbmrecService::ResolveUser(
             "ad-hoc ratings"));
       }
     } else {
-      for (const store::UserRating& u : *stored) {
+      for (const store::UserRating& u : **stored) {
         if (need_rated_ids) view.rated_ids.insert(u.item);
         const int32_t idx = model.items.Find(u.item);
         if (idx < 0) continue;
@@ -914,7 +999,7 @@ absl::StatusOr<v1::PredictRatingsResponse> RbmrecService::PredictRatings(
 
   std::vector<std::string> ids(request.item_ids().begin(),
                                request.item_ids().end());
-  absl::StatusOr<std::vector<std::string>> titles = store_->GetTitles(ids);
+  const std::vector<std::string> titles = CachedTitles(ids);
 
   v1::PredictRatingsResponse resp;
   resp.set_model_version(served->version);
@@ -939,7 +1024,7 @@ absl::StatusOr<v1::PredictRatingsResponse> RbmrecService::PredictRatings(
     for (int k = 0; k < K; ++k) out->add_probabilities(p[k]);
     out->set_expected_rating(model.Expectation(p));
     out->set_fallback(is_fallback);
-    if (titles.ok()) out->set_title((*titles)[static_cast<size_t>(i)]);
+    out->set_title(titles[static_cast<size_t>(i)]);
   }
   return resp;
 }
@@ -1041,7 +1126,7 @@ absl::StatusOr<v1::RecommendResponse> RbmrecService::Recommend(
   std::vector<std::string> ids;
   ids.reserve(top);
   for (size_t r = 0; r < top; ++r) ids.push_back(model.items.Name(cand[r].second));
-  absl::StatusOr<std::vector<std::string>> titles = store_->GetTitles(ids);
+  const std::vector<std::string> titles = CachedTitles(ids);
   v1::RecommendResponse resp;
   resp.set_model_version(served->version);
   for (size_t r = 0; r < top; ++r) {
@@ -1054,7 +1139,7 @@ absl::StatusOr<v1::RecommendResponse> RbmrecService::Recommend(
     }
     v1::Recommendation* rec = resp.add_recommendations();
     rec->set_item_id(ids[r]);
-    if (titles.ok()) rec->set_title((*titles)[r]);
+    rec->set_title(titles[r]);
     rec->set_expected_rating(model.Expectation(p));
     if (by_prob) rec->set_probability_at_least(cand[r].first);
     rec->set_rank(static_cast<int32_t>(r + 1));

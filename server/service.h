@@ -51,6 +51,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "core/model.h"
@@ -236,6 +237,21 @@ class RbmrecService {
   bool stop_online_ = false;
   std::thread online_thread_;
   std::atomic<int64_t> online_updates_{0};
+
+  // Read-through caches for serving (the store's reads share one
+  // connection): stored ratings per user (null = unknown user) and titles.
+  // A write bumps a generation AFTER it commits and erases the entries it
+  // touched; a reader only inserts what it read if no write happened since
+  // it started reading, so the caches never hold stale data.
+  using UserRatingsPtr = std::shared_ptr<const std::vector<store::UserRating>>;
+  absl::StatusOr<UserRatingsPtr> CachedUserRatings(const std::string& user);
+  std::vector<std::string> CachedTitles(const std::vector<std::string>& ids);
+  void InvalidateUsers(const std::vector<std::string>& users);
+  std::mutex read_cache_mu_;
+  absl::flat_hash_map<std::string, UserRatingsPtr> user_cache_;
+  absl::flat_hash_map<std::string, std::string> title_cache_;
+  uint64_t ratings_gen_ = 0;  // guarded by read_cache_mu_
+  uint64_t titles_gen_ = 0;   // guarded by read_cache_mu_
 
   // Small cache of non-active versions requested explicitly.
   std::mutex cache_mu_;

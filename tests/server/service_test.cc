@@ -378,6 +378,33 @@ TEST_F(ServiceTest, FoldsInAUserAddedAfterTraining) {
             r.predictions(1).expected_rating());
 }
 
+TEST_F(ServiceTest, ReadCachesSeeEveryWrite) {
+  LoadSynthetic();
+  TrainOk();
+  v1::AddRatingsRequest b;
+  *b.add_ratings() = Row("cached", "i1", 5);
+  ASSERT_TRUE(service_->AddRatings({b}).ok());
+  v1::PutItemsRequest items;
+  v1::Item* item = items.add_items();
+  item->set_item_id("i2");
+  item->set_title("Old");
+  ASSERT_TRUE(service_->PutItems(items).ok());
+  EXPECT_EQ(Predict("cached", {"i2"}).predictions(0).title(), "Old");
+  item->set_title("New");
+  ASSERT_TRUE(service_->PutItems(items).ok());
+  EXPECT_EQ(Predict("cached", {"i2"}).predictions(0).title(), "New");
+  v1::DeleteUserRequest du;
+  du.set_user_id("cached");
+  ASSERT_TRUE(service_->DeleteUser(du).ok());
+  v1::PredictRatingsRequest req;
+  req.set_user_id("cached");
+  req.add_item_ids("i2");
+  EXPECT_EQ(service_->PredictRatings(req).status().code(),
+            absl::StatusCode::kNotFound);
+  ASSERT_TRUE(service_->AddRatings({b}).ok());
+  EXPECT_TRUE(service_->PredictRatings(req).ok());
+}
+
 TEST_F(ServiceTest, AnonymousUserWithAdHocRatings) {
   LoadSynthetic();
   TrainOk();
