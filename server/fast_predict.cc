@@ -46,9 +46,9 @@ void PredictAllFast(const Model& model, const VisibleSet& v,
         auto blk = s.block.topRows(nb);
         blk.noalias() = p.W.middleRows(r0, nb);
         blk.rowwise() += s.x.transpose();
-        blk.array() = blk.array().max(0.0f) + (-blk.array().abs()).exp().log1p();
-        s.scores.segment(r0, nb) =
-            blk.rowwise().sum() + p.b.segment(r0, nb);
+        blk.array() =
+            blk.array().max(0.0f) + (-blk.array().abs()).exp().log1p();
+        s.scores.segment(r0, nb) = blk.rowwise().sum() + p.b.segment(r0, nb);
       }
     }
     for (int32_t i = 0; i < m; ++i) {
@@ -60,7 +60,8 @@ void PredictAllFast(const Model& model, const VisibleSet& v,
   s.fallback.resize(static_cast<size_t>(K));
   bool have_fallback = false;
   for (int32_t i = 0; i < m; ++i) {
-    if (!model.Trained(i) || model.members.empty() || !out->row(i).allFinite()) {
+    if (!model.Trained(i) || model.members.empty() ||
+        !out->row(i).allFinite()) {
       if (!have_fallback) {
         model.FallbackDistribution(v, s.fallback.data());
         have_fallback = true;

@@ -29,8 +29,8 @@ class GrpcServer::Handler final : public v1::Rbmrec::Service {
     if (context->IsCancelled()) {
       Log(LogLevel::kInfo, "add_ratings_client_gone",
           {F("batches_committed", session.response().batches())});
-      return ToGrpcStatus(absl::CancelledError(
-          "the client went away; committed batches stay"));
+      return ToGrpcStatus(
+          absl::CancelledError("the client went away; committed batches stay"));
     }
     *response = session.response();
     return grpc::Status::OK;
@@ -56,11 +56,10 @@ class GrpcServer::Handler final : public v1::Rbmrec::Service {
                      const v1::TrainRequest* request,
                      grpc::ServerWriter<v1::TrainProgress>* writer) override {
     // The job keeps running when the client goes away (see the .proto).
-    absl::Status s =
-        service_->Train(*request, [&](const v1::TrainProgress& p) {
-          if (context->IsCancelled()) return false;
-          return writer->Write(p);
-        });
+    absl::Status s = service_->Train(*request, [&](const v1::TrainProgress& p) {
+      if (context->IsCancelled()) return false;
+      return writer->Write(p);
+    });
     return ToGrpcStatus(s);
   }
 
@@ -126,9 +125,9 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(
   }
   server->server_ = builder.BuildAndStart();
   if (server->server_ == nullptr || server->port_ == 0) {
-    return absl::UnavailableError(absl::StrCat(
-        "cannot listen on ", options.listen,
-        " (address in use, or not a valid host:port?)"));
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen on ", options.listen,
+                     " (address in use, or not a valid host:port?)"));
   }
   // "" (the whole server) is SERVING by default; name our service too.
   if (grpc::HealthCheckServiceInterface* health =

@@ -130,8 +130,9 @@ class Config {
   }
   bool GetU64(const char* name, uint64_t* out) {
     if (!absl::SimpleAtoi(values[name], out)) {
-      error = absl::StrCat("--", name, ": expected a non-negative integer, got '",
-                           values[name], "'");
+      error =
+          absl::StrCat("--", name, ": expected a non-negative integer, got '",
+                       values[name], "'");
       return false;
     }
     return true;
@@ -174,7 +175,8 @@ int main(int argc, char** argv) {
   Config config;
   for (const FlagDef& f : Flags()) {
     config.values[f.name] = f.def;
-    if (const char* env = std::getenv(EnvName(f.name).c_str()); env != nullptr) {
+    if (const char* env = std::getenv(EnvName(f.name).c_str());
+        env != nullptr) {
       config.values[f.name] = env;
     }
   }
@@ -209,9 +211,10 @@ int main(int argc, char** argv) {
 
   LogLevel level = LogLevel::kInfo;
   if (!rbmrec::server::ParseLogLevel(config.values["log-level"], &level)) {
-    return UsageError(absl::StrCat("--log-level: expected debug, info, warn "
-                                   "or error, got '",
-                                   config.values["log-level"], "'"));
+    return UsageError(
+        absl::StrCat("--log-level: expected debug, info, warn "
+                     "or error, got '",
+                     config.values["log-level"], "'"));
   }
   rbmrec::server::SetLogLevel(level);
 
@@ -232,30 +235,27 @@ int main(int argc, char** argv) {
     return UsageError(absl::StrCat("--cd-steps: ", cd.status().message()));
   }
   t.cd = *cd;
-  bool ok = config.GetInt("threads", 0, 4096, &go.threads) &&
-            config.GetInt("hidden", 1, 10000, &t.hidden) &&
-            config.GetInt("epochs", 1, 100000, &t.max_epochs) &&
-            config.GetInt("batch-size", 1, 1000000, &t.batch_size) &&
-            config.GetDouble("learning-rate", &lr) &&
-            config.GetDouble("momentum", &momentum) &&
-            config.GetDouble("weight-decay", &wd) &&
-            config.GetU64("seed", &t.seed) &&
-            config.GetDouble("validation-fraction", &t.validation_fraction) &&
-            config.GetInt("ensemble", 1, 64, &t.ensemble) &&
-            config.GetInt("train-threads", 0, 256, &so.max_train_threads) &&
-            config.GetInt("max-batch", 1, 10000000, &so.max_batch_rows) &&
-            config.GetInt("max-predict-items", 1, 1000000,
-                          &so.max_predict_items) &&
-            config.GetInt("max-recommend-n", 1, 1000000,
-                          &so.max_recommend_n) &&
-            config.GetInt("max-message-mb", 1, 2047, &go.max_message_mb) &&
-            config.GetInt("recommend-candidates", 0, 10000000,
-                          &so.recommend_candidates) &&
-            config.GetBool("online", &so.online) &&
-            config.GetDouble("online-lr", &online_lr) &&
-            config.GetInt("online-steps", 1, 1000, &so.online_steps) &&
-            config.GetDouble("online-publish-seconds",
-                             &so.online_publish_seconds);
+  bool ok =
+      config.GetInt("threads", 0, 4096, &go.threads) &&
+      config.GetInt("hidden", 1, 10000, &t.hidden) &&
+      config.GetInt("epochs", 1, 100000, &t.max_epochs) &&
+      config.GetInt("batch-size", 1, 1000000, &t.batch_size) &&
+      config.GetDouble("learning-rate", &lr) &&
+      config.GetDouble("momentum", &momentum) &&
+      config.GetDouble("weight-decay", &wd) && config.GetU64("seed", &t.seed) &&
+      config.GetDouble("validation-fraction", &t.validation_fraction) &&
+      config.GetInt("ensemble", 1, 64, &t.ensemble) &&
+      config.GetInt("train-threads", 0, 256, &so.max_train_threads) &&
+      config.GetInt("max-batch", 1, 10000000, &so.max_batch_rows) &&
+      config.GetInt("max-predict-items", 1, 1000000, &so.max_predict_items) &&
+      config.GetInt("max-recommend-n", 1, 1000000, &so.max_recommend_n) &&
+      config.GetInt("max-message-mb", 1, 2047, &go.max_message_mb) &&
+      config.GetInt("recommend-candidates", 0, 10000000,
+                    &so.recommend_candidates) &&
+      config.GetBool("online", &so.online) &&
+      config.GetDouble("online-lr", &online_lr) &&
+      config.GetInt("online-steps", 1, 1000, &so.online_steps) &&
+      config.GetDouble("online-publish-seconds", &so.online_publish_seconds);
   double grace = 5;
   ok = ok && config.GetDouble("shutdown-grace-seconds", &grace);
   if (!ok) return UsageError(config.error);
@@ -308,9 +308,9 @@ int main(int argc, char** argv) {
   }
   Log(LogLevel::kInfo, "shutdown_started", {F("signal", strsignal(sig))});
   (*service)->BeginShutdown();  // Train streams end CANCELLED
-  (*server)->Shutdown(std::chrono::system_clock::now() +
-                      std::chrono::milliseconds(
-                          static_cast<int64_t>(grace * 1000)));
+  (*server)->Shutdown(
+      std::chrono::system_clock::now() +
+      std::chrono::milliseconds(static_cast<int64_t>(grace * 1000)));
   (*service)->Shutdown();  // joins training, persists online updates
   server->reset();
   service->reset();  // closes the store (WAL checkpoint)

@@ -198,7 +198,8 @@ absl::StatusOr<std::unique_ptr<RbmrecService>> RbmrecService::Create(
            F("items", service->Current().model->num_items())});
     }
   }
-  service->online_thread_ = std::thread([s = service.get()] { s->OnlineLoop(); });
+  service->online_thread_ =
+      std::thread([s = service.get()] { s->OnlineLoop(); });
   return service;
 }
 
@@ -244,8 +245,7 @@ bool RbmrecService::OnlineActive() const {
   return options_.online && Current().model != nullptr;
 }
 
-absl::StatusOr<RbmrecService::Served> RbmrecService::ModelFor(
-    int64_t version) {
+absl::StatusOr<RbmrecService::Served> RbmrecService::ModelFor(int64_t version) {
   if (version < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("model_version must be >= 0, got ", version));
@@ -275,9 +275,8 @@ absl::StatusOr<RbmrecService::Served> RbmrecService::ModelFor(
   }
   absl::StatusOr<Model> model = DeserializeModel(*blob);
   if (!model.ok()) {
-    return absl::DataLossError(absl::StrCat("model version ", version,
-                                            " is corrupt: ",
-                                            model.status().message()));
+    return absl::DataLossError(absl::StrCat(
+        "model version ", version, " is corrupt: ", model.status().message()));
   }
   Served s{std::make_shared<const Model>(std::move(*model)), version};
   std::lock_guard<std::mutex> lock(cache_mu_);
@@ -393,8 +392,8 @@ absl::Status RbmrecService::AddRatingsSession::AddBatch(
       }
       continue;
     }
-    rows.push_back(store::RatingRow{r.user_id(), r.item_id(), r.rating(),
-                                    r.timestamp()});
+    rows.push_back(
+        store::RatingRow{r.user_id(), r.item_id(), r.rating(), r.timestamp()});
   }
 
   // For online updates: the users' previous ratings of the batch's items.
@@ -479,8 +478,7 @@ absl::StatusOr<v1::AddRatingsResponse> RbmrecService::AddRatings(
 
 absl::StatusOr<v1::DeleteRatingsResponse> RbmrecService::DeleteRatings(
     const v1::DeleteRatingsRequest& request) {
-  if (std::string why = IdProblem(request.user_id(), "user_id");
-      !why.empty()) {
+  if (std::string why = IdProblem(request.user_id(), "user_id"); !why.empty()) {
     return absl::InvalidArgumentError(why);
   }
   std::vector<std::string> items(request.item_ids().begin(),
@@ -524,8 +522,7 @@ absl::StatusOr<v1::DeleteRatingsResponse> RbmrecService::DeleteRatings(
 
 absl::StatusOr<v1::DeleteUserResponse> RbmrecService::DeleteUser(
     const v1::DeleteUserRequest& request) {
-  if (std::string why = IdProblem(request.user_id(), "user_id");
-      !why.empty()) {
+  if (std::string why = IdProblem(request.user_id(), "user_id"); !why.empty()) {
     return absl::InvalidArgumentError(why);
   }
   const bool online = OnlineActive();
@@ -563,18 +560,17 @@ absl::StatusOr<v1::DeleteUserResponse> RbmrecService::DeleteUser(
 absl::StatusOr<v1::PutItemsResponse> RbmrecService::PutItems(
     const v1::PutItemsRequest& request) {
   if (request.items_size() > options_.max_batch_rows) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "PutItems has ", request.items_size(),
-        " items, over the server's limit of ", options_.max_batch_rows,
-        " per call (--max-batch)"));
+    return absl::ResourceExhaustedError(
+        absl::StrCat("PutItems has ", request.items_size(),
+                     " items, over the server's limit of ",
+                     options_.max_batch_rows, " per call (--max-batch)"));
   }
   std::vector<store::ItemRow> rows;
   rows.reserve(static_cast<size_t>(request.items_size()));
   for (int i = 0; i < request.items_size(); ++i) {
     const v1::Item& item = request.items(i);
     if (std::string why = IdProblem(item.item_id(), "item_id"); !why.empty()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("items[", i, "]: ", why));
+      return absl::InvalidArgumentError(absl::StrCat("items[", i, "]: ", why));
     }
     std::string json;
     if (!item.attributes().empty()) {
@@ -682,7 +678,8 @@ absl::Status RbmrecService::Train(const v1::TrainRequest& request,
     o.ensemble = r.ensemble();
   }
   int cap = options_.max_train_threads;
-  if (cap == 0) cap = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  if (cap == 0)
+    cap = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   if (o.threads == 0 || o.threads > cap) o.threads = cap;
   if (absl::Status s = ValidateTrainOptions(o); !s.ok()) {
     return absl::InvalidArgumentError(
@@ -696,10 +693,10 @@ absl::Status RbmrecService::Train(const v1::TrainRequest& request,
       return absl::UnavailableError("the server is shutting down");
     }
     if (job_ != nullptr) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "a training job is already running (epoch ", job_->epoch.load(),
-          " of ", job_->max_epochs,
-          "); wait for it to finish or call CancelTraining"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("a training job is already running (epoch ",
+                       job_->epoch.load(), " of ", job_->max_epochs,
+                       "); wait for it to finish or call CancelTraining"));
     }
     absl::StatusOr<store::Stats> stats = store_->GetStats();
     if (!stats.ok()) return stats.status();
@@ -715,8 +712,7 @@ absl::Status RbmrecService::Train(const v1::TrainRequest& request,
     queued.set_state(v1::TrainProgress::QUEUED);
     queued.set_max_epochs(o.max_epochs);
     job->Push(queued, false);
-    train_thread_ = std::thread(
-        [this, job, o] { RunTrainJob(job, o); });
+    train_thread_ = std::thread([this, job, o] { RunTrainJob(job, o); });
   }
   Log(LogLevel::kInfo, "train_started",
       {F("hidden", o.hidden), F("epochs", o.max_epochs),
@@ -730,7 +726,8 @@ absl::Status RbmrecService::Train(const v1::TrainRequest& request,
     bool done = false;
     {
       std::unique_lock<std::mutex> lock(job->mu);
-      job->cv.wait(lock, [&] { return job->events.size() > sent || job->done; });
+      job->cv.wait(lock,
+                   [&] { return job->events.size() > sent || job->done; });
       pending.assign(job->events.begin() + static_cast<std::ptrdiff_t>(sent),
                      job->events.end());
       sent = job->events.size();
@@ -763,7 +760,7 @@ void RbmrecService::RunTrainJob(std::shared_ptr<TrainJob> job,
       if (job_ == job) job_ = nullptr;
     }
     Log(state == v1::TrainProgress::SUCCEEDED ? LogLevel::kInfo
-                                                : LogLevel::kWarn,
+                                              : LogLevel::kWarn,
         "train_finished",
         {F("state", v1::TrainProgress::State_Name(state)),
          F("version", version), F("epoch", last.epoch()),
@@ -779,9 +776,10 @@ void RbmrecService::RunTrainJob(std::shared_ptr<TrainJob> job,
   }
   absl::StatusOr<store::Snapshot> snap = store_->ReadSnapshot();
   if (!snap.ok()) {
-    finish(v1::TrainProgress::FAILED,
-           absl::StrCat("reading the ratings failed: ", snap.status().ToString()),
-           0);
+    finish(
+        v1::TrainProgress::FAILED,
+        absl::StrCat("reading the ratings failed: ", snap.status().ToString()),
+        0);
     return;
   }
   Dataset ds;
@@ -858,9 +856,10 @@ void RbmrecService::RunTrainJob(std::shared_ptr<TrainJob> job,
                   model->summary.train_seconds, 0);
   std::string note;
   if (model->summary.epochs_run < options.max_epochs) {
-    note = absl::StrCat("stopped early: validation RMSE did not improve (best "
-                        "epoch ",
-                        model->summary.best_epoch, ")");
+    note = absl::StrCat(
+        "stopped early: validation RMSE did not improve (best "
+        "epoch ",
+        model->summary.best_epoch, ")");
   }
   int64_t version = 0;
   {
@@ -939,8 +938,7 @@ absl::StatusOr<RbmrecService::UserView> RbmrecService::ResolveUser(
   for (int i = 0; i < ratings.size(); ++i) {
     const v1::ItemRating& r = ratings.Get(i);
     if (std::string why = IdProblem(r.item_id(), "item_id"); !why.empty()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("ratings[", i, "].", why));
+      return absl::InvalidArgumentError(absl::StrCat("ratings[", i, "].", why));
     }
     if (std::string why = RatingProblem(r.rating(), model.scale);
         !why.empty()) {
@@ -965,12 +963,13 @@ absl::StatusOr<v1::PredictRatingsResponse> RbmrecService::PredictRatings(
     const v1::PredictRatingsRequest& request) {
   const int n = request.item_ids_size();
   if (n == 0) {
-    return absl::InvalidArgumentError("item_ids is empty: ask for at least one item");
+    return absl::InvalidArgumentError(
+        "item_ids is empty: ask for at least one item");
   }
   if (n > options_.max_predict_items) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "item_ids has ", n, " items, over the server's limit of ",
-        options_.max_predict_items, " (--max-predict-items)"));
+    return absl::ResourceExhaustedError(
+        absl::StrCat("item_ids has ", n, " items, over the server's limit of ",
+                     options_.max_predict_items, " (--max-predict-items)"));
   }
   for (int i = 0; i < n; ++i) {
     if (std::string why = IdProblem(request.item_ids(i), "item_id");
@@ -992,7 +991,8 @@ absl::StatusOr<v1::PredictRatingsResponse> RbmrecService::PredictRatings(
   thread_local std::vector<bool> fallback;
   thread_local std::vector<float> fb;
   query.resize(static_cast<size_t>(n));
-  for (int i = 0; i < n; ++i) query[static_cast<size_t>(i)] = model.items.Find(request.item_ids(i));
+  for (int i = 0; i < n; ++i)
+    query[static_cast<size_t>(i)] = model.items.Find(request.item_ids(i));
   probs.resize(static_cast<size_t>(n) * static_cast<size_t>(K));
   const VisibleSet v = user->ratings.view();
   model.Predict(v, query, ToMethod(request.method()), probs.data(), &fallback);
@@ -1106,8 +1106,9 @@ absl::StatusOr<v1::RecommendResponse> RbmrecService::Recommend(
     const size_t c = std::min(
         cand.size(),
         static_cast<size_t>(std::max(options_.recommend_candidates, 4 * n)));
-    std::partial_sort(cand.begin(), cand.begin() + static_cast<std::ptrdiff_t>(c),
-                      cand.end(), better);
+    std::partial_sort(cand.begin(),
+                      cand.begin() + static_cast<std::ptrdiff_t>(c), cand.end(),
+                      better);
     cand.resize(c);
     query.resize(c);
     for (size_t r = 0; r < c; ++r) query[r] = cand[r].second;
@@ -1121,11 +1122,13 @@ absl::StatusOr<v1::RecommendResponse> RbmrecService::Recommend(
   }
   // (Rows of `exact` follow `query`, found by item index below.)
   const size_t top = std::min(cand.size(), static_cast<size_t>(n));
-  std::partial_sort(cand.begin(), cand.begin() + static_cast<std::ptrdiff_t>(top),
-                    cand.end(), better);
+  std::partial_sort(cand.begin(),
+                    cand.begin() + static_cast<std::ptrdiff_t>(top), cand.end(),
+                    better);
   std::vector<std::string> ids;
   ids.reserve(top);
-  for (size_t r = 0; r < top; ++r) ids.push_back(model.items.Name(cand[r].second));
+  for (size_t r = 0; r < top; ++r)
+    ids.push_back(model.items.Name(cand[r].second));
   const std::vector<std::string> titles = CachedTitles(ids);
   v1::RecommendResponse resp;
   resp.set_model_version(served->version);
@@ -1378,8 +1381,7 @@ void RbmrecService::OnlineLoop() {
     {
       std::lock_guard<std::mutex> lock(publish_mu_);
       if (!batch.empty() && options_.online) ApplyOnline(std::move(batch));
-      if (online_dirty_ &&
-          (stop || Clock::now() >= dirty_since_ + period)) {
+      if (online_dirty_ && (stop || Clock::now() >= dirty_since_ + period)) {
         (void)PersistOnlineLocked();
       }
     }

@@ -216,7 +216,7 @@ class RbmrecService {
   // Serializes publishing: full train, online updates, ActivateModel.
   std::mutex publish_mu_;
   // Lock order: publish_mu_ before queue_mu_ (never the reverse).
-  bool online_dirty_ = false;  // guarded by publish_mu_
+  bool online_dirty_ = false;                          // guarded by publish_mu_
   std::chrono::steady_clock::time_point dirty_since_;  // by publish_mu_
 
   // Training slot.

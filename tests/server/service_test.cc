@@ -131,13 +131,13 @@ class ServiceTest : public ::testing::Test {
 
 TEST_F(ServiceTest, AddRatingsValidatesEachRow) {
   v1::AddRatingsRequest b;
-  *b.add_ratings() = Row("u1", "i1", 4);                     // ok
-  *b.add_ratings() = Row("", "i1", 4);                       // empty user
-  *b.add_ratings() = Row("u1", std::string(300, 'x'), 4);    // long item
-  *b.add_ratings() = Row("u1", "i2", std::nan(""));          // NaN
-  *b.add_ratings() = Row("u1", "i3", 7);                     // off scale
-  *b.add_ratings() = Row("u1", "i4", 2.5);                   // off step
-  *b.add_ratings() = Row("u2", "i1", 3);                     // ok
+  *b.add_ratings() = Row("u1", "i1", 4);                   // ok
+  *b.add_ratings() = Row("", "i1", 4);                     // empty user
+  *b.add_ratings() = Row("u1", std::string(300, 'x'), 4);  // long item
+  *b.add_ratings() = Row("u1", "i2", std::nan(""));        // NaN
+  *b.add_ratings() = Row("u1", "i3", 7);                   // off scale
+  *b.add_ratings() = Row("u1", "i4", 2.5);                 // off step
+  *b.add_ratings() = Row("u2", "i1", 3);                   // ok
   absl::StatusOr<v1::AddRatingsResponse> r = service_->AddRatings({b});
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->accepted(), 2);
@@ -152,8 +152,9 @@ TEST_F(ServiceTest, AddRatingsValidatesEachRow) {
             std::string::npos);
   EXPECT_EQ(r->rejected_rows(1).item_id().size(), 256u);
   EXPECT_NE(r->rejected_rows(2).reason().find("NaN"), std::string::npos);
-  EXPECT_NE(r->rejected_rows(3).reason().find("rating 7 is off the scale 1:5:1"),
-            std::string::npos);
+  EXPECT_NE(
+      r->rejected_rows(3).reason().find("rating 7 is off the scale 1:5:1"),
+      std::string::npos);
   EXPECT_EQ(r->rejected_rows(4).row(), 5);
   absl::StatusOr<v1::GetStatsResponse> st = service_->GetStats({});
   ASSERT_TRUE(st.ok());
@@ -223,9 +224,8 @@ TEST_F(ServiceTest, NoModelAndNoRatings) {
   req.add_item_ids("i1");
   EXPECT_EQ(service_->PredictRatings(req).status().code(),
             absl::StatusCode::kFailedPrecondition);
-  absl::Status s = service_->Train({}, [](const v1::TrainProgress&) {
-    return true;
-  });
+  absl::Status s =
+      service_->Train({}, [](const v1::TrainProgress&) { return true; });
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
 }
 
@@ -258,9 +258,8 @@ TEST_F(ServiceTest, TrainOptionsAreValidated) {
   LoadSynthetic();
   v1::TrainRequest req;
   req.mutable_options()->set_momentum(1.5);
-  absl::Status s = service_->Train(req, [](const v1::TrainProgress&) {
-    return true;
-  });
+  absl::Status s =
+      service_->Train(req, [](const v1::TrainProgress&) { return true; });
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("momentum"), std::string::npos) << s;
 }
@@ -285,15 +284,13 @@ TEST_F(ServiceTest, SecondTrainFailsWhileOneRunsAndCancelStopsIt) {
     EXPECT_TRUE(s.ok()) << s;
   });
   running.get_future().wait();
-  absl::Status second = service_->Train({}, [](const v1::TrainProgress&) {
-    return true;
-  });
+  absl::Status second =
+      service_->Train({}, [](const v1::TrainProgress&) { return true; });
   EXPECT_EQ(second.code(), absl::StatusCode::kFailedPrecondition) << second;
   absl::StatusOr<v1::GetStatsResponse> st = service_->GetStats({});
   ASSERT_TRUE(st.ok());
   EXPECT_TRUE(st->training().running());
-  absl::StatusOr<v1::CancelTrainingResponse> c =
-      service_->CancelTraining({});
+  absl::StatusOr<v1::CancelTrainingResponse> c = service_->CancelTraining({});
   ASSERT_TRUE(c.ok());
   EXPECT_TRUE(c->was_running());
   first.join();
