@@ -138,9 +138,10 @@ std::vector<CommandSpec> MakeCommands() {
       1,
       "RMSE/MAE of the served model on a test file",
       "Reads held-out ratings from FILE (not stored), predicts each with the "
-      "served model and prints RMSE, MAE, the number of ratings and how many "
-      "used a fallback (item unknown to the model, or a user without stored "
-      "ratings, predicted as an anonymous user).",
+      "served model and prints RMSE, MAE, the number of ratings n and how "
+      "many used a fallback (n_fallback: item unknown to the model). Ratings "
+      "of users the server cannot predict for (no stored ratings) are "
+      "excluded and counted as n_skipped.",
       {FormatFlag(), Bool("lenient", "skip malformed lines instead of failing"),
        MethodFlag(), ModelFlag(),
        Value("batch", "N", "items per request (default 1000)")}});
