@@ -118,6 +118,25 @@ void Model::Predict(int32_t user, const VisibleSet& v,
   }
 }
 
+void Model::MixItemRbm(int32_t user, PredictMethod method,
+                       RowMatrixXf* out) const {
+  if (item_rbm.F == 0 || user < 0 || user >= item_rbm.num_items ||
+      user_weight >= 1.0f) {
+    return;
+  }
+  const int K = this->K();
+  std::vector<float> h(static_cast<size_t>(item_rbm.F)),
+      probs(static_cast<size_t>(K));
+  const float w = user_weight;
+  for (int32_t i = 0; i < num_items(); ++i) {
+    if (!UsesItemRbm(user, i)) continue;
+    ItemRbmDistribution(*this, user, i, method, h.data(), probs.data());
+    for (int k = 0; k < K; ++k) {
+      (*out)(i, k) = w * (*out)(i, k) + (1 - w) * probs[static_cast<size_t>(k)];
+    }
+  }
+}
+
 void Model::PredictAll(int32_t user, const VisibleSet& v, PredictMethod method,
                        RowMatrixXf* out) const {
   const int K = this->K();
@@ -145,20 +164,7 @@ void Model::PredictAll(int32_t user, const VisibleSet& v, PredictMethod method,
           inv * scores.segment(static_cast<int64_t>(i) * K, K).transpose();
     }
   }
-  if (item_rbm.F > 0 && user >= 0 && user < item_rbm.num_items &&
-      user_weight < 1.0f) {
-    std::vector<float> h(static_cast<size_t>(item_rbm.F)),
-        probs(static_cast<size_t>(K));
-    const float w = user_weight;
-    for (int32_t i = 0; i < m; ++i) {
-      if (!UsesItemRbm(user, i)) continue;
-      ItemRbmDistribution(*this, user, i, method, h.data(), probs.data());
-      for (int k = 0; k < K; ++k) {
-        (*out)(i, k) =
-            w * (*out)(i, k) + (1 - w) * probs[static_cast<size_t>(k)];
-      }
-    }
-  }
+  MixItemRbm(user, method, out);
   std::vector<float> fb(static_cast<size_t>(K));
   FallbackDistribution(v, fb.data());
   for (int32_t i = 0; i < m; ++i) {

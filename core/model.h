@@ -113,6 +113,11 @@ class Model {
     PredictAll(-1, v, method, out);
   }
 
+  // Mixes the I-RBM part into `out` (num_items() x K distributions of the
+  // user-based part): row i becomes w*row + (1-w)*p_I for every item where
+  // UsesItemRbm(user, i). Used by PredictAll and by faster scorers.
+  void MixItemRbm(int32_t user, PredictMethod method, RowMatrixXf* out) const;
+
   // Expected rating of a distribution of K probabilities.
   double Expectation(const float* probs) const;
 

@@ -31,6 +31,13 @@ int AddItems(Model* model, const std::vector<std::string>& item_ids,
   const int K = model->K();
   const int32_t m = model->items.size();
   model->item_hist.resize(static_cast<size_t>(m) * K, 0);
+  if (model->item_rbm.F > 0) {
+    // New items have no I-RBM inputs until the next full training.
+    RowMatrixXf x = RowMatrixXf::Zero(m, model->item_rbm.F);
+    x.topRows(model->item_x.rows()) = model->item_x;
+    model->item_x = std::move(x);
+    model->item_in_irbm.resize(static_cast<size_t>(m), 0);
+  }
   for (RbmParams& p : model->members) {
     const int32_t old_m = p.num_items;
     RowMatrixXf w(static_cast<Eigen::Index>(m) * K, p.F);

@@ -19,7 +19,7 @@ struct Scratch {
 
 }  // namespace
 
-void PredictAllFast(const Model& model, const VisibleSet& v,
+void PredictAllFast(const Model& model, int32_t user, const VisibleSet& v,
                     PredictMethod method, RowMatrixXf* out) {
   thread_local Scratch s;
   const int K = model.K();
@@ -57,6 +57,7 @@ void PredictAllFast(const Model& model, const VisibleSet& v,
       for (int k = 0; k < K; ++k) (*out)(i, k) += inv * z[k];
     }
   }
+  model.MixItemRbm(user, method, out);
   s.fallback.resize(static_cast<size_t>(K));
   bool have_fallback = false;
   for (int32_t i = 0; i < m; ++i) {

@@ -14,7 +14,8 @@
 namespace rbmrec::server {
 
 // out: num_items() x K, row-major, each row summing to 1.
-void PredictAllFast(const Model& model, const VisibleSet& v,
+// `user` is the model user index (Model::users) or -1 (see Model::Predict).
+void PredictAllFast(const Model& model, int32_t user, const VisibleSet& v,
                     PredictMethod method, RowMatrixXf* out);
 
 }  // namespace rbmrec::server

@@ -138,6 +138,8 @@ struct RbmrecService::UserView {
   UserRatings ratings;  // model indices, sorted
   absl::flat_hash_set<std::string> rated_ids;
   bool folded_in = false;
+  // Index in Model::users (the item-based RBM's visible unit), -1 if none.
+  int32_t model_user = -1;
 };
 
 RbmrecService::RbmrecService(std::unique_ptr<store::Store> store,
@@ -913,7 +915,8 @@ absl::StatusOr<RbmrecService::UserView> RbmrecService::ResolveUser(
     if (user_id.size() > kMaxIdBytes) {
       return absl::InvalidArgumentError(IdProblem(user_id, "user_id"));
     }
-    const bool known_to_model = model.users.Find(user_id) >= 0;
+    view.model_user = model.users.Find(user_id);
+    const bool known_to_model = view.model_user >= 0;
     view.folded_in = !known_to_model;
     absl::StatusOr<UserRatingsPtr> stored = CachedUserRatings(user_id);
     if (!stored.ok()) return stored.status();
@@ -995,7 +998,8 @@ absl::StatusOr<v1::PredictRatingsResponse> RbmrecService::PredictRatings(
     query[static_cast<size_t>(i)] = model.items.Find(request.item_ids(i));
   probs.resize(static_cast<size_t>(n) * static_cast<size_t>(K));
   const VisibleSet v = user->ratings.view();
-  model.Predict(v, query, ToMethod(request.method()), probs.data(), &fallback);
+  model.Predict(user->model_user, v, query, ToMethod(request.method()),
+                probs.data(), &fallback);
 
   std::vector<std::string> ids(request.item_ids().begin(),
                                request.item_ids().end());
@@ -1071,7 +1075,7 @@ absl::StatusOr<v1::RecommendResponse> RbmrecService::Recommend(
                       m > std::max(options_.recommend_candidates, 4 * n);
   thread_local RowMatrixXf all;
   thread_local std::vector<std::pair<float, int32_t>> cand;
-  PredictAllFast(model, user->ratings.view(),
+  PredictAllFast(model, user->model_user, user->ratings.view(),
                  rerank ? PredictMethod::kMeanField : method, &all);
   std::vector<uint8_t> excluded(static_cast<size_t>(m), 0);
   for (const std::string& id : user->rated_ids) {
@@ -1113,8 +1117,8 @@ absl::StatusOr<v1::RecommendResponse> RbmrecService::Recommend(
     query.resize(c);
     for (size_t r = 0; r < c; ++r) query[r] = cand[r].second;
     exact.resize(c * static_cast<size_t>(K));
-    model.Predict(user->ratings.view(), query, PredictMethod::kExact,
-                  exact.data(), nullptr);
+    model.Predict(user->model_user, user->ratings.view(), query,
+                  PredictMethod::kExact, exact.data(), nullptr);
     for (size_t r = 0; r < c; ++r) {
       cand[r].first = score_of(exact.data() + r * static_cast<size_t>(K));
     }

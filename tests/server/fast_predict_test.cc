@@ -32,14 +32,23 @@ TEST(PredictAllFast, MatchesModelPredictAll) {
   UserRatings user;
   user.items = {0, 3, 7};
   user.ks = {4, 0, 2};
-  for (PredictMethod method :
-       {PredictMethod::kExact, PredictMethod::kMeanField}) {
-    RowMatrixXf want, got;
-    model->PredictAll(user.view(), method, &want);
-    PredictAllFast(*model, user.view(), method, &got);
-    ASSERT_EQ(want.rows(), got.rows());
-    ASSERT_EQ(want.cols(), got.cols());
-    EXPECT_LT((want - got).cwiseAbs().maxCoeff(), 1e-5f);
+  ASSERT_GT(model->item_rbm.F, 0);
+  // A new user (U-RBM alone) and a training user (U and I mixed).
+  for (int32_t model_user : {-1, 3}) {
+    for (PredictMethod method :
+         {PredictMethod::kExact, PredictMethod::kMeanField}) {
+      RowMatrixXf want, got, u_only;
+      model->PredictAll(model_user, user.view(), method, &want);
+      PredictAllFast(*model, model_user, user.view(), method, &got);
+      ASSERT_EQ(want.rows(), got.rows());
+      ASSERT_EQ(want.cols(), got.cols());
+      EXPECT_LT((want - got).cwiseAbs().maxCoeff(), 1e-5f);
+      model->PredictAll(-1, user.view(), method, &u_only);
+      if (model_user >= 0 && model->user_weight < 1.0f) {
+        // The item-based part really changes the answer.
+        EXPECT_GT((want - u_only).cwiseAbs().maxCoeff(), 1e-4f);
+      }
+    }
   }
 }
 
