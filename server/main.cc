@@ -43,29 +43,36 @@ using rbmrec::server::LogLevel;
 
 struct FlagDef {
   const char* name;
-  const char* def;
+  std::string def;
   const char* help;
 };
 
 // The flags, their defaults and help, in --help order.
 const std::vector<FlagDef>& Flags() {
+  // Training defaults come from core's TrainOptions (the tuned settings).
+  static const rbmrec::TrainOptions d;
   static const std::vector<FlagDef> flags = {
       {"listen", "127.0.0.1:50051", "address to listen on (host:port)"},
       {"db", "./rbmrec.db", "SQLite database file (created on first start)"},
       {"threads", "0", "max threads serving RPCs (0 = gRPC default)"},
       {"scale", "1:5:1", "rating scale MIN:MAX:STEP"},
-      {"hidden", "100", "training default: hidden units"},
-      {"epochs", "60", "training default: maximum epochs"},
-      {"batch-size", "20", "training default: users per mini-batch"},
-      {"learning-rate", "0.05", "training default: learning rate"},
-      {"momentum", "0.9", "training default: momentum"},
-      {"weight-decay", "0.001", "training default: L2 weight decay"},
-      {"cd-steps", "auto",
+      {"hidden", absl::StrCat(d.hidden), "training default: hidden units"},
+      {"epochs", absl::StrCat(d.max_epochs),
+       "training default: maximum epochs"},
+      {"batch-size", absl::StrCat(d.batch_size),
+       "training default: users per mini-batch"},
+      {"learning-rate", absl::StrCat(d.learning_rate),
+       "training default: learning rate"},
+      {"momentum", absl::StrCat(d.momentum), "training default: momentum"},
+      {"weight-decay", absl::StrCat(d.weight_decay),
+       "training default: L2 weight decay"},
+      {"cd-steps", d.cd.ToString(),
        "training default: CD schedule (\"auto\", \"T\" or \"T1,T2@E2\")"},
-      {"seed", "1", "training default: random seed"},
-      {"validation-fraction", "0.05",
+      {"seed", absl::StrCat(d.seed), "training default: random seed"},
+      {"validation-fraction", absl::StrCat(d.validation_fraction),
        "training default: held-out fraction for early stopping"},
-      {"ensemble", "1", "training default: RBMs averaged"},
+      {"ensemble", absl::StrCat(d.ensemble),
+       "training default: user-based RBMs averaged (plus the item-based one)"},
       {"train-threads", "0", "max training threads (0 = hardware threads)"},
       {"max-batch", "10000", "max rows per AddRatings batch / PutItems call"},
       {"max-predict-items", "1000", "max item_ids per PredictRatings"},
