@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <mutex>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -108,56 +109,98 @@ absl::StatusOr<Model> FitModel(const Dataset& train,
   SparseRatings train_part, valid;
   CarveValidation(by_user, options.validation_fraction, options.seed,
                   &train_part, &valid);
-  double valid_sum = 0;
-  int models = 0;
+  // Per-RBM results, combined in index order after training.
+  struct Done {
+    int epochs_run = 0, best_epoch = 0;
+    int64_t train_ratings = 0;
+    double train_seconds = 0, valid_rmse = 0;
+  };
+  const int n_models = options.ensemble + (options.item_based ? 1 : 0);
+  std::vector<Done> done(static_cast<size_t>(n_models));
+  std::mutex progress_mu;  // callbacks never run concurrently
+  const double step = train.scale.step();
   auto run = [&](int index, const SparseRatings& tr, const SparseRatings& va,
                  const TrainOptions& o) -> absl::StatusOr<RbmParams> {
-    // The trainer works in rating indices; report RMSE in rating units.
-    const double step = train.scale.step();
     ProgressFn fn;
     if (progress) {
-      fn = [&](const EpochStats& st) {
+      fn = [&, index](const EpochStats& st) {
+        // The trainer works in rating indices; report rating units.
         EpochStats scaled = st;
         scaled.train_rmse *= step;
         scaled.valid_rmse *= step;
+        std::lock_guard<std::mutex> lock(progress_mu);
         return progress(index, scaled);
       };
     }
     absl::StatusOr<TrainResult> r = TrainRbmSplit(tr, va, K, o, fn);
     if (!r.ok()) return r.status();
     if (r->cancelled) return absl::CancelledError("training cancelled");
-    model.summary.epochs_run += r->epochs_run;
-    model.summary.best_epoch = r->best_epoch;
-    model.summary.train_ratings = r->train_ratings;
-    model.summary.train_seconds += r->train_seconds;
-    model.summary.rating_epochs += r->train_ratings * r->epochs_run;
-    valid_sum += r->best_valid_rmse * step;
-    ++models;
+    Done& d = done[static_cast<size_t>(index)];
+    d.epochs_run = r->epochs_run;
+    d.best_epoch = r->best_epoch;
+    d.train_ratings = r->train_ratings;
+    d.train_seconds = r->train_seconds;
+    d.valid_rmse = r->best_valid_rmse * step;
     return std::move(r->params);
   };
-  for (int e = 0; e < options.ensemble; ++e) {
-    TrainOptions member = options;
-    member.seed = options.seed + static_cast<uint64_t>(e);
-    absl::StatusOr<RbmParams> p = run(e, train_part, valid, member);
-    if (!p.ok()) return p.status();
-    model.members.push_back(*std::move(p));
-  }
+  // The item-based RBM trains on its own thread beside the user-based ones
+  // when there are at least two threads: the two are independent, so this
+  // scales better than splitting each mini-batch, and results do not change.
+  const int threads =
+      options.threads > 0
+          ? options.threads
+          : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  const bool side_by_side = options.item_based && threads >= 2;
+  absl::StatusOr<RbmParams> item_params = absl::UnknownError("not trained");
+  std::thread item_thread;
+  SparseRatings train_by_item, valid_by_item;
   if (options.item_based) {
+    train_by_item = train_part.Transpose();
+    valid_by_item = valid.Transpose();
+  }
+  auto train_item = [&](int item_threads) {
     TrainOptions item = options;
     item.seed = options.seed + 0x17e4;
-    absl::StatusOr<RbmParams> p =
-        run(options.ensemble, train_part.Transpose(), valid.Transpose(), item);
-    if (!p.ok()) return p.status();
-    model.item_rbm = *std::move(p);
+    item.threads = item_threads;
+    item_params = run(options.ensemble, train_by_item, valid_by_item, item);
+  };
+  if (side_by_side) item_thread = std::thread(train_item, threads / 2);
+  absl::Status user_status;
+  for (int e = 0; e < options.ensemble && user_status.ok(); ++e) {
+    TrainOptions member = options;
+    member.seed = options.seed + static_cast<uint64_t>(e);
+    member.threads = side_by_side ? threads - threads / 2 : threads;
+    absl::StatusOr<RbmParams> p = run(e, train_part, valid, member);
+    if (p.ok()) {
+      model.members.push_back(*std::move(p));
+    } else {
+      user_status = p.status();
+    }
+  }
+  if (item_thread.joinable()) item_thread.join();
+  if (!user_status.ok()) return user_status;
+  if (options.item_based) {
+    if (!side_by_side) train_item(threads);
+    if (!item_params.ok()) return item_params.status();
+    model.item_rbm = *std::move(item_params);
     // Weight chosen with I-RBM inputs from the training part only; served
     // with inputs from all training ratings.
-    ComputeItemInputs(train_part.Transpose(), &model);
+    ComputeItemInputs(train_by_item, &model);
     model.user_weight = valid.nnz() > 0 ? PickUserWeight(&model, train_part,
                                                          valid, options.predict)
                                         : 0.3f;
     ComputeItemInputs(by_user.Transpose(), &model);
   }
-  model.summary.valid_rmse = models > 0 ? valid_sum / models : 0;
+  double valid_sum = 0;
+  for (const Done& d : done) {
+    model.summary.epochs_run += d.epochs_run;
+    model.summary.best_epoch = d.best_epoch;
+    model.summary.train_ratings = d.train_ratings;
+    model.summary.train_seconds += d.train_seconds;
+    model.summary.rating_epochs += d.train_ratings * d.epochs_run;
+    valid_sum += d.valid_rmse;
+  }
+  model.summary.valid_rmse = valid_sum / n_models;
   return model;
 }
 

@@ -23,7 +23,9 @@ absl::StatusOr<Dataset> DatasetFromRaw(const std::vector<RawRating>& rows,
                                        std::string_view name);
 
 // Progress of FitModel: which RBM (0..ensemble-1 the user-based members,
-// `ensemble` the item-based one) and its epoch stats.
+// `ensemble` the item-based one) and its epoch stats. With two or more
+// threads the item-based RBM trains beside the user-based ones, so calls
+// come from two threads, but never at the same time.
 using FitProgressFn = std::function<bool(int member, const EpochStats&)>;
 
 // Trains options.ensemble user-based RBMs (member e uses seed

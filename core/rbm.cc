@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/kernels.h"
+
 namespace rbmrec {
 
 void RbmParams::Resize(int32_t m, int32_t k, int32_t f) {
@@ -20,11 +22,21 @@ bool RbmParams::operator==(const RbmParams& o) const {
 }
 
 void HiddenInput(const RbmParams& p, const VisibleSet& v, float* x) {
-  Eigen::Map<Eigen::VectorXf> xv(x, p.F);
-  xv = p.c;
-  for (int64_t r = 0; r < v.n; ++r) {
-    xv += p.W.row(p.Row(v.items[r], v.ks[r])).transpose();
-  }
+  constexpr int64_t kChunk = 64;
+  const float* rows[kChunk];
+  const float* base = p.c.data();
+  // Sums in chunks of rows so the row pointers stay on the stack; the first
+  // chunk starts from c, later ones from the running sum.
+  int64_t r = 0;
+  do {
+    const int64_t n = std::min<int64_t>(kChunk, v.n - r);
+    for (int64_t t = 0; t < n; ++t) {
+      rows[t] = p.W.row(p.Row(v.items[r + t], v.ks[r + t])).data();
+    }
+    kernels::SumRows(base, rows, n, p.F, x);
+    base = x;
+    r += n;
+  } while (r < v.n);
 }
 
 void SigmoidInPlace(float* x, int F) {
@@ -36,11 +48,9 @@ void SigmoidInPlace(float* x, int F) {
 
 void VisibleLogits(const RbmParams& p, int32_t item, const float* h,
                    float* logits) {
-  Eigen::Map<const Eigen::VectorXf> hv(h, p.F);
   const int64_t row0 = p.Row(item, 0);
-  Eigen::Map<Eigen::VectorXf> out(logits, p.K);
-  out.noalias() = p.W.middleRows(row0, p.K) * hv;
-  out += p.b.segment(row0, p.K);
+  kernels::RowDots(p.W.row(row0).data(), p.b.data() + row0, p.K, p.F, h,
+                   logits);
 }
 
 template <typename T>
@@ -56,7 +66,30 @@ static void SoftmaxImpl(T* z, int n) {
   for (int i = 0; i < n; ++i) z[i] *= inv;
 }
 
-void SoftmaxInPlace(float* z, int n) { SoftmaxImpl(z, n); }
+void SoftmaxInPlace(float* z, int n) {
+#ifdef RBMREC_AVX2
+  if (n <= 8) {
+    // One 8-lane vector exp instead of n scalar calls; the unused lanes hold
+    // a very negative number and are ignored.
+    alignas(32) float buf[8];
+    float mx = z[0];
+    for (int i = 1; i < n; ++i) mx = std::max(mx, z[i]);
+    for (int i = 0; i < 8; ++i) buf[i] = i < n ? z[i] - mx : -100.0f;
+    const __m256 x = _mm256_load_ps(buf);
+    // pexp clamps its input near -88; below that exp underflows to 0.
+    const __m256 e =
+        _mm256_and_ps(Eigen::internal::pexp(x),
+                      _mm256_cmp_ps(x, _mm256_set1_ps(-87.0f), _CMP_GT_OQ));
+    _mm256_store_ps(buf, e);
+    float sum = 0;
+    for (int i = 0; i < n; ++i) sum += buf[i];
+    const float inv = 1.0f / sum;
+    for (int i = 0; i < n; ++i) z[i] = buf[i] * inv;
+    return;
+  }
+#endif
+  SoftmaxImpl(z, n);
+}
 void SoftmaxInPlace(double* z, int n) { SoftmaxImpl(z, n); }
 
 double FreeEnergy(const RbmParams& p, const VisibleSet& v) {

@@ -812,7 +812,10 @@ void RbmrecService::RunTrainJob(std::shared_ptr<TrainJob> job,
   Log(LogLevel::kInfo, "train_data",
       {F("users", ds.users.size()), F("items", ds.items.size()),
        F("ratings", ds.ratings.size())});
-  const int total_epochs = options.max_epochs * options.ensemble;
+  // Upper bound: every RBM (the user-based members and the item-based one)
+  // may run max_epochs; early stopping usually ends sooner.
+  const int total_epochs =
+      options.max_epochs * (options.ensemble + (options.item_based ? 1 : 0));
   auto progress = [&](int member, const EpochStats& st) -> bool {
     job->epoch = st.epoch;
     const double elapsed = Seconds(Clock::now() - job->start);

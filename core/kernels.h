@@ -1,0 +1,124 @@
+#ifndef RBMREC_CORE_KERNELS_H_
+#define RBMREC_CORE_KERNELS_H_
+
+// The inner loops of training and prediction, written so the compiler keeps
+// accumulators in registers: AVX2/FMA intrinsics when the build targets
+// x86-64-v3 (RBMREC_ISA), plain loops otherwise. Each function's result
+// depends only on its inputs (never on threads), so training stays
+// deterministic for a given binary.
+
+#include <cstdint>
+
+#if defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+#define RBMREC_AVX2 1
+#endif
+
+namespace rbmrec::kernels {
+
+// x[0..F) = c[0..F) + sum over r < n of rows[r][0..F).
+inline void SumRows(const float* c, const float* const* rows, int64_t n, int F,
+                    float* x) {
+  int j = 0;
+#ifdef RBMREC_AVX2
+  for (; j + 32 <= F; j += 32) {
+    __m256 a0 = _mm256_loadu_ps(c + j), a1 = _mm256_loadu_ps(c + j + 8),
+           a2 = _mm256_loadu_ps(c + j + 16), a3 = _mm256_loadu_ps(c + j + 24);
+    for (int64_t r = 0; r < n; ++r) {
+      const float* w = rows[r] + j;
+      a0 = _mm256_add_ps(a0, _mm256_loadu_ps(w));
+      a1 = _mm256_add_ps(a1, _mm256_loadu_ps(w + 8));
+      a2 = _mm256_add_ps(a2, _mm256_loadu_ps(w + 16));
+      a3 = _mm256_add_ps(a3, _mm256_loadu_ps(w + 24));
+    }
+    _mm256_storeu_ps(x + j, a0);
+    _mm256_storeu_ps(x + j + 8, a1);
+    _mm256_storeu_ps(x + j + 16, a2);
+    _mm256_storeu_ps(x + j + 24, a3);
+  }
+  for (; j + 8 <= F; j += 8) {
+    __m256 a0 = _mm256_loadu_ps(c + j);
+    for (int64_t r = 0; r < n; ++r) {
+      a0 = _mm256_add_ps(a0, _mm256_loadu_ps(rows[r] + j));
+    }
+    _mm256_storeu_ps(x + j, a0);
+  }
+#endif
+  for (; j < F; ++j) {
+    float a = c[j];
+    for (int64_t r = 0; r < n; ++r) a += rows[r][j];
+    x[j] = a;
+  }
+}
+
+#ifdef RBMREC_AVX2
+inline float HorizontalSum(__m256 v) {
+  const __m128 lo = _mm256_castps256_ps128(v);
+  const __m128 hi = _mm256_extractf128_ps(v, 1);
+  __m128 s = _mm_add_ps(lo, hi);
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 0x55));
+  return _mm_cvtss_f32(s);
+}
+#endif
+
+#ifdef RBMREC_AVX2
+// RowDots for a compile-time K, so the K accumulators live in registers.
+template <int K>
+inline void RowDotsK(const float* w, const float* bias, int F, const float* h,
+                     float* out) {
+  __m256 acc[K];
+  for (int k = 0; k < K; ++k) acc[k] = _mm256_setzero_ps();
+  int j = 0;
+  for (; j + 8 <= F; j += 8) {
+    const __m256 hv = _mm256_loadu_ps(h + j);
+    for (int k = 0; k < K; ++k) {
+      acc[k] = _mm256_fmadd_ps(_mm256_loadu_ps(w + k * F + j), hv, acc[k]);
+    }
+  }
+  for (int k = 0; k < K; ++k) {
+    float s = HorizontalSum(acc[k]);
+    for (int jj = j; jj < F; ++jj) s += w[k * F + jj] * h[jj];
+    out[k] = bias[k] + s;
+  }
+}
+#endif
+
+// out[k] = bias[k] + dot(w + k*F, h) for k < K: the K logits of one
+// softmax visible unit (rows of W are contiguous, F floats each).
+inline void RowDots(const float* w, const float* bias, int K, int F,
+                    const float* h, float* out) {
+#ifdef RBMREC_AVX2
+  switch (K) {
+    case 2:
+      return RowDotsK<2>(w, bias, F, h, out);
+    case 3:
+      return RowDotsK<3>(w, bias, F, h, out);
+    case 4:
+      return RowDotsK<4>(w, bias, F, h, out);
+    case 5:
+      return RowDotsK<5>(w, bias, F, h, out);
+    case 6:
+      return RowDotsK<6>(w, bias, F, h, out);
+    case 7:
+      return RowDotsK<7>(w, bias, F, h, out);
+    case 8:
+      return RowDotsK<8>(w, bias, F, h, out);
+    case 9:
+      return RowDotsK<9>(w, bias, F, h, out);
+    case 10:
+      return RowDotsK<10>(w, bias, F, h, out);
+    default:
+      break;
+  }
+#endif
+  for (int k = 0; k < K; ++k) {
+    float s = 0;
+    for (int j = 0; j < F; ++j) s += w[k * F + j] * h[j];
+    out[k] = bias[k] + s;
+  }
+}
+
+}  // namespace rbmrec::kernels
+
+#endif  // RBMREC_CORE_KERNELS_H_
