@@ -1,0 +1,561 @@
+// rbmrec-loadgen: a closed-loop gRPC load generator for rbmrec-server.
+//
+// N worker threads each keep one RPC in flight (synchronous API) for
+// --duration seconds after --warmup seconds, picking the RPC type from a
+// weighted --mix. Users and items come from a ratings file the server
+// imported (--ratings) or from --user-ids / --item-ids. Prints, per RPC type
+// and overall: count, errors by status code, QPS and exact p50/p90/p99/p999
+// latencies (ms) of the calls completed in the measured window.
+//
+// Loopback only: the --server host must be 127.0.0.1, localhost or [::1].
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
+#include "core/readers.h"
+#include "grpcpp/client_context.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+#include "grpcpp/support/channel_arguments.h"
+#include "proto/health.grpc.pb.h"
+#include "proto/rbmrec.grpc.pb.h"
+
+namespace {
+
+namespace v1 = ::rbmrec::v1;
+using Clock = std::chrono::steady_clock;
+
+enum RpcType { kPredict = 0, kRecommend, kHealth, kStats, kNumTypes };
+constexpr const char* kTypeNames[kNumTypes] = {"predict", "recommend", "health",
+                                               "stats"};
+
+const char kUsage[] =
+    R"(usage: rbmrec-loadgen [flags]
+  --server HOST:PORT     loopback server (default 127.0.0.1:50051)
+  --concurrency N        RPCs in flight (worker threads; default 16)
+  --duration SECONDS     measured window (default 10; max 600)
+  --warmup SECONDS       unmeasured load before the window (default 1)
+  --mix SPEC             weights, e.g. "predict=8,recommend=2"; types:
+                         predict, recommend, health, stats (default predict=1)
+  --ratings FILE         ratings file the server imported: users and items
+                         are drawn from it (any format rbmrec import reads)
+  --user-ids A,B,...     user ids to query (instead of / besides --ratings)
+  --item-ids A,B,...     item ids to predict (instead of / besides --ratings)
+  --items-per-predict K  items per PredictRatings (default 10)
+  --n N                  Recommend top N (default 10)
+  --method exact|mean_field  prediction method (default: server default)
+  --channels C           gRPC connections, shared round-robin (default 2)
+  --timeout-ms MS        deadline of each RPC (default 5000)
+  --seed S               random seed (default 1)
+  --json                 print one JSON object instead of a table
+)";
+
+struct Flags {
+  std::string server = "127.0.0.1:50051";
+  int concurrency = 16;
+  double duration = 10;
+  double warmup = 1;
+  std::string mix = "predict=1";
+  std::string ratings;
+  std::string user_ids;
+  std::string item_ids;
+  int items_per_predict = 10;
+  int n = 10;
+  std::string method;
+  int channels = 2;
+  int timeout_ms = 5000;
+  uint64_t seed = 1;
+  bool json = false;
+};
+
+[[noreturn]] void Die(const std::string& message) {
+  std::fprintf(stderr, "rbmrec-loadgen: %s\n", message.c_str());
+  std::exit(1);
+}
+
+bool ParseFlags(int argc, char** argv, Flags* f) {
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    std::string value;
+    bool has_value = false;
+    if (const size_t eq = arg.find('=');
+        arg.rfind("--", 0) == 0 && eq != std::string::npos) {
+      value = arg.substr(eq + 1);
+      arg = arg.substr(0, eq);
+      has_value = true;
+    }
+    auto next = [&]() -> std::string {
+      if (has_value) return value;
+      if (i + 1 >= argc) Die(absl::StrCat(arg, " needs a value"));
+      return argv[++i];
+    };
+    auto next_int = [&](int lo, int hi) {
+      const std::string s = next();
+      int v = 0;
+      if (!absl::SimpleAtoi(s, &v) || v < lo || v > hi) {
+        Die(absl::StrCat(arg, ": expected an integer in [", lo, ", ", hi,
+                         "], got '", s, "'"));
+      }
+      return v;
+    };
+    auto next_double = [&](double lo, double hi) {
+      const std::string s = next();
+      double v = 0;
+      if (!absl::SimpleAtod(s, &v) || !(v >= lo) || !(v <= hi)) {
+        Die(absl::StrCat(arg, ": expected a number in [", lo, ", ", hi,
+                         "], got '", s, "'"));
+      }
+      return v;
+    };
+    if (arg == "--help" || arg == "-h") {
+      std::fputs(kUsage, stdout);
+      std::exit(0);
+    } else if (arg == "--server") {
+      f->server = next();
+    } else if (arg == "--concurrency") {
+      f->concurrency = next_int(1, 1024);
+    } else if (arg == "--duration") {
+      f->duration = next_double(0.1, 600);
+    } else if (arg == "--warmup") {
+      f->warmup = next_double(0, 60);
+    } else if (arg == "--mix") {
+      f->mix = next();
+    } else if (arg == "--ratings") {
+      f->ratings = next();
+    } else if (arg == "--user-ids" || arg == "--users") {
+      f->user_ids = next();
+    } else if (arg == "--item-ids") {
+      f->item_ids = next();
+    } else if (arg == "--items-per-predict") {
+      f->items_per_predict = next_int(1, 10000);
+    } else if (arg == "--n") {
+      f->n = next_int(1, 10000);
+    } else if (arg == "--method") {
+      f->method = next();
+      if (f->method != "exact" && f->method != "mean_field") {
+        Die("--method: expected exact or mean_field");
+      }
+    } else if (arg == "--channels") {
+      f->channels = next_int(1, 64);
+    } else if (arg == "--timeout-ms") {
+      f->timeout_ms = next_int(1, 600000);
+    } else if (arg == "--seed") {
+      f->seed = static_cast<uint64_t>(next_int(0, 2147483647));
+    } else if (arg == "--json") {
+      f->json = true;
+    } else {
+      std::fprintf(stderr, "rbmrec-loadgen: unknown flag '%s'\n%s", arg.c_str(),
+                   kUsage);
+      return false;
+    }
+  }
+  return true;
+}
+
+void CheckLoopback(const std::string& target) {
+  std::string host;
+  if (!target.empty() && target[0] == '[') {
+    const size_t close = target.find(']');
+    if (close == std::string::npos) Die("--server: bad address " + target);
+    host = target.substr(1, close - 1);
+  } else {
+    host = target.substr(0, target.rfind(':'));
+  }
+  if (target.find(':') == std::string::npos) {
+    Die("--server: expected HOST:PORT, got " + target);
+  }
+  if (host != "127.0.0.1" && host != "localhost" && host != "::1") {
+    Die("--server: loopback only (127.0.0.1, localhost or [::1]), got " +
+        target);
+  }
+}
+
+std::vector<double> ParseMix(const std::string& spec) {
+  std::vector<double> w(kNumTypes, 0.0);
+  for (absl::string_view part :
+       absl::StrSplit(spec, ',', absl::SkipWhitespace())) {
+    std::vector<std::string> kv = absl::StrSplit(part, '=');
+    double weight = 1;
+    if (kv.size() > 2 ||
+        (kv.size() == 2 && (!absl::SimpleAtod(kv[1], &weight) ||
+                            !(weight >= 0) || !std::isfinite(weight)))) {
+      Die(absl::StrCat("--mix: bad entry '", part, "'"));
+    }
+    int type = -1;
+    for (int t = 0; t < kNumTypes; ++t) {
+      if (kv[0] == kTypeNames[t]) type = t;
+    }
+    if (type < 0) {
+      Die(absl::StrCat("--mix: unknown RPC '", kv[0],
+                       "' (predict, recommend, health, stats)"));
+    }
+    w[static_cast<size_t>(type)] = weight;
+  }
+  double total = 0;
+  for (double x : w) total += x;
+  if (!(total > 0)) Die("--mix: all weights are zero");
+  return w;
+}
+
+// Latencies (ns) and error counts of one RPC type in one worker.
+struct Record {
+  std::vector<int64_t> latencies_ns;  // successful calls only
+  std::map<int, int64_t> errors;      // grpc::StatusCode -> count
+  std::string first_error;
+};
+
+struct Workload {
+  std::vector<std::string> users;
+  std::vector<std::string> items;
+  std::vector<double> weights;
+  int items_per_predict = 10;
+  int n = 10;
+  v1::Method method = v1::METHOD_UNSPECIFIED;
+  std::chrono::milliseconds timeout{5000};
+};
+
+struct Channel {
+  std::shared_ptr<grpc::Channel> channel;
+  std::unique_ptr<v1::Rbmrec::Stub> stub;
+  std::unique_ptr<grpc::health::v1::Health::Stub> health;
+};
+
+void Worker(const Workload& w, const Channel& ch, uint64_t seed,
+            Clock::time_point measure_from, Clock::time_point end,
+            std::vector<Record>* records) {
+  std::mt19937_64 rng(seed);
+  std::discrete_distribution<int> pick_type(w.weights.begin(), w.weights.end());
+  std::uniform_int_distribution<size_t> pick_user(0, w.users.size() - 1);
+  std::uniform_int_distribution<size_t> pick_item(
+      0, w.items.empty() ? 0 : w.items.size() - 1);
+  v1::PredictRatingsRequest predict;
+  v1::PredictRatingsResponse predict_resp;
+  v1::RecommendRequest recommend;
+  v1::RecommendResponse recommend_resp;
+  grpc::health::v1::HealthCheckRequest health;
+  grpc::health::v1::HealthCheckResponse health_resp;
+  v1::GetStatsRequest stats;
+  v1::GetStatsResponse stats_resp;
+  std::vector<size_t> chosen;
+  while (true) {
+    const Clock::time_point start = Clock::now();
+    if (start >= end) break;
+    const int type = pick_type(rng);
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + w.timeout);
+    grpc::Status status;
+    switch (type) {
+      case kPredict: {
+        predict.Clear();
+        predict.set_user_id(w.users[pick_user(rng)]);
+        predict.set_method(w.method);
+        chosen.clear();
+        const size_t want =
+            std::min(w.items.size(), static_cast<size_t>(w.items_per_predict));
+        while (chosen.size() < want) {
+          const size_t i = pick_item(rng);
+          if (std::find(chosen.begin(), chosen.end(), i) == chosen.end()) {
+            chosen.push_back(i);
+            predict.add_item_ids(w.items[i]);
+          }
+        }
+        status = ch.stub->PredictRatings(&ctx, predict, &predict_resp);
+        break;
+      }
+      case kRecommend:
+        recommend.Clear();
+        recommend.set_user_id(w.users[pick_user(rng)]);
+        recommend.set_n(w.n);
+        recommend.set_method(w.method);
+        status = ch.stub->Recommend(&ctx, recommend, &recommend_resp);
+        break;
+      case kHealth:
+        status = ch.health->Check(&ctx, health, &health_resp);
+        break;
+      default:
+        status = ch.stub->GetStats(&ctx, stats, &stats_resp);
+        break;
+    }
+    const Clock::time_point done = Clock::now();
+    // Only calls that start and finish inside the window are measured.
+    if (start < measure_from || done > end) continue;
+    Record& r = (*records)[static_cast<size_t>(type)];
+    if (status.ok()) {
+      r.latencies_ns.push_back(
+          std::chrono::duration_cast<std::chrono::nanoseconds>(done - start)
+              .count());
+    } else {
+      if (r.first_error.empty()) {
+        r.first_error =
+            absl::StrCat(status.error_code(), ": ", status.error_message());
+      }
+      ++r.errors[status.error_code()];
+    }
+  }
+}
+
+const char* CodeName(int code) {
+  static const char* const kNames[] = {"OK",
+                                       "CANCELLED",
+                                       "UNKNOWN",
+                                       "INVALID_ARGUMENT",
+                                       "DEADLINE_EXCEEDED",
+                                       "NOT_FOUND",
+                                       "ALREADY_EXISTS",
+                                       "PERMISSION_DENIED",
+                                       "RESOURCE_EXHAUSTED",
+                                       "FAILED_PRECONDITION",
+                                       "ABORTED",
+                                       "OUT_OF_RANGE",
+                                       "UNIMPLEMENTED",
+                                       "INTERNAL",
+                                       "UNAVAILABLE",
+                                       "DATA_LOSS",
+                                       "UNAUTHENTICATED"};
+  if (code >= 0 && code <= 16) return kNames[code];
+  return "?";
+}
+
+struct Summary {
+  std::string name;
+  int64_t count = 0;  // successful
+  int64_t error_count = 0;
+  std::map<int, int64_t> errors;
+  std::string first_error;
+  double qps = 0;  // successful calls per second
+  double p50 = 0, p90 = 0, p99 = 0, p999 = 0, mean = 0, max = 0;  // ms
+};
+
+// Exact percentile: the smallest recorded latency with at least q of the
+// samples <= it (nearest-rank).
+double Percentile(const std::vector<int64_t>& sorted, double q) {
+  if (sorted.empty()) return 0;
+  const double rank = std::ceil(q * static_cast<double>(sorted.size()));
+  size_t idx = rank < 1 ? 0 : static_cast<size_t>(rank) - 1;
+  idx = std::min(idx, sorted.size() - 1);
+  return static_cast<double>(sorted[idx]) / 1e6;
+}
+
+Summary Summarize(const std::string& name, std::vector<int64_t> lat,
+                  const std::map<int, int64_t>& errors,
+                  const std::string& first_error, double seconds) {
+  Summary s;
+  s.name = name;
+  std::sort(lat.begin(), lat.end());
+  s.count = static_cast<int64_t>(lat.size());
+  s.errors = errors;
+  s.first_error = first_error;
+  for (const auto& [code, c] : errors) s.error_count += c;
+  s.qps = static_cast<double>(s.count) / seconds;
+  s.p50 = Percentile(lat, 0.50);
+  s.p90 = Percentile(lat, 0.90);
+  s.p99 = Percentile(lat, 0.99);
+  s.p999 = Percentile(lat, 0.999);
+  double sum = 0;
+  for (int64_t x : lat) sum += static_cast<double>(x);
+  s.mean = lat.empty() ? 0 : sum / static_cast<double>(lat.size()) / 1e6;
+  s.max = lat.empty() ? 0 : static_cast<double>(lat.back()) / 1e6;
+  return s;
+}
+
+std::string ErrorsText(const Summary& s) {
+  if (s.errors.empty()) return "0";
+  std::string out = absl::StrCat(s.error_count, " (");
+  bool first = true;
+  for (const auto& [code, c] : s.errors) {
+    absl::StrAppend(&out, first ? "" : ", ", CodeName(code), "=", c);
+    first = false;
+  }
+  return out + ")";
+}
+
+std::string JsonString(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      absl::StrAppendFormat(&out, "\\u%04x", c);
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
+}
+
+std::string SummaryJson(const Summary& s) {
+  std::string errors = "{";
+  bool first = true;
+  for (const auto& [code, c] : s.errors) {
+    absl::StrAppend(&errors, first ? "" : ",", "\"", CodeName(code), "\":", c);
+    first = false;
+  }
+  errors += "}";
+  return absl::StrFormat(
+      "{\"rpc\":%s,\"count\":%d,\"errors\":%d,\"errors_by_code\":%s,"
+      "\"first_error\":%s,\"qps\":%.1f,\"p50_ms\":%.3f,\"p90_ms\":%.3f,"
+      "\"p99_ms\":%.3f,\"p999_ms\":%.3f,\"mean_ms\":%.3f,\"max_ms\":%.3f}",
+      JsonString(s.name), s.count, s.error_count, errors,
+      JsonString(s.first_error), s.qps, s.p50, s.p90, s.p99, s.p999, s.mean,
+      s.max);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Flags flags;
+  if (!ParseFlags(argc, argv, &flags)) return 1;
+  CheckLoopback(flags.server);
+
+  Workload w;
+  w.weights = ParseMix(flags.mix);
+  w.items_per_predict = flags.items_per_predict;
+  w.n = flags.n;
+  w.timeout = std::chrono::milliseconds(flags.timeout_ms);
+  if (flags.method == "exact") w.method = v1::EXACT;
+  if (flags.method == "mean_field") w.method = v1::MEAN_FIELD;
+
+  absl::flat_hash_set<std::string> seen_users, seen_items;
+  auto add_ids = [](const std::string& list, std::vector<std::string>* out,
+                    absl::flat_hash_set<std::string>* seen) {
+    for (absl::string_view id :
+         absl::StrSplit(list, ',', absl::SkipWhitespace())) {
+      if (seen->insert(std::string(id)).second) out->emplace_back(id);
+    }
+  };
+  add_ids(flags.user_ids, &w.users, &seen_users);
+  add_ids(flags.item_ids, &w.items, &seen_items);
+  if (!flags.ratings.empty()) {
+    absl::StatusOr<rbmrec::ReadResult> read =
+        rbmrec::ReadRatingsFile(flags.ratings, rbmrec::ReadOptions{});
+    if (!read.ok()) Die(std::string(read.status().message()));
+    for (const rbmrec::RawRating& r : read->rows) {
+      if (seen_users.insert(r.user).second) w.users.push_back(r.user);
+      if (seen_items.insert(r.item).second) w.items.push_back(r.item);
+    }
+  }
+  const bool needs_user = w.weights[kPredict] > 0 || w.weights[kRecommend] > 0;
+  if (needs_user && w.users.empty()) {
+    Die("predict/recommend need users: give --ratings FILE or --user-ids");
+  }
+  if (w.weights[kPredict] > 0 && w.items.empty()) {
+    Die("predict needs items: give --ratings FILE or --item-ids");
+  }
+  if (w.users.empty()) w.users.push_back("");
+
+  std::vector<Channel> channels(static_cast<size_t>(flags.channels));
+  for (size_t c = 0; c < channels.size(); ++c) {
+    grpc::ChannelArguments args;
+    // A distinct connection per channel (no subchannel sharing).
+    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+    args.SetInt("rbmrec.loadgen.channel", static_cast<int>(c));
+    args.SetMaxReceiveMessageSize(64 << 20);
+    channels[c].channel = grpc::CreateCustomChannel(
+        flags.server, grpc::InsecureChannelCredentials(), args);
+    if (!channels[c].channel->WaitForConnected(
+            std::chrono::system_clock::now() + std::chrono::seconds(5))) {
+      Die("cannot connect to " + flags.server);
+    }
+    channels[c].stub = v1::Rbmrec::NewStub(channels[c].channel);
+    channels[c].health = grpc::health::v1::Health::NewStub(channels[c].channel);
+  }
+
+  const auto to_dur = [](double s) {
+    return std::chrono::duration_cast<Clock::duration>(
+        std::chrono::duration<double>(s));
+  };
+  const Clock::time_point begin = Clock::now();
+  const Clock::time_point measure_from = begin + to_dur(flags.warmup);
+  const Clock::time_point end = measure_from + to_dur(flags.duration);
+  const size_t nworkers = static_cast<size_t>(flags.concurrency);
+  std::vector<std::vector<Record>> records(nworkers,
+                                           std::vector<Record>(kNumTypes));
+  std::vector<std::thread> threads;
+  threads.reserve(nworkers);
+  for (size_t t = 0; t < nworkers; ++t) {
+    threads.emplace_back(
+        Worker, std::cref(w), std::cref(channels[t % channels.size()]),
+        flags.seed * 1000003u + t, measure_from, end, &records[t]);
+  }
+  for (std::thread& t : threads) t.join();
+  const double seconds = flags.duration;
+
+  std::vector<Summary> summaries;
+  std::vector<int64_t> all_lat;
+  std::map<int, int64_t> all_err;
+  std::string all_first;
+  for (int type = 0; type < kNumTypes; ++type) {
+    if (!(w.weights[static_cast<size_t>(type)] > 0)) continue;
+    std::vector<int64_t> lat;
+    std::map<int, int64_t> err;
+    std::string first;
+    for (const std::vector<Record>& rec : records) {
+      const Record& r = rec[static_cast<size_t>(type)];
+      lat.insert(lat.end(), r.latencies_ns.begin(), r.latencies_ns.end());
+      for (const auto& [code, c] : r.errors) err[code] += c;
+      if (first.empty()) first = r.first_error;
+    }
+    all_lat.insert(all_lat.end(), lat.begin(), lat.end());
+    for (const auto& [code, c] : err) all_err[code] += c;
+    if (all_first.empty()) all_first = first;
+    summaries.push_back(
+        Summarize(kTypeNames[type], std::move(lat), err, first, seconds));
+  }
+  summaries.push_back(
+      Summarize("overall", std::move(all_lat), all_err, all_first, seconds));
+
+  if (flags.json) {
+    std::string out = absl::StrFormat(
+        "{\"server\":%s,\"concurrency\":%d,\"channels\":%d,\"duration_s\":%g,"
+        "\"warmup_s\":%g,\"mix\":%s,\"users\":%d,\"items\":%d,"
+        "\"items_per_predict\":%d,\"n\":%d,\"rpcs\":[",
+        JsonString(flags.server), flags.concurrency, flags.channels,
+        flags.duration, flags.warmup, JsonString(flags.mix), w.users.size(),
+        w.items.size(), flags.items_per_predict, flags.n);
+    for (size_t i = 0; i < summaries.size(); ++i) {
+      absl::StrAppend(&out, i ? "," : "", SummaryJson(summaries[i]));
+    }
+    std::printf("%s]}\n", out.c_str());
+  } else {
+    std::printf(
+        "server %s  concurrency %d  channels %d  duration %gs (+%gs warmup)  "
+        "mix %s  users %zu  items %zu\n",
+        flags.server.c_str(), flags.concurrency, flags.channels, flags.duration,
+        flags.warmup, flags.mix.c_str(), w.users.size(), w.items.size());
+    std::printf("%-10s %9s %10s %9s %8s %8s %8s %8s %8s\n", "rpc", "count",
+                "errors", "qps", "p50_ms", "p90_ms", "p99_ms", "p999_ms",
+                "max_ms");
+    for (const Summary& s : summaries) {
+      std::printf("%-10s %9lld %10s %9.1f %8.3f %8.3f %8.3f %8.3f %8.3f\n",
+                  s.name.c_str(), static_cast<long long>(s.count),
+                  ErrorsText(s).c_str(), s.qps, s.p50, s.p90, s.p99, s.p999,
+                  s.max);
+    }
+    for (const Summary& s : summaries) {
+      if (!s.first_error.empty() && s.name != "overall") {
+        std::printf("first %s error: %s\n", s.name.c_str(),
+                    s.first_error.c_str());
+      }
+    }
+  }
+  return 0;
+}
