@@ -24,7 +24,11 @@ echo "row                                rmse mae n_test n_fallback epochs_run t
 run "ml100k u1 (defaults)"            --train "$ml/u1.base" --test "$ml/u1.test"
 run "ml100k r90 (defaults)"           --train "$sp/ml100k.r90.train" --test "$sp/ml100k.r90.test"
 run "mlsmall r90 (defaults)"          --train "$sp/mlsmall.r90.train" --test "$sp/mlsmall.r90.test"
+run "ml100k u1 U-RBM only"            --train "$ml/u1.base" --test "$ml/u1.test" --item-based=false
 run "ml100k r90 U-RBM only"           --train "$sp/ml100k.r90.train" --test "$sp/ml100k.r90.test" --item-based=false
+run "mlsmall r90 U-RBM only"          --train "$sp/mlsmall.r90.train" --test "$sp/mlsmall.r90.test" --item-based=false
+run "ml100k r90 mean-field"           --train "$sp/ml100k.r90.train" --test "$sp/ml100k.r90.test" --predict meanfield
+run "ml100k r90 U-RBM first defaults" --train "$sp/ml100k.r90.train" --test "$sp/ml100k.r90.test" --item-based=false --per-item-normalize --weight-decay 0.001 --cd-steps auto
 run "ml100k r90 threads=1"            --train "$sp/ml100k.r90.train" --test "$sp/ml100k.r90.test" --threads 1
 run "ml100k r90 threads=2"            --train "$sp/ml100k.r90.train" --test "$sp/ml100k.r90.test" --threads 2
 # Wall time of the whole default run (read, train, evaluate) on r90.

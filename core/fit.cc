@@ -52,8 +52,10 @@ void ComputeItemInputs(const SparseRatings& by_item, Model* model) {
 }
 
 // Picks the U/I mixing weight with the lowest RMSE on the validation part.
+// Returns the weight; *rmse gets the mixed prediction's validation RMSE.
 float PickUserWeight(Model* model, const SparseRatings& train_part,
-                     const SparseRatings& valid, PredictMethod method) {
+                     const SparseRatings& valid, PredictMethod method,
+                     double* rmse) {
   const int K = model->K();
   std::vector<float> pu, pi;
   std::vector<int32_t> query;
@@ -89,6 +91,8 @@ float PickUserWeight(Model* model, const SparseRatings& train_part,
       best_w = w;
     }
   }
+  *rmse =
+      std::sqrt(best / static_cast<double>(std::max<int64_t>(1, valid.nnz())));
   return best_w;
 }
 
@@ -179,6 +183,7 @@ absl::StatusOr<Model> FitModel(const Dataset& train,
   }
   if (item_thread.joinable()) item_thread.join();
   if (!user_status.ok()) return user_status;
+  double mixed_valid_rmse = -1;  // of the served (mixed) prediction
   if (options.item_based) {
     if (!side_by_side) train_item(threads);
     if (!item_params.ok()) return item_params.status();
@@ -186,9 +191,12 @@ absl::StatusOr<Model> FitModel(const Dataset& train,
     // Weight chosen with I-RBM inputs from the training part only; served
     // with inputs from all training ratings.
     ComputeItemInputs(train_by_item, &model);
-    model.user_weight = valid.nnz() > 0 ? PickUserWeight(&model, train_part,
-                                                         valid, options.predict)
-                                        : 0.3f;
+    if (valid.nnz() > 0) {
+      model.user_weight = PickUserWeight(&model, train_part, valid,
+                                         options.predict, &mixed_valid_rmse);
+    } else {
+      model.user_weight = 0.3f;
+    }
     ComputeItemInputs(by_user.Transpose(), &model);
   }
   double valid_sum = 0;
@@ -200,7 +208,9 @@ absl::StatusOr<Model> FitModel(const Dataset& train,
     model.summary.rating_epochs += d.train_ratings * d.epochs_run;
     valid_sum += d.valid_rmse;
   }
-  model.summary.valid_rmse = valid_sum / n_models;
+  // The validation RMSE of what is served: the U/I mix when there is one.
+  model.summary.valid_rmse =
+      mixed_valid_rmse >= 0 ? mixed_valid_rmse : valid_sum / n_models;
   return model;
 }
 

@@ -30,7 +30,7 @@ struct UserRatings {
 struct TrainingSummary {
   int32_t epochs_run = 0;
   int32_t best_epoch = 0;
-  double valid_rmse = 0;
+  double valid_rmse = 0;  // of the served prediction, on the validation part
   int64_t train_ratings = 0;
   double train_seconds = 0;
   int64_t rating_epochs = 0;  // sum over all RBMs of ratings x epochs run
