@@ -364,6 +364,11 @@ void RbmrecService::InvalidateUsers(const std::vector<std::string>& users) {
 // ---------------------------------------------------------------------------
 // Writes
 
+namespace {
+// Bound of AddRatingsSession::known_ (ratings held); cleared beyond.
+constexpr size_t kMaxKnownEntries = 2000000;
+}  // namespace
+
 absl::Status RbmrecService::AddRatingsSession::AddBatch(
     const v1::AddRatingsRequest& request) {
   RbmrecService& svc = *service_;
@@ -399,20 +404,31 @@ absl::Status RbmrecService::AddRatingsSession::AddBatch(
   }
 
   // For online updates: the users' previous ratings of the batch's items.
+  // Read once per user per session (see known_): re-reading every user of
+  // every batch cost ~1.5 s of a 2 s 100k-row import.
   const bool online = svc.OnlineActive() && !rows.empty();
-  absl::flat_hash_map<std::string, absl::flat_hash_map<std::string, double>>
-      before;
+  uint64_t gen_before = 0;
   if (online) {
+    {
+      std::lock_guard<std::mutex> lock(svc.read_cache_mu_);
+      gen_before = svc.ratings_gen_;
+    }
+    if (gen_before != known_gen_ || known_entries_ > kMaxKnownEntries) {
+      known_.clear();
+      known_entries_ = 0;
+    }
     for (const store::RatingRow& r : rows) {
-      if (before.contains(r.user)) continue;
-      auto& m = before[r.user];
+      auto [it, inserted] = known_.try_emplace(r.user);
+      if (!inserted) continue;
       absl::StatusOr<std::vector<store::UserRating>> old =
           svc.store_->GetUserRatings(r.user);
       if (old.ok()) {
-        for (const store::UserRating& u : *old) m[u.item] = u.rating;
+        for (const store::UserRating& u : *old) it->second[u.item] = u.rating;
+        known_entries_ += old->size();
       }
     }
   }
+  auto& before = known_;
 
   int64_t replaced = 0;
   if (!rows.empty()) {
@@ -465,6 +481,23 @@ absl::Status RbmrecService::AddRatingsSession::AddBatch(
       }
     }
     svc.Enqueue(std::move(events));
+    // Keep known_ current if this session was the only writer since.
+    uint64_t gen_after = 0;
+    {
+      std::lock_guard<std::mutex> lock(svc.read_cache_mu_);
+      gen_after = svc.ratings_gen_;
+    }
+    if (gen_after == gen_before + 1) {
+      for (const store::RatingRow& r : rows) {
+        auto [it, inserted] = known_[r.user].insert_or_assign(r.item, r.rating);
+        (void)it;
+        if (inserted) ++known_entries_;
+      }
+      known_gen_ = gen_after;
+    } else {
+      known_.clear();
+      known_entries_ = 0;
+    }
   }
   return absl::OkStatus();
 }

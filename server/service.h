@@ -126,6 +126,14 @@ class RbmrecService {
     explicit AddRatingsSession(RbmrecService* service) : service_(service) {}
     RbmrecService* service_;
     v1::AddRatingsResponse response_;
+    // Online bookkeeping: the stored ratings of the users this session has
+    // written (read once per user, then kept current with the session's own
+    // writes), valid while the service's ratings generation is known_gen_
+    // (no other write since). Saves re-reading every user of every batch.
+    absl::flat_hash_map<std::string, absl::flat_hash_map<std::string, double>>
+        known_;
+    uint64_t known_gen_ = 0;
+    size_t known_entries_ = 0;
   };
   AddRatingsSession StartAddRatings() { return AddRatingsSession(this); }
   // Convenience for tests: all batches in one call.
