@@ -1,0 +1,217 @@
+#!/usr/bin/env bash
+# Reproduces the service rows of issue 3's Targets table (README) on
+# ML-100k, loopback, printing every figure as measured:
+#   (a) `rbmrec import u.data` into a new database vs the sqlite3 shell's
+#       `.import` of the same file (same run, ratio); plus the same import
+#       into a server that already has an active model (online updates on)
+#   (b) `rbmrec evaluate u1.test` after `import u1.base` + `train` (server
+#       defaults) vs `rbmrec-eval --train u1.base --test u1.test` RMSE
+#   (c) PredictRatings, 10 items, concurrency 16: QPS and p99, and the same
+#       server's health Check QPS in the same run (ratio)
+#   (d) Recommend top 10, concurrency 16: p99
+#   (e) PredictRatings while full Train jobs run back to back: errors and p99
+#       vs the idle p99 of (c) (ratio)
+# Starts its own servers on free ports with temporary databases and removes
+# them on exit. Data is read from ../shared/data/movielens/ml-100k (relative
+# to the repository root; never copied into the repo). Runs in ~1.5 min.
+#
+# Usage: bench/service_bench.sh [ML100K_DIR]
+# Env:   DURATION=5 (seconds per load run), CONCURRENCY=16,
+#        OLD_SERVER=path/to/rbmrec-server (optional: also time the
+#        with-model import on this binary, e.g. a build before a change)
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+ml=${1:-$root/../shared/data/movielens/ml-100k}
+bin=$root/build/bin
+duration=${DURATION:-5}
+conc=${CONCURRENCY:-16}
+
+for f in u.data u1.base u1.test; do
+  [ -r "$ml/$f" ] || { echo "service_bench: missing $ml/$f" >&2; exit 1; }
+done
+need=()
+for t in rbmrec rbmrec-server rbmrec-loadgen rbmrec-eval; do
+  [ -x "$bin/$t" ] || need+=(--target "$t")
+done
+if [ ${#need[@]} -gt 0 ]; then
+  cmake --build "$root/build" -j2 "${need[@]}" >&2
+fi
+if ! command -v sqlite3 >/dev/null; then
+  echo "service_bench: sqlite3 not found; installing it with apt-get" >&2
+  apt-get install -y sqlite3 >/dev/null
+fi
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/rbmrec-service-bench.XXXXXX")
+pids=()
+cleanup() {
+  local p
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+now_ms() { echo $(($(date +%s%N) / 1000000)); }
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+# json FILE EXPR: evaluates a Python expression over the JSON object d.
+json() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print($2)" "$1"; }
+ratio() { python3 -c "import sys; a,b=map(float,sys.argv[1:]); print('%.2f' % (a/b) if b else 'inf')" "$1" "$2"; }
+verdict() { python3 -c "import sys; print('MET' if eval(sys.argv[1]) else 'MISSED')" "$1"; }
+
+server_pid=
+port=
+# start_server DB [SERVER_BINARY]
+start_server() {
+  port=$(free_port)
+  "${2:-$bin/rbmrec-server}" --listen "127.0.0.1:$port" --db "$1" \
+    >"$tmp/server-$port.log" 2>&1 &
+  server_pid=$!
+  pids+=("$server_pid")
+  local i
+  for i in $(seq 100); do
+    if "$bin/rbmrec" --server "127.0.0.1:$port" --timeout 1 health \
+      >/dev/null 2>&1; then return 0; fi
+    sleep 0.1
+  done
+  echo "service_bench: server did not start; log:" >&2
+  cat "$tmp/server-$port.log" >&2
+  exit 1
+}
+stop_server() {
+  kill -TERM "$server_pid" 2>/dev/null || true
+  wait "$server_pid" 2>/dev/null || true
+}
+cli() { "$bin/rbmrec" --server "127.0.0.1:$port" "$@"; }
+loadgen() {  # OUT_JSON then loadgen flags
+  local out=$1
+  shift
+  "$bin/rbmrec-loadgen" --server "127.0.0.1:$port" --concurrency "$conc" \
+    --duration "$duration" --warmup 1 --json "$@" >"$out"
+}
+# time_import FILE -> prints the wall ms of `rbmrec import FILE`
+time_import() {
+  local t0 t1
+  t0=$(now_ms)
+  cli import "$1" >"$tmp/import.out" 2>&1
+  t1=$(now_ms)
+  echo $((t1 - t0))
+}
+
+echo "rbmrec service benchmark: $(nproc) cores, concurrency $conc, ${duration}s per load run"
+echo "data: $ml"
+
+# ---- (a) import into a new database, vs sqlite3 .import --------------------
+start_server "$tmp/a.db"
+import_ms=$(time_import "$ml/u.data")
+rows=$(grep -o 'accepted [0-9,]*' "$tmp/import.out" | tr -dc 0-9)
+stop_server
+t0=$(now_ms)
+sqlite3 "$tmp/sqlite.db" <<EOF
+CREATE TABLE ratings(user TEXT, item TEXT, rating REAL, ts INTEGER);
+.mode tabs
+.import $ml/u.data ratings
+EOF
+t1=$(now_ms)
+sqlite_ms=$((t1 - t0))
+sqlite_rows=$(sqlite3 "$tmp/sqlite.db" 'SELECT count(*) FROM ratings')
+r=$(ratio "$import_ms" "$sqlite_ms")
+echo
+echo "(a) rbmrec import u.data (new db): ${import_ms} ms, ${rows} rows accepted"
+echo "    sqlite3 .import u.data:        ${sqlite_ms} ms, ${sqlite_rows} rows"
+echo "    ratio rbmrec/sqlite3:          ${r}x"
+echo "    target <= 2000 ms and <= 3x:   $(verdict "$import_ms <= 2000 and $r <= 3")"
+
+# ---- (b) evaluate after import u1.base + train vs rbmrec-eval --------------
+start_server "$tmp/b.db"
+cli import "$ml/u1.base" >/dev/null 2>&1
+t0=$(now_ms)
+cli train >"$tmp/train.out" 2>&1
+t1=$(now_ms)
+train_ms=$((t1 - t0))
+cli --json evaluate "$ml/u1.test" >"$tmp/eval.json"
+serve_rmse=$(json "$tmp/eval.json" 'd["rmse"]')
+serve_n=$(json "$tmp/eval.json" 'd["n"]')
+"$bin/rbmrec-eval" --json --quiet --train "$ml/u1.base" --test "$ml/u1.test" \
+  >"$tmp/rbmrec-eval.json"
+eval_rmse=$(json "$tmp/rbmrec-eval.json" 'd["rmse"]')
+diff=$(python3 -c "import sys; print('%.4f' % abs(float(sys.argv[1])-float(sys.argv[2])))" "$serve_rmse" "$eval_rmse")
+echo
+echo "(b) train (server defaults):      ${train_ms} ms ($(tail -1 "$tmp/train.out"))"
+echo "    rbmrec evaluate u1.test:       RMSE $serve_rmse (n $serve_n)"
+echo "    rbmrec-eval u1.base/u1.test:   RMSE $eval_rmse"
+echo "    |difference|:                  $diff"
+echo "    target <= 0.002:               $(verdict "$diff <= 0.002")"
+
+# ---- (a') import into a server with an active model (online updates) ------
+with_model_ms=$(time_import "$ml/u.data")
+echo
+echo "(a') rbmrec import u.data into the server of (b) (model active, online on): ${with_model_ms} ms"
+if [ -n "${OLD_SERVER:-}" ]; then
+  stop_server
+  start_server "$tmp/b2.db" "$OLD_SERVER"
+  cli import "$ml/u1.base" >/dev/null 2>&1
+  cli train >/dev/null 2>&1
+  old_ms=$(time_import "$ml/u.data")
+  echo "     same steps on OLD_SERVER=$OLD_SERVER: ${old_ms} ms (ratio old/new $(ratio "$old_ms" "$with_model_ms")x)"
+  stop_server
+  start_server "$tmp/b.db"
+fi
+sleep 1  # let the online updates of the import settle
+
+# ---- (c) PredictRatings vs health Check -------------------------------------
+loadgen "$tmp/predict.json" --mix predict=1 --items-per-predict 10 --ratings "$ml/u1.base"
+loadgen "$tmp/health.json" --mix health=1
+p_qps=$(json "$tmp/predict.json" 'd["rpcs"][0]["qps"]')
+p_p99=$(json "$tmp/predict.json" 'd["rpcs"][0]["p99_ms"]')
+p_p50=$(json "$tmp/predict.json" 'd["rpcs"][0]["p50_ms"]')
+p_err=$(json "$tmp/predict.json" 'd["rpcs"][0]["errors"]')
+h_qps=$(json "$tmp/health.json" 'd["rpcs"][0]["qps"]')
+h_p99=$(json "$tmp/health.json" 'd["rpcs"][0]["p99_ms"]')
+pr=$(ratio "$p_qps" "$h_qps")
+echo
+echo "(c) PredictRatings 10 items, c=$conc: QPS $p_qps, p50 $p_p50 ms, p99 $p_p99 ms, errors $p_err"
+echo "    health Check, c=$conc:           QPS $h_qps, p99 $h_p99 ms"
+echo "    Predict QPS / health QPS:        $pr"
+echo "    target p99 <= 2 ms:              $(verdict "$p_p99 <= 2")"
+echo "    target QPS ratio >= 0.5:         $(verdict "$pr >= 0.5")"
+
+# ---- (d) Recommend top 10 ---------------------------------------------------
+loadgen "$tmp/recommend.json" --mix recommend=1 --n 10 --ratings "$ml/u1.base"
+r_qps=$(json "$tmp/recommend.json" 'd["rpcs"][0]["qps"]')
+r_p50=$(json "$tmp/recommend.json" 'd["rpcs"][0]["p50_ms"]')
+r_p99=$(json "$tmp/recommend.json" 'd["rpcs"][0]["p99_ms"]')
+r_err=$(json "$tmp/recommend.json" 'd["rpcs"][0]["errors"]')
+echo
+echo "(d) Recommend top 10, c=$conc:       QPS $r_qps, p50 $r_p50 ms, p99 $r_p99 ms, errors $r_err"
+echo "    target p99 <= 5 ms:              $(verdict "$r_p99 <= 5")"
+
+# ---- (e) PredictRatings during full Train jobs -----------------------------
+# Train jobs run back to back for the whole load run (one job takes ~3 s).
+(
+  while [ ! -e "$tmp/stop-training" ]; do
+    if cli train >/dev/null 2>&1; then echo ok >>"$tmp/trains"; else echo fail >>"$tmp/trains"; fi
+  done
+) &
+trainer_pid=$!
+pids+=("$trainer_pid")
+sleep 0.5
+loadgen "$tmp/during.json" --mix predict=1 --items-per-predict 10 --ratings "$ml/u1.base"
+touch "$tmp/stop-training"
+cli stats >"$tmp/stats-during.out" 2>&1 || true
+wait "$trainer_pid" || true
+d_qps=$(json "$tmp/during.json" 'd["rpcs"][0]["qps"]')
+d_p99=$(json "$tmp/during.json" 'd["rpcs"][0]["p99_ms"]')
+d_err=$(json "$tmp/during.json" 'd["rpcs"][0]["errors"]')
+d_first=$(json "$tmp/during.json" 'd["rpcs"][0]["first_error"]')
+n_ok=$(grep -c ok "$tmp/trains" 2>/dev/null || true)
+n_fail=$(grep -c fail "$tmp/trains" 2>/dev/null || true)
+dr=$(ratio "$d_p99" "$p_p99")
+echo
+echo "(e) PredictRatings during Train, c=$conc: QPS $d_qps, p99 $d_p99 ms, errors $d_err${d_first:+ (first: $d_first)}"
+echo "    train jobs: ${n_ok:-0} finished, ${n_fail:-0} failed"
+echo "    p99 during / idle p99 (c):       $dr"
+echo "    target no errors, ratio <= 3:    $(verdict "$d_err == 0 and $dr <= 3")"
+stop_server
