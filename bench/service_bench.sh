@@ -85,11 +85,19 @@ stop_server() {
   wait "$server_pid" 2>/dev/null || true
 }
 cli() { "$bin/rbmrec" --server "127.0.0.1:$port" "$@"; }
-loadgen() {  # OUT_JSON then loadgen flags
-  local out=$1
+server_cpu_ticks() { awk '{print $14 + $15}' "/proc/$server_pid/stat"; }
+# loadgen OUT_JSON [loadgen flags]; also writes OUT_JSON.cpu: "server S
+# loadgen L" CPU seconds used during the run (both share the same cores).
+loadgen() {
+  local out=$1 s0 s1
   shift
-  "$bin/rbmrec-loadgen" --server "127.0.0.1:$port" --concurrency "$conc" \
+  s0=$(server_cpu_ticks)
+  /usr/bin/time -f "%U %S" -o "$out.time" \
+    "$bin/rbmrec-loadgen" --server "127.0.0.1:$port" --concurrency "$conc" \
     --duration "$duration" --warmup 1 --json "$@" >"$out"
+  s1=$(server_cpu_ticks)
+  python3 -c "import sys; s=(int(sys.argv[2])-int(sys.argv[1]))/int(sys.argv[3]); u,k=map(float,open(sys.argv[4]).read().split()[-2:]); print('server %.1f s, loadgen %.1f s' % (s, u+k))" \
+    "$s0" "$s1" "$(getconf CLK_TCK)" "$out.time" >"$out.cpu"
 }
 # time_import FILE -> prints the wall ms of `rbmrec import FILE`
 time_import() {
@@ -175,6 +183,8 @@ echo
 echo "(c) PredictRatings 10 items, c=$conc: QPS $p_qps, p50 $p_p50 ms, p99 $p_p99 ms, errors $p_err"
 echo "    health Check, c=$conc:           QPS $h_qps, p99 $h_p99 ms"
 echo "    Predict QPS / health QPS:        $pr"
+echo "    CPU during predict run:          $(cat "$tmp/predict.json.cpu") (over $((duration + 1)) s wall, $(nproc) cores)"
+echo "    CPU during health run:           $(cat "$tmp/health.json.cpu")"
 echo "    target p99 <= 2 ms:              $(verdict "$p_p99 <= 2")"
 echo "    target QPS ratio >= 0.5:         $(verdict "$pr >= 0.5")"
 
@@ -186,6 +196,7 @@ r_p99=$(json "$tmp/recommend.json" 'd["rpcs"][0]["p99_ms"]')
 r_err=$(json "$tmp/recommend.json" 'd["rpcs"][0]["errors"]')
 echo
 echo "(d) Recommend top 10, c=$conc:       QPS $r_qps, p50 $r_p50 ms, p99 $r_p99 ms, errors $r_err"
+echo "    CPU during recommend run:        $(cat "$tmp/recommend.json.cpu")"
 echo "    target p99 <= 5 ms:              $(verdict "$r_p99 <= 5")"
 
 # ---- (e) PredictRatings during full Train jobs -----------------------------
