@@ -125,9 +125,26 @@ void Model::MixItemRbm(int32_t user, PredictMethod method,
     return;
   }
   const int K = this->K();
+  const float w = user_weight;
+  const int64_t row0 = item_rbm.Row(user, 0);
+  if (method == PredictMethod::kMeanField) {
+    // All items at once: logits = sigmoid(item_x) * W_I[user]^T + b_I[user],
+    // one (m x F) by (F x K) product.
+    const RowMatrixXf h = (1.0f + (-item_x.array()).exp()).inverse().matrix();
+    RowMatrixXf logits = h * item_rbm.W.middleRows(row0, K).transpose();
+    for (int32_t i = 0; i < num_items(); ++i) {
+      if (!UsesItemRbm(user, i)) continue;
+      float* z = logits.row(i).data();
+      for (int k = 0; k < K; ++k) z[k] += item_rbm.b[row0 + k];
+      SoftmaxInPlace(z, K);
+      for (int k = 0; k < K; ++k) {
+        (*out)(i, k) = w * (*out)(i, k) + (1 - w) * z[k];
+      }
+    }
+    return;
+  }
   std::vector<float> h(static_cast<size_t>(item_rbm.F)),
       probs(static_cast<size_t>(K));
-  const float w = user_weight;
   for (int32_t i = 0; i < num_items(); ++i) {
     if (!UsesItemRbm(user, i)) continue;
     ItemRbmDistribution(*this, user, i, method, h.data(), probs.data());
