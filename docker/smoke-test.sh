@@ -6,8 +6,8 @@
 #      HEALTHCHECK once and SIGTERM -> exit code 0;
 #   2. container 2, a new one on the same /data (a host directory owned by the image's uid):
 #      every rating (stats) and the stored/active model versions unchanged, predict and
-#      recommend still work, HEALTHCHECK; then a timed `podman stop`: exit code 0 within
-#      STOP_MAX_SECONDS (default 2).
+#      recommend still work, HEALTHCHECK; then a timed `podman stop` while a training job
+#      runs: exit code 0 within STOP_MAX_SECONDS (default 2).
 # Prints the image size, the wall time and the stop time.
 #
 # usage: docker/smoke-test.sh          (from anywhere; needs root to install podman)
@@ -169,10 +169,19 @@ rbm recommend u2 -n 5 >/dev/null || fail "recommend on container 2"
 podman healthcheck run "$cid2" || fail "HEALTHCHECK on container 2"
 echo "=== container 2: $ratings2 ratings, active model $version2 (unchanged)"
 
-echo "=== container 2: timed stop (SIGTERM)"
+# Stop while a training job runs (the server cancels it, drains and exits 0).
+echo "=== container 2: timed stop (SIGTERM) during a training job"
+rbm train --epochs 100000 --hidden 64 --validation-fraction 0 >"$SMOKE_DIR/train2.log" 2>&1 &
+train_pid=$!
+training=no
+for _ in $(seq 1 50); do
+  if rbm --json stats 2>/dev/null | grep -q '"running":true'; then training=yes; break; fi
+  sleep 0.1
+done
 t0=$(date +%s%N)
 podman stop -t 10 "$cid2" >/dev/null
 t1=$(date +%s%N)
+wait "$train_pid" || true
 rc=$(podman inspect -f '{{.State.ExitCode}}' "$cid2")
 stop_ms=$(((t1 - t0) / 1000000))
 podman logs "$cid2" 2>&1 | tail -n 5
@@ -185,5 +194,5 @@ echo "=== docker/smoke-test.sh passed"
 echo "    image:            $IMAGE, $size (podman image ls)"
 echo "    ratings/model:    $ratings2 ratings, active model $version2, unchanged across containers"
 echo "    stop (container 1, loaded): exit 0, ~${stop1:-?} s incl. log dump (1 s resolution)"
-echo "    stop (container 2): exit $rc in ${stop_ms} ms"
+echo "    stop (container 2, training running: $training): exit $rc in ${stop_ms} ms"
 echo "    wall time:        $((SECONDS - t_start)) s"
