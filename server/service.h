@@ -80,7 +80,7 @@ struct ServiceOptions {
   // Recommend with EXACT: rank all items by mean field first and re-score
   // the best max(recommend_candidates, 4n) exactly. 0 = exact over all items
   // (slower: m*K*F softplus evaluations per call).
-  int recommend_candidates = 300;
+  int recommend_candidates = 50;
   // Online per-user updates.
   bool online = true;
   float online_learning_rate = 0.01f;
