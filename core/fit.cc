@@ -49,6 +49,7 @@ void ComputeItemInputs(const SparseRatings& by_item, Model* model) {
     HiddenInput(p, Row(by_item, i), model->item_x.row(i).data());
     model->item_in_irbm[static_cast<size_t>(i)] = by_item.RowSize(i) > 0;
   }
+  model->RefreshItemHidden();
 }
 
 // Picks the U/I mixing weight with the lowest RMSE on the validation part.

@@ -51,7 +51,19 @@ void Model::ItemHistogram(int32_t i, float* out) const {
   }
 }
 
+void Model::RefreshItemHidden() {
+  item_h = item_x;
+  if (item_h.size() > 0) {
+    SigmoidInPlace(item_h.data(), static_cast<int>(item_h.size()));
+  }
+}
+
 namespace {
+
+bool ItemHiddenFresh(const Model& m) {
+  return m.item_h.rows() == m.item_x.rows() &&
+         m.item_h.cols() == m.item_x.cols();
+}
 
 // p_I(v_user | item's training ratings) from the I-RBM.
 void ItemRbmDistribution(const Model& m, int32_t user, int32_t item,
@@ -59,6 +71,10 @@ void ItemRbmDistribution(const Model& m, int32_t user, int32_t item,
   const RbmParams& p = m.item_rbm;
   const float* x = m.item_x.row(item).data();
   if (method == PredictMethod::kMeanField) {
+    if (ItemHiddenFresh(m)) {
+      PredictMeanField(p, m.item_h.row(item).data(), user, probs);
+      return;
+    }
     std::copy(x, x + p.F, h);
     SigmoidInPlace(h, p.F);
     PredictMeanField(p, h, user, probs);
@@ -128,18 +144,21 @@ void Model::MixItemRbm(int32_t user, PredictMethod method,
   const float w = user_weight;
   const int64_t row0 = item_rbm.Row(user, 0);
   if (method == PredictMethod::kMeanField) {
-    // All items at once: logits = sigmoid(item_x) * W_I[user]^T + b_I[user],
-    // one (m x F) by (F x K) product.
-    const RowMatrixXf h = (1.0f + (-item_x.array()).exp()).inverse().matrix();
-    RowMatrixXf logits = h * item_rbm.W.middleRows(row0, K).transpose();
+    // All items at once: logits = item_h * W_I[user]^T + b_I[user], one
+    // (m x F) by (F x K) product, then one batched softmax.
+    thread_local RowMatrixXf h_local, logits;
+    const RowMatrixXf* h = &item_h;
+    if (!ItemHiddenFresh(*this)) {
+      h_local = (1.0f + (-item_x.array()).exp()).inverse().matrix();
+      h = &h_local;
+    }
+    logits.resize(num_items(), K);
+    logits.noalias() = *h * item_rbm.W.middleRows(row0, K).transpose();
+    logits.rowwise() += item_rbm.b.segment(row0, K).transpose();
+    SoftmaxRows(logits.data(), num_items(), K);
     for (int32_t i = 0; i < num_items(); ++i) {
       if (!UsesItemRbm(user, i)) continue;
-      float* z = logits.row(i).data();
-      for (int k = 0; k < K; ++k) z[k] += item_rbm.b[row0 + k];
-      SoftmaxInPlace(z, K);
-      for (int k = 0; k < K; ++k) {
-        (*out)(i, k) = w * (*out)(i, k) + (1 - w) * z[k];
-      }
+      out->row(i) = w * out->row(i) + (1 - w) * logits.row(i);
     }
     return;
   }
@@ -171,12 +190,11 @@ void Model::PredictAll(int32_t user, const VisibleSet& v, PredictMethod method,
       scores += p.b;
     } else {
       for (Eigen::Index r = 0; r < p.W.rows(); ++r) {
-        const Eigen::ArrayXf t = x.array() + p.W.row(r).transpose().array();
-        scores[r] = p.b[r] + (t.max(0.0f) + (-t.abs()).exp().log1p()).sum();
+        scores[r] = p.b[r] + SoftplusSum(x.data(), p.W.row(r).data(), p.F);
       }
     }
+    SoftmaxRows(scores.data(), m, K);
     for (int32_t i = 0; i < m; ++i) {
-      SoftmaxInPlace(scores.data() + static_cast<int64_t>(i) * K, K);
       out->row(i) +=
           inv * scores.segment(static_cast<int64_t>(i) * K, K).transpose();
     }

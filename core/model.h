@@ -67,7 +67,12 @@ class Model {
   // item_x.row(q). Users the I-RBM does not know (new users folded in) and
   // items without I-RBM data get p_U alone. F = 0 when not trained.
   RbmParams item_rbm;
-  RowMatrixXf item_x;                 // num_items x item_rbm.F
+  RowMatrixXf item_x;  // num_items x item_rbm.F
+  // sigmoid(item_x): the I-RBM's mean-field hidden probabilities per item,
+  // derived from item_x. Whoever changes item_x calls RefreshItemHidden()
+  // (FitModel, DeserializeModel and AddItems do); when the shapes differ
+  // the scorers compute sigmoid(item_x) themselves.
+  RowMatrixXf item_h;
   std::vector<uint8_t> item_in_irbm;  // 1 where item_x's row is valid
   float user_weight = 1.0f;           // w above, chosen on validation data
 
@@ -77,6 +82,9 @@ class Model {
            item >= 0 && item < static_cast<int32_t>(item_in_irbm.size()) &&
            item_in_irbm[static_cast<size_t>(item)] != 0 && user_weight < 1.0f;
   }
+
+  // item_h = sigmoid(item_x).
+  void RefreshItemHidden();
 
   int K() const { return scale.K(); }
   int32_t num_items() const { return items.size(); }

@@ -285,6 +285,7 @@ absl::StatusOr<Model> DeserializeModel(std::string_view bytes) {
     if (!r.Get(&m.user_weight) || !(m.user_weight >= 0 && m.user_weight <= 1)) {
       return Corrupt("bad user weight");
     }
+    m.RefreshItemHidden();
   }
   if (!r.done()) return Corrupt("unexpected bytes at the end of the payload");
   return m;

@@ -36,6 +36,7 @@ int AddItems(Model* model, const std::vector<std::string>& item_ids,
     RowMatrixXf x = RowMatrixXf::Zero(m, model->item_rbm.F);
     x.topRows(model->item_x.rows()) = model->item_x;
     model->item_x = std::move(x);
+    model->RefreshItemHidden();
     model->item_in_irbm.resize(static_cast<size_t>(m), 0);
   }
   for (RbmParams& p : model->members) {

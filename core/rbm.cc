@@ -66,6 +66,15 @@ static void SoftmaxImpl(T* z, int n) {
   for (int i = 0; i < n; ++i) z[i] *= inv;
 }
 
+#ifdef RBMREC_AVX2
+// exp of 8 lanes; pexp clamps its input near -88, below which exp underflows
+// to 0 (so those lanes are masked to exactly 0).
+static inline __m256 Exp8(__m256 x) {
+  return _mm256_and_ps(Eigen::internal::pexp(x),
+                       _mm256_cmp_ps(x, _mm256_set1_ps(-87.0f), _CMP_GT_OQ));
+}
+#endif
+
 void SoftmaxInPlace(float* z, int n) {
 #ifdef RBMREC_AVX2
   if (n <= 8) {
@@ -75,12 +84,7 @@ void SoftmaxInPlace(float* z, int n) {
     float mx = z[0];
     for (int i = 1; i < n; ++i) mx = std::max(mx, z[i]);
     for (int i = 0; i < 8; ++i) buf[i] = i < n ? z[i] - mx : -100.0f;
-    const __m256 x = _mm256_load_ps(buf);
-    // pexp clamps its input near -88; below that exp underflows to 0.
-    const __m256 e =
-        _mm256_and_ps(Eigen::internal::pexp(x),
-                      _mm256_cmp_ps(x, _mm256_set1_ps(-87.0f), _CMP_GT_OQ));
-    _mm256_store_ps(buf, e);
+    _mm256_store_ps(buf, Exp8(_mm256_load_ps(buf)));
     float sum = 0;
     for (int i = 0; i < n; ++i) sum += buf[i];
     const float inv = 1.0f / sum;
@@ -92,6 +96,41 @@ void SoftmaxInPlace(float* z, int n) {
 }
 void SoftmaxInPlace(double* z, int n) { SoftmaxImpl(z, n); }
 
+void SoftmaxRows(float* z, int64_t rows, int K) {
+#ifdef RBMREC_AVX2
+  if (K <= 8) {
+    // The same operations as SoftmaxInPlace, reordered: max-subtract every
+    // row, exp everything 8 lanes at a time, then normalise every row.
+    for (int64_t r = 0; r < rows; ++r) {
+      float* row = z + r * K;
+      float mx = row[0];
+      for (int k = 1; k < K; ++k) mx = std::max(mx, row[k]);
+      for (int k = 0; k < K; ++k) row[k] -= mx;
+    }
+    const int64_t n = rows * K;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+      _mm256_storeu_ps(z + i, Exp8(_mm256_loadu_ps(z + i)));
+    }
+    if (i < n) {
+      alignas(32) float buf[8];
+      for (int64_t t = 0; t < 8; ++t) buf[t] = i + t < n ? z[i + t] : -100.0f;
+      _mm256_store_ps(buf, Exp8(_mm256_load_ps(buf)));
+      for (int64_t t = 0; i + t < n; ++t) z[i + t] = buf[t];
+    }
+    for (int64_t r = 0; r < rows; ++r) {
+      float* row = z + r * K;
+      float sum = 0;
+      for (int k = 0; k < K; ++k) sum += row[k];
+      const float inv = 1.0f / sum;
+      for (int k = 0; k < K; ++k) row[k] *= inv;
+    }
+    return;
+  }
+#endif
+  for (int64_t r = 0; r < rows; ++r) SoftmaxInPlace(z + r * K, K);
+}
+
 double FreeEnergy(const RbmParams& p, const VisibleSet& v) {
   Eigen::VectorXf x(p.F);
   HiddenInput(p, v, x.data());
@@ -101,15 +140,24 @@ double FreeEnergy(const RbmParams& p, const VisibleSet& v) {
   return fe;
 }
 
+float SoftplusSum(const float* x, const float* w, int F) {
+  constexpr int kBlock = 120;
+  float relu = 0, logs = 0;
+  for (int j0 = 0; j0 < F; j0 += kBlock) {
+    const int n = std::min(kBlock, F - j0);
+    Eigen::Map<const Eigen::ArrayXf> xs(x + j0, n), ws(w + j0, n);
+    // Eigen fuses each expression into one vectorised pass (no temporaries).
+    relu += (xs + ws).max(0.0f).sum();
+    logs += std::log((1.0f + (-(xs + ws).abs()).exp()).prod());
+  }
+  return relu + logs;
+}
+
 void PredictExact(const RbmParams& p, const float* x, int32_t q, float* probs) {
-  Eigen::Map<const Eigen::ArrayXf> xv(x, p.F);
   const int64_t row0 = p.Row(q, 0);
-  Eigen::Array<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor> t =
-      p.W.middleRows(row0, p.K).array().rowwise() + xv.transpose();
-  // softplus(t) = max(t, 0) + log(1 + exp(-|t|)); exp and log vectorise.
-  t = t.max(0.0f) + (1.0f + (-t.abs()).exp()).log();
-  const Eigen::ArrayXf sp = t.rowwise().sum();
-  for (int k = 0; k < p.K; ++k) probs[k] = p.b[row0 + k] + sp[k];
+  for (int k = 0; k < p.K; ++k) {
+    probs[k] = p.b[row0 + k] + SoftplusSum(x, p.W.row(row0 + k).data(), p.F);
+  }
   SoftmaxInPlace(probs, p.K);
 }
 

@@ -8,12 +8,9 @@
 namespace rbmrec::server {
 namespace {
 
-constexpr Eigen::Index kBlockRows = 256;
-
 struct Scratch {
   Eigen::VectorXf x;
   Eigen::VectorXf scores;
-  RowMatrixXf block;
   std::vector<float> fallback;
 };
 
@@ -38,24 +35,15 @@ void PredictAllFast(const Model& model, int32_t user, const VisibleSet& v,
       s.scores.noalias() = p.W * s.x;
       s.scores += p.b;
     } else {
-      // score_r = b_r + sum_j softplus(x_j + W_rj), softplus(t) =
-      // max(t, 0) + log1p(exp(-|t|)).
-      s.block.resize(kBlockRows, p.F);
-      for (Eigen::Index r0 = 0; r0 < rows; r0 += kBlockRows) {
-        const Eigen::Index nb = std::min(kBlockRows, rows - r0);
-        auto blk = s.block.topRows(nb);
-        blk.noalias() = p.W.middleRows(r0, nb);
-        blk.rowwise() += s.x.transpose();
-        blk.array() =
-            blk.array().max(0.0f) + (-blk.array().abs()).exp().log1p();
-        s.scores.segment(r0, nb) = blk.rowwise().sum() + p.b.segment(r0, nb);
+      // score_r = b_r + sum_j softplus(x_j + W_rj).
+      for (Eigen::Index r = 0; r < rows; ++r) {
+        s.scores[r] = p.b[r] + SoftplusSum(s.x.data(), p.W.row(r).data(), p.F);
       }
     }
-    for (int32_t i = 0; i < m; ++i) {
-      float* z = s.scores.data() + static_cast<int64_t>(i) * K;
-      SoftmaxInPlace(z, K);
-      for (int k = 0; k < K; ++k) (*out)(i, k) += inv * z[k];
-    }
+    SoftmaxRows(s.scores.data(), m, K);
+    // out (m x K, row-major) += inv * scores, viewed as the same shape.
+    out->array() +=
+        inv * Eigen::Map<const RowMatrixXf>(s.scores.data(), m, K).array();
   }
   model.MixItemRbm(user, method, out);
   s.fallback.resize(static_cast<size_t>(K));

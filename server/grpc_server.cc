@@ -13,7 +13,17 @@
 namespace rbmrec::server {
 
 // Each handler: call the service, copy the response, map the status.
-class GrpcServer::Handler final : public v1::Rbmrec::Service {
+//
+// PredictRatings and Recommend use the callback API: they never block (model
+// snapshot + in-memory caches; at most one short read-connection query on a
+// cache miss), so they run inline on gRPC's event threads - no hand-off to a
+// sync-server worker thread, which on 2 cores cost more CPU than the
+// prediction itself. Everything that writes SQLite (fsync) or streams for a
+// long time stays on the synchronous thread pool.
+using HandlerBase = v1::Rbmrec::WithCallbackMethod_PredictRatings<
+    v1::Rbmrec::WithCallbackMethod_Recommend<v1::Rbmrec::Service>>;
+
+class GrpcServer::Handler final : public HandlerBase {
  public:
   explicit Handler(RbmrecService* service) : service_(service) {}
 
@@ -68,15 +78,17 @@ class GrpcServer::Handler final : public v1::Rbmrec::Service {
                               v1::CancelTrainingResponse* response) override {
     return Reply(service_->CancelTraining(*request), response);
   }
-  grpc::Status PredictRatings(grpc::ServerContext*,
-                              const v1::PredictRatingsRequest* request,
-                              v1::PredictRatingsResponse* response) override {
-    return Reply(service_->PredictRatings(*request), response);
+  grpc::ServerUnaryReactor* PredictRatings(
+      grpc::CallbackServerContext* context,
+      const v1::PredictRatingsRequest* request,
+      v1::PredictRatingsResponse* response) override {
+    return FinishNow(context,
+                     Reply(service_->PredictRatings(*request), response));
   }
-  grpc::Status Recommend(grpc::ServerContext*,
-                         const v1::RecommendRequest* request,
-                         v1::RecommendResponse* response) override {
-    return Reply(service_->Recommend(*request), response);
+  grpc::ServerUnaryReactor* Recommend(
+      grpc::CallbackServerContext* context, const v1::RecommendRequest* request,
+      v1::RecommendResponse* response) override {
+    return FinishNow(context, Reply(service_->Recommend(*request), response));
   }
   grpc::Status ListModels(grpc::ServerContext*,
                           const v1::ListModelsRequest* request,
@@ -95,6 +107,13 @@ class GrpcServer::Handler final : public v1::Rbmrec::Service {
   }
 
  private:
+  static grpc::ServerUnaryReactor* FinishNow(
+      grpc::CallbackServerContext* context, const grpc::Status& status) {
+    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+    reactor->Finish(status);
+    return reactor;
+  }
+
   template <typename T>
   static grpc::Status Reply(absl::StatusOr<T> result, T* response) {
     if (!result.ok()) return ToGrpcStatus(result.status());

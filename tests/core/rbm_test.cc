@@ -183,6 +183,52 @@ TEST(RbmMath, SoftmaxStaysFiniteForHugeLogits) {
   for (float v : probs) EXPECT_TRUE(std::isfinite(v));
 }
 
+TEST(RbmMath, SoftplusSumMatchesDoubleReference) {
+  Rng rng(7);
+  // F = 1, 100 (one block), 120, 121 and 1000 (several blocks).
+  for (int F : {1, 7, 100, 120, 121, 1000}) {
+    for (float scale : {0.1f, 3.0f, 30.0f}) {
+      std::vector<float> x(static_cast<size_t>(F)), w(x.size());
+      double ref = 0;
+      for (size_t j = 0; j < x.size(); ++j) {
+        x[j] = scale * (2 * rng.Uniform() - 1);
+        w[j] = scale * (2 * rng.Uniform() - 1);
+        ref += Softplus(static_cast<double>(x[j]) + w[j]);
+      }
+      const float got = SoftplusSum(x.data(), w.data(), F);
+      EXPECT_NEAR(got, ref, 2e-6 * F + 1e-6 * std::abs(ref))
+          << "F " << F << " scale " << scale;
+    }
+  }
+  // Extreme inputs stay finite: 1000 factors of exactly 2 (t = 0) would
+  // overflow one float product; +-1e4 saturates exp.
+  std::vector<float> zeros(1000, 0.0f), big(1000, 1e4f), small(1000, -1e4f);
+  EXPECT_NEAR(SoftplusSum(zeros.data(), zeros.data(), 1000),
+              1000 * std::log(2.0), 1e-2);
+  EXPECT_NEAR(SoftplusSum(big.data(), zeros.data(), 1000), 1e7, 1e2);
+  EXPECT_NEAR(SoftplusSum(small.data(), zeros.data(), 1000), 0.0, 1e-6);
+}
+
+TEST(RbmMath, SoftmaxRowsIsSoftmaxInPlaceOnEveryRow) {
+  Rng rng(11);
+  for (int K : {1, 2, 3, 5, 8, 10}) {
+    for (int64_t rows : {1, 2, 7, 33}) {
+      std::vector<float> a(static_cast<size_t>(rows * K));
+      for (size_t i = 0; i < a.size(); ++i) {
+        a[i] = 40 * (2 * rng.Uniform() - 1);
+      }
+      a[0] = 1e4f;  // one saturated row
+      std::vector<float> b = a;
+      SoftmaxRows(a.data(), rows, K);
+      for (int64_t r = 0; r < rows; ++r) SoftmaxInPlace(b.data() + r * K, K);
+      for (size_t i = 0; i < a.size(); ++i) {
+        ASSERT_EQ(a[i], b[i]) << "K " << K << " rows " << rows << " i " << i;
+        ASSERT_TRUE(std::isfinite(a[i]));
+      }
+    }
+  }
+}
+
 TEST(RbmMath, CategoricalSamplesPassChiSquare) {
   const float probs[5] = {0.05f, 0.1f, 0.2f, 0.4f, 0.25f};
   Rng rng(42);

@@ -3,6 +3,8 @@
 #include <cmath>
 
 #include "core/fit.h"
+#include "core/model_file.h"
+#include "core/online.h"
 #include "gtest/gtest.h"
 #include "tests/core/synthetic.h"
 
@@ -188,6 +190,45 @@ TEST(Fit, PredictAllMatchesPredictForNewAndTrainingUsers) {
       }
     }
   }
+}
+
+// item_h caches sigmoid(item_x): fitting, loading and AddItems keep it in
+// step, and a model whose cache is missing answers the same.
+TEST(Fit, ItemHiddenCacheFollowsItemInputs) {
+  auto s = testing_data::PlantedRatings(40, 20, 2, 0.4, 17);
+  TrainOptions o;
+  o.hidden = 6;
+  o.max_epochs = 3;
+  auto model = FitModel(s.train, o);
+  ASSERT_TRUE(model.ok());
+  ASSERT_GT(model->item_rbm.F, 0);
+  model->user_weight = 0.5f;
+  auto expect_fresh = [](const Model& m) {
+    ASSERT_EQ(m.item_h.rows(), m.item_x.rows());
+    ASSERT_EQ(m.item_h.cols(), m.item_x.cols());
+    const RowMatrixXf want =
+        (1.0f + (-m.item_x.array()).exp()).inverse().matrix();
+    EXPECT_LT((m.item_h - want).cwiseAbs().maxCoeff(), 1e-6f);
+  };
+  expect_fresh(*model);
+  absl::StatusOr<Model> loaded = DeserializeModel(SerializeModel(*model));
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  expect_fresh(*loaded);
+
+  const SparseRatings by_user = s.train.ByUser();
+  VisibleSet v{by_user.col.data() + by_user.offsets[3],
+               by_user.k.data() + by_user.offsets[3], by_user.RowSize(3)};
+  Model stale = *model;
+  stale.item_h.resize(0, 0);
+  for (PredictMethod method :
+       {PredictMethod::kMeanField, PredictMethod::kExact}) {
+    RowMatrixXf a, b;
+    model->PredictAll(3, v, method, &a);
+    stale.PredictAll(3, v, method, &b);
+    EXPECT_LT((a - b).cwiseAbs().maxCoeff(), 1e-6f);
+  }
+  ASSERT_EQ(AddItems(&*model, {"brand-new-item"}, 1), 1);
+  expect_fresh(*model);
 }
 
 }  // namespace
