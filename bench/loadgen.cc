@@ -1,11 +1,15 @@
 // rbmrec-loadgen: a closed-loop gRPC load generator for rbmrec-server.
 //
-// N worker threads each keep one RPC in flight (synchronous API) for
-// --duration seconds after --warmup seconds, picking the RPC type from a
-// weighted --mix. Users and items come from a ratings file the server
-// imported (--ratings) or from --user-ids / --item-ids. Prints, per RPC type
-// and overall: count, errors by status code, QPS and exact p50/p90/p99/p999
-// latencies (ms) of the calls completed in the measured window.
+// --concurrency N RPCs are kept in flight for --duration seconds after
+// --warmup seconds (closed loop: each of N slots starts its next call when
+// the previous one completes), picking the RPC type from a weighted --mix.
+// By default the calls use gRPC's callback API, so the generator needs no
+// thread per slot and leaves the shared cores to the server; --mode threads
+// runs one blocking thread per slot instead (the older, costlier client). Users
+// and items come from a ratings file the server imported (--ratings) or from
+// --user-ids / --item-ids. Prints, per RPC type and overall: count, errors by
+// status code, QPS and exact p50/p90/p99/p999 latencies (ms) of the calls
+// completed in the measured window.
 //
 // Loopback only: the --server host must be 127.0.0.1, localhost or [::1].
 
@@ -13,11 +17,14 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <random>
 #include <string>
 #include <thread>
@@ -50,7 +57,9 @@ constexpr const char* kTypeNames[kNumTypes] = {"predict", "recommend", "health",
 const char kUsage[] =
     R"(usage: rbmrec-loadgen [flags]
   --server HOST:PORT     loopback server (default 127.0.0.1:50051)
-  --concurrency N        RPCs in flight (worker threads; default 16)
+  --concurrency N        RPCs in flight (default 16)
+  --mode callback|threads  callback API, no thread per call (default), or
+                         one blocking thread per slot
   --duration SECONDS     measured window (default 10; max 600)
   --warmup SECONDS       unmeasured load before the window (default 1)
   --mix SPEC             weights, e.g. "predict=8,recommend=2"; types:
@@ -84,6 +93,7 @@ struct Flags {
   int timeout_ms = 5000;
   uint64_t seed = 1;
   bool json = false;
+  bool threads = false;
 };
 
 [[noreturn]] void Die(const std::string& message) {
@@ -159,6 +169,12 @@ bool ParseFlags(int argc, char** argv, Flags* f) {
       f->timeout_ms = next_int(1, 600000);
     } else if (arg == "--seed") {
       f->seed = static_cast<uint64_t>(next_int(0, 2147483647));
+    } else if (arg == "--mode") {
+      const std::string mode = next();
+      if (mode != "callback" && mode != "threads") {
+        Die("--mode: expected callback or threads");
+      }
+      f->threads = mode == "threads";
     } else if (arg == "--json") {
       f->json = true;
     } else {
@@ -216,7 +232,7 @@ std::vector<double> ParseMix(const std::string& spec) {
 }
 
 // Latencies (ns) and error counts of one RPC type in one worker.
-struct Record {
+struct CallRecord {
   std::vector<int64_t> latencies_ns;  // successful calls only
   std::map<int, int64_t> errors;      // grpc::StatusCode -> count
   std::string first_error;
@@ -238,69 +254,133 @@ struct Channel {
   std::unique_ptr<grpc::health::v1::Health::Stub> health;
 };
 
-void Worker(const Workload& w, const Channel& ch, uint64_t seed,
-            Clock::time_point measure_from, Clock::time_point end,
-            std::vector<Record>* records) {
-  std::mt19937_64 rng(seed);
-  std::discrete_distribution<int> pick_type(w.weights.begin(), w.weights.end());
-  std::uniform_int_distribution<size_t> pick_user(0, w.users.size() - 1);
-  std::uniform_int_distribution<size_t> pick_item(
-      0, w.items.empty() ? 0 : w.items.size() - 1);
-  v1::PredictRatingsRequest predict;
-  v1::PredictRatingsResponse predict_resp;
-  v1::RecommendRequest recommend;
-  v1::RecommendResponse recommend_resp;
-  grpc::health::v1::HealthCheckRequest health;
-  grpc::health::v1::HealthCheckResponse health_resp;
-  v1::GetStatsRequest stats;
-  v1::GetStatsResponse stats_resp;
-  std::vector<size_t> chosen;
-  while (true) {
-    const Clock::time_point start = Clock::now();
-    if (start >= end) break;
-    const int type = pick_type(rng);
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + w.timeout);
-    grpc::Status status;
-    switch (type) {
+// One slot's request/response objects and RNG; builds the next call.
+class Slot {
+ public:
+  Slot(const Workload& w, const Channel& ch, uint64_t seed,
+       Clock::time_point measure_from, Clock::time_point end,
+       std::vector<CallRecord>* records)
+      : w_(w),
+        ch_(ch),
+        rng_(seed),
+        pick_type_(w.weights.begin(), w.weights.end()),
+        pick_user_(0, w.users.size() - 1),
+        pick_item_(0, w.items.empty() ? 0 : w.items.size() - 1),
+        measure_from_(measure_from),
+        end_(end),
+        records_(records) {}
+
+  // Blocking loop (--mode threads).
+  void RunBlocking() {
+    while (true) {
+      start_ = Clock::now();
+      if (start_ >= end_) break;
+      Prepare();
+      grpc::Status status;
+      switch (type_) {
+        case kPredict:
+          status =
+              ch_.stub->PredictRatings(ctx_.get(), predict_, &predict_resp_);
+          break;
+        case kRecommend:
+          status =
+              ch_.stub->Recommend(ctx_.get(), recommend_, &recommend_resp_);
+          break;
+        case kHealth:
+          status = ch_.health->Check(ctx_.get(), health_, &health_resp_);
+          break;
+        default:
+          status = ch_.stub->GetStats(ctx_.get(), stats_, &stats_resp_);
+          break;
+      }
+      RecordCall(status);
+    }
+  }
+
+  ~Slot() {
+    std::lock_guard<std::mutex> lock(restart_mu_);
+    for (std::thread& t : restarts_) t.join();
+  }
+
+  // Callback loop (--mode callback): starts a call whose completion starts
+  // the next one; calls `done` once the window has ended.
+  void StartAsync(std::function<void()> done) {
+    done_ = std::move(done);
+    Next();
+  }
+
+ private:
+  void Next() {
+    start_ = Clock::now();
+    if (start_ >= end_) {
+      done_();
+      return;
+    }
+    Prepare();
+    auto on_done = [this](grpc::Status status) {
+      RecordCall(status);
+      Next();
+    };
+    switch (type_) {
+      case kPredict:
+        ch_.stub->async()->PredictRatings(ctx_.get(), &predict_, &predict_resp_,
+                                          on_done);
+        break;
+      case kRecommend:
+        ch_.stub->async()->Recommend(ctx_.get(), &recommend_, &recommend_resp_,
+                                     on_done);
+        break;
+      case kHealth:
+        ch_.health->async()->Check(ctx_.get(), &health_, &health_resp_,
+                                   on_done);
+        break;
+      default:
+        ch_.stub->async()->GetStats(ctx_.get(), &stats_, &stats_resp_, on_done);
+        break;
+    }
+  }
+
+  // Picks the RPC type and fills its request; a fresh context per call.
+  void Prepare() {
+    type_ = pick_type_(rng_);
+    ctx_ = std::make_unique<grpc::ClientContext>();
+    ctx_->set_deadline(std::chrono::system_clock::now() + w_.timeout);
+    switch (type_) {
       case kPredict: {
-        predict.Clear();
-        predict.set_user_id(w.users[pick_user(rng)]);
-        predict.set_method(w.method);
-        chosen.clear();
-        const size_t want =
-            std::min(w.items.size(), static_cast<size_t>(w.items_per_predict));
-        while (chosen.size() < want) {
-          const size_t i = pick_item(rng);
-          if (std::find(chosen.begin(), chosen.end(), i) == chosen.end()) {
-            chosen.push_back(i);
-            predict.add_item_ids(w.items[i]);
+        predict_.Clear();
+        predict_.set_user_id(w_.users[pick_user_(rng_)]);
+        predict_.set_method(w_.method);
+        chosen_.clear();
+        const size_t want = std::min(w_.items.size(),
+                                     static_cast<size_t>(w_.items_per_predict));
+        while (chosen_.size() < want) {
+          const size_t i = pick_item_(rng_);
+          if (std::find(chosen_.begin(), chosen_.end(), i) == chosen_.end()) {
+            chosen_.push_back(i);
+            predict_.add_item_ids(w_.items[i]);
           }
         }
-        status = ch.stub->PredictRatings(&ctx, predict, &predict_resp);
         break;
       }
       case kRecommend:
-        recommend.Clear();
-        recommend.set_user_id(w.users[pick_user(rng)]);
-        recommend.set_n(w.n);
-        recommend.set_method(w.method);
-        status = ch.stub->Recommend(&ctx, recommend, &recommend_resp);
-        break;
-      case kHealth:
-        status = ch.health->Check(&ctx, health, &health_resp);
+        recommend_.Clear();
+        recommend_.set_user_id(w_.users[pick_user_(rng_)]);
+        recommend_.set_n(w_.n);
+        recommend_.set_method(w_.method);
         break;
       default:
-        status = ch.stub->GetStats(&ctx, stats, &stats_resp);
         break;
     }
+  }
+
+  void RecordCall(const grpc::Status& status) {
     const Clock::time_point done = Clock::now();
     // Only calls that start and finish inside the window are measured.
-    if (start < measure_from || done > end) continue;
-    Record& r = (*records)[static_cast<size_t>(type)];
+    if (start_ < measure_from_ || done > end_) return;
+    CallRecord& r = (*records_)[static_cast<size_t>(type_)];
     if (status.ok()) {
       r.latencies_ns.push_back(
-          std::chrono::duration_cast<std::chrono::nanoseconds>(done - start)
+          std::chrono::duration_cast<std::chrono::nanoseconds>(done - start_)
               .count());
     } else {
       if (r.first_error.empty()) {
@@ -310,7 +390,31 @@ void Worker(const Workload& w, const Channel& ch, uint64_t seed,
       ++r.errors[status.error_code()];
     }
   }
-}
+
+  const Workload& w_;
+  const Channel& ch_;
+  std::mt19937_64 rng_;
+  std::discrete_distribution<int> pick_type_;
+  std::uniform_int_distribution<size_t> pick_user_;
+  std::uniform_int_distribution<size_t> pick_item_;
+  const Clock::time_point measure_from_, end_;
+  std::vector<CallRecord>* records_;
+  std::function<void()> done_;
+  std::mutex restart_mu_;
+  std::vector<std::thread> restarts_;
+  int type_ = kPredict;
+  Clock::time_point start_;
+  std::unique_ptr<grpc::ClientContext> ctx_;
+  std::vector<size_t> chosen_;
+  v1::PredictRatingsRequest predict_;
+  v1::PredictRatingsResponse predict_resp_;
+  v1::RecommendRequest recommend_;
+  v1::RecommendResponse recommend_resp_;
+  grpc::health::v1::HealthCheckRequest health_;
+  grpc::health::v1::HealthCheckResponse health_resp_;
+  v1::GetStatsRequest stats_;
+  v1::GetStatsResponse stats_resp_;
+};
 
 const char* CodeName(int code) {
   static const char* const kNames[] = {"OK",
@@ -487,16 +591,35 @@ int main(int argc, char** argv) {
   const Clock::time_point measure_from = begin + to_dur(flags.warmup);
   const Clock::time_point end = measure_from + to_dur(flags.duration);
   const size_t nworkers = static_cast<size_t>(flags.concurrency);
-  std::vector<std::vector<Record>> records(nworkers,
-                                           std::vector<Record>(kNumTypes));
-  std::vector<std::thread> threads;
-  threads.reserve(nworkers);
+  std::vector<std::vector<CallRecord>> records(
+      nworkers, std::vector<CallRecord>(kNumTypes));
+  std::vector<std::unique_ptr<Slot>> slots;
+  slots.reserve(nworkers);
   for (size_t t = 0; t < nworkers; ++t) {
-    threads.emplace_back(
-        Worker, std::cref(w), std::cref(channels[t % channels.size()]),
-        flags.seed * 1000003u + t, measure_from, end, &records[t]);
+    slots.push_back(std::make_unique<Slot>(w, channels[t % channels.size()],
+                                           flags.seed * 1000003u + t,
+                                           measure_from, end, &records[t]));
   }
-  for (std::thread& t : threads) t.join();
+  if (flags.threads) {
+    std::vector<std::thread> threads;
+    threads.reserve(nworkers);
+    for (auto& slot : slots) {
+      threads.emplace_back([&slot] { slot->RunBlocking(); });
+    }
+    for (std::thread& t : threads) t.join();
+  } else {
+    std::mutex mu;
+    std::condition_variable cv;
+    size_t running = nworkers;
+    for (auto& slot : slots) {
+      slot->StartAsync([&] {
+        std::lock_guard<std::mutex> lock(mu);
+        if (--running == 0) cv.notify_all();
+      });
+    }
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return running == 0; });
+  }
   const double seconds = flags.duration;
 
   std::vector<Summary> summaries;
@@ -508,8 +631,8 @@ int main(int argc, char** argv) {
     std::vector<int64_t> lat;
     std::map<int, int64_t> err;
     std::string first;
-    for (const std::vector<Record>& rec : records) {
-      const Record& r = rec[static_cast<size_t>(type)];
+    for (const std::vector<CallRecord>& rec : records) {
+      const CallRecord& r = rec[static_cast<size_t>(type)];
       lat.insert(lat.end(), r.latencies_ns.begin(), r.latencies_ns.end());
       for (const auto& [code, c] : r.errors) err[code] += c;
       if (first.empty()) first = r.first_error;
@@ -525,22 +648,26 @@ int main(int argc, char** argv) {
 
   if (flags.json) {
     std::string out = absl::StrFormat(
-        "{\"server\":%s,\"concurrency\":%d,\"channels\":%d,\"duration_s\":%g,"
+        "{\"server\":%s,\"mode\":%s,\"concurrency\":%d,\"channels\":%d,"
+        "\"duration_s\":%g,"
         "\"warmup_s\":%g,\"mix\":%s,\"users\":%d,\"items\":%d,"
         "\"items_per_predict\":%d,\"n\":%d,\"rpcs\":[",
-        JsonString(flags.server), flags.concurrency, flags.channels,
-        flags.duration, flags.warmup, JsonString(flags.mix), w.users.size(),
-        w.items.size(), flags.items_per_predict, flags.n);
+        JsonString(flags.server),
+        JsonString(flags.threads ? "threads" : "callback"), flags.concurrency,
+        flags.channels, flags.duration, flags.warmup, JsonString(flags.mix),
+        w.users.size(), w.items.size(), flags.items_per_predict, flags.n);
     for (size_t i = 0; i < summaries.size(); ++i) {
       absl::StrAppend(&out, i ? "," : "", SummaryJson(summaries[i]));
     }
     std::printf("%s]}\n", out.c_str());
   } else {
     std::printf(
-        "server %s  concurrency %d  channels %d  duration %gs (+%gs warmup)  "
+        "server %s  mode %s  concurrency %d  channels %d  duration %gs (+%gs "
+        "warmup)  "
         "mix %s  users %zu  items %zu\n",
-        flags.server.c_str(), flags.concurrency, flags.channels, flags.duration,
-        flags.warmup, flags.mix.c_str(), w.users.size(), w.items.size());
+        flags.server.c_str(), flags.threads ? "threads" : "callback",
+        flags.concurrency, flags.channels, flags.duration, flags.warmup,
+        flags.mix.c_str(), w.users.size(), w.items.size());
     std::printf("%-10s %9s %10s %9s %8s %8s %8s %8s %8s\n", "rpc", "count",
                 "errors", "qps", "p50_ms", "p90_ms", "p99_ms", "p999_ms",
                 "max_ms");

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/kernels.h"
+
 namespace rbmrec {
 
 std::vector<uint32_t> ItemHistogramCounts(const SparseRatings& by_user, int K) {
@@ -153,8 +155,14 @@ void Model::MixItemRbm(int32_t user, PredictMethod method,
       h = &h_local;
     }
     logits.resize(num_items(), K);
-    logits.noalias() = *h * item_rbm.W.middleRows(row0, K).transpose();
-    logits.rowwise() += item_rbm.b.segment(row0, K).transpose();
+    // Per item, K dot products of length F against the user's K weight rows
+    // (which stay in L1); cheaper than a GEMM with K = 5 output columns.
+    const float* w_user = item_rbm.W.row(row0).data();
+    const float* b_user = item_rbm.b.data() + row0;
+    for (int32_t i = 0; i < num_items(); ++i) {
+      kernels::RowDots(w_user, b_user, K, item_rbm.F, h->row(i).data(),
+                       logits.row(i).data());
+    }
     SoftmaxRows(logits.data(), num_items(), K);
     for (int32_t i = 0; i < num_items(); ++i) {
       if (!UsesItemRbm(user, i)) continue;

@@ -97,38 +97,39 @@ void SoftmaxInPlace(float* z, int n) {
 void SoftmaxInPlace(double* z, int n) { SoftmaxImpl(z, n); }
 
 void SoftmaxRows(float* z, int64_t rows, int K) {
+  int64_t r = 0;
 #ifdef RBMREC_AVX2
   if (K <= 8) {
-    // The same operations as SoftmaxInPlace, reordered: max-subtract every
-    // row, exp everything 8 lanes at a time, then normalise every row.
-    for (int64_t r = 0; r < rows; ++r) {
-      float* row = z + r * K;
-      float mx = row[0];
-      for (int k = 1; k < K; ++k) mx = std::max(mx, row[k]);
-      for (int k = 0; k < K; ++k) row[k] -= mx;
+    // Eight rows at a time, one row per lane: gather column k of the eight
+    // rows, and do exactly SoftmaxInPlace's arithmetic lane-wise (max, then
+    // exp(z - max), the sum in k order, 1/sum, the products).
+    const __m256i idx = _mm256_mullo_epi32(
+        _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(K));
+    __m256 v[8];
+    alignas(32) float out[8];
+    for (; r + 8 <= rows; r += 8) {
+      float* base = z + r * K;
+      v[0] = _mm256_i32gather_ps(base, idx, 4);
+      __m256 mx = v[0];
+      for (int k = 1; k < K; ++k) {
+        v[k] = _mm256_i32gather_ps(base + k, idx, 4);
+        // std::max(mx, z) keeps mx unless mx < z.
+        mx = _mm256_blendv_ps(mx, v[k], _mm256_cmp_ps(mx, v[k], _CMP_LT_OQ));
+      }
+      __m256 sum = _mm256_setzero_ps();
+      for (int k = 0; k < K; ++k) {
+        v[k] = Exp8(_mm256_sub_ps(v[k], mx));
+        sum = _mm256_add_ps(sum, v[k]);
+      }
+      const __m256 inv = _mm256_div_ps(_mm256_set1_ps(1.0f), sum);
+      for (int k = 0; k < K; ++k) {
+        _mm256_store_ps(out, _mm256_mul_ps(v[k], inv));
+        for (int l = 0; l < 8; ++l) base[l * K + k] = out[l];
+      }
     }
-    const int64_t n = rows * K;
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-      _mm256_storeu_ps(z + i, Exp8(_mm256_loadu_ps(z + i)));
-    }
-    if (i < n) {
-      alignas(32) float buf[8];
-      for (int64_t t = 0; t < 8; ++t) buf[t] = i + t < n ? z[i + t] : -100.0f;
-      _mm256_store_ps(buf, Exp8(_mm256_load_ps(buf)));
-      for (int64_t t = 0; i + t < n; ++t) z[i + t] = buf[t];
-    }
-    for (int64_t r = 0; r < rows; ++r) {
-      float* row = z + r * K;
-      float sum = 0;
-      for (int k = 0; k < K; ++k) sum += row[k];
-      const float inv = 1.0f / sum;
-      for (int k = 0; k < K; ++k) row[k] *= inv;
-    }
-    return;
   }
 #endif
-  for (int64_t r = 0; r < rows; ++r) SoftmaxInPlace(z + r * K, K);
+  for (; r < rows; ++r) SoftmaxInPlace(z + r * K, K);
 }
 
 double FreeEnergy(const RbmParams& p, const VisibleSet& v) {

@@ -78,7 +78,7 @@ const std::vector<FlagDef>& Flags() {
       {"max-predict-items", "1000", "max item_ids per PredictRatings"},
       {"max-recommend-n", "1000", "max n of Recommend"},
       {"max-message-mb", "64", "max gRPC message size in MiB"},
-      {"recommend-candidates", "50",
+      {"recommend-candidates", "30",
        "Recommend (exact): items pre-ranked by mean field and re-scored "
        "exactly (0 = exact over all items)"},
       {"online", "true", "apply online per-user CD updates (true/false)"},

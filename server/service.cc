@@ -136,7 +136,9 @@ struct RbmrecService::TrainJob {
 
 struct RbmrecService::UserView {
   UserRatings ratings;  // model indices, sorted
-  absl::flat_hash_set<std::string> rated_ids;
+  // Model indices of every item the user rated (stored or ad-hoc, including
+  // ratings off the model's scale); filled when asked for.
+  std::vector<int32_t> rated_items;
   bool folded_in = false;
   // Index in Model::users (the item-based RBM's visible unit), -1 if none.
   int32_t model_user = -1;
@@ -937,9 +939,13 @@ absl::StatusOr<v1::CancelTrainingResponse> RbmrecService::CancelTraining(
 absl::StatusOr<RbmrecService::UserView> RbmrecService::ResolveUser(
     const Model& model, const std::string& user_id,
     const google::protobuf::RepeatedPtrField<v1::ItemRating>& ratings,
-    bool need_rated_ids) {
+    bool need_rated_items) {
   UserView view;
-  std::map<int32_t, uint8_t> merged;
+  // (model item, rating index) in arrival order: stored ratings first, then
+  // the ad-hoc ones, so that after a stable sort the last entry of an item
+  // is the one that counts.
+  thread_local std::vector<std::pair<int32_t, uint8_t>> merged;
+  merged.clear();
   if (user_id.empty()) {
     if (ratings.empty()) {
       return absl::InvalidArgumentError(
@@ -965,12 +971,12 @@ absl::StatusOr<RbmrecService::UserView> RbmrecService::ResolveUser(
       }
     } else {
       for (const store::UserRating& u : **stored) {
-        if (need_rated_ids) view.rated_ids.insert(u.item);
         const int32_t idx = model.items.Find(u.item);
         if (idx < 0) continue;
+        if (need_rated_items) view.rated_items.push_back(idx);
         absl::StatusOr<int> k = model.scale.Index(u.rating);
         if (!k.ok()) continue;
-        merged[idx] = static_cast<uint8_t>(*k);
+        merged.emplace_back(idx, static_cast<uint8_t>(*k));
       }
     }
   }
@@ -984,16 +990,23 @@ absl::StatusOr<RbmrecService::UserView> RbmrecService::ResolveUser(
       return absl::InvalidArgumentError(absl::StrCat(
           "ratings[", i, "] (item_id '", r.item_id(), "'): ", why));
     }
-    if (need_rated_ids) view.rated_ids.insert(r.item_id());
     const int32_t idx = model.items.Find(r.item_id());
     if (idx < 0) continue;
-    merged[idx] = static_cast<uint8_t>(*model.scale.Index(r.rating()));
+    if (need_rated_items) view.rated_items.push_back(idx);
+    merged.emplace_back(idx,
+                        static_cast<uint8_t>(*model.scale.Index(r.rating())));
   }
+  std::stable_sort(
+      merged.begin(), merged.end(),
+      [](const auto& a, const auto& b) { return a.first < b.first; });
   view.ratings.items.reserve(merged.size());
   view.ratings.ks.reserve(merged.size());
-  for (const auto& [idx, k] : merged) {
-    view.ratings.items.push_back(idx);
-    view.ratings.ks.push_back(k);
+  for (size_t i = 0; i < merged.size(); ++i) {
+    if (i + 1 < merged.size() && merged[i + 1].first == merged[i].first) {
+      continue;  // a later rating of the same item wins
+    }
+    view.ratings.items.push_back(merged[i].first);
+    view.ratings.ks.push_back(merged[i].second);
   }
   return view;
 }
@@ -1100,23 +1113,22 @@ absl::StatusOr<v1::RecommendResponse> RbmrecService::Recommend(
   if (!user.ok()) return user.status();
 
   const PredictMethod method = ToMethod(request.method());
-  // EXACT over every item costs m*K*F softplus evaluations (~3 ms for
-  // ML-100k). With recommend_candidates > 0 the items are first ranked by the
-  // mean-field distributions (one matrix-vector product) and only the best
-  // max(recommend_candidates, 4n) are re-scored exactly; the answer's
-  // numbers are always exact.
+  // EXACT over every item costs m*K*F softplus evaluations (~1.5 ms of CPU
+  // for ML-100k: all_exact of rbmrec-scoring-bench). With recommend_candidates
+  // > 0 the items are first ranked by the mean-field distributions (one
+  // matrix-vector product) and only the best max(recommend_candidates, 3n) are
+  // re-scored exactly; the answer's numbers are always exact.
   const int32_t m = model.num_items();
   const bool rerank = method == PredictMethod::kExact &&
                       options_.recommend_candidates > 0 &&
-                      m > std::max(options_.recommend_candidates, 4 * n);
+                      m > std::max(options_.recommend_candidates, 3 * n);
   thread_local RowMatrixXf all;
   thread_local std::vector<std::pair<float, int32_t>> cand;
   PredictAllFast(model, user->model_user, user->ratings.view(),
                  rerank ? PredictMethod::kMeanField : method, &all);
   std::vector<uint8_t> excluded(static_cast<size_t>(m), 0);
-  for (const std::string& id : user->rated_ids) {
-    const int32_t idx = model.items.Find(id);
-    if (idx >= 0) excluded[static_cast<size_t>(idx)] = 1;
+  for (const int32_t idx : user->rated_items) {
+    excluded[static_cast<size_t>(idx)] = 1;
   }
   auto score_of = [&](const float* p) {
     float score = 0;
@@ -1145,7 +1157,7 @@ absl::StatusOr<v1::RecommendResponse> RbmrecService::Recommend(
   if (rerank) {
     const size_t c = std::min(
         cand.size(),
-        static_cast<size_t>(std::max(options_.recommend_candidates, 4 * n)));
+        static_cast<size_t>(std::max(options_.recommend_candidates, 3 * n)));
     std::partial_sort(cand.begin(),
                       cand.begin() + static_cast<std::ptrdiff_t>(c), cand.end(),
                       better);

@@ -78,9 +78,9 @@ struct ServiceOptions {
   // Largest Recommend n.
   int max_recommend_n = 1000;
   // Recommend with EXACT: rank all items by mean field first and re-score
-  // the best max(recommend_candidates, 4n) exactly. 0 = exact over all items
+  // the best max(recommend_candidates, 3n) exactly. 0 = exact over all items
   // (slower: m*K*F softplus evaluations per call).
-  int recommend_candidates = 50;
+  int recommend_candidates = 30;
   // Online per-user updates.
   bool online = true;
   float online_learning_rate = 0.01f;
@@ -204,7 +204,7 @@ class RbmrecService {
   absl::StatusOr<UserView> ResolveUser(
       const Model& model, const std::string& user_id,
       const google::protobuf::RepeatedPtrField<v1::ItemRating>& ratings,
-      bool need_rated_ids);
+      bool need_rated_items);
 
   void RunTrainJob(std::shared_ptr<TrainJob> job, TrainOptions options);
   void OnlineLoop();
