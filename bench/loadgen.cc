@@ -37,6 +37,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
 #include "core/readers.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/create_channel.h"
@@ -526,6 +527,9 @@ std::string SummaryJson(const Summary& s) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // As in rbmrec-server: no Abseil deadlock-detection bookkeeping on every
+  // mutex lock (Debian's Abseil is a debug-mode build).
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   Flags flags;
   if (!ParseFlags(argc, argv, &flags)) return 1;
   CheckLoopback(flags.server);

@@ -13,9 +13,9 @@
 //                        [--rounds 5] [--json]
 
 #include <algorithm>
-#include <ctime>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <string>
 #include <vector>
 
@@ -57,8 +57,7 @@ double TimeUs(const std::vector<User>& users, int rounds, Fn fn) {
   for (int r = 0; r < rounds; ++r) {
     const double t0 = ThreadCpuUs();
     for (const User& u : users) fn(u);
-    const double us =
-        (ThreadCpuUs() - t0) / static_cast<double>(users.size());
+    const double us = (ThreadCpuUs() - t0) / static_cast<double>(users.size());
     best = std::min(best, us);
   }
   return best;

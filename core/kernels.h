@@ -119,6 +119,77 @@ inline void RowDots(const float* w, const float* bias, int K, int F,
   }
 }
 
+#ifdef RBMREC_AVX2
+// ColumnDots for a compile-time K: eight columns (items) per step, one per
+// lane, the K accumulators in registers, no horizontal sums.
+template <int K>
+inline void ColumnDotsK(const float* w, const float* bias, int F,
+                        const float* hT, int64_t ld, int64_t n, float* out) {
+  int64_t i = 0;
+  alignas(32) float buf[8];
+  for (; i + 8 <= n; i += 8) {
+    __m256 acc[K];
+    for (int k = 0; k < K; ++k) acc[k] = _mm256_set1_ps(bias[k]);
+    for (int j = 0; j < F; ++j) {
+      const __m256 h = _mm256_loadu_ps(hT + j * ld + i);
+      for (int k = 0; k < K; ++k) {
+        acc[k] = _mm256_fmadd_ps(_mm256_set1_ps(w[k * F + j]), h, acc[k]);
+      }
+    }
+    for (int k = 0; k < K; ++k) {
+      _mm256_store_ps(buf, acc[k]);
+      for (int l = 0; l < 8; ++l) out[(i + l) * K + k] = buf[l];
+    }
+  }
+  for (; i < n; ++i) {
+    for (int k = 0; k < K; ++k) {
+      float s = bias[k];
+      for (int j = 0; j < F; ++j) s += w[k * F + j] * hT[j * ld + i];
+      out[i * K + k] = s;
+    }
+  }
+}
+#endif
+
+// out[i*K + k] = bias[k] + sum_j w[k*F + j] * hT[j*ld + i] for i < n: the
+// K logits of n softmax units that share the K weight rows w (F floats
+// each) but have their own hidden vectors, stored as the columns of hT
+// (F rows, row stride ld >= n). RowDots for many hidden vectors at once.
+inline void ColumnDots(const float* w, const float* bias, int K, int F,
+                       const float* hT, int64_t ld, int64_t n, float* out) {
+#ifdef RBMREC_AVX2
+  switch (K) {
+    case 2:
+      return ColumnDotsK<2>(w, bias, F, hT, ld, n, out);
+    case 3:
+      return ColumnDotsK<3>(w, bias, F, hT, ld, n, out);
+    case 4:
+      return ColumnDotsK<4>(w, bias, F, hT, ld, n, out);
+    case 5:
+      return ColumnDotsK<5>(w, bias, F, hT, ld, n, out);
+    case 6:
+      return ColumnDotsK<6>(w, bias, F, hT, ld, n, out);
+    case 7:
+      return ColumnDotsK<7>(w, bias, F, hT, ld, n, out);
+    case 8:
+      return ColumnDotsK<8>(w, bias, F, hT, ld, n, out);
+    case 9:
+      return ColumnDotsK<9>(w, bias, F, hT, ld, n, out);
+    case 10:
+      return ColumnDotsK<10>(w, bias, F, hT, ld, n, out);
+    default:
+      break;
+  }
+#endif
+  for (int64_t i = 0; i < n; ++i) {
+    for (int k = 0; k < K; ++k) {
+      float s = bias[k];
+      for (int j = 0; j < F; ++j) s += w[k * F + j] * hT[j * ld + i];
+      out[i * K + k] = s;
+    }
+  }
+}
+
 }  // namespace rbmrec::kernels
 
 #endif  // RBMREC_CORE_KERNELS_H_

@@ -54,17 +54,17 @@ void Model::ItemHistogram(int32_t i, float* out) const {
 }
 
 void Model::RefreshItemHidden() {
-  item_h = item_x;
-  if (item_h.size() > 0) {
-    SigmoidInPlace(item_h.data(), static_cast<int>(item_h.size()));
+  item_hT = item_x.transpose();
+  if (item_hT.size() > 0) {
+    SigmoidInPlace(item_hT.data(), static_cast<int>(item_hT.size()));
   }
 }
 
 namespace {
 
 bool ItemHiddenFresh(const Model& m) {
-  return m.item_h.rows() == m.item_x.rows() &&
-         m.item_h.cols() == m.item_x.cols();
+  return m.item_hT.rows() == m.item_x.cols() &&
+         m.item_hT.cols() == m.item_x.rows();
 }
 
 // p_I(v_user | item's training ratings) from the I-RBM.
@@ -74,11 +74,11 @@ void ItemRbmDistribution(const Model& m, int32_t user, int32_t item,
   const float* x = m.item_x.row(item).data();
   if (method == PredictMethod::kMeanField) {
     if (ItemHiddenFresh(m)) {
-      PredictMeanField(p, m.item_h.row(item).data(), user, probs);
-      return;
+      for (int j = 0; j < p.F; ++j) h[j] = m.item_hT(j, item);
+    } else {
+      std::copy(x, x + p.F, h);
+      SigmoidInPlace(h, p.F);
     }
-    std::copy(x, x + p.F, h);
-    SigmoidInPlace(h, p.F);
     PredictMeanField(p, h, user, probs);
   } else {
     PredictExact(p, x, user, probs);
@@ -146,23 +146,19 @@ void Model::MixItemRbm(int32_t user, PredictMethod method,
   const float w = user_weight;
   const int64_t row0 = item_rbm.Row(user, 0);
   if (method == PredictMethod::kMeanField) {
-    // All items at once: logits = item_h * W_I[user]^T + b_I[user], one
-    // (m x F) by (F x K) product, then one batched softmax.
-    thread_local RowMatrixXf h_local, logits;
-    const RowMatrixXf* h = &item_h;
+    // All items at once: logits(i, k) = b_I[user, k] +
+    // sum_j W_I[user, k, j] * sigmoid(item_x(i, j)), items in SIMD lanes.
+    thread_local RowMatrixXf hT_local, logits;
+    const RowMatrixXf* hT = &item_hT;
     if (!ItemHiddenFresh(*this)) {
-      h_local = (1.0f + (-item_x.array()).exp()).inverse().matrix();
-      h = &h_local;
+      hT_local =
+          (1.0f + (-item_x.transpose().array()).exp()).inverse().matrix();
+      hT = &hT_local;
     }
     logits.resize(num_items(), K);
-    // Per item, K dot products of length F against the user's K weight rows
-    // (which stay in L1); cheaper than a GEMM with K = 5 output columns.
-    const float* w_user = item_rbm.W.row(row0).data();
-    const float* b_user = item_rbm.b.data() + row0;
-    for (int32_t i = 0; i < num_items(); ++i) {
-      kernels::RowDots(w_user, b_user, K, item_rbm.F, h->row(i).data(),
-                       logits.row(i).data());
-    }
+    kernels::ColumnDots(item_rbm.W.row(row0).data(), item_rbm.b.data() + row0,
+                        K, item_rbm.F, hT->data(), hT->cols(), num_items(),
+                        logits.data());
     SoftmaxRows(logits.data(), num_items(), K);
     for (int32_t i = 0; i < num_items(); ++i) {
       if (!UsesItemRbm(user, i)) continue;

@@ -68,11 +68,13 @@ class Model {
   // items without I-RBM data get p_U alone. F = 0 when not trained.
   RbmParams item_rbm;
   RowMatrixXf item_x;  // num_items x item_rbm.F
-  // sigmoid(item_x): the I-RBM's mean-field hidden probabilities per item,
-  // derived from item_x. Whoever changes item_x calls RefreshItemHidden()
-  // (FitModel, DeserializeModel and AddItems do); when the shapes differ
-  // the scorers compute sigmoid(item_x) themselves.
-  RowMatrixXf item_h;
+  // sigmoid(item_x) transposed: item_hT(j, i) = sigmoid(item_x(i, j)), the
+  // I-RBM's mean-field hidden probabilities of item i in column i (F x
+  // num_items, so all-item scoring runs over items in SIMD lanes). Derived
+  // from item_x: whoever changes item_x calls RefreshItemHidden() (FitModel,
+  // DeserializeModel and AddItems do); when the shapes do not match the
+  // scorers compute sigmoid(item_x) themselves.
+  RowMatrixXf item_hT;
   std::vector<uint8_t> item_in_irbm;  // 1 where item_x's row is valid
   float user_weight = 1.0f;           // w above, chosen on validation data
 
@@ -83,7 +85,7 @@ class Model {
            item_in_irbm[static_cast<size_t>(item)] != 0 && user_weight < 1.0f;
   }
 
-  // item_h = sigmoid(item_x).
+  // item_hT = sigmoid(item_x)^T.
   void RefreshItemHidden();
 
   int K() const { return scale.K(); }

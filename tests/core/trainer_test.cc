@@ -192,7 +192,7 @@ TEST(Fit, PredictAllMatchesPredictForNewAndTrainingUsers) {
   }
 }
 
-// item_h caches sigmoid(item_x): fitting, loading and AddItems keep it in
+// item_hT caches sigmoid(item_x)^T: fitting, loading and AddItems keep it in
 // step, and a model whose cache is missing answers the same.
 TEST(Fit, ItemHiddenCacheFollowsItemInputs) {
   auto s = testing_data::PlantedRatings(40, 20, 2, 0.4, 17);
@@ -204,11 +204,11 @@ TEST(Fit, ItemHiddenCacheFollowsItemInputs) {
   ASSERT_GT(model->item_rbm.F, 0);
   model->user_weight = 0.5f;
   auto expect_fresh = [](const Model& m) {
-    ASSERT_EQ(m.item_h.rows(), m.item_x.rows());
-    ASSERT_EQ(m.item_h.cols(), m.item_x.cols());
+    ASSERT_EQ(m.item_hT.rows(), m.item_x.cols());
+    ASSERT_EQ(m.item_hT.cols(), m.item_x.rows());
     const RowMatrixXf want =
-        (1.0f + (-m.item_x.array()).exp()).inverse().matrix();
-    EXPECT_LT((m.item_h - want).cwiseAbs().maxCoeff(), 1e-6f);
+        (1.0f + (-m.item_x.transpose().array()).exp()).inverse().matrix();
+    EXPECT_LT((m.item_hT - want).cwiseAbs().maxCoeff(), 1e-6f);
   };
   expect_fresh(*model);
   absl::StatusOr<Model> loaded = DeserializeModel(SerializeModel(*model));
@@ -219,7 +219,7 @@ TEST(Fit, ItemHiddenCacheFollowsItemInputs) {
   VisibleSet v{by_user.col.data() + by_user.offsets[3],
                by_user.k.data() + by_user.offsets[3], by_user.RowSize(3)};
   Model stale = *model;
-  stale.item_h.resize(0, 0);
+  stale.item_hT.resize(0, 0);
   for (PredictMethod method :
        {PredictMethod::kMeanField, PredictMethod::kExact}) {
     RowMatrixXf a, b;

@@ -1,0 +1,72 @@
+#include "core/kernels.h"
+
+#include <cmath>
+#include <vector>
+
+#include "core/rng.h"
+#include "gtest/gtest.h"
+
+namespace rbmrec::kernels {
+namespace {
+
+std::vector<float> Random(size_t n, Rng* rng) {
+  std::vector<float> v(n);
+  for (float& x : v) x = static_cast<float>(rng->Normal());
+  return v;
+}
+
+// Dot products in double, the reference for both kernels.
+double Dot(const float* a, const float* b, int F, int64_t b_stride) {
+  double s = 0;
+  for (int j = 0; j < F; ++j) {
+    s += static_cast<double>(a[j]) * b[static_cast<int64_t>(j) * b_stride];
+  }
+  return s;
+}
+
+TEST(Kernels, RowDotsMatchesReference) {
+  Rng rng(3);
+  // K = 1 and 11 take the plain loop; 2..10 the vector path. F = 100 has a
+  // tail after the 8-float blocks.
+  for (int K : {1, 2, 5, 10, 11}) {
+    for (int F : {1, 8, 13, 100}) {
+      const std::vector<float> w = Random(static_cast<size_t>(K * F), &rng);
+      const std::vector<float> b = Random(static_cast<size_t>(K), &rng);
+      const std::vector<float> h = Random(static_cast<size_t>(F), &rng);
+      std::vector<float> out(static_cast<size_t>(K));
+      RowDots(w.data(), b.data(), K, F, h.data(), out.data());
+      for (int k = 0; k < K; ++k) {
+        EXPECT_NEAR(out[k], b[k] + Dot(w.data() + k * F, h.data(), F, 1), 1e-4)
+            << "K " << K << " F " << F << " k " << k;
+      }
+    }
+  }
+}
+
+TEST(Kernels, ColumnDotsIsRowDotsForEveryColumn) {
+  Rng rng(5);
+  for (int K : {1, 3, 5, 10, 11}) {
+    for (int F : {1, 7, 100}) {
+      // n = 21: two 8-wide steps and a tail of 5; ld > n as in a view.
+      for (int64_t n : {1, 8, 21}) {
+        const int64_t ld = n + 3;
+        const std::vector<float> w = Random(static_cast<size_t>(K * F), &rng);
+        const std::vector<float> b = Random(static_cast<size_t>(K), &rng);
+        const std::vector<float> hT = Random(static_cast<size_t>(F * ld), &rng);
+        std::vector<float> out(static_cast<size_t>(n * K), NAN);
+        ColumnDots(w.data(), b.data(), K, F, hT.data(), ld, n, out.data());
+        for (int64_t i = 0; i < n; ++i) {
+          for (int k = 0; k < K; ++k) {
+            const double want =
+                b[k] + Dot(w.data() + k * F, hT.data() + i, F, ld);
+            EXPECT_NEAR(out[static_cast<size_t>(i * K + k)], want, 1e-4)
+                << "K " << K << " F " << F << " n " << n << " item " << i;
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace rbmrec::kernels
