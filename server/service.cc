@@ -134,11 +134,21 @@ struct RbmrecService::TrainJob {
   }
 };
 
-struct RbmrecService::UserView {
-  UserRatings ratings;  // model indices, sorted
+// A user's ratings in one model's indices.
+struct RbmrecService::ResolvedRatings {
+  std::weak_ptr<const Model> model;  // the snapshot the indices refer to
+  UserRatings ratings;               // model indices, sorted, one per item
   // Model indices of every item the user rated (stored or ad-hoc, including
-  // ratings off the model's scale); filled when asked for.
+  // ratings off the model's scale).
   std::vector<int32_t> rated_items;
+};
+
+struct RbmrecService::UserView {
+  std::shared_ptr<const ResolvedRatings> resolved;
+  VisibleSet ratings() const { return resolved->ratings.view(); }
+  const std::vector<int32_t>& rated_items() const {
+    return resolved->rated_items;
+  }
   bool folded_in = false;
   // Index in Model::users (the item-based RBM's visible unit), -1 if none.
   int32_t model_user = -1;
@@ -360,7 +370,10 @@ std::vector<std::string> RbmrecService::CachedTitles(
 void RbmrecService::InvalidateUsers(const std::vector<std::string>& users) {
   std::lock_guard<std::mutex> lock(read_cache_mu_);
   ++ratings_gen_;
-  for (const std::string& u : users) user_cache_.erase(u);
+  for (const std::string& u : users) {
+    user_cache_.erase(u);
+    resolved_cache_.erase(u);
+  }
 }
 
 // ---------------------------------------------------------------------------
@@ -937,10 +950,32 @@ absl::StatusOr<v1::CancelTrainingResponse> RbmrecService::CancelTraining(
 // Predictions
 
 absl::StatusOr<RbmrecService::UserView> RbmrecService::ResolveUser(
-    const Model& model, const std::string& user_id,
-    const google::protobuf::RepeatedPtrField<v1::ItemRating>& ratings,
-    bool need_rated_items) {
+    const std::shared_ptr<const Model>& model_ptr, const std::string& user_id,
+    const google::protobuf::RepeatedPtrField<v1::ItemRating>& ratings) {
+  const Model& model = *model_ptr;
   UserView view;
+  // Only a named user without ad-hoc ratings is cached (the common case).
+  const bool cacheable = !user_id.empty() && ratings.empty();
+  uint64_t gen = 0;
+  if (!user_id.empty()) {
+    if (user_id.size() > kMaxIdBytes) {
+      return absl::InvalidArgumentError(IdProblem(user_id, "user_id"));
+    }
+    view.model_user = model.users.Find(user_id);
+    view.folded_in = view.model_user < 0;
+    if (cacheable) {
+      std::lock_guard<std::mutex> lock(read_cache_mu_);
+      auto it = resolved_cache_.find(user_id);
+      if (it != resolved_cache_.end() &&
+          it->second->model.lock() == model_ptr) {
+        view.resolved = it->second;
+        return view;
+      }
+      gen = ratings_gen_;
+    }
+  }
+  auto resolved = std::make_shared<ResolvedRatings>();
+  resolved->model = model_ptr;
   // (model item, rating index) in arrival order: stored ratings first, then
   // the ad-hoc ones, so that after a stable sort the last entry of an item
   // is the one that counts.
@@ -954,16 +989,10 @@ absl::StatusOr<RbmrecService::UserView> RbmrecService::ResolveUser(
     }
     view.folded_in = true;
   } else {
-    if (user_id.size() > kMaxIdBytes) {
-      return absl::InvalidArgumentError(IdProblem(user_id, "user_id"));
-    }
-    view.model_user = model.users.Find(user_id);
-    const bool known_to_model = view.model_user >= 0;
-    view.folded_in = !known_to_model;
     absl::StatusOr<UserRatingsPtr> stored = CachedUserRatings(user_id);
     if (!stored.ok()) return stored.status();
     if (*stored == nullptr) {
-      if (!known_to_model && ratings.empty()) {
+      if (view.model_user < 0 && ratings.empty()) {
         return absl::NotFoundError(absl::StrCat(
             "user_id '", user_id,
             "' not found: no stored ratings, unknown to the model, and no "
@@ -973,7 +1002,7 @@ absl::StatusOr<RbmrecService::UserView> RbmrecService::ResolveUser(
       for (const store::UserRating& u : **stored) {
         const int32_t idx = model.items.Find(u.item);
         if (idx < 0) continue;
-        if (need_rated_items) view.rated_items.push_back(idx);
+        resolved->rated_items.push_back(idx);
         absl::StatusOr<int> k = model.scale.Index(u.rating);
         if (!k.ok()) continue;
         merged.emplace_back(idx, static_cast<uint8_t>(*k));
@@ -992,21 +1021,32 @@ absl::StatusOr<RbmrecService::UserView> RbmrecService::ResolveUser(
     }
     const int32_t idx = model.items.Find(r.item_id());
     if (idx < 0) continue;
-    if (need_rated_items) view.rated_items.push_back(idx);
+    resolved->rated_items.push_back(idx);
     merged.emplace_back(idx,
                         static_cast<uint8_t>(*model.scale.Index(r.rating())));
   }
   std::stable_sort(
       merged.begin(), merged.end(),
       [](const auto& a, const auto& b) { return a.first < b.first; });
-  view.ratings.items.reserve(merged.size());
-  view.ratings.ks.reserve(merged.size());
+  UserRatings& out = resolved->ratings;
+  out.items.reserve(merged.size());
+  out.ks.reserve(merged.size());
   for (size_t i = 0; i < merged.size(); ++i) {
     if (i + 1 < merged.size() && merged[i + 1].first == merged[i].first) {
       continue;  // a later rating of the same item wins
     }
-    view.ratings.items.push_back(merged[i].first);
-    view.ratings.ks.push_back(merged[i].second);
+    out.items.push_back(merged[i].first);
+    out.ks.push_back(merged[i].second);
+  }
+  view.resolved = std::move(resolved);
+  if (cacheable) {
+    // Not if the user's ratings changed while they were read (InvalidateUsers
+    // bumps the generation).
+    std::lock_guard<std::mutex> lock(read_cache_mu_);
+    if (ratings_gen_ == gen) {
+      if (resolved_cache_.size() >= kMaxCachedUsers) resolved_cache_.clear();
+      resolved_cache_[user_id] = view.resolved;
+    }
   }
   return view;
 }
@@ -1034,7 +1074,7 @@ absl::StatusOr<v1::PredictRatingsResponse> RbmrecService::PredictRatings(
   if (!served.ok()) return served.status();
   const Model& model = *served->model;
   absl::StatusOr<UserView> user =
-      ResolveUser(model, request.user_id(), request.ratings(), false);
+      ResolveUser(served->model, request.user_id(), request.ratings());
   if (!user.ok()) return user.status();
 
   const int K = model.K();
@@ -1046,7 +1086,7 @@ absl::StatusOr<v1::PredictRatingsResponse> RbmrecService::PredictRatings(
   for (int i = 0; i < n; ++i)
     query[static_cast<size_t>(i)] = model.items.Find(request.item_ids(i));
   probs.resize(static_cast<size_t>(n) * static_cast<size_t>(K));
-  const VisibleSet v = user->ratings.view();
+  const VisibleSet v = user->ratings();
   model.Predict(user->model_user, v, query, ToMethod(request.method()),
                 probs.data(), &fallback);
 
@@ -1109,7 +1149,7 @@ absl::StatusOr<v1::RecommendResponse> RbmrecService::Recommend(
     k0 = std::clamp(k0, 0, K - 1);
   }
   absl::StatusOr<UserView> user =
-      ResolveUser(model, request.user_id(), request.ratings(), true);
+      ResolveUser(served->model, request.user_id(), request.ratings());
   if (!user.ok()) return user.status();
 
   const PredictMethod method = ToMethod(request.method());
@@ -1124,10 +1164,10 @@ absl::StatusOr<v1::RecommendResponse> RbmrecService::Recommend(
                       m > std::max(options_.recommend_candidates, 3 * n);
   thread_local RowMatrixXf all;
   thread_local std::vector<std::pair<float, int32_t>> cand;
-  PredictAllFast(model, user->model_user, user->ratings.view(),
+  PredictAllFast(model, user->model_user, user->ratings(),
                  rerank ? PredictMethod::kMeanField : method, &all);
   std::vector<uint8_t> excluded(static_cast<size_t>(m), 0);
-  for (const int32_t idx : user->rated_items) {
+  for (const int32_t idx : user->rated_items()) {
     excluded[static_cast<size_t>(idx)] = 1;
   }
   auto score_of = [&](const float* p) {
@@ -1165,7 +1205,7 @@ absl::StatusOr<v1::RecommendResponse> RbmrecService::Recommend(
     query.resize(c);
     for (size_t r = 0; r < c; ++r) query[r] = cand[r].second;
     exact.resize(c * static_cast<size_t>(K));
-    model.Predict(user->model_user, user->ratings.view(), query,
+    model.Predict(user->model_user, user->ratings(), query,
                   PredictMethod::kExact, exact.data(), nullptr);
     for (size_t r = 0; r < c; ++r) {
       cand[r].first = score_of(exact.data() + r * static_cast<size_t>(K));

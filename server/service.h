@@ -193,6 +193,7 @@ class RbmrecService {
     bool update = true;  // run OnlineUserUpdate for the user
   };
   struct UserView;
+  struct ResolvedRatings;
 
   RbmrecService(std::unique_ptr<store::Store> store,
                 const ServiceOptions& options);
@@ -201,10 +202,12 @@ class RbmrecService {
   // Publishes in memory. REQUIRES publish_mu_ held.
   void SetCurrent(std::shared_ptr<const Model> model, int64_t version);
   absl::StatusOr<Served> ModelFor(int64_t version);
+  // The user's stored ratings merged with the request's ad-hoc ones, in the
+  // indices of `model`. A named user without ad-hoc ratings is resolved once
+  // per (user, model snapshot) and then served from resolved_cache_.
   absl::StatusOr<UserView> ResolveUser(
-      const Model& model, const std::string& user_id,
-      const google::protobuf::RepeatedPtrField<v1::ItemRating>& ratings,
-      bool need_rated_items);
+      const std::shared_ptr<const Model>& model, const std::string& user_id,
+      const google::protobuf::RepeatedPtrField<v1::ItemRating>& ratings);
 
   void RunTrainJob(std::shared_ptr<TrainJob> job, TrainOptions options);
   void OnlineLoop();
@@ -257,6 +260,8 @@ class RbmrecService {
   void InvalidateUsers(const std::vector<std::string>& users);
   std::mutex read_cache_mu_;
   absl::flat_hash_map<std::string, UserRatingsPtr> user_cache_;
+  absl::flat_hash_map<std::string, std::shared_ptr<const ResolvedRatings>>
+      resolved_cache_;
   absl::flat_hash_map<std::string, std::string> title_cache_;
   uint64_t ratings_gen_ = 0;  // guarded by read_cache_mu_
   uint64_t titles_gen_ = 0;   // guarded by read_cache_mu_

@@ -402,6 +402,72 @@ TEST_F(ServiceTest, ReadCachesSeeEveryWrite) {
   EXPECT_TRUE(service_->PredictRatings(req).ok());
 }
 
+// Named users are resolved once per (user, model snapshot) and cached; the
+// cached answers must follow rating changes and model changes, and equal the
+// uncached (ad-hoc ratings) path.
+TEST_F(ServiceTest, ResolvedUserCacheFollowsRatingsAndModels) {
+  LoadSynthetic();
+  const int64_t first_version = TrainOk();
+  v1::AddRatingsRequest b;
+  for (int i = 0; i < 20; i += 2) *b.add_ratings() = Row("fan", I(i), 5);
+  ASSERT_TRUE(service_->AddRatings({b}).ok());
+  auto anonymous = [&](const v1::AddRatingsRequest& rows) {
+    v1::PredictRatingsRequest req;
+    for (const v1::Rating& r : rows.ratings()) {
+      v1::ItemRating* ir = req.add_ratings();
+      ir->set_item_id(r.item_id());
+      ir->set_rating(r.rating());
+    }
+    req.add_item_ids("i21");
+    absl::StatusOr<v1::PredictRatingsResponse> r =
+        service_->PredictRatings(req);
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? r->predictions(0).expected_rating() : -1.0;
+  };
+  const double first = Predict("fan", {"i21"}).predictions(0).expected_rating();
+  EXPECT_EQ(Predict("fan", {"i21"}).predictions(0).expected_rating(), first);
+  EXPECT_NEAR(first, anonymous(b), 1e-6);
+
+  // New ratings of the same user change the answer (cache invalidated).
+  for (int i = 20; i < 40; i += 2) *b.add_ratings() = Row("fan", I(i), 1);
+  ASSERT_TRUE(service_->AddRatings({b}).ok());
+  const double second =
+      Predict("fan", {"i21"}).predictions(0).expected_rating();
+  EXPECT_NE(second, first);
+  EXPECT_NEAR(second, anonymous(b), 1e-6);
+
+  // A rated item is no longer recommended.
+  v1::RecommendRequest rec;
+  rec.set_user_id("fan");
+  rec.set_n(kItems);
+  auto recommended = [&](const std::string& item) {
+    absl::StatusOr<v1::RecommendResponse> r = service_->Recommend(rec);
+    EXPECT_TRUE(r.ok()) << r.status();
+    if (!r.ok()) return false;
+    for (const v1::Recommendation& x : r->recommendations()) {
+      if (x.item_id() == item) return true;
+    }
+    return false;
+  };
+  EXPECT_TRUE(recommended("i39"));
+  v1::AddRatingsRequest one;
+  *one.add_ratings() = Row("fan", "i39", 3);
+  ASSERT_TRUE(service_->AddRatings({one}).ok());
+  EXPECT_FALSE(recommended("i39"));
+  *b.add_ratings() = Row("fan", "i39", 3);
+
+  // New model snapshots re-resolve the user: one trained on fan's ratings
+  // (fan is a training user there), then the first one again.
+  TrainOk();
+  EXPECT_FALSE(Predict("fan", {"i21"}).folded_in());
+  v1::ActivateModelRequest act;
+  act.set_version(first_version);
+  ASSERT_TRUE(service_->ActivateModel(act).ok());
+  const v1::PredictRatingsResponse back = Predict("fan", {"i21"});
+  EXPECT_TRUE(back.folded_in());
+  EXPECT_NEAR(back.predictions(0).expected_rating(), anonymous(b), 1e-6);
+}
+
 TEST_F(ServiceTest, AnonymousUserWithAdHocRatings) {
   LoadSynthetic();
   TrainOk();
