@@ -141,7 +141,77 @@ double FreeEnergy(const RbmParams& p, const VisibleSet& v) {
   return fe;
 }
 
+#ifdef RBMREC_AVX2
+// exp(x) for x <= 0, 8 lanes: Cephes' expf (range reduction by ln 2, degree-6
+// polynomial, ~1 ulp) without the special cases Eigen's pexp handles: the
+// input is clamped to -87, where 2^n stays a normal float, and exp(-87) ~
+// 1.6e-38 stands in for anything smaller (SoftplusSum adds it to 1).
+static inline __m256 ExpNonPositive8(__m256 x) {
+  x = _mm256_max_ps(x, _mm256_set1_ps(-87.0f));
+  const __m256 n =
+      _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                      _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+  __m256 y = _mm256_set1_ps(1.9875691500e-4f);
+  y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.3981999507e-3f));
+  y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(8.3334519073e-3f));
+  y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(4.1665795894e-2f));
+  y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.6666665459e-1f));
+  y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(5.0000001201e-1f));
+  y = _mm256_fmadd_ps(y, _mm256_mul_ps(r, r),
+                      _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+  const __m256i e = _mm256_slli_epi32(
+      _mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+  return _mm256_mul_ps(y, _mm256_castsi256_ps(e));
+}
+#endif
+
 float SoftplusSum(const float* x, const float* w, int F) {
+#ifdef RBMREC_AVX2
+  // Lane-wise relu += max(t, 0) and prod *= 1 + exp(-|t|) in two
+  // independent chains; blocks of 112 elements keep the product of all
+  // lanes' factors (each in (1, 2]) below 2^112.
+  constexpr int kBlock = 112;  // a multiple of 16
+  const __m256 zero = _mm256_setzero_ps(), one = _mm256_set1_ps(1.0f);
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  auto factor = [&](__m256 t) {  // 1 + exp(-|t|)
+    return _mm256_add_ps(one, ExpNonPositive8(_mm256_or_ps(t, sign)));
+  };
+  __m256 relu0 = zero, relu1 = zero;
+  float logs = 0;
+  for (int j0 = 0; j0 < F; j0 += kBlock) {
+    const int end = std::min(F, j0 + kBlock);
+    __m256 prod0 = one, prod1 = one;
+    int j = j0;
+    for (; j + 16 <= end; j += 16) {
+      const __m256 t0 =
+          _mm256_add_ps(_mm256_loadu_ps(x + j), _mm256_loadu_ps(w + j));
+      const __m256 t1 =
+          _mm256_add_ps(_mm256_loadu_ps(x + j + 8), _mm256_loadu_ps(w + j + 8));
+      relu0 = _mm256_add_ps(relu0, _mm256_max_ps(t0, zero));
+      relu1 = _mm256_add_ps(relu1, _mm256_max_ps(t1, zero));
+      prod0 = _mm256_mul_ps(prod0, factor(t0));
+      prod1 = _mm256_mul_ps(prod1, factor(t1));
+    }
+    for (; j < end; j += 8) {
+      // A masked last vector: unused lanes get t = -100 (factor 1, relu 0).
+      const __m256i mask =
+          _mm256_cmpgt_epi32(_mm256_set1_epi32(end - j),
+                             _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+      __m256 t = _mm256_add_ps(_mm256_maskload_ps(x + j, mask),
+                               _mm256_maskload_ps(w + j, mask));
+      t = _mm256_blendv_ps(_mm256_set1_ps(-100.0f), t,
+                           _mm256_castsi256_ps(mask));
+      relu0 = _mm256_add_ps(relu0, _mm256_max_ps(t, zero));
+      prod0 = _mm256_mul_ps(prod0, factor(t));
+    }
+    alignas(32) float p[8];
+    _mm256_store_ps(p, _mm256_mul_ps(prod0, prod1));
+    logs += std::log(p[0] * p[1] * p[2] * p[3] * p[4] * p[5] * p[6] * p[7]);
+  }
+  return kernels::HorizontalSum(_mm256_add_ps(relu0, relu1)) + logs;
+#else
   constexpr int kBlock = 120;
   float relu = 0, logs = 0;
   for (int j0 = 0; j0 < F; j0 += kBlock) {
@@ -152,6 +222,7 @@ float SoftplusSum(const float* x, const float* w, int F) {
     logs += std::log((1.0f + (-(xs + ws).abs()).exp()).prod());
   }
   return relu + logs;
+#endif
 }
 
 void PredictExact(const RbmParams& p, const float* x, int32_t q, float* probs) {
