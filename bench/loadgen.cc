@@ -72,7 +72,9 @@ const char kUsage[] =
   --items-per-predict K  items per PredictRatings (default 10)
   --n N                  Recommend top N (default 10)
   --method exact|mean_field  prediction method (default: server default)
-  --channels C           gRPC connections, shared round-robin (default 2)
+  --channels C           gRPC connections, shared round-robin (default:
+                         one per in-flight call, like N separate clients;
+                         at most 64)
   --timeout-ms MS        deadline of each RPC (default 5000)
   --seed S               random seed (default 1)
   --json                 print one JSON object instead of a table
@@ -90,7 +92,7 @@ struct Flags {
   int items_per_predict = 10;
   int n = 10;
   std::string method;
-  int channels = 2;
+  int channels = 0;  // 0: min(concurrency, 64)
   int timeout_ms = 5000;
   uint64_t seed = 1;
   bool json = false;
@@ -570,6 +572,7 @@ int main(int argc, char** argv) {
   }
   if (w.users.empty()) w.users.push_back("");
 
+  if (flags.channels == 0) flags.channels = std::min(flags.concurrency, 64);
   std::vector<Channel> channels(static_cast<size_t>(flags.channels));
   for (size_t c = 0; c < channels.size(); ++c) {
     grpc::ChannelArguments args;

@@ -69,7 +69,10 @@ std::vector<CommandSpec> MakeCommands() {
       "(user, item) replaces an earlier one. Malformed file lines fail the "
       "import before anything is sent (or, with --lenient, are skipped); "
       "rows the server rejects are listed with their file line numbers.",
-      {FormatFlag(), Value("batch", "N", "rows per batch (default 5000)"),
+      {FormatFlag(),
+       Value("batch", "N",
+             "rows per batch, each one transaction (default 10000, the "
+             "server's default --max-batch)"),
        Bool("lenient", "skip malformed lines instead of failing")}});
   c.push_back(CommandSpec{
       {"items", "import"},

@@ -186,7 +186,7 @@ int RunImport(Context& ctx) {
   const std::string& file = args.positional[0];
   absl::StatusOr<ReadOptions> options = GetReadOptions(args);
   if (!options.ok()) return ctx.UsageError(options.status());
-  absl::StatusOr<int64_t> batch = GetInt(args, "batch", 5000, 1, 10000000);
+  absl::StatusOr<int64_t> batch = GetInt(args, "batch", 10000, 1, 10000000);
   if (!batch.ok()) return ctx.UsageError(batch.status());
   const int batch_size = static_cast<int>(*batch);
 

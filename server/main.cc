@@ -75,6 +75,9 @@ const std::vector<FlagDef>& Flags() {
       {"ensemble", absl::StrCat(d.ensemble),
        "training default: user-based RBMs averaged (plus the item-based one)"},
       {"train-threads", "0", "max training threads (0 = hardware threads)"},
+      {"train-nice", "10",
+       "niceness added to training threads so serving keeps the cores "
+       "(0-19; 0 = same priority)"},
       {"max-batch", "10000", "max rows per AddRatings batch / PutItems call"},
       {"max-predict-items", "1000", "max item_ids per PredictRatings"},
       {"max-recommend-n", "1000", "max n of Recommend"},
@@ -258,6 +261,7 @@ int main(int argc, char** argv) {
       config.GetDouble("validation-fraction", &t.validation_fraction) &&
       config.GetInt("ensemble", 1, 64, &t.ensemble) &&
       config.GetInt("train-threads", 0, 256, &so.max_train_threads) &&
+      config.GetInt("train-nice", 0, 19, &so.train_nice) &&
       config.GetInt("max-batch", 1, 10000000, &so.max_batch_rows) &&
       config.GetInt("max-predict-items", 1, 1000000, &so.max_predict_items) &&
       config.GetInt("max-recommend-n", 1, 1000000, &so.max_recommend_n) &&

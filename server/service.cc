@@ -1,13 +1,21 @@
 #include "server/service.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <optional>
 #include <utility>
+
+#ifdef __linux__
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
@@ -796,6 +804,20 @@ absl::Status RbmrecService::Train(const v1::TrainRequest& request,
 
 void RbmrecService::RunTrainJob(std::shared_ptr<TrainJob> job,
                                 TrainOptions options) {
+#ifdef __linux__
+  if (options_.train_nice > 0) {
+    // Lower this thread's priority; the workers FitModel starts inherit it.
+    const id_t tid = static_cast<id_t>(syscall(SYS_gettid));
+    errno = 0;
+    const int now = getpriority(PRIO_PROCESS, tid);
+    if (errno == 0 &&
+        setpriority(PRIO_PROCESS, tid,
+                    std::min(19, now + options_.train_nice)) != 0) {
+      Log(LogLevel::kWarn, "train_nice_failed",
+          {F("error", std::strerror(errno))});
+    }
+  }
+#endif
   v1::TrainProgress last;
   last.set_max_epochs(options.max_epochs);
   auto finish = [&](v1::TrainProgress::State state, std::string message,

@@ -71,6 +71,10 @@ struct ServiceOptions {
   TrainOptions train_defaults;
   // Upper bound of a job's worker threads (0 = hardware threads).
   int max_train_threads = 0;
+  // Niceness added to the training threads (Linux: per thread, inherited
+  // by the job's workers), so that a full Train yields the cores to
+  // serving. 0 = same priority as the RPCs; 19 = lowest.
+  int train_nice = 10;
   // Rows per AddRatings batch (and items per PutItems call).
   int max_batch_rows = 10000;
   // item_ids per PredictRatings request.
