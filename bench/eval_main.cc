@@ -372,10 +372,6 @@ int Run(int argc, char** argv) {
 }  // namespace rbmrec
 
 int main(int argc, char** argv) {
-  if (const std::string problem = rbmrec::CpuSupportProblem();
-      !problem.empty()) {
-    std::fprintf(stderr, "rbmrec-eval: %s\n", problem.c_str());
-    return 1;
-  }
+  if (!rbmrec::CpuSupported("rbmrec-eval")) return 1;
   return rbmrec::Run(argc, argv);
 }

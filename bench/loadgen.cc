@@ -38,6 +38,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "core/cpu_check.h"
 #include "core/readers.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/create_channel.h"
@@ -529,6 +530,7 @@ std::string SummaryJson(const Summary& s) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (!rbmrec::CpuSupported("rbmrec-loadgen")) return 1;
   // As in rbmrec-server: no Abseil deadlock-detection bookkeeping on every
   // mutex lock (Debian's Abseil is a debug-mode build).
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);

@@ -254,10 +254,6 @@ int Main(int argc, char** argv) {
 }  // namespace rbmrec
 
 int main(int argc, char** argv) {
-  if (const std::string problem = rbmrec::CpuSupportProblem();
-      !problem.empty()) {
-    std::fprintf(stderr, "rbmrec-scoring-bench: %s\n", problem.c_str());
-    return 1;
-  }
+  if (!rbmrec::CpuSupported("rbmrec-scoring-bench")) return 1;
   return rbmrec::Main(argc, argv);
 }

@@ -10,6 +10,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "client/commands.h"
+#include "core/cpu_check.h"
 
 namespace {
 
@@ -27,6 +28,7 @@ bool LocaleIsUnicode() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (!rbmrec::CpuSupported("rbmrec")) return 1;
   rbmrec::client::Environment env;
   if (const char* server = std::getenv("RBMREC_SERVER")) {
     env.server_env = server;

@@ -1,5 +1,7 @@
 #include "core/cpu_check.h"
 
+#include <cstdio>
+
 namespace rbmrec {
 
 std::string CpuSupportProblem() {
@@ -11,6 +13,13 @@ std::string CpuSupportProblem() {
   }
 #endif
   return "";
+}
+
+bool CpuSupported(const char* program) {
+  const std::string problem = CpuSupportProblem();
+  if (problem.empty()) return true;
+  std::fprintf(stderr, "%s: %s\n", program, problem.c_str());
+  return false;
 }
 
 }  // namespace rbmrec

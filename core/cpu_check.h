@@ -10,6 +10,10 @@ namespace rbmrec {
 // missing and how to rebuild. Call first thing in main().
 std::string CpuSupportProblem();
 
+// CpuSupportProblem() for main(): prints "PROGRAM: problem" to stderr and
+// returns false when there is one.
+bool CpuSupported(const char* program);
+
 }  // namespace rbmrec
 
 #endif  // RBMREC_CORE_CPU_CHECK_H_

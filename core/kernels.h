@@ -8,6 +8,7 @@
 // deterministic for a given binary.
 
 #include <cstdint>
+#include <type_traits>
 
 #if defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
@@ -62,6 +63,43 @@ inline float HorizontalSum(__m256 v) {
 }
 #endif
 
+// Calls fn(std::integral_constant<int, K>()) for 2 <= K <= 10, so that a
+// kernel's K accumulators can live in registers; false for any other K.
+template <typename Fn>
+inline bool WithCompileTimeK(int K, Fn&& fn) {
+  switch (K) {
+    case 2:
+      fn(std::integral_constant<int, 2>());
+      return true;
+    case 3:
+      fn(std::integral_constant<int, 3>());
+      return true;
+    case 4:
+      fn(std::integral_constant<int, 4>());
+      return true;
+    case 5:
+      fn(std::integral_constant<int, 5>());
+      return true;
+    case 6:
+      fn(std::integral_constant<int, 6>());
+      return true;
+    case 7:
+      fn(std::integral_constant<int, 7>());
+      return true;
+    case 8:
+      fn(std::integral_constant<int, 8>());
+      return true;
+    case 9:
+      fn(std::integral_constant<int, 9>());
+      return true;
+    case 10:
+      fn(std::integral_constant<int, 10>());
+      return true;
+    default:
+      return false;
+  }
+}
+
 #ifdef RBMREC_AVX2
 // RowDots for a compile-time K, so the K accumulators live in registers.
 template <int K>
@@ -89,33 +127,29 @@ inline void RowDotsK(const float* w, const float* bias, int F, const float* h,
 inline void RowDots(const float* w, const float* bias, int K, int F,
                     const float* h, float* out) {
 #ifdef RBMREC_AVX2
-  switch (K) {
-    case 2:
-      return RowDotsK<2>(w, bias, F, h, out);
-    case 3:
-      return RowDotsK<3>(w, bias, F, h, out);
-    case 4:
-      return RowDotsK<4>(w, bias, F, h, out);
-    case 5:
-      return RowDotsK<5>(w, bias, F, h, out);
-    case 6:
-      return RowDotsK<6>(w, bias, F, h, out);
-    case 7:
-      return RowDotsK<7>(w, bias, F, h, out);
-    case 8:
-      return RowDotsK<8>(w, bias, F, h, out);
-    case 9:
-      return RowDotsK<9>(w, bias, F, h, out);
-    case 10:
-      return RowDotsK<10>(w, bias, F, h, out);
-    default:
-      break;
+  if (WithCompileTimeK(K, [&](auto k) {
+        RowDotsK<decltype(k)::value>(w, bias, F, h, out);
+      })) {
+    return;
   }
 #endif
   for (int k = 0; k < K; ++k) {
     float s = 0;
     for (int j = 0; j < F; ++j) s += w[k * F + j] * h[j];
     out[k] = bias[k] + s;
+  }
+}
+
+// ColumnDots (below) for columns [i0, n), plain loops.
+inline void ColumnDotsScalar(const float* w, const float* bias, int K, int F,
+                             const float* hT, int64_t ld, int64_t i0, int64_t n,
+                             float* out) {
+  for (int64_t i = i0; i < n; ++i) {
+    for (int k = 0; k < K; ++k) {
+      float s = bias[k];
+      for (int j = 0; j < F; ++j) s += w[k * F + j] * hT[j * ld + i];
+      out[i * K + k] = s;
+    }
   }
 }
 
@@ -141,13 +175,7 @@ inline void ColumnDotsK(const float* w, const float* bias, int F,
       for (int l = 0; l < 8; ++l) out[(i + l) * K + k] = buf[l];
     }
   }
-  for (; i < n; ++i) {
-    for (int k = 0; k < K; ++k) {
-      float s = bias[k];
-      for (int j = 0; j < F; ++j) s += w[k * F + j] * hT[j * ld + i];
-      out[i * K + k] = s;
-    }
-  }
+  ColumnDotsScalar(w, bias, K, F, hT, ld, i, n, out);
 }
 #endif
 
@@ -158,36 +186,13 @@ inline void ColumnDotsK(const float* w, const float* bias, int F,
 inline void ColumnDots(const float* w, const float* bias, int K, int F,
                        const float* hT, int64_t ld, int64_t n, float* out) {
 #ifdef RBMREC_AVX2
-  switch (K) {
-    case 2:
-      return ColumnDotsK<2>(w, bias, F, hT, ld, n, out);
-    case 3:
-      return ColumnDotsK<3>(w, bias, F, hT, ld, n, out);
-    case 4:
-      return ColumnDotsK<4>(w, bias, F, hT, ld, n, out);
-    case 5:
-      return ColumnDotsK<5>(w, bias, F, hT, ld, n, out);
-    case 6:
-      return ColumnDotsK<6>(w, bias, F, hT, ld, n, out);
-    case 7:
-      return ColumnDotsK<7>(w, bias, F, hT, ld, n, out);
-    case 8:
-      return ColumnDotsK<8>(w, bias, F, hT, ld, n, out);
-    case 9:
-      return ColumnDotsK<9>(w, bias, F, hT, ld, n, out);
-    case 10:
-      return ColumnDotsK<10>(w, bias, F, hT, ld, n, out);
-    default:
-      break;
+  if (WithCompileTimeK(K, [&](auto k) {
+        ColumnDotsK<decltype(k)::value>(w, bias, F, hT, ld, n, out);
+      })) {
+    return;
   }
 #endif
-  for (int64_t i = 0; i < n; ++i) {
-    for (int k = 0; k < K; ++k) {
-      float s = bias[k];
-      for (int j = 0; j < F; ++j) s += w[k * F + j] * hT[j * ld + i];
-      out[i * K + k] = s;
-    }
-  }
+  ColumnDotsScalar(w, bias, K, F, hT, ld, 0, n, out);
 }
 
 }  // namespace rbmrec::kernels

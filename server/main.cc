@@ -29,6 +29,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "absl/synchronization/mutex.h"
+#include "core/cpu_check.h"
 #include "core/rating_scale.h"
 #include "core/trainer.h"
 #include "server/grpc_server.h"
@@ -174,6 +175,7 @@ class Config {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (!rbmrec::CpuSupported("rbmrec-server")) return 1;
   // Debian's Abseil is built without NDEBUG, so every absl::Mutex lock
   // (gRPC's own included) would update the deadlock-detection graph; that
   // showed up as 1-3% of the server's CPU in perf profiles under load.
