@@ -62,18 +62,13 @@ void Model::RefreshItemHidden() {
 
 namespace {
 
-bool ItemHiddenFresh(const Model& m) {
-  return m.item_hT.rows() == m.item_x.cols() &&
-         m.item_hT.cols() == m.item_x.rows();
-}
-
 // p_I(v_user | item's training ratings) from the I-RBM.
 void ItemRbmDistribution(const Model& m, int32_t user, int32_t item,
                          PredictMethod method, float* h, float* probs) {
   const RbmParams& p = m.item_rbm;
   const float* x = m.item_x.row(item).data();
   if (method == PredictMethod::kMeanField) {
-    if (ItemHiddenFresh(m)) {
+    if (m.ItemHiddenFresh()) {
       for (int j = 0; j < p.F; ++j) h[j] = m.item_hT(j, item);
     } else {
       std::copy(x, x + p.F, h);
@@ -150,7 +145,7 @@ void Model::MixItemRbm(int32_t user, PredictMethod method,
     // sum_j W_I[user, k, j] * sigmoid(item_x(i, j)), items in SIMD lanes.
     thread_local RowMatrixXf hT_local, logits;
     const RowMatrixXf* hT = &item_hT;
-    if (!ItemHiddenFresh(*this)) {
+    if (!ItemHiddenFresh()) {
       hT_local =
           (1.0f + (-item_x.transpose().array()).exp()).inverse().matrix();
       hT = &hT_local;

@@ -87,6 +87,10 @@ class Model {
 
   // item_hT = sigmoid(item_x)^T.
   void RefreshItemHidden();
+  // True when item_hT has the shape of item_x^T (see item_hT).
+  bool ItemHiddenFresh() const {
+    return item_hT.rows() == item_x.cols() && item_hT.cols() == item_x.rows();
+  }
 
   int K() const { return scale.K(); }
   int32_t num_items() const { return items.size(); }

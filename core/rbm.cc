@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "core/kernels.h"
 
@@ -130,6 +131,49 @@ void SoftmaxRows(float* z, int64_t rows, int K) {
   }
 #endif
   for (; r < rows; ++r) SoftmaxInPlace(z + r * K, K);
+}
+
+void SoftmaxDotRows(const float* z, int64_t rows, int K, const float* values,
+                    float* out) {
+  int64_t r = 0;
+#ifdef RBMREC_AVX2
+  if (K <= 8) {
+    // As SoftmaxRows (one row per lane), then the dot with `values`.
+    const __m256i idx = _mm256_mullo_epi32(
+        _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(K));
+    __m256 v[8];
+    for (; r + 8 <= rows; r += 8) {
+      const float* base = z + r * K;
+      v[0] = _mm256_i32gather_ps(base, idx, 4);
+      __m256 mx = v[0];
+      for (int k = 1; k < K; ++k) {
+        v[k] = _mm256_i32gather_ps(base + k, idx, 4);
+        mx = _mm256_blendv_ps(mx, v[k], _mm256_cmp_ps(mx, v[k], _CMP_LT_OQ));
+      }
+      __m256 sum = _mm256_setzero_ps();
+      for (int k = 0; k < K; ++k) {
+        v[k] = Exp8(_mm256_sub_ps(v[k], mx));
+        sum = _mm256_add_ps(sum, v[k]);
+      }
+      const __m256 inv = _mm256_div_ps(_mm256_set1_ps(1.0f), sum);
+      __m256 dot = _mm256_setzero_ps();
+      for (int k = 0; k < K; ++k) {
+        dot = _mm256_add_ps(dot, _mm256_mul_ps(_mm256_mul_ps(v[k], inv),
+                                               _mm256_set1_ps(values[k])));
+      }
+      _mm256_storeu_ps(out + r, dot);
+    }
+  }
+#endif
+  thread_local std::vector<float> p;
+  p.resize(static_cast<size_t>(K));
+  for (; r < rows; ++r) {
+    std::copy(z + r * K, z + (r + 1) * K, p.begin());
+    SoftmaxInPlace(p.data(), K);
+    float dot = 0;
+    for (int k = 0; k < K; ++k) dot += p[static_cast<size_t>(k)] * values[k];
+    out[r] = dot;
+  }
 }
 
 double FreeEnergy(const RbmParams& p, const VisibleSet& v) {

@@ -64,6 +64,12 @@ void SoftmaxInPlace(double* z, int n);
 // all rows done in one vectorised pass. Bit-identical to calling
 // SoftmaxInPlace(z + r*K, K) for every row r.
 void SoftmaxRows(float* z, int64_t rows, int K);
+// out[r] = sum_k values[k] * softmax(z + r*K)[k] for every row r of a
+// rows x K row-major block (z is not changed): e.g. the expected rating of
+// every item. The probabilities are SoftmaxInPlace's, bit for bit (the dot
+// may round differently in the last bit).
+void SoftmaxDotRows(const float* z, int64_t rows, int K, const float* values,
+                    float* out);
 
 // log(1 + exp(x)) without overflow.
 inline float Softplus(float x) {

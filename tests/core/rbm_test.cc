@@ -229,6 +229,31 @@ TEST(RbmMath, SoftmaxRowsIsSoftmaxInPlaceOnEveryRow) {
   }
 }
 
+TEST(RbmMath, SoftmaxDotRowsIsTheDotOfSoftmaxInPlace) {
+  Rng rng(13);
+  for (int K : {1, 3, 5, 8, 12}) {
+    for (int64_t rows : {1, 8, 21}) {
+      std::vector<float> z(static_cast<size_t>(rows * K)), values(K);
+      for (float& x : z) x = 30 * (2 * rng.Uniform() - 1);
+      for (int k = 0; k < K; ++k)
+        values[k] = 1.0f + 0.5f * static_cast<float>(k);
+      z[1 % z.size()] = -1e4f;
+      std::vector<float> got(static_cast<size_t>(rows));
+      SoftmaxDotRows(z.data(), rows, K, values.data(), got.data());
+      for (int64_t r = 0; r < rows; ++r) {
+        std::vector<float> p(z.begin() + r * K, z.begin() + (r + 1) * K);
+        SoftmaxInPlace(p.data(), K);
+        float want = 0;
+        for (int k = 0; k < K; ++k) want += p[k] * values[k];
+        // The same probabilities; the dot may round differently in the
+        // last bit (fused multiply-add or not).
+        ASSERT_NEAR(got[static_cast<size_t>(r)], want, 1e-6f * (1 + want))
+            << "K " << K << " rows " << rows << " row " << r;
+      }
+    }
+  }
+}
+
 TEST(RbmMath, CategoricalSamplesPassChiSquare) {
   const float probs[5] = {0.05f, 0.1f, 0.2f, 0.4f, 0.25f};
   Rng rng(42);

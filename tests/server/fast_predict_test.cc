@@ -1,6 +1,8 @@
 #include "server/fast_predict.h"
 
+#include <cmath>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "core/fit.h"
@@ -47,6 +49,59 @@ TEST(PredictAllFast, MatchesModelPredictAll) {
       if (model_user >= 0 && model->user_weight < 1.0f) {
         // The item-based part really changes the answer.
         EXPECT_GT((want - u_only).cwiseAbs().maxCoeff(), 1e-4f);
+      }
+    }
+  }
+}
+
+TEST(ScoreAllMeanField, IsTheExpectationOfPredictAll) {
+  Dataset ds;
+  for (int u = 0; u < 40; ++u) {
+    for (int i = 0; i < 25; ++i) {
+      if ((u * 3 + i * 5) % 3 == 0) continue;
+      Rating r;
+      r.user = ds.users.GetOrAdd(absl::StrCat("u", u));
+      r.item = ds.items.GetOrAdd(absl::StrCat("i", i));
+      r.k = static_cast<uint8_t>((u + i) % 5);
+      ds.ratings.push_back(r);
+    }
+  }
+  ds.items.GetOrAdd("never-rated");
+  TrainOptions o;
+  o.hidden = 6;
+  o.max_epochs = 4;
+  o.threads = 1;
+  for (int ensemble : {1, 2}) {
+    o.ensemble = ensemble;
+    absl::StatusOr<Model> model = FitModel(ds, o);
+    ASSERT_TRUE(model.ok()) << model.status();
+    model->user_weight = 0.4f;  // exercise the mix
+    UserRatings user;
+    user.items = {1, 4, 9};
+    user.ks = {0, 4, 2};
+    const int K = model->K();
+    // Expected rating, then P(rating index >= 3).
+    std::vector<std::vector<float>> all_values = {{1, 2, 3, 4, 5},
+                                                  {0, 0, 0, 1, 1}};
+    for (int32_t model_user : {-1, 2}) {
+      for (const std::vector<float>& values : all_values) {
+        RowMatrixXf probs;
+        model->PredictAll(model_user, user.view(), PredictMethod::kMeanField,
+                          &probs);
+        std::vector<float> scores(static_cast<size_t>(model->num_items()));
+        ScoreAllMeanField(*model, model_user, user.view(), values.data(),
+                          scores.data());
+        for (int32_t i = 0; i < model->num_items(); ++i) {
+          if (!model->Trained(i)) {
+            EXPECT_TRUE(std::isnan(scores[static_cast<size_t>(i)]));
+            continue;
+          }
+          float want = 0;
+          for (int k = 0; k < K; ++k) want += probs(i, k) * values[k];
+          EXPECT_NEAR(scores[static_cast<size_t>(i)], want, 1e-5)
+              << "ensemble " << ensemble << " user " << model_user << " item "
+              << i;
+        }
       }
     }
   }

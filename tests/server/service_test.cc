@@ -539,7 +539,7 @@ TEST_F(ServiceTest, RecommendExcludesRatedItemsAndIsSorted) {
 
 TEST_F(ServiceTest, RecommendReRankingReportsExactNumbers) {
   ServiceOptions o = DefaultOptions();
-  o.recommend_candidates = 5;  // 40 items > max(5, 4n): the re-rank path
+  o.recommend_candidates = 5;  // 40 items > max(5, 3n): the re-rank path
   Start(nullptr, o);
   LoadSynthetic();
   TrainOk();
@@ -558,6 +558,56 @@ TEST_F(ServiceTest, RecommendReRankingReportsExactNumbers) {
     if (k > 0) {
       EXPECT_LE(r->recommendations(k).expected_rating(),
                 r->recommendations(k - 1).expected_rating() + 1e-6);
+    }
+  }
+}
+
+// The two-stage ranking (mean-field scores for all items, the requested
+// method for the best candidates) against exact scoring of every item, and
+// MEAN_FIELD answers against PredictRatings.
+TEST_F(ServiceTest, RecommendTwoStageMatchesFullScoring) {
+  ServiceOptions full = DefaultOptions();
+  full.recommend_candidates = 0;  // exact over every item
+  ServiceOptions two_stage = DefaultOptions();
+  // Users have ~16 unrated items; 9 = max(5, 3n) of them are candidates.
+  two_stage.recommend_candidates = 5;
+  std::vector<std::vector<std::string>> want;
+  for (const ServiceOptions& o : {full, two_stage}) {
+    Start(nullptr, o);
+    LoadSynthetic();
+    TrainOk();
+    std::vector<std::vector<std::string>> got;
+    for (int u = 0; u < kUsers; u += 7) {
+      v1::RecommendRequest req;
+      req.set_user_id(U(u));
+      req.set_n(3);
+      absl::StatusOr<v1::RecommendResponse> r = service_->Recommend(req);
+      ASSERT_TRUE(r.ok()) << r.status();
+      got.emplace_back();
+      for (const auto& rec : r->recommendations()) {
+        got.back().push_back(rec.item_id());
+      }
+      req.set_method(v1::MEAN_FIELD);
+      r = service_->Recommend(req);
+      ASSERT_TRUE(r.ok()) << r.status();
+      std::vector<std::string> ids;
+      for (const auto& rec : r->recommendations()) ids.push_back(rec.item_id());
+      v1::PredictRatingsRequest p;
+      p.set_user_id(U(u));
+      p.set_method(v1::MEAN_FIELD);
+      for (const std::string& id : ids) p.add_item_ids(id);
+      absl::StatusOr<v1::PredictRatingsResponse> pr =
+          service_->PredictRatings(p);
+      ASSERT_TRUE(pr.ok()) << pr.status();
+      for (int k = 0; k < r->recommendations_size(); ++k) {
+        EXPECT_NEAR(r->recommendations(k).expected_rating(),
+                    pr->predictions(k).expected_rating(), 1e-5);
+      }
+    }
+    if (want.empty()) {
+      want = got;  // training is seeded: both servers have the same model
+    } else {
+      EXPECT_EQ(got, want);
     }
   }
 }
