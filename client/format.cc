@@ -309,6 +309,9 @@ std::string FormatStats(const v1::GetStatsResponse& stats) {
       {"training", training},
       {"online updates", FormatCount(stats.online_updates())},
   };
+  if (!stats.model_load_error().empty()) {
+    table.rows.push_back({"model error", stats.model_load_error()});
+  }
   return FormatTable(table);
 }
 

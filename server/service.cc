@@ -198,9 +198,15 @@ absl::StatusOr<std::unique_ptr<RbmrecService>> RbmrecService::Create(
   // Load the active model; a broken row is logged and we serve without it.
   absl::StatusOr<std::optional<int64_t>> active =
       service->store_->ActiveModelVersion();
+  auto load_failed = [&](std::string error) {
+    std::lock_guard<std::mutex> lock(service->served_mu_);
+    service->model_load_error_ = std::move(error);
+  };
   if (!active.ok()) {
     Log(LogLevel::kError, "model_load_failed",
         {F("error", active.status().ToString())});
+    load_failed(absl::StrCat("cannot read the active model version: ",
+                             active.status().ToString()));
   } else if (active->has_value()) {
     const int64_t version = **active;
     absl::StatusOr<std::string> blob = service->store_->LoadModelBlob(version);
@@ -211,6 +217,9 @@ absl::StatusOr<std::unique_ptr<RbmrecService>> RbmrecService::Create(
       Log(LogLevel::kError, "model_load_failed",
           {F("version", version), F("error", model.status().ToString()),
            F("note", "serving without a model until Train or ActivateModel")});
+      load_failed(
+          absl::StrCat("active model version ", version,
+                       " could not be loaded: ", model.status().ToString()));
     } else {
       std::lock_guard<std::mutex> lock(service->publish_mu_);
       service->SetCurrent(std::make_shared<const Model>(std::move(*model)),
@@ -259,6 +268,7 @@ void RbmrecService::SetCurrent(std::shared_ptr<const Model> model,
   std::lock_guard<std::mutex> lock(served_mu_);
   served_.model = std::move(model);
   served_.version = version;
+  model_load_error_.clear();
 }
 
 int64_t RbmrecService::active_version() const { return Current().version; }
@@ -1357,6 +1367,10 @@ absl::StatusOr<v1::GetStatsResponse> RbmrecService::GetStats(
   // The version actually serving: 0 when the stored active version could not
   // be loaded (see the model_load_failed log line).
   resp.set_active_model_version(Current().version);
+  {
+    std::lock_guard<std::mutex> lock(served_mu_);
+    resp.set_model_load_error(model_load_error_);
+  }
   {
     std::lock_guard<std::mutex> lock(train_mu_);
     if (job_ != nullptr) {

@@ -227,6 +227,9 @@ class RbmrecService {
 
   mutable std::mutex served_mu_;  // guards served_ (a pointer copy only)
   Served served_;
+  // Why the stored active model failed to load at start; cleared by
+  // SetCurrent. Guarded by served_mu_.
+  std::string model_load_error_;
 
   // Serializes publishing: full train, online updates, ActivateModel.
   std::mutex publish_mu_;

@@ -249,6 +249,11 @@ TEST(FormatStatsTest, IdleAndRunning) {
   s.mutable_training()->set_elapsed_seconds(75);
   EXPECT_THAT(FormatStats(s), HasSubstr("active model    v4\n"));
   EXPECT_THAT(FormatStats(s), HasSubstr("running, epoch 3/40, 1m15s"));
+  EXPECT_THAT(FormatStats(s), Not(HasSubstr("model error")));
+  s.set_model_load_error("active model version 2 could not be loaded: x");
+  EXPECT_THAT(FormatStats(s),
+              HasSubstr("model error     active model version 2 could not be "
+                        "loaded: x\n"));
 }
 
 TEST(TrainFormatTest, EpochRowsLineUpWithHeader) {

@@ -672,8 +672,16 @@ TEST_F(ServiceTest, CorruptActiveModelAtStartServesWithoutModel) {
   absl::StatusOr<v1::GetStatsResponse> stats = service_->GetStats({});
   ASSERT_TRUE(stats.ok());
   EXPECT_EQ(stats->active_model_version(), 0);
+  EXPECT_NE(stats->model_load_error().find("active model version 1 could "
+                                           "not be loaded"),
+            std::string::npos)
+      << stats->model_load_error();
   LoadSynthetic();
   EXPECT_GT(TrainOk(), 0);  // and it can recover by training
+  stats = service_->GetStats({});
+  ASSERT_TRUE(stats.ok());
+  EXPECT_GT(stats->active_model_version(), 0);
+  EXPECT_EQ(stats->model_load_error(), "");
 }
 
 TEST_F(ServiceTest, OnlineUpdatesPublishAndPersist) {
