@@ -117,4 +117,23 @@ void AdjustHistogram(Model* model, int32_t item, int k, int delta) {
   }
 }
 
+void AdjustItemInput(Model* model, int32_t user, int32_t item, int k,
+                     int delta) {
+  RbmParams& p = model->item_rbm;
+  if (p.F == 0 || user < 0 || user >= p.num_items || delta == 0) return;
+  uint8_t& in_irbm = model->item_in_irbm[static_cast<size_t>(item)];
+  auto x = model->item_x.row(item);
+  if (!in_irbm) {
+    if (delta < 0) return;  // nothing of this item is in the I-RBM
+    x = p.c.transpose();
+    in_irbm = 1;
+  }
+  x += static_cast<float>(delta) * p.W.row(p.Row(user, k));
+  if (model->ItemHiddenFresh()) {
+    for (int j = 0; j < p.F; ++j) {
+      model->item_hT(j, item) = 1.0f / (1.0f + std::exp(-x[j]));
+    }
+  }
+}
+
 }  // namespace rbmrec

@@ -39,6 +39,17 @@ void OnlineUserUpdate(Model* model, const VisibleSet& v,
 // rating index k, clamped at 0. REQUIRES 0 <= i < num_items(), 0 <= k < K.
 void AdjustHistogram(Model* model, int32_t item, int k, int delta);
 
+// Keeps the item-based RBM's input of `item` in step with its ratings:
+// item_x(item) = c_I + sum of W_I[u, k_u] over the training users u who
+// rated it, so a rating by model user `user` (rating index k) adds (delta
+// +1) or removes (-1) one weight row, and the item's item_hT column is
+// refreshed. An item without I-RBM inputs yet gets c_I + the row on its
+// first rating. No-op without an I-RBM or for a user the I-RBM does not
+// know (user < 0 or not a training user). REQUIRES 0 <= item < num_items(),
+// 0 <= k < K. Not thread-safe on `model`.
+void AdjustItemInput(Model* model, int32_t user, int32_t item, int k,
+                     int delta);
+
 }  // namespace rbmrec
 
 #endif  // RBMREC_CORE_ONLINE_H_

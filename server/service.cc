@@ -1439,11 +1439,14 @@ void RbmrecService::ApplyOnline(std::deque<OnlineEvent> events) {
     AddItems(copy.get(), new_items, options_.train_defaults.seed);
   }
   for (const OnlineEvent* ev : live) {
+    // The I-RBM's visible units are the training users.
+    const int32_t model_user = copy->users.Find(ev->user);
     for (const HistDelta& d : ev->deltas) {
       const int32_t idx = copy->items.Find(d.item);
       absl::StatusOr<int> k = scale.Index(d.rating);
       if (idx < 0 || !k.ok()) continue;
       AdjustHistogram(copy.get(), idx, *k, d.delta);
+      AdjustItemInput(copy.get(), model_user, idx, *k, d.delta);
     }
   }
   OnlineOptions oo;

@@ -28,16 +28,17 @@
 //   For speed, EXACT ranking re-scores exactly only the best candidates by
 //   mean field (ServiceOptions::recommend_candidates; 0 disables).
 // - Online updates: users whose ratings change are queued; a background
-//   thread applies AddItems / AdjustHistogram / OnlineUserUpdate to a COPY of
-//   the active model and publishes it in memory (answers keep reporting the
+//   thread applies AddItems / AdjustHistogram / AdjustItemInput (the
+//   item-based RBM's per-item inputs) / OnlineUserUpdate to a COPY of the
+//   active model and publishes it in memory (answers keep reporting the
 //   version it was based on until it is persisted). Every
 //   online_publish_seconds, and at shutdown, a changed snapshot is stored as
 //   a new version of kind "online" and activated. When a full Train
 //   publishes (or ActivateModel switches versions), queued updates that
 //   happened before the training snapshot (resp. the switch) are dropped -
 //   the full model already contains them - and later ones apply on top of
-//   the new model. Histogram deltas of concurrent writes to the SAME user
-//   are approximate (they only affect fallback distributions).
+//   the new model. Histogram and item-input deltas of concurrent writes to
+//   the SAME (user, item) are approximate.
 
 #include <atomic>
 #include <chrono>
