@@ -333,12 +333,12 @@ absl::string_view TrainStateName(v1::TrainProgress::State state) {
 }
 
 namespace {
-constexpr const char* kEpochRowFormat = "%9s  %10s  %10s  %8s  %8s\n";
+constexpr const char* kEpochRowFormat = "%-6s %9s  %10s  %10s  %8s  %8s\n";
 }  // namespace
 
 std::string EpochTableHeader() {
-  return absl::StrFormat(kEpochRowFormat, "epoch", "train RMSE", "valid RMSE",
-                         "elapsed", "ETA");
+  return absl::StrFormat(kEpochRowFormat, "rbm", "epoch", "train RMSE",
+                         "valid RMSE", "elapsed", "ETA");
 }
 
 std::string FormatEpochRow(const v1::TrainProgress& p) {
@@ -348,7 +348,7 @@ std::string FormatEpochRow(const v1::TrainProgress& p) {
                                 : "-";
   const std::string eta =
       p.eta_seconds() > 0 ? FormatDuration(p.eta_seconds()) : "-";
-  return absl::StrFormat(kEpochRowFormat, epoch,
+  return absl::StrFormat(kEpochRowFormat, p.rbm(), epoch,
                          absl::StrFormat("%.4f", p.train_rmse()), valid,
                          FormatDuration(p.elapsed_seconds()), eta);
 }

@@ -902,6 +902,11 @@ void RbmrecService::RunTrainJob(std::shared_ptr<TrainJob> job,
     const int done_epochs = member * options.max_epochs + st.epoch;
     v1::TrainProgress p;
     p.set_state(v1::TrainProgress::RUNNING);
+    if (member >= options.ensemble) {
+      p.set_rbm("item");
+    } else {
+      p.set_rbm(member == 0 ? "user" : absl::StrCat("user ", member + 1));
+    }
     p.set_epoch(st.epoch);
     p.set_max_epochs(options.max_epochs);
     p.set_train_rmse(std::isfinite(st.train_rmse) ? st.train_rmse : 0);
@@ -946,6 +951,7 @@ void RbmrecService::RunTrainJob(std::shared_ptr<TrainJob> job,
         "epoch ",
         model->summary.best_epoch, ")");
   }
+  const TrainingSummary summary = model->summary;
   int64_t version = 0;
   {
     std::lock_guard<std::mutex> lock(publish_mu_);
@@ -962,7 +968,13 @@ void RbmrecService::RunTrainJob(std::shared_ptr<TrainJob> job,
     std::lock_guard<std::mutex> qlock(queue_mu_);
     drop_before_seq_ = std::max(drop_before_seq_, snapshot_seq + 1);
   }
-  last.set_epoch(std::max(last.epoch(), 0));
+  // The published model's figures, not those of whichever RBM reported
+  // last.
+  last.set_rbm("");
+  last.set_epoch(summary.epochs_run);
+  last.set_train_rmse(0);
+  last.set_validation_rmse(
+      std::isfinite(summary.valid_rmse) ? summary.valid_rmse : 0);
   finish(v1::TrainProgress::SUCCEEDED, note, version);
 }
 

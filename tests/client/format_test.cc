@@ -265,14 +265,16 @@ TEST(TrainFormatTest, EpochRowsLineUpWithHeader) {
   p.set_validation_rmse(0.94561);
   p.set_elapsed_seconds(12);
   p.set_eta_seconds(150);
+  p.set_rbm("user");
   EXPECT_EQ(EpochTableHeader(),
-            "    epoch  train RMSE  valid RMSE   elapsed       ETA\n");
+            "rbm        epoch  train RMSE  valid RMSE   elapsed       ETA\n");
   EXPECT_EQ(FormatEpochRow(p),
-            "     3/40      0.9123      0.9456       12s     2m30s\n");
+            "user        3/40      0.9123      0.9456       12s     2m30s\n");
   p.set_validation_rmse(0);
   p.set_eta_seconds(0);
+  p.set_rbm("item");
   EXPECT_EQ(FormatEpochRow(p),
-            "     3/40      0.9123           -       12s         -\n");
+            "item        3/40      0.9123           -       12s         -\n");
 }
 
 TEST(TrainFormatTest, Result) {

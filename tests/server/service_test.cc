@@ -252,6 +252,22 @@ TEST_F(ServiceTest, TrainStreamsProgressAndPublishes) {
   EXPECT_EQ(models->models(0).n_items(), kItems);
   EXPECT_GT(models->models(0).validation_rmse(), 0);
   EXPECT_GT(models->models(0).epochs(), 0);
+  // Every epoch message names its RBM (both train, side by side); the
+  // final one carries the published model's figures.
+  int user = 0, item = 0;
+  for (const v1::TrainProgress& m : p) {
+    if (m.state() != v1::TrainProgress::RUNNING) {
+      EXPECT_EQ(m.rbm(), "");
+      continue;
+    }
+    EXPECT_TRUE(m.rbm() == "user" || m.rbm() == "item") << m.rbm();
+    (m.rbm() == "user" ? user : item)++;
+  }
+  EXPECT_GT(user, 0);
+  EXPECT_GT(item, 0);
+  EXPECT_NEAR(last.validation_rmse(), models->models(0).validation_rmse(),
+              1e-6);
+  EXPECT_EQ(last.epoch(), models->models(0).epochs());
 }
 
 TEST_F(ServiceTest, TrainOptionsAreValidated) {
