@@ -357,7 +357,7 @@ std::string FormatTrainResult(const v1::TrainProgress& last) {
   std::string out;
   if (last.state() == v1::TrainProgress::SUCCEEDED) {
     out = absl::StrCat("published model v", last.model_version(), " after ",
-                       last.epoch(), " epochs in ",
+                       last.epoch(), " epochs (all RBMs) in ",
                        FormatDuration(last.elapsed_seconds()));
     if (last.validation_rmse() > 0) {
       absl::StrAppend(&out, absl::StrFormat(", validation RMSE %.4f",

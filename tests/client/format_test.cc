@@ -285,7 +285,8 @@ TEST(TrainFormatTest, Result) {
   p.set_elapsed_seconds(62);
   p.set_validation_rmse(0.9);
   EXPECT_EQ(FormatTrainResult(p),
-            "published model v5 after 12 epochs in 1m02s, validation RMSE "
+            "published model v5 after 12 epochs (all RBMs) in 1m02s, "
+            "validation RMSE "
             "0.9000\n");
   p.set_state(v1::TrainProgress::FAILED);
   p.set_message("out of memory");
