@@ -215,6 +215,11 @@ int RunImport(Context& ctx) {
                 << " batches before the failure; the batches the server "
                    "committed stay stored\n";
     }
+    if (absl::IsResourceExhausted(response.status()) && !ctx.json()) {
+      ctx.err() << "hint: this import sent batches of " << batch_size
+                << " rows; use --batch with the server's limit (in the "
+                   "error below) or less\n";
+    }
     return ctx.RpcError(response.status());
   }
   const double rate =

@@ -50,6 +50,13 @@ class FakeRbmrec final : public v1::Rbmrec::Service {
     int64_t b = 0;
     while (reader->Read(&batch)) {
       batch_sizes.push_back(batch.ratings_size());
+      if (max_batch > 0 && batch.ratings_size() > max_batch) {
+        return grpc::Status(
+            grpc::StatusCode::RESOURCE_EXHAUSTED,
+            absl::StrCat("batch ", b, " has ", batch.ratings_size(),
+                         " rows, over the server's limit of ", max_batch,
+                         " rows per batch (--max-batch)"));
+      }
       for (int row = 0; row < batch.ratings_size(); ++row) {
         const v1::Rating& r = batch.ratings(row);
         if (r.rating() < 1 || r.rating() > 5) {
@@ -213,6 +220,7 @@ class FakeRbmrec final : public v1::Rbmrec::Service {
 
   // Written by handlers; read by the test after the RPC returned.
   std::vector<int> batch_sizes;
+  int max_batch = 0;  // > 0: larger AddRatings batches fail
   std::map<std::pair<std::string, std::string>, double> ratings;
   std::map<std::string, v1::Item> items;
   int put_items_calls = 0;
@@ -304,6 +312,21 @@ TEST_F(CommandsTest, ImportMapsRejectedRowsToFileLines) {
                   file, ":2: user '1' item '11': rating 7 is off the scale")));
   EXPECT_THAT(err_.str(), HasSubstr("read 4 ratings from"));
   EXPECT_EQ(service_.ratings.at({"2", "10"}), 3);
+}
+
+TEST_F(CommandsTest, ImportOverTheServersBatchLimitSaysWhatToDo) {
+  service_.max_batch = 2;
+  const std::string file =
+      WriteFile("u.data", "1\t10\t5\t0\n1\t11\t4\t0\n2\t10\t4\t0\n");
+  EXPECT_EQ(Run({"import", file, "--batch", "3", "--format", "ml100k"}),
+            kExitRpc);
+  EXPECT_THAT(err_.str(),
+              HasSubstr("hint: this import sent batches of 3 rows; use "
+                        "--batch with the server's limit"));
+  EXPECT_THAT(err_.str(), HasSubstr("error: RESOURCE_EXHAUSTED"));
+  EXPECT_EQ(Run({"import", file, "--batch", "2", "--format", "ml100k"}),
+            kExitOk)
+      << err_.str();
 }
 
 TEST_F(CommandsTest, ImportJson) {
