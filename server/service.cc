@@ -142,14 +142,40 @@ struct RbmrecService::TrainJob {
   }
 };
 
+namespace internal {
+
 // A user's ratings in one model's indices.
-struct RbmrecService::ResolvedRatings {
+struct ResolvedRatings {
   std::weak_ptr<const Model> model;  // the snapshot the indices refer to
   UserRatings ratings;               // model indices, sorted, one per item
   // Model indices of every item the user rated (stored or ad-hoc, including
   // ratings off the model's scale).
   std::vector<int32_t> rated_items;
 };
+
+// Map-node and allocation overheads are counted roughly (64 bytes a node).
+size_t CacheBytes(
+    const std::string& key,
+    const std::shared_ptr<const std::vector<store::UserRating>>& ratings) {
+  size_t bytes = 64 + key.capacity();
+  if (ratings != nullptr) {
+    bytes += ratings->capacity() * sizeof(store::UserRating);
+    for (const store::UserRating& r : *ratings) bytes += r.item.capacity();
+  }
+  return bytes;
+}
+
+size_t CacheBytes(const std::string& key,
+                  const std::shared_ptr<const ResolvedRatings>& resolved) {
+  return 64 + key.capacity() + sizeof(ResolvedRatings) +
+         resolved->ratings.items.capacity() * sizeof(int32_t) +
+         resolved->ratings.ks.capacity() +
+         resolved->rated_items.capacity() * sizeof(int32_t);
+}
+
+}  // namespace internal
+
+using internal::ResolvedRatings;
 
 struct RbmrecService::UserView {
   std::shared_ptr<const ResolvedRatings> resolved;
@@ -323,7 +349,6 @@ absl::StatusOr<RbmrecService::Served> RbmrecService::ModelFor(int64_t version) {
 // Read caches
 
 namespace {
-constexpr size_t kMaxCachedUsers = 200000;
 constexpr size_t kMaxCachedTitles = 1000000;
 }  // namespace
 
@@ -332,8 +357,7 @@ absl::StatusOr<RbmrecService::UserRatingsPtr> RbmrecService::CachedUserRatings(
   uint64_t gen = 0;
   {
     std::lock_guard<std::mutex> lock(read_cache_mu_);
-    auto it = user_cache_.find(user);
-    if (it != user_cache_.end()) return it->second;
+    if (const UserRatingsPtr* hit = user_cache_.Find(user)) return *hit;
     gen = ratings_gen_;
   }
   absl::StatusOr<std::vector<store::UserRating>> r =
@@ -344,10 +368,7 @@ absl::StatusOr<RbmrecService::UserRatingsPtr> RbmrecService::CachedUserRatings(
                    std::move(*r))
              : nullptr;
   std::lock_guard<std::mutex> lock(read_cache_mu_);
-  if (ratings_gen_ == gen) {
-    if (user_cache_.size() >= kMaxCachedUsers) user_cache_.clear();
-    user_cache_[user] = ptr;
-  }
+  if (ratings_gen_ == gen) user_cache_.Put(user, ptr);
   return ptr;
 }
 
@@ -389,8 +410,8 @@ void RbmrecService::InvalidateUsers(const std::vector<std::string>& users) {
   std::lock_guard<std::mutex> lock(read_cache_mu_);
   ++ratings_gen_;
   for (const std::string& u : users) {
-    user_cache_.erase(u);
-    resolved_cache_.erase(u);
+    user_cache_.Erase(u);
+    resolved_cache_.Erase(u);
   }
 }
 
@@ -1009,10 +1030,10 @@ absl::StatusOr<RbmrecService::UserView> RbmrecService::ResolveUser(
     view.folded_in = view.model_user < 0;
     if (cacheable) {
       std::lock_guard<std::mutex> lock(read_cache_mu_);
-      auto it = resolved_cache_.find(user_id);
-      if (it != resolved_cache_.end() &&
-          it->second->model.lock() == model_ptr) {
-        view.resolved = it->second;
+      const std::shared_ptr<const ResolvedRatings>* hit =
+          resolved_cache_.Find(user_id);
+      if (hit != nullptr && (*hit)->model.lock() == model_ptr) {
+        view.resolved = *hit;
         return view;
       }
       gen = ratings_gen_;
@@ -1087,10 +1108,7 @@ absl::StatusOr<RbmrecService::UserView> RbmrecService::ResolveUser(
     // Not if the user's ratings changed while they were read (InvalidateUsers
     // bumps the generation).
     std::lock_guard<std::mutex> lock(read_cache_mu_);
-    if (ratings_gen_ == gen) {
-      if (resolved_cache_.size() >= kMaxCachedUsers) resolved_cache_.clear();
-      resolved_cache_[user_id] = view.resolved;
-    }
+    if (ratings_gen_ == gen) resolved_cache_.Put(user_id, view.resolved);
   }
   return view;
 }

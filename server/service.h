@@ -59,6 +59,7 @@
 #include "core/rating_scale.h"
 #include "core/trainer.h"
 #include "proto/rbmrec.pb.h"
+#include "server/bounded_cache.h"
 #include "store/store.h"
 
 namespace rbmrec::server {
@@ -92,6 +93,17 @@ struct ServiceOptions {
   int online_steps = 1;
   double online_publish_seconds = 60;
 };
+
+namespace internal {
+// A user's ratings resolved against one model snapshot (service.cc).
+struct ResolvedRatings;
+// Estimated bytes of a read-cache entry (key and value).
+size_t CacheBytes(
+    const std::string& key,
+    const std::shared_ptr<const std::vector<store::UserRating>>& ratings);
+size_t CacheBytes(const std::string& key,
+                  const std::shared_ptr<const ResolvedRatings>& resolved);
+}  // namespace internal
 
 // Receives the messages of a Train stream. Returns false when the receiver
 // is gone (the job keeps running; no more messages are sent to it).
@@ -198,7 +210,7 @@ class RbmrecService {
     bool update = true;  // run OnlineUserUpdate for the user
   };
   struct UserView;
-  struct ResolvedRatings;
+  static constexpr size_t kCacheBytes = size_t{256} << 20;
 
   RbmrecService(std::unique_ptr<store::Store> store,
                 const ServiceOptions& options);
@@ -267,9 +279,11 @@ class RbmrecService {
   std::vector<std::string> CachedTitles(const std::vector<std::string>& ids);
   void InvalidateUsers(const std::vector<std::string>& users);
   std::mutex read_cache_mu_;
-  absl::flat_hash_map<std::string, UserRatingsPtr> user_cache_;
-  absl::flat_hash_map<std::string, std::shared_ptr<const ResolvedRatings>>
-      resolved_cache_;
+  // Each bounded to kCacheBytes (estimated) of entries.
+  BoundedCache<UserRatingsPtr, &internal::CacheBytes> user_cache_{kCacheBytes};
+  BoundedCache<std::shared_ptr<const internal::ResolvedRatings>,
+               &internal::CacheBytes>
+      resolved_cache_{kCacheBytes};
   absl::flat_hash_map<std::string, std::string> title_cache_;
   uint64_t ratings_gen_ = 0;  // guarded by read_cache_mu_
   uint64_t titles_gen_ = 0;   // guarded by read_cache_mu_

@@ -14,6 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "server/bounded_cache.h"
 #include "store/store.h"
 
 namespace rbmrec::server {
@@ -53,6 +54,34 @@ v1::Rating Row(const std::string& u, const std::string& i, double r) {
   row.set_item_id(i);
   row.set_rating(r);
   return row;
+}
+
+size_t LengthPlus10(const std::string& key, const std::string& value) {
+  return key.size() + value.size() + 10;
+}
+
+TEST(BoundedCacheTest, StaysUnderItsByteBudget) {
+  BoundedCache<std::string, &LengthPlus10> cache(100);
+  cache.Put("a", std::string(20, 'x'));  // 31 bytes
+  cache.Put("b", std::string(20, 'y'));  // 62
+  ASSERT_NE(cache.Find("a"), nullptr);
+  EXPECT_EQ(*cache.Find("b"), std::string(20, 'y'));
+  EXPECT_EQ(cache.bytes(), 62u);
+  cache.Put("a", std::string(5, 'z'));  // replaces: 62 - 31 + 16
+  EXPECT_EQ(cache.bytes(), 47u);
+  EXPECT_EQ(*cache.Find("a"), "zzzzz");
+  cache.Put("c", std::string(50, 'w'));  // 47 + 61 > 100: emptied first
+  EXPECT_EQ(cache.Find("a"), nullptr);
+  EXPECT_EQ(cache.Find("b"), nullptr);
+  EXPECT_EQ(cache.size(), 1u);
+  EXPECT_EQ(cache.bytes(), 61u);
+  cache.Put("huge", std::string(200, 'h'));  // over the whole budget
+  EXPECT_EQ(cache.Find("huge"), nullptr);
+  EXPECT_EQ(cache.bytes(), 61u);
+  cache.Erase("c");
+  cache.Erase("never-there");
+  EXPECT_EQ(cache.size(), 0u);
+  EXPECT_EQ(cache.bytes(), 0u);
 }
 
 class ServiceTest : public ::testing::Test {
