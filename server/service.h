@@ -25,8 +25,10 @@
 //   user can be NOT_FOUND.
 // - Recommend: candidates are the model's items that have training data
 //   (Model::Trained), minus the items the user rated (stored or ad-hoc).
-//   For speed, EXACT ranking re-scores exactly only the best candidates by
-//   mean field (ServiceOptions::recommend_candidates; 0 disables).
+//   Every candidate gets a mean-field score (ScoreAllMeanField); the best
+//   max(recommend_candidates, 3n) are scored again with the requested
+//   method, which orders them and gives the answer's numbers
+//   (recommend_candidates = 0 with EXACT: every item exactly).
 // - Online updates: users whose ratings change are queued; a background
 //   thread applies AddItems / AdjustHistogram / AdjustItemInput (the
 //   item-based RBM's per-item inputs) / OnlineUserUpdate to a COPY of the
@@ -83,9 +85,9 @@ struct ServiceOptions {
   int max_predict_items = 1000;
   // Largest Recommend n.
   int max_recommend_n = 1000;
-  // Recommend with EXACT: rank all items by mean field first and re-score
-  // the best max(recommend_candidates, 3n) exactly. 0 = exact over all items
-  // (slower: m*K*F softplus evaluations per call).
+  // Recommend: rank all items by mean field first and score the best
+  // max(recommend_candidates, 3n) with the requested method. 0 with EXACT =
+  // exact over all items (slower: m*K*F softplus evaluations per call).
   int recommend_candidates = 30;
   // Online per-user updates.
   bool online = true;
