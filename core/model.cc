@@ -131,29 +131,28 @@ void Model::Predict(int32_t user, const VisibleSet& v,
   }
 }
 
+void Model::ItemRbmMeanFieldLogits(int32_t user, RowMatrixXf* logits) const {
+  thread_local RowMatrixXf hT_local;
+  const RowMatrixXf* hT = &item_hT;
+  if (!ItemHiddenFresh()) {
+    hT_local = (1.0f + (-item_x.transpose().array()).exp()).inverse().matrix();
+    hT = &hT_local;
+  }
+  const int64_t row0 = item_rbm.Row(user, 0);
+  logits->resize(num_items(), K());
+  kernels::ColumnDots(item_rbm.W.row(row0).data(), item_rbm.b.data() + row0,
+                      K(), item_rbm.F, hT->data(), hT->cols(), num_items(),
+                      logits->data());
+}
+
 void Model::MixItemRbm(int32_t user, PredictMethod method,
                        RowMatrixXf* out) const {
-  if (item_rbm.F == 0 || user < 0 || user >= item_rbm.num_items ||
-      user_weight >= 1.0f) {
-    return;
-  }
+  if (!ItemRbmServes(user)) return;
   const int K = this->K();
   const float w = user_weight;
-  const int64_t row0 = item_rbm.Row(user, 0);
   if (method == PredictMethod::kMeanField) {
-    // All items at once: logits(i, k) = b_I[user, k] +
-    // sum_j W_I[user, k, j] * sigmoid(item_x(i, j)), items in SIMD lanes.
-    thread_local RowMatrixXf hT_local, logits;
-    const RowMatrixXf* hT = &item_hT;
-    if (!ItemHiddenFresh()) {
-      hT_local =
-          (1.0f + (-item_x.transpose().array()).exp()).inverse().matrix();
-      hT = &hT_local;
-    }
-    logits.resize(num_items(), K);
-    kernels::ColumnDots(item_rbm.W.row(row0).data(), item_rbm.b.data() + row0,
-                        K, item_rbm.F, hT->data(), hT->cols(), num_items(),
-                        logits.data());
+    thread_local RowMatrixXf logits;
+    ItemRbmMeanFieldLogits(user, &logits);
     SoftmaxRows(logits.data(), num_items(), K);
     for (int32_t i = 0; i < num_items(); ++i) {
       if (!UsesItemRbm(user, i)) continue;

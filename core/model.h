@@ -80,10 +80,20 @@ class Model {
 
   // True when the I-RBM part applies to model user u and item i.
   bool UsesItemRbm(int32_t user, int32_t item) const {
-    return item_rbm.F > 0 && user >= 0 && user < item_rbm.num_items &&
-           item >= 0 && item < static_cast<int32_t>(item_in_irbm.size()) &&
-           item_in_irbm[static_cast<size_t>(item)] != 0 && user_weight < 1.0f;
+    return ItemRbmServes(user) && item >= 0 &&
+           item < static_cast<int32_t>(item_in_irbm.size()) &&
+           item_in_irbm[static_cast<size_t>(item)] != 0;
   }
+  // True when the I-RBM part applies to model user u for some items.
+  bool ItemRbmServes(int32_t user) const {
+    return item_rbm.F > 0 && user >= 0 && user < item_rbm.num_items &&
+           user_weight < 1.0f;
+  }
+  // The I-RBM's mean-field logits of every item for model user u:
+  // logits(i, k) = b_I[u, k] + sum_j W_I[u, k, j] * sigmoid(item_x(i, j))
+  // (num_items() x K, row-major), items in SIMD lanes over item_hT.
+  // REQUIRES ItemRbmServes(user).
+  void ItemRbmMeanFieldLogits(int32_t user, RowMatrixXf* logits) const;
 
   // item_hT = sigmoid(item_x)^T.
   void RefreshItemHidden();

@@ -97,34 +97,48 @@ void SoftmaxInPlace(float* z, int n) {
 }
 void SoftmaxInPlace(double* z, int n) { SoftmaxImpl(z, n); }
 
+#ifdef RBMREC_AVX2
+// Softmax of eight rows at once, one row per lane: gathers column k of the
+// rows starting at `base` (row stride K, `idx` = lane * K) into v[k] and
+// does exactly SoftmaxInPlace's arithmetic lane-wise (max, exp(z - max), the
+// sum in k order, 1/sum, the products), leaving the probabilities in v.
+// REQUIRES K <= 8.
+static inline void SoftmaxLanes8(const float* base, __m256i idx, int K,
+                                 __m256* v) {
+  v[0] = _mm256_i32gather_ps(base, idx, 4);
+  __m256 mx = v[0];
+  for (int k = 1; k < K; ++k) {
+    v[k] = _mm256_i32gather_ps(base + k, idx, 4);
+    // std::max(mx, z) keeps mx unless mx < z.
+    mx = _mm256_blendv_ps(mx, v[k], _mm256_cmp_ps(mx, v[k], _CMP_LT_OQ));
+  }
+  __m256 sum = _mm256_setzero_ps();
+  for (int k = 0; k < K; ++k) {
+    v[k] = Exp8(_mm256_sub_ps(v[k], mx));
+    sum = _mm256_add_ps(sum, v[k]);
+  }
+  const __m256 inv = _mm256_div_ps(_mm256_set1_ps(1.0f), sum);
+  for (int k = 0; k < K; ++k) v[k] = _mm256_mul_ps(v[k], inv);
+}
+
+static inline __m256i LaneRowOffsets(int K) {
+  return _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
+                            _mm256_set1_epi32(K));
+}
+#endif
+
 void SoftmaxRows(float* z, int64_t rows, int K) {
   int64_t r = 0;
 #ifdef RBMREC_AVX2
   if (K <= 8) {
-    // Eight rows at a time, one row per lane: gather column k of the eight
-    // rows, and do exactly SoftmaxInPlace's arithmetic lane-wise (max, then
-    // exp(z - max), the sum in k order, 1/sum, the products).
-    const __m256i idx = _mm256_mullo_epi32(
-        _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(K));
+    const __m256i idx = LaneRowOffsets(K);
     __m256 v[8];
     alignas(32) float out[8];
     for (; r + 8 <= rows; r += 8) {
       float* base = z + r * K;
-      v[0] = _mm256_i32gather_ps(base, idx, 4);
-      __m256 mx = v[0];
-      for (int k = 1; k < K; ++k) {
-        v[k] = _mm256_i32gather_ps(base + k, idx, 4);
-        // std::max(mx, z) keeps mx unless mx < z.
-        mx = _mm256_blendv_ps(mx, v[k], _mm256_cmp_ps(mx, v[k], _CMP_LT_OQ));
-      }
-      __m256 sum = _mm256_setzero_ps();
+      SoftmaxLanes8(base, idx, K, v);
       for (int k = 0; k < K; ++k) {
-        v[k] = Exp8(_mm256_sub_ps(v[k], mx));
-        sum = _mm256_add_ps(sum, v[k]);
-      }
-      const __m256 inv = _mm256_div_ps(_mm256_set1_ps(1.0f), sum);
-      for (int k = 0; k < K; ++k) {
-        _mm256_store_ps(out, _mm256_mul_ps(v[k], inv));
+        _mm256_store_ps(out, v[k]);
         for (int l = 0; l < 8; ++l) base[l * K + k] = out[l];
       }
     }
@@ -138,28 +152,14 @@ void SoftmaxDotRows(const float* z, int64_t rows, int K, const float* values,
   int64_t r = 0;
 #ifdef RBMREC_AVX2
   if (K <= 8) {
-    // As SoftmaxRows (one row per lane), then the dot with `values`.
-    const __m256i idx = _mm256_mullo_epi32(
-        _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(K));
+    const __m256i idx = LaneRowOffsets(K);
     __m256 v[8];
     for (; r + 8 <= rows; r += 8) {
-      const float* base = z + r * K;
-      v[0] = _mm256_i32gather_ps(base, idx, 4);
-      __m256 mx = v[0];
-      for (int k = 1; k < K; ++k) {
-        v[k] = _mm256_i32gather_ps(base + k, idx, 4);
-        mx = _mm256_blendv_ps(mx, v[k], _mm256_cmp_ps(mx, v[k], _CMP_LT_OQ));
-      }
-      __m256 sum = _mm256_setzero_ps();
-      for (int k = 0; k < K; ++k) {
-        v[k] = Exp8(_mm256_sub_ps(v[k], mx));
-        sum = _mm256_add_ps(sum, v[k]);
-      }
-      const __m256 inv = _mm256_div_ps(_mm256_set1_ps(1.0f), sum);
+      SoftmaxLanes8(z + r * K, idx, K, v);
       __m256 dot = _mm256_setzero_ps();
       for (int k = 0; k < K; ++k) {
-        dot = _mm256_add_ps(dot, _mm256_mul_ps(_mm256_mul_ps(v[k], inv),
-                                               _mm256_set1_ps(values[k])));
+        dot =
+            _mm256_add_ps(dot, _mm256_mul_ps(v[k], _mm256_set1_ps(values[k])));
       }
       _mm256_storeu_ps(out + r, dot);
     }

@@ -4,7 +4,6 @@
 #include <cmath>
 #include <vector>
 
-#include "core/kernels.h"
 #include "core/rbm.h"
 
 namespace rbmrec::server {
@@ -18,6 +17,26 @@ struct Scratch {
   RowMatrixXf logits;
 };
 
+// s->scores = the K logits of every item (item-major) of one user-based RBM
+// for the user's ratings v: b + W sigmoid(x) for mean field, b + sum_j
+// softplus(x_j + W_j) for the exact rule, with x = HiddenInput(p, v).
+void MemberLogits(const RbmParams& p, const VisibleSet& v, PredictMethod method,
+                  Scratch* s) {
+  s->x.resize(p.F);
+  HiddenInput(p, v, s->x.data());
+  const Eigen::Index rows = p.W.rows();
+  s->scores.resize(rows);
+  if (method == PredictMethod::kMeanField) {
+    SigmoidInPlace(s->x.data(), p.F);
+    s->scores.noalias() = p.W * s->x;
+    s->scores += p.b;
+  } else {
+    for (Eigen::Index r = 0; r < rows; ++r) {
+      s->scores[r] = p.b[r] + SoftplusSum(s->x.data(), p.W.row(r).data(), p.F);
+    }
+  }
+}
+
 }  // namespace
 
 void PredictAllFast(const Model& model, int32_t user, const VisibleSet& v,
@@ -30,20 +49,7 @@ void PredictAllFast(const Model& model, int32_t user, const VisibleSet& v,
                         ? 0.f
                         : 1.0f / static_cast<float>(model.members.size());
   for (const RbmParams& p : model.members) {
-    s.x.resize(p.F);
-    HiddenInput(p, v, s.x.data());
-    const Eigen::Index rows = p.W.rows();
-    s.scores.resize(rows);
-    if (method == PredictMethod::kMeanField) {
-      SigmoidInPlace(s.x.data(), p.F);
-      s.scores.noalias() = p.W * s.x;
-      s.scores += p.b;
-    } else {
-      // score_r = b_r + sum_j softplus(x_j + W_rj).
-      for (Eigen::Index r = 0; r < rows; ++r) {
-        s.scores[r] = p.b[r] + SoftplusSum(s.x.data(), p.W.row(r).data(), p.F);
-      }
-    }
+    MemberLogits(p, v, method, &s);
     SoftmaxRows(s.scores.data(), m, K);
     // out (m x K, row-major) += inv * scores, viewed as the same shape.
     out->array() +=
@@ -79,29 +85,12 @@ void ScoreAllMeanField(const Model& model, int32_t user, const VisibleSet& v,
                         ? 0.f
                         : 1.0f / static_cast<float>(model.members.size());
   for (const RbmParams& p : model.members) {
-    s.x.resize(p.F);
-    HiddenInput(p, v, s.x.data());
-    SigmoidInPlace(s.x.data(), p.F);
-    s.scores.resize(p.W.rows());
-    s.scores.noalias() = p.W * s.x;
-    s.scores += p.b;
+    MemberLogits(p, v, PredictMethod::kMeanField, &s);
     SoftmaxDotRows(s.scores.data(), m, K, values, s.part.data());
     for (int32_t i = 0; i < m; ++i) scores[i] += inv * s.part[i];
   }
-  const RbmParams& ip = model.item_rbm;
-  if (ip.F > 0 && user >= 0 && user < ip.num_items &&
-      model.user_weight < 1.0f) {
-    const int64_t row0 = ip.Row(user, 0);
-    s.logits.resize(m, K);
-    const RowMatrixXf* hT = &model.item_hT;
-    thread_local RowMatrixXf hT_local;
-    if (!model.ItemHiddenFresh()) {
-      hT_local =
-          (1.0f + (-model.item_x.transpose().array()).exp()).inverse().matrix();
-      hT = &hT_local;
-    }
-    kernels::ColumnDots(ip.W.row(row0).data(), ip.b.data() + row0, K, ip.F,
-                        hT->data(), hT->cols(), m, s.logits.data());
+  if (model.ItemRbmServes(user)) {
+    model.ItemRbmMeanFieldLogits(user, &s.logits);
     SoftmaxDotRows(s.logits.data(), m, K, values, s.part.data());
     const float w = model.user_weight;
     for (int32_t i = 0; i < m; ++i) {
