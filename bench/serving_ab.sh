@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# Serving speed of two server binaries in the same run (before/after a
+# change), ML-100k u1.base, loopback, one load generator for both:
+#   PredictRatings 10 items, health Check and Recommend top 10, concurrency
+#   16, each run alternating OLD, NEW so every comparison is of adjacent
+#   runs on the same (noisy, shared) machine.
+# Prints every run, the medians, NEW's Predict/health QPS ratio and the
+# Recommend p99 ratio NEW/OLD, with verdicts for the targets "Predict/health
+# QPS >= 0.5" and "Recommend p99 within 10% of OLD".
+#
+# Usage: bench/serving_ab.sh OLD_BIN_DIR [NEW_BIN_DIR] [ML100K_DIR]
+#   *_BIN_DIR hold rbmrec-server (NEW_BIN_DIR also rbmrec and rbmrec-loadgen;
+#   default build/bin). Each server imports u1.base into its own temporary
+#   database and trains with its defaults (same seed).
+# Env: DURATION=5 (seconds per load run), CONCURRENCY=16, REPEAT=5.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+old_bin=${1:?usage: bench/serving_ab.sh OLD_BIN_DIR [NEW_BIN_DIR] [ML100K_DIR]}
+new_bin=${2:-$root/build/bin}
+ml=${3:-$root/../shared/data/movielens/ml-100k}
+duration=${DURATION:-5}
+conc=${CONCURRENCY:-16}
+repeat=${REPEAT:-5}
+[ -r "$ml/u1.base" ] || { echo "serving_ab: missing $ml/u1.base" >&2; exit 1; }
+for b in "$old_bin/rbmrec-server" "$new_bin/rbmrec-server" "$new_bin/rbmrec" \
+  "$new_bin/rbmrec-loadgen"; do
+  [ -x "$b" ] || { echo "serving_ab: missing $b" >&2; exit 1; }
+done
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/rbmrec-serving-ab.XXXXXX")
+pids=()
+cleanup() {
+  local p
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+json() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print($2)" "$1"; }
+median() { python3 -c "import statistics,sys; print('%.4g' % statistics.median(map(float,sys.argv[1:])))" "$@"; }
+ratio() { python3 -c "import sys; print('%.3f' % (float(sys.argv[1])/float(sys.argv[2])))" "$1" "$2"; }
+verdict() { python3 -c "import sys; print('MET' if eval(sys.argv[1]) else 'MISSED')" "$1"; }
+
+# start NAME BIN_DIR: a server with u1.base imported and a trained model.
+declare -A port
+start() {
+  local name=$1 dir=$2 p
+  p=$(free_port)
+  "$dir/rbmrec-server" --listen "127.0.0.1:$p" --db "$tmp/$name.db" \
+    >"$tmp/$name.log" 2>&1 &
+  pids+=($!)
+  for _ in $(seq 100); do
+    "$new_bin/rbmrec" --server "127.0.0.1:$p" --timeout 1 health >/dev/null 2>&1 && break
+    sleep 0.1
+  done
+  "$new_bin/rbmrec" --server "127.0.0.1:$p" import "$ml/u1.base" >/dev/null 2>&1
+  "$new_bin/rbmrec" --server "127.0.0.1:$p" train >/dev/null 2>&1
+  port[$name]=$p
+}
+start old "$old_bin"
+start new "$new_bin"
+
+run() {  # run NAME OUT [loadgen flags]
+  local name=$1 out=$2
+  shift 2
+  "$new_bin/rbmrec-loadgen" --server "127.0.0.1:${port[$name]}" \
+    --concurrency "$conc" --duration "$duration" --warmup 1 --json "$@" >"$out"
+}
+declare -A pq hq rp
+for k in old new; do pq[$k]="" hq[$k]="" rp[$k]=""; done
+for r in $(seq "$repeat"); do
+  for k in old new; do
+    run "$k" "$tmp/p.json" --mix predict=1 --items-per-predict 10 --ratings "$ml/u1.base"
+    run "$k" "$tmp/h.json" --mix health=1
+    run "$k" "$tmp/r.json" --mix recommend=1 --n 10 --ratings "$ml/u1.base"
+    p=$(json "$tmp/p.json" 'd["rpcs"][0]["qps"]')
+    pp=$(json "$tmp/p.json" 'd["rpcs"][0]["p99_ms"]')
+    pe=$(json "$tmp/p.json" 'd["rpcs"][0]["errors"]')
+    h=$(json "$tmp/h.json" 'd["rpcs"][0]["qps"]')
+    rq=$(json "$tmp/r.json" 'd["rpcs"][0]["qps"]')
+    rr=$(json "$tmp/r.json" 'd["rpcs"][0]["p99_ms"]')
+    re=$(json "$tmp/r.json" 'd["rpcs"][0]["errors"]')
+    printf 'run %d %s: Predict QPS %s p99 %s ms (errors %s); health QPS %s; Recommend QPS %s p99 %s ms (errors %s)\n' \
+      "$r" "$k" "$p" "$pp" "$pe" "$h" "$rq" "$rr" "$re"
+    pq[$k]+=" $p" hq[$k]+=" $h" rp[$k]+=" $rr"
+  done
+done
+echo
+for k in old new; do
+  # shellcheck disable=SC2086
+  echo "$k: median Predict QPS $(median ${pq[$k]}), health QPS $(median ${hq[$k]}), Recommend p99 $(median ${rp[$k]}) ms"
+done
+# shellcheck disable=SC2086
+ph=$(ratio "$(median ${pq[new]})" "$(median ${hq[new]})")
+# shellcheck disable=SC2086
+rr=$(ratio "$(median ${rp[new]})" "$(median ${rp[old]})")
+echo "new Predict/health QPS ratio:        $ph   target >= 0.5: $(verdict "$ph >= 0.5")"
+echo "Recommend p99 new/old:               $rr   target <= 1.10: $(verdict "$rr <= 1.10")"
