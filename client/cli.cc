@@ -68,12 +68,17 @@ std::vector<CommandSpec> MakeCommands() {
       "Each batch is committed atomically; a later rating of the same "
       "(user, item) replaces an earlier one. Malformed file lines fail the "
       "import before anything is sent (or, with --lenient, are skipped); "
-      "rows the server rejects are listed with their file line numbers.",
+      "rows the server rejects are listed with their file line numbers and "
+      "make the command exit 3 (unless --allow-rejected). If the import "
+      "fails part way, the rows certainly stored are printed; re-running the "
+      "same import is always safe (ratings are upserted).",
       {FormatFlag(),
        Value("batch", "N",
              "rows per batch, each one transaction (default 10000, the "
              "server's default --max-batch)"),
-       Bool("lenient", "skip malformed lines instead of failing")}});
+       Bool("lenient", "skip malformed lines instead of failing"),
+       Bool("allow-rejected",
+            "exit 0 even when the server rejected rows (default: exit 3)")}});
   c.push_back(CommandSpec{
       {"items", "import"},
       "FILE",
@@ -91,14 +96,16 @@ std::vector<CommandSpec> MakeCommands() {
       0,
       "train a new model on all stored ratings",
       "Starts a training job on the server and shows its progress: one table "
-      "row per epoch. When it succeeds the new model version is published "
-      "and becomes active. Ctrl-C asks the server to cancel the job (a "
+      "row per epoch. When it succeeds the new model version is stored and, "
+      "per --activate, becomes active (the output says whether it did). "
+      "Ctrl-C asks the server to cancel the job (a "
       "second Ctrl-C quits at once, leaving the job running). Options not "
       "given take the server's defaults.",
       {Value("hidden", "N", "number of hidden units"),
        Value("epochs", "N", "maximum number of epochs"),
        Value("batch-size", "N", "users per mini-batch"),
-       Value("lr", "X", "learning rate"),
+       Value("learning-rate", "X", "learning rate (alias --lr)"),
+       Value("lr", "X", "alias of --learning-rate"),
        Value("momentum", "X", "momentum, in [0, 1)"),
        Value("weight-decay", "X", "L2 weight decay"),
        Value("cd-steps", "N", "Gibbs steps per CD update"),
@@ -106,7 +113,12 @@ std::vector<CommandSpec> MakeCommands() {
        Value("threads", "N", "worker threads"),
        Value("validation-fraction", "X",
              "fraction of ratings held out for validation, 0 disables"),
-       Value("ensemble", "N", "number of RBMs averaged")}});
+       Value("ensemble", "N", "number of RBMs averaged"),
+       Value("activate", "always|if-better|never",
+             "whether the new model becomes active: always, only if its "
+             "validation RMSE is not worse than the active model's "
+             "(if-better), or never (activate later with 'models "
+             "activate'); default: the server's --activate")}});
   c.push_back(CommandSpec{
       {"predict"},
       "USER ITEM...",
@@ -154,7 +166,8 @@ std::vector<CommandSpec> MakeCommands() {
                           0,
                           "list the stored model versions",
                           "Lists the stored model versions, newest first; "
-                          "'*' marks the active one.",
+                          "'*' marks the active one, 'pinned' the versions "
+                          "retention never removes.",
                           {}});
   c.push_back(CommandSpec{{"models", "activate"},
                           "VERSION",
@@ -164,13 +177,50 @@ std::vector<CommandSpec> MakeCommands() {
                           "Makes VERSION the model that answers requests "
                           "(e.g. to roll back).",
                           {}});
+  c.push_back(CommandSpec{
+      {"models", "delete"},
+      "VERSION",
+      1,
+      1,
+      "delete a stored model version",
+      "Deletes VERSION and gives its space back. The active version cannot "
+      "be deleted; a pinned one only with --force.",
+      {Bool("force", "delete the version even when it is pinned")}});
+  c.push_back(CommandSpec{{"models", "pin"},
+                          "VERSION",
+                          1,
+                          1,
+                          "keep a model version through retention",
+                          "Pins VERSION: the retention policy (and 'models "
+                          "prune') never removes it.",
+                          {}});
+  c.push_back(CommandSpec{{"models", "unpin"},
+                          "VERSION",
+                          1,
+                          1,
+                          "let retention remove a model version again",
+                          "Unpins VERSION.",
+                          {}});
+  c.push_back(CommandSpec{
+      {"models", "prune"},
+      "",
+      0,
+      0,
+      "apply the retention policy now",
+      "Deletes the stored versions the retention policy does not keep: it "
+      "keeps the active version, every pinned one, the newest --keep-full "
+      "\"full\" and the newest --keep-online \"online\" versions (default: "
+      "the server's --keep-full-models / --keep-online-models).",
+      {Value("keep-full", "N", "full (trained) versions to keep, >= 0"),
+       Value("keep-online", "N", "online versions to keep, >= 0")}});
   c.push_back(CommandSpec{{"stats"},
                           "",
                           0,
                           0,
                           "counts of users, items, ratings; server state",
                           "Shows the numbers of stored users, items and "
-                          "ratings, the active model and the training state.",
+                          "ratings, the active model, the training state, "
+                          "the stored model versions and the database size.",
                           {}});
   c.push_back(CommandSpec{{"health"},
                           "[SERVICE]",
@@ -517,8 +567,9 @@ std::string TopUsage() {
   out += TwoColumns(lines);
   absl::StrAppend(&out, "\nGlobal flags:\n", FlagLines(GlobalFlags()),
                   "\nRun 'rbmrec COMMAND --help' for a command's flags.\n"
-                  "Exit codes: 0 ok, 1 usage error or unreadable input, "
-                  "2 RPC error.\n");
+                  "Exit codes: 0 ok, 1 usage error or unreadable input, 2 "
+                  "RPC error or failed\noutcome, 3 rows rejected by the "
+                  "server (import, unless --allow-rejected).\n");
   return out;
 }
 
@@ -633,6 +684,15 @@ absl::StatusOr<v1::RankBy> ParseRankBy(absl::string_view name) {
       absl::StrCat("--by: expected 'expected' or 'prob', got '", name, "'"));
 }
 
+absl::StatusOr<v1::ActivationPolicy> ParseActivation(absl::string_view name) {
+  const std::string n = absl::AsciiStrToLower(name);
+  if (n == "always") return v1::ACTIVATE_ALWAYS;
+  if (n == "if-better" || n == "if_better") return v1::ACTIVATE_IF_BETTER;
+  if (n == "never") return v1::ACTIVATE_NEVER;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--activate: expected always, if-better or never, got '", name, "'"));
+}
+
 absl::StatusOr<v1::ItemRating> ParseItemRating(absl::string_view text) {
   const size_t eq = text.rfind('=');
   if (eq == absl::string_view::npos || eq == 0) {
@@ -709,6 +769,8 @@ absl::StatusOr<v1::TrainRequest> BuildTrainRequest(const ParsedArgs& args) {
       MaybeInt32(args, "hidden", [o](int32_t v) { o->set_hidden(v); }),
       MaybeInt32(args, "epochs", [o](int32_t v) { o->set_epochs(v); }),
       MaybeInt32(args, "batch-size", [o](int32_t v) { o->set_batch_size(v); }),
+      MaybeDouble(args, "learning-rate",
+                  [o](double v) { o->set_learning_rate(v); }),
       MaybeDouble(args, "lr", [o](double v) { o->set_learning_rate(v); }),
       MaybeDouble(args, "momentum", [o](double v) { o->set_momentum(v); }),
       MaybeDouble(args, "weight-decay",
@@ -721,6 +783,16 @@ absl::StatusOr<v1::TrainRequest> BuildTrainRequest(const ParsedArgs& args) {
   };
   for (const absl::Status& s : statuses) {
     if (!s.ok()) return s;
+  }
+  if (args.Has("learning-rate") && args.Has("lr")) {
+    return absl::InvalidArgumentError(
+        "--lr is an alias of --learning-rate; give only one");
+  }
+  if (args.Has("activate")) {
+    absl::StatusOr<v1::ActivationPolicy> policy =
+        ParseActivation(args.Get("activate", ""));
+    if (!policy.ok()) return policy.status();
+    request.set_activation(*policy);
   }
   if (args.Has("seed")) {
     uint64_t seed = 0;

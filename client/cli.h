@@ -126,6 +126,9 @@ absl::StatusOr<v1::Method> ParseMethod(absl::string_view name);
 // "expected" -> EXPECTED_RATING, "prob" / "probability" ->
 // PROBABILITY_AT_LEAST.
 absl::StatusOr<v1::RankBy> ParseRankBy(absl::string_view name);
+// "always" -> ACTIVATE_ALWAYS, "if-better" -> ACTIVATE_IF_BETTER, "never" ->
+// ACTIVATE_NEVER (--activate of `train`).
+absl::StatusOr<v1::ActivationPolicy> ParseActivation(absl::string_view name);
 // "ITEM=RATING" (split at the last '='), e.g. "50=4.5".
 absl::StatusOr<v1::ItemRating> ParseItemRating(absl::string_view text);
 
