@@ -292,6 +292,8 @@ int RunImport(Context& ctx) {
                   << last_line_of(committed->batches) << ")";
       }
       ctx.err() << "; later rows are not\n";
+    } else if (last.rows_sent == 0) {
+      ctx.err() << "committed: nothing (no batch was sent)\n";
     } else {
       ctx.err() << "committed: unknown (the server did not say; the "
                    "connection may have been lost): 0 rows are certainly "
