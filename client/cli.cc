@@ -6,6 +6,7 @@
 #include <optional>
 #include <utility>
 
+#include "CLI/CLI.hpp"
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
@@ -387,103 +388,234 @@ std::vector<std::string> ParsedArgs::GetAll(absl::string_view name) const {
   return it == flags.end() ? std::vector<std::string>{} : it->second;
 }
 
+namespace {
+
+// The spec of flag `name` (long name) among the global flags and every
+// command's flags; null when unknown. Flag names mean the same everywhere.
+const FlagSpec* AnyFlag(absl::string_view name, bool is_short) {
+  if (const FlagSpec* f = FindFlag(GlobalFlags(), name, is_short)) return f;
+  for (const auto& c : Commands()) {
+    if (const FlagSpec* f = FindFlag(c.flags, name, is_short)) return f;
+  }
+  return nullptr;
+}
+
+// A flag argument's name without dashes and "=value", and whether it is a
+// short one ("-n"); false when `arg` is not a flag.
+bool SplitFlag(absl::string_view arg, absl::string_view* name, bool* is_short) {
+  if (arg.size() < 2 || arg[0] != '-') return false;
+  *is_short = arg[1] != '-';
+  absl::string_view body = arg.substr(*is_short ? 1 : 2);
+  *name = body.substr(0, body.find('='));
+  return true;
+}
+
+// One CLI11 app per command word path ({"models"}, {"models", "delete"}),
+// with the storage of its flags' values.
+struct AppNode {
+  CLI::App* app = nullptr;
+  const CommandSpec* command = nullptr;  // null for a pure group ("items")
+  std::vector<std::string> positional;
+  // Per flag long name: the values given (bool flags: counted separately).
+  std::map<std::string, std::vector<std::string>> values;
+  std::map<std::string, int64_t> counts;  // bool flags
+};
+
+// Adds `flags` to `app`, storing their values in `node`. Every value flag
+// takes exactly one value per occurrence and may occur any number of times
+// (ParseArgs reports a repeated single-value flag itself).
+void AddFlags(const std::vector<FlagSpec>& flags, AppNode* node) {
+  for (const FlagSpec& f : flags) {
+    std::string names = absl::StrCat("--", f.name);
+    if (f.short_name != 0) {
+      names = absl::StrCat("-", std::string(1, f.short_name), ",", names);
+    }
+    if (f.kind == FlagKind::kBool) {
+      node->app->add_flag(names, node->counts[f.name], f.help);
+    } else {
+      node->app->add_option(names, node->values[f.name], f.help)
+          ->expected(1)
+          ->allow_extra_args(false)
+          ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+    }
+  }
+}
+
+}  // namespace
+
 absl::StatusOr<ParsedArgs> ParseArgs(const std::vector<std::string>& args,
                                      absl::string_view server_env) {
   ParsedArgs out;
-  std::vector<std::string> words;  // command words collected so far
-  bool resolved = false;           // out.command is final
-  bool flags_done = false;         // "--" seen
-
-  // Called with each non-flag argument.
-  auto add_word = [&](const std::string& word) -> absl::Status {
-    if (resolved) {
-      out.positional.push_back(word);
-      return absl::OkStatus();
+  // Arguments after "--" are positional (handled here, not by CLI11).
+  std::vector<std::string> before;
+  std::vector<std::string> after;
+  bool dashdash = false;
+  for (const std::string& arg : args) {
+    if (dashdash) {
+      after.push_back(arg);
+    } else if (arg == "--") {
+      dashdash = true;
+    } else {
+      before.push_back(arg);
     }
-    if (words.empty() && word == "help" && !out.help) {
-      out.help = true;
-      return absl::OkStatus();
+  }
+  // "help" as the first command word; "-n=7" as "-n 7" and "--name=" as
+  // "--name ''"; "--lenient=x" is an error (CLI11 would read x as a
+  // boolean).
+  std::vector<std::string> prepared;
+  bool seen_word = false;
+  for (size_t i = 0; i < before.size(); ++i) {
+    const std::string& arg = before[i];
+    absl::string_view name;
+    bool is_short = false;
+    if (!SplitFlag(arg, &name, &is_short)) {
+      if (!seen_word && arg == "help" && !out.help) {
+        out.help = true;
+        continue;
+      }
+      seen_word = true;
+      prepared.push_back(arg);
+      continue;
     }
-    std::vector<std::string> candidate = words;
-    candidate.push_back(word);
-    if (FindExact(candidate) != nullptr || IsStrictPrefixOfSome(candidate)) {
-      words = std::move(candidate);
-      out.command = FindExact(words);
-      resolved = out.command != nullptr && !IsStrictPrefixOfSome(words);
-      return absl::OkStatus();
-    }
-    if (out.command != nullptr) {  // "models" followed by an argument
-      resolved = true;
-      out.positional.push_back(word);
-      return absl::OkStatus();
-    }
-    if (words.empty()) {
+    const FlagSpec* spec = AnyFlag(name, is_short);
+    const size_t eq = arg.find('=');
+    if (spec != nullptr && spec->kind == FlagKind::kBool &&
+        eq != std::string::npos) {
       return absl::InvalidArgumentError(
-          absl::StrCat("unknown command '", word, "'"));
+          absl::StrCat(arg.substr(0, eq), " takes no value"));
     }
-    return absl::InvalidArgumentError(
-        absl::StrCat("unknown command '", Joined(words), " ", word, "'"));
-  };
+    if (eq != std::string::npos) {  // "--name=value" as "--name value"
+      prepared.push_back(arg.substr(0, eq));
+      prepared.push_back(arg.substr(eq + 1));
+      continue;
+    }
+    prepared.push_back(arg);
+    // The value of a value flag is not a command word.
+    if (spec != nullptr && spec->kind != FlagKind::kBool &&
+        eq == std::string::npos && i + 1 < before.size()) {
+      prepared.push_back(before[++i]);
+    }
+  }
 
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& arg = args[i];
-    if (flags_done || arg.size() < 2 || arg[0] != '-') {
-      if (absl::Status s = add_word(arg); !s.ok()) return s;
-      continue;
+  // The CLI11 app tree: the root holds the global flags; each command word
+  // path is a subcommand; unknown arguments fall through to the root and
+  // are reported below. At most one subcommand per level, so a later word
+  // that names a command elsewhere is a positional argument.
+  CLI::App root("rbmrec");
+  root.set_help_flag();
+  root.allow_extras(true);
+  root.require_subcommand(0, 1);
+  std::map<std::vector<std::string>, AppNode> nodes;
+  AppNode& top = nodes[{}];
+  top.app = &root;
+  AddFlags(GlobalFlags(), &top);
+  for (const CommandSpec& c : Commands()) {
+    for (size_t depth = 1; depth <= c.path.size(); ++depth) {
+      const std::vector<std::string> path(c.path.begin(),
+                                          c.path.begin() + depth);
+      AppNode& node = nodes[path];
+      if (node.app == nullptr) {
+        const std::vector<std::string> parent(path.begin(), path.end() - 1);
+        node.app = nodes[parent].app->add_subcommand(path.back());
+        node.app->set_help_flag();
+        node.app->allow_extras(true);
+        node.app->fallthrough(true);
+        node.app->require_subcommand(0, 1);
+      }
+      if (depth == c.path.size()) {
+        node.command = &c;
+        node.app->add_option("args", node.positional)->expected(0, -1);
+        AddFlags(c.flags, &node);
+      }
     }
-    if (arg == "--") {
-      flags_done = true;
-      continue;
+  }
+
+  std::vector<std::string> reversed(prepared.rbegin(), prepared.rend());
+  try {
+    root.parse(reversed);
+  } catch (const CLI::ArgumentMismatch& e) {
+    // "--batch: 1 required TEXT missing": a value flag without its value.
+    const std::string what = e.what();
+    const std::string flag = what.substr(0, what.find(':'));
+    absl::string_view name;
+    bool is_short = false;
+    const FlagSpec* spec =
+        SplitFlag(flag, &name, &is_short) ? AnyFlag(name, is_short) : nullptr;
+    if (spec != nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(flag, " needs a value (", spec->value_name, ")"));
     }
-    // A flag: "--name", "--name=value", "-n", "-n=value".
-    const bool is_short = arg[1] != '-';
-    absl::string_view body = absl::string_view(arg).substr(is_short ? 1 : 2);
-    absl::string_view name = body;
-    std::optional<std::string> value;
-    if (size_t eq = body.find('='); eq != absl::string_view::npos) {
-      name = body.substr(0, eq);
-      value = std::string(body.substr(eq + 1));
-    }
-    const std::string shown = absl::StrCat(is_short ? "-" : "--", name);
-    const FlagSpec* spec = FindFlag(GlobalFlags(), name, is_short);
-    if (spec == nullptr && out.command != nullptr) {
-      spec = FindFlag(out.command->flags, name, is_short);
-    }
-    if (spec == nullptr) {
-      if (out.command != nullptr) {
+    return absl::InvalidArgumentError(what);
+  } catch (const CLI::ParseError& e) {
+    return absl::InvalidArgumentError(e.what());
+  }
+
+  // The command: the chain of parsed subcommands.
+  std::vector<std::string> words;
+  const CLI::App* app = &root;
+  while (true) {
+    const std::vector<CLI::App*> subs = app->get_subcommands();
+    if (subs.empty()) break;
+    app = subs.front();
+    words.push_back(app->get_name());
+  }
+  const AppNode& node = nodes.at(words);
+  out.command = node.command;
+  if (out.command == nullptr && !words.empty()) out.group = words;
+  out.positional = node.positional;
+  for (const std::string& arg : after) out.positional.push_back(arg);
+
+  // Arguments nobody took: unknown flags or command words, reported in
+  // command-line order.
+  const std::vector<std::string> extras = root.remaining(true);
+  if (!extras.empty()) {
+    const std::string& arg = extras.front();
+    absl::string_view name;
+    bool is_short = false;
+    if (SplitFlag(arg, &name, &is_short)) {
+      const std::string shown = absl::StrCat(is_short ? "-" : "--", name);
+      const bool before_command =
+          words.empty() ||
+          std::find(prepared.begin(), prepared.end(), arg) <
+              std::find(prepared.begin(), prepared.end(), words.front());
+      if (out.command != nullptr && !before_command) {
         return absl::InvalidArgumentError(
             absl::StrCat("unknown flag ", shown, " for 'rbmrec ",
                          Joined(out.command->path), "'"));
       }
       return absl::InvalidArgumentError(absl::StrCat(
           "unknown flag ", shown,
-          words.empty() ? " (command flags go after the command)" : ""));
+          before_command ? " (command flags go after the command)" : ""));
     }
-    if (spec->kind == FlagKind::kBool) {
-      if (value.has_value()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(shown, " takes no value"));
-      }
-      value = "true";
-    } else if (!value.has_value()) {
-      if (i + 1 >= args.size()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(shown, " needs a value (", spec->value_name, ")"));
-      }
-      value = args[++i];
-    }
-    std::vector<std::string>& values = out.flags[spec->name];
-    if (spec->kind == FlagKind::kValue && !values.empty()) {
+    if (words.empty()) {
       return absl::InvalidArgumentError(
-          absl::StrCat("--", spec->name, " given more than once"));
+          absl::StrCat("unknown command '", arg, "'"));
     }
-    values.push_back(*value);
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown command '", Joined(words), " ", arg, "'"));
+  }
+
+  // Flag values of the global flags and of every app on the command's path.
+  for (size_t depth = 0; depth <= words.size(); ++depth) {
+    const AppNode& n = nodes.at(
+        std::vector<std::string>(words.begin(), words.begin() + depth));
+    for (const auto& [name, values] : n.values) {
+      if (values.empty()) continue;
+      const FlagSpec* spec = AnyFlag(name, false);
+      if (spec != nullptr && spec->kind == FlagKind::kValue &&
+          values.size() > 1) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--", name, " given more than once"));
+      }
+      std::vector<std::string>& dest = out.flags[name];
+      dest.insert(dest.end(), values.begin(), values.end());
+    }
+    for (const auto& [name, count] : n.counts) {
+      for (int64_t i = 0; i < count; ++i) out.flags[name].push_back("true");
+    }
   }
 
   if (out.Has("help")) out.help = true;
-  if (!resolved && out.command == nullptr && !words.empty()) {
-    out.group = words;  // e.g. "items" without "import"
-  }
 
   // Global flags.
   out.global.json = out.Has("json");

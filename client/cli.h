@@ -8,7 +8,16 @@
 // Syntax: rbmrec [GLOBAL FLAGS] COMMAND [SUBCOMMAND] [ARGS] [FLAGS]
 // Flags may appear anywhere after the program name, as "--name VALUE",
 // "--name=VALUE" or "-n VALUE" (short forms). "--" ends the flags: later
-// arguments are positional even when they start with '-'.
+// arguments are positional even when they start with '-'. A negative number
+// ("-5") is an argument, not a flag. Once a command is named, later words
+// are its arguments even when they name a command.
+//
+// The table below (Commands(), GlobalFlags()) is the single description of
+// the command line: ParseArgs builds a CLI11 parser from it (CLI11's
+// exceptions stay inside ParseArgs), and the help texts are generated from
+// it. Flag spellings shared with rbmrec-server and the bench tools:
+// --server, --json, --timeout, --hidden, --epochs, --batch-size,
+// --learning-rate (alias --lr), --seed, --threads.
 
 #include <cstdint>
 #include <map>
