@@ -101,9 +101,15 @@ class FakeRbmrec final : public v1::Rbmrec::Service {
     return grpc::Status::OK;
   }
 
-  grpc::Status PutItems(grpc::ServerContext*, const v1::PutItemsRequest* req,
+  grpc::Status PutItems(grpc::ServerContext* context,
+                        const v1::PutItemsRequest* req,
                         v1::PutItemsResponse* response) override {
     put_items_calls++;
+    if (put_items_fail_at_call == put_items_calls) {
+      context->AddTrailingMetadata("rbmrec-error-reason", "DATABASE_LOCKED");
+      return grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                          "database is locked \x1b[2J");
+    }
     for (const auto& item : req->items()) items[item.item_id()] = item;
     response->set_stored(req->items_size());
     return grpc::Status::OK;
@@ -292,6 +298,7 @@ class FakeRbmrec final : public v1::Rbmrec::Service {
   std::map<std::pair<std::string, std::string>, double> ratings;
   std::map<std::string, v1::Item> items;
   int put_items_calls = 0;
+  int put_items_fail_at_call = 0;  // > 0: that PutItems call fails
   std::vector<v1::PredictRatingsRequest> predict_requests;
   bool fail_training = false;
   // rbmrec-server refuses an anonymous user without ratings (as the fake
@@ -454,6 +461,25 @@ TEST_F(CommandsTest, ItemsImport) {
   EXPECT_EQ(service_.items.at("2").title(), "Jumanji (1995)");
   EXPECT_EQ(service_.items.at("3").attributes().at("genres"), "Action");
   EXPECT_THAT(out_.str(), HasSubstr("stored 3 items"));
+}
+
+TEST_F(CommandsTest, ItemsImportFailureSaysWhatIsStored) {
+  service_.put_items_fail_at_call = 2;
+  const std::string file = WriteFile("movies2.dat",
+                                     "1::A (1995)::Drama\n"
+                                     "2::B (1995)::Drama\n"
+                                     "3::C (1995)::Drama\n");
+  EXPECT_EQ(Run({"items", "import", file, "--batch", "2"}), kExitRpc);
+  // The server's message is escaped on the terminal.
+  EXPECT_THAT(err_.str(), HasSubstr("error: UNAVAILABLE: rpc PutItems: "
+                                    "database is locked \\x1b[2J\n"));
+  EXPECT_THAT(err_.str(), HasSubstr("hint: another process holds the "
+                                    "server's database write lock; retry"));
+  EXPECT_THAT(err_.str(),
+              HasSubstr("committed: the first 2 items of the file (1 "
+                        "requests) are certainly stored"));
+  EXPECT_THAT(err_.str(), HasSubstr("re-running the same import is safe"));
+  EXPECT_EQ(service_.items.size(), 2u);
 }
 
 TEST_F(CommandsTest, TrainPrintsEpochTableAndVersion) {
