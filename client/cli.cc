@@ -6,6 +6,7 @@
 #include <optional>
 #include <utility>
 
+#include "CLI/CLI.hpp"
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
@@ -68,12 +69,17 @@ std::vector<CommandSpec> MakeCommands() {
       "Each batch is committed atomically; a later rating of the same "
       "(user, item) replaces an earlier one. Malformed file lines fail the "
       "import before anything is sent (or, with --lenient, are skipped); "
-      "rows the server rejects are listed with their file line numbers.",
+      "rows the server rejects are listed with their file line numbers and "
+      "make the command exit 3 (unless --allow-rejected). If the import "
+      "fails part way, the rows certainly stored are printed; re-running the "
+      "same import is always safe (ratings are upserted).",
       {FormatFlag(),
        Value("batch", "N",
              "rows per batch, each one transaction (default 10000, the "
              "server's default --max-batch)"),
-       Bool("lenient", "skip malformed lines instead of failing")}});
+       Bool("lenient", "skip malformed lines instead of failing"),
+       Bool("allow-rejected",
+            "exit 0 even when the server rejected rows (default: exit 3)")}});
   c.push_back(CommandSpec{
       {"items", "import"},
       "FILE",
@@ -91,14 +97,16 @@ std::vector<CommandSpec> MakeCommands() {
       0,
       "train a new model on all stored ratings",
       "Starts a training job on the server and shows its progress: one table "
-      "row per epoch. When it succeeds the new model version is published "
-      "and becomes active. Ctrl-C asks the server to cancel the job (a "
+      "row per epoch. When it succeeds the new model version is stored and, "
+      "per --activate, becomes active (the output says whether it did). "
+      "Ctrl-C asks the server to cancel the job (a "
       "second Ctrl-C quits at once, leaving the job running). Options not "
       "given take the server's defaults.",
       {Value("hidden", "N", "number of hidden units"),
        Value("epochs", "N", "maximum number of epochs"),
        Value("batch-size", "N", "users per mini-batch"),
-       Value("lr", "X", "learning rate"),
+       Value("learning-rate", "X", "learning rate (alias --lr)"),
+       Value("lr", "X", "alias of --learning-rate"),
        Value("momentum", "X", "momentum, in [0, 1)"),
        Value("weight-decay", "X", "L2 weight decay"),
        Value("cd-steps", "N", "Gibbs steps per CD update"),
@@ -106,7 +114,12 @@ std::vector<CommandSpec> MakeCommands() {
        Value("threads", "N", "worker threads"),
        Value("validation-fraction", "X",
              "fraction of ratings held out for validation, 0 disables"),
-       Value("ensemble", "N", "number of RBMs averaged")}});
+       Value("ensemble", "N", "number of RBMs averaged"),
+       Value("activate", "always|if-better|never",
+             "whether the new model becomes active: always, only if its "
+             "validation RMSE is not worse than the active model's "
+             "(if-better), or never (activate later with 'models "
+             "activate'); default: the server's --activate")}});
   c.push_back(CommandSpec{
       {"predict"},
       "USER ITEM...",
@@ -154,7 +167,8 @@ std::vector<CommandSpec> MakeCommands() {
                           0,
                           "list the stored model versions",
                           "Lists the stored model versions, newest first; "
-                          "'*' marks the active one.",
+                          "'*' marks the active one, 'pinned' the versions "
+                          "retention never removes.",
                           {}});
   c.push_back(CommandSpec{{"models", "activate"},
                           "VERSION",
@@ -164,13 +178,50 @@ std::vector<CommandSpec> MakeCommands() {
                           "Makes VERSION the model that answers requests "
                           "(e.g. to roll back).",
                           {}});
+  c.push_back(CommandSpec{
+      {"models", "delete"},
+      "VERSION",
+      1,
+      1,
+      "delete a stored model version",
+      "Deletes VERSION and gives its space back. The active version cannot "
+      "be deleted; a pinned one only with --force.",
+      {Bool("force", "delete the version even when it is pinned")}});
+  c.push_back(CommandSpec{{"models", "pin"},
+                          "VERSION",
+                          1,
+                          1,
+                          "keep a model version through retention",
+                          "Pins VERSION: the retention policy (and 'models "
+                          "prune') never removes it.",
+                          {}});
+  c.push_back(CommandSpec{{"models", "unpin"},
+                          "VERSION",
+                          1,
+                          1,
+                          "let retention remove a model version again",
+                          "Unpins VERSION.",
+                          {}});
+  c.push_back(CommandSpec{
+      {"models", "prune"},
+      "",
+      0,
+      0,
+      "apply the retention policy now",
+      "Deletes the stored versions the retention policy does not keep: it "
+      "keeps the active version, every pinned one, the newest --keep-full "
+      "\"full\" and the newest --keep-online \"online\" versions (default: "
+      "the server's --keep-full-models / --keep-online-models).",
+      {Value("keep-full", "N", "full (trained) versions to keep, >= 0"),
+       Value("keep-online", "N", "online versions to keep, >= 0")}});
   c.push_back(CommandSpec{{"stats"},
                           "",
                           0,
                           0,
                           "counts of users, items, ratings; server state",
                           "Shows the numbers of stored users, items and "
-                          "ratings, the active model and the training state.",
+                          "ratings, the active model, the training state, "
+                          "the stored model versions and the database size.",
                           {}});
   c.push_back(CommandSpec{{"health"},
                           "[SERVICE]",
@@ -337,103 +388,234 @@ std::vector<std::string> ParsedArgs::GetAll(absl::string_view name) const {
   return it == flags.end() ? std::vector<std::string>{} : it->second;
 }
 
+namespace {
+
+// The spec of flag `name` (long name) among the global flags and every
+// command's flags; null when unknown. Flag names mean the same everywhere.
+const FlagSpec* AnyFlag(absl::string_view name, bool is_short) {
+  if (const FlagSpec* f = FindFlag(GlobalFlags(), name, is_short)) return f;
+  for (const auto& c : Commands()) {
+    if (const FlagSpec* f = FindFlag(c.flags, name, is_short)) return f;
+  }
+  return nullptr;
+}
+
+// A flag argument's name without dashes and "=value", and whether it is a
+// short one ("-n"); false when `arg` is not a flag.
+bool SplitFlag(absl::string_view arg, absl::string_view* name, bool* is_short) {
+  if (arg.size() < 2 || arg[0] != '-') return false;
+  *is_short = arg[1] != '-';
+  absl::string_view body = arg.substr(*is_short ? 1 : 2);
+  *name = body.substr(0, body.find('='));
+  return true;
+}
+
+// One CLI11 app per command word path ({"models"}, {"models", "delete"}),
+// with the storage of its flags' values.
+struct AppNode {
+  CLI::App* app = nullptr;
+  const CommandSpec* command = nullptr;  // null for a pure group ("items")
+  std::vector<std::string> positional;
+  // Per flag long name: the values given (bool flags: counted separately).
+  std::map<std::string, std::vector<std::string>> values;
+  std::map<std::string, int64_t> counts;  // bool flags
+};
+
+// Adds `flags` to `app`, storing their values in `node`. Every value flag
+// takes exactly one value per occurrence and may occur any number of times
+// (ParseArgs reports a repeated single-value flag itself).
+void AddFlags(const std::vector<FlagSpec>& flags, AppNode* node) {
+  for (const FlagSpec& f : flags) {
+    std::string names = absl::StrCat("--", f.name);
+    if (f.short_name != 0) {
+      names = absl::StrCat("-", std::string(1, f.short_name), ",", names);
+    }
+    if (f.kind == FlagKind::kBool) {
+      node->app->add_flag(names, node->counts[f.name], f.help);
+    } else {
+      node->app->add_option(names, node->values[f.name], f.help)
+          ->expected(1)
+          ->allow_extra_args(false)
+          ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+    }
+  }
+}
+
+}  // namespace
+
 absl::StatusOr<ParsedArgs> ParseArgs(const std::vector<std::string>& args,
                                      absl::string_view server_env) {
   ParsedArgs out;
-  std::vector<std::string> words;  // command words collected so far
-  bool resolved = false;           // out.command is final
-  bool flags_done = false;         // "--" seen
-
-  // Called with each non-flag argument.
-  auto add_word = [&](const std::string& word) -> absl::Status {
-    if (resolved) {
-      out.positional.push_back(word);
-      return absl::OkStatus();
+  // Arguments after "--" are positional (handled here, not by CLI11).
+  std::vector<std::string> before;
+  std::vector<std::string> after;
+  bool dashdash = false;
+  for (const std::string& arg : args) {
+    if (dashdash) {
+      after.push_back(arg);
+    } else if (arg == "--") {
+      dashdash = true;
+    } else {
+      before.push_back(arg);
     }
-    if (words.empty() && word == "help" && !out.help) {
-      out.help = true;
-      return absl::OkStatus();
+  }
+  // "help" as the first command word; "-n=7" as "-n 7" and "--name=" as
+  // "--name ''"; "--lenient=x" is an error (CLI11 would read x as a
+  // boolean).
+  std::vector<std::string> prepared;
+  bool seen_word = false;
+  for (size_t i = 0; i < before.size(); ++i) {
+    const std::string& arg = before[i];
+    absl::string_view name;
+    bool is_short = false;
+    if (!SplitFlag(arg, &name, &is_short)) {
+      if (!seen_word && arg == "help" && !out.help) {
+        out.help = true;
+        continue;
+      }
+      seen_word = true;
+      prepared.push_back(arg);
+      continue;
     }
-    std::vector<std::string> candidate = words;
-    candidate.push_back(word);
-    if (FindExact(candidate) != nullptr || IsStrictPrefixOfSome(candidate)) {
-      words = std::move(candidate);
-      out.command = FindExact(words);
-      resolved = out.command != nullptr && !IsStrictPrefixOfSome(words);
-      return absl::OkStatus();
-    }
-    if (out.command != nullptr) {  // "models" followed by an argument
-      resolved = true;
-      out.positional.push_back(word);
-      return absl::OkStatus();
-    }
-    if (words.empty()) {
+    const FlagSpec* spec = AnyFlag(name, is_short);
+    const size_t eq = arg.find('=');
+    if (spec != nullptr && spec->kind == FlagKind::kBool &&
+        eq != std::string::npos) {
       return absl::InvalidArgumentError(
-          absl::StrCat("unknown command '", word, "'"));
+          absl::StrCat(arg.substr(0, eq), " takes no value"));
     }
-    return absl::InvalidArgumentError(
-        absl::StrCat("unknown command '", Joined(words), " ", word, "'"));
-  };
+    if (eq != std::string::npos) {  // "--name=value" as "--name value"
+      prepared.push_back(arg.substr(0, eq));
+      prepared.push_back(arg.substr(eq + 1));
+      continue;
+    }
+    prepared.push_back(arg);
+    // The value of a value flag is not a command word.
+    if (spec != nullptr && spec->kind != FlagKind::kBool &&
+        eq == std::string::npos && i + 1 < before.size()) {
+      prepared.push_back(before[++i]);
+    }
+  }
 
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& arg = args[i];
-    if (flags_done || arg.size() < 2 || arg[0] != '-') {
-      if (absl::Status s = add_word(arg); !s.ok()) return s;
-      continue;
+  // The CLI11 app tree: the root holds the global flags; each command word
+  // path is a subcommand; unknown arguments fall through to the root and
+  // are reported below. At most one subcommand per level, so a later word
+  // that names a command elsewhere is a positional argument.
+  CLI::App root("rbmrec");
+  root.set_help_flag();
+  root.allow_extras(true);
+  root.require_subcommand(0, 1);
+  std::map<std::vector<std::string>, AppNode> nodes;
+  AppNode& top = nodes[{}];
+  top.app = &root;
+  AddFlags(GlobalFlags(), &top);
+  for (const CommandSpec& c : Commands()) {
+    for (size_t depth = 1; depth <= c.path.size(); ++depth) {
+      const std::vector<std::string> path(c.path.begin(),
+                                          c.path.begin() + depth);
+      AppNode& node = nodes[path];
+      if (node.app == nullptr) {
+        const std::vector<std::string> parent(path.begin(), path.end() - 1);
+        node.app = nodes[parent].app->add_subcommand(path.back());
+        node.app->set_help_flag();
+        node.app->allow_extras(true);
+        node.app->fallthrough(true);
+        node.app->require_subcommand(0, 1);
+      }
+      if (depth == c.path.size()) {
+        node.command = &c;
+        node.app->add_option("args", node.positional)->expected(0, -1);
+        AddFlags(c.flags, &node);
+      }
     }
-    if (arg == "--") {
-      flags_done = true;
-      continue;
+  }
+
+  std::vector<std::string> reversed(prepared.rbegin(), prepared.rend());
+  try {
+    root.parse(reversed);
+  } catch (const CLI::ArgumentMismatch& e) {
+    // "--batch: 1 required TEXT missing": a value flag without its value.
+    const std::string what = e.what();
+    const std::string flag = what.substr(0, what.find(':'));
+    absl::string_view name;
+    bool is_short = false;
+    const FlagSpec* spec =
+        SplitFlag(flag, &name, &is_short) ? AnyFlag(name, is_short) : nullptr;
+    if (spec != nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(flag, " needs a value (", spec->value_name, ")"));
     }
-    // A flag: "--name", "--name=value", "-n", "-n=value".
-    const bool is_short = arg[1] != '-';
-    absl::string_view body = absl::string_view(arg).substr(is_short ? 1 : 2);
-    absl::string_view name = body;
-    std::optional<std::string> value;
-    if (size_t eq = body.find('='); eq != absl::string_view::npos) {
-      name = body.substr(0, eq);
-      value = std::string(body.substr(eq + 1));
-    }
-    const std::string shown = absl::StrCat(is_short ? "-" : "--", name);
-    const FlagSpec* spec = FindFlag(GlobalFlags(), name, is_short);
-    if (spec == nullptr && out.command != nullptr) {
-      spec = FindFlag(out.command->flags, name, is_short);
-    }
-    if (spec == nullptr) {
-      if (out.command != nullptr) {
+    return absl::InvalidArgumentError(what);
+  } catch (const CLI::ParseError& e) {
+    return absl::InvalidArgumentError(e.what());
+  }
+
+  // The command: the chain of parsed subcommands.
+  std::vector<std::string> words;
+  const CLI::App* app = &root;
+  while (true) {
+    const std::vector<CLI::App*> subs = app->get_subcommands();
+    if (subs.empty()) break;
+    app = subs.front();
+    words.push_back(app->get_name());
+  }
+  const AppNode& node = nodes.at(words);
+  out.command = node.command;
+  if (out.command == nullptr && !words.empty()) out.group = words;
+  out.positional = node.positional;
+  for (const std::string& arg : after) out.positional.push_back(arg);
+
+  // Arguments nobody took: unknown flags or command words, reported in
+  // command-line order.
+  const std::vector<std::string> extras = root.remaining(true);
+  if (!extras.empty()) {
+    const std::string& arg = extras.front();
+    absl::string_view name;
+    bool is_short = false;
+    if (SplitFlag(arg, &name, &is_short)) {
+      const std::string shown = absl::StrCat(is_short ? "-" : "--", name);
+      const bool before_command =
+          words.empty() ||
+          std::find(prepared.begin(), prepared.end(), arg) <
+              std::find(prepared.begin(), prepared.end(), words.front());
+      if (out.command != nullptr && !before_command) {
         return absl::InvalidArgumentError(
             absl::StrCat("unknown flag ", shown, " for 'rbmrec ",
                          Joined(out.command->path), "'"));
       }
       return absl::InvalidArgumentError(absl::StrCat(
           "unknown flag ", shown,
-          words.empty() ? " (command flags go after the command)" : ""));
+          before_command ? " (command flags go after the command)" : ""));
     }
-    if (spec->kind == FlagKind::kBool) {
-      if (value.has_value()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(shown, " takes no value"));
-      }
-      value = "true";
-    } else if (!value.has_value()) {
-      if (i + 1 >= args.size()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(shown, " needs a value (", spec->value_name, ")"));
-      }
-      value = args[++i];
-    }
-    std::vector<std::string>& values = out.flags[spec->name];
-    if (spec->kind == FlagKind::kValue && !values.empty()) {
+    if (words.empty()) {
       return absl::InvalidArgumentError(
-          absl::StrCat("--", spec->name, " given more than once"));
+          absl::StrCat("unknown command '", arg, "'"));
     }
-    values.push_back(*value);
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown command '", Joined(words), " ", arg, "'"));
+  }
+
+  // Flag values of the global flags and of every app on the command's path.
+  for (size_t depth = 0; depth <= words.size(); ++depth) {
+    const AppNode& n = nodes.at(
+        std::vector<std::string>(words.begin(), words.begin() + depth));
+    for (const auto& [name, values] : n.values) {
+      if (values.empty()) continue;
+      const FlagSpec* spec = AnyFlag(name, false);
+      if (spec != nullptr && spec->kind == FlagKind::kValue &&
+          values.size() > 1) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--", name, " given more than once"));
+      }
+      std::vector<std::string>& dest = out.flags[name];
+      dest.insert(dest.end(), values.begin(), values.end());
+    }
+    for (const auto& [name, count] : n.counts) {
+      for (int64_t i = 0; i < count; ++i) out.flags[name].push_back("true");
+    }
   }
 
   if (out.Has("help")) out.help = true;
-  if (!resolved && out.command == nullptr && !words.empty()) {
-    out.group = words;  // e.g. "items" without "import"
-  }
 
   // Global flags.
   out.global.json = out.Has("json");
@@ -517,8 +699,9 @@ std::string TopUsage() {
   out += TwoColumns(lines);
   absl::StrAppend(&out, "\nGlobal flags:\n", FlagLines(GlobalFlags()),
                   "\nRun 'rbmrec COMMAND --help' for a command's flags.\n"
-                  "Exit codes: 0 ok, 1 usage error or unreadable input, "
-                  "2 RPC error.\n");
+                  "Exit codes: 0 ok, 1 usage error or unreadable input, 2 "
+                  "RPC error or failed\noutcome, 3 rows rejected by the "
+                  "server (import, unless --allow-rejected).\n");
   return out;
 }
 
@@ -633,6 +816,15 @@ absl::StatusOr<v1::RankBy> ParseRankBy(absl::string_view name) {
       absl::StrCat("--by: expected 'expected' or 'prob', got '", name, "'"));
 }
 
+absl::StatusOr<v1::ActivationPolicy> ParseActivation(absl::string_view name) {
+  const std::string n = absl::AsciiStrToLower(name);
+  if (n == "always") return v1::ACTIVATE_ALWAYS;
+  if (n == "if-better" || n == "if_better") return v1::ACTIVATE_IF_BETTER;
+  if (n == "never") return v1::ACTIVATE_NEVER;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--activate: expected always, if-better or never, got '", name, "'"));
+}
+
 absl::StatusOr<v1::ItemRating> ParseItemRating(absl::string_view text) {
   const size_t eq = text.rfind('=');
   if (eq == absl::string_view::npos || eq == 0) {
@@ -709,6 +901,8 @@ absl::StatusOr<v1::TrainRequest> BuildTrainRequest(const ParsedArgs& args) {
       MaybeInt32(args, "hidden", [o](int32_t v) { o->set_hidden(v); }),
       MaybeInt32(args, "epochs", [o](int32_t v) { o->set_epochs(v); }),
       MaybeInt32(args, "batch-size", [o](int32_t v) { o->set_batch_size(v); }),
+      MaybeDouble(args, "learning-rate",
+                  [o](double v) { o->set_learning_rate(v); }),
       MaybeDouble(args, "lr", [o](double v) { o->set_learning_rate(v); }),
       MaybeDouble(args, "momentum", [o](double v) { o->set_momentum(v); }),
       MaybeDouble(args, "weight-decay",
@@ -721,6 +915,16 @@ absl::StatusOr<v1::TrainRequest> BuildTrainRequest(const ParsedArgs& args) {
   };
   for (const absl::Status& s : statuses) {
     if (!s.ok()) return s;
+  }
+  if (args.Has("learning-rate") && args.Has("lr")) {
+    return absl::InvalidArgumentError(
+        "--lr is an alias of --learning-rate; give only one");
+  }
+  if (args.Has("activate")) {
+    absl::StatusOr<v1::ActivationPolicy> policy =
+        ParseActivation(args.Get("activate", ""));
+    if (!policy.ok()) return policy.status();
+    request.set_activation(*policy);
   }
   if (args.Has("seed")) {
     uint64_t seed = 0;

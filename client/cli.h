@@ -8,7 +8,16 @@
 // Syntax: rbmrec [GLOBAL FLAGS] COMMAND [SUBCOMMAND] [ARGS] [FLAGS]
 // Flags may appear anywhere after the program name, as "--name VALUE",
 // "--name=VALUE" or "-n VALUE" (short forms). "--" ends the flags: later
-// arguments are positional even when they start with '-'.
+// arguments are positional even when they start with '-'. A negative number
+// ("-5") is an argument, not a flag. Once a command is named, later words
+// are its arguments even when they name a command.
+//
+// The table below (Commands(), GlobalFlags()) is the single description of
+// the command line: ParseArgs builds a CLI11 parser from it (CLI11's
+// exceptions stay inside ParseArgs), and the help texts are generated from
+// it. Flag spellings shared with rbmrec-server and the bench tools:
+// --server, --json, --timeout, --hidden, --epochs, --batch-size,
+// --learning-rate (alias --lr), --seed, --threads.
 
 #include <cstdint>
 #include <map>
@@ -126,6 +135,9 @@ absl::StatusOr<v1::Method> ParseMethod(absl::string_view name);
 // "expected" -> EXPECTED_RATING, "prob" / "probability" ->
 // PROBABILITY_AT_LEAST.
 absl::StatusOr<v1::RankBy> ParseRankBy(absl::string_view name);
+// "always" -> ACTIVATE_ALWAYS, "if-better" -> ACTIVATE_IF_BETTER, "never" ->
+// ACTIVATE_NEVER (--activate of `train`).
+absl::StatusOr<v1::ActivationPolicy> ParseActivation(absl::string_view name);
 // "ITEM=RATING" (split at the last '='), e.g. "50=4.5".
 absl::StatusOr<v1::ItemRating> ParseItemRating(absl::string_view text);
 

@@ -2,9 +2,12 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 #include <string>
 #include <utility>
 
+#include "absl/strings/cord.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/create_channel.h"
@@ -13,6 +16,13 @@
 
 namespace rbmrec::client {
 namespace {
+
+// Payload of a status holding the error reason (as core/error_reason.h).
+constexpr absl::string_view kReasonPayloadUrl =
+    "type.rbmrec.dev/rbmrec.ErrorReason";
+// Payload of a status holding "BATCHES ROWS" of a failed AddRatings.
+constexpr absl::string_view kCommittedPayloadUrl =
+    "type.rbmrec.dev/rbmrec.CommittedCounts";
 
 void SetDeadline(grpc::ClientContext* context, absl::Duration timeout) {
   if (timeout == absl::InfiniteDuration()) return;
@@ -36,10 +46,51 @@ RbmrecClient::Options WithTimeout(absl::Duration timeout) {
 
 }  // namespace
 
-absl::Status FromGrpcStatus(const grpc::Status& status, absl::string_view rpc) {
+absl::Status FromGrpcStatus(const grpc::Status& status, absl::string_view rpc,
+                            const grpc::ClientContext* context) {
   if (status.ok()) return absl::OkStatus();
-  return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
-                      absl::StrCat("rpc ", rpc, ": ", status.error_message()));
+  absl::Status out(static_cast<absl::StatusCode>(status.error_code()),
+                   absl::StrCat("rpc ", rpc, ": ", status.error_message()));
+  if (context == nullptr) return out;
+  const auto& trailers = context->GetServerTrailingMetadata();
+  auto value = [&](const char* key) -> std::optional<std::string> {
+    auto it = trailers.find(key);
+    if (it == trailers.end()) return std::nullopt;
+    return std::string(it->second.data(), it->second.size());
+  };
+  if (std::optional<std::string> reason = value(kReasonMetadataKey)) {
+    out.SetPayload(kReasonPayloadUrl, absl::Cord(*reason));
+  }
+  std::optional<std::string> batches = value(kCommittedBatchesMetadataKey);
+  std::optional<std::string> rows = value(kCommittedRowsMetadataKey);
+  int64_t b = 0;
+  int64_t r = 0;
+  if (batches && rows && absl::SimpleAtoi(*batches, &b) &&
+      absl::SimpleAtoi(*rows, &r) && b >= 0 && r >= 0) {
+    out.SetPayload(kCommittedPayloadUrl, absl::Cord(absl::StrCat(b, " ", r)));
+  }
+  return out;
+}
+
+std::string ErrorReasonOf(const absl::Status& status) {
+  const auto payload = status.GetPayload(kReasonPayloadUrl);
+  return payload.has_value() ? std::string(*payload) : std::string();
+}
+
+std::optional<CommittedCounts> CommittedOf(const absl::Status& status) {
+  const auto payload = status.GetPayload(kCommittedPayloadUrl);
+  if (!payload.has_value()) return std::nullopt;
+  const std::string text(*payload);
+  const size_t space = text.find(' ');
+  CommittedCounts counts;
+  if (space == std::string::npos ||
+      !absl::SimpleAtoi(absl::string_view(text).substr(0, space),
+                        &counts.batches) ||
+      !absl::SimpleAtoi(absl::string_view(text).substr(space + 1),
+                        &counts.rows)) {
+    return std::nullopt;
+  }
+  return counts;
 }
 
 RbmrecClient::RbmrecClient(const std::string& target, const Options& options)
@@ -91,7 +142,7 @@ absl::StatusOr<v1::AddRatingsResponse> RbmrecClient::AddRatings(
   }
   writer->WritesDone();
   grpc::Status status = writer->Finish();
-  if (!status.ok()) return FromGrpcStatus(status, "AddRatings");
+  if (!status.ok()) return FromGrpcStatus(status, "AddRatings", &context);
   return response;
 }
 
@@ -113,6 +164,7 @@ absl::StatusOr<v1::AddRatingsResponse> RbmrecClient::ImportRatings(
       r->set_user_id(rows[next].user);
       r->set_item_id(rows[next].item);
       r->set_rating(rows[next].rating);
+      r->set_timestamp(rows[next].timestamp);
     }
     return true;
   };
@@ -134,7 +186,7 @@ absl::StatusOr<v1::DeleteRatingsResponse> RbmrecClient::DeleteRatings(
   SetUnaryDeadline(&context);
   v1::DeleteRatingsResponse response;
   grpc::Status status = stub_->DeleteRatings(&context, request, &response);
-  if (!status.ok()) return FromGrpcStatus(status, "DeleteRatings");
+  if (!status.ok()) return FromGrpcStatus(status, "DeleteRatings", &context);
   return response;
 }
 
@@ -144,7 +196,7 @@ absl::StatusOr<v1::DeleteUserResponse> RbmrecClient::DeleteUser(
   SetUnaryDeadline(&context);
   v1::DeleteUserResponse response;
   grpc::Status status = stub_->DeleteUser(&context, request, &response);
-  if (!status.ok()) return FromGrpcStatus(status, "DeleteUser");
+  if (!status.ok()) return FromGrpcStatus(status, "DeleteUser", &context);
   return response;
 }
 
@@ -154,7 +206,7 @@ absl::StatusOr<v1::PutItemsResponse> RbmrecClient::PutItems(
   SetUnaryDeadline(&context);
   v1::PutItemsResponse response;
   grpc::Status status = stub_->PutItems(&context, request, &response);
-  if (!status.ok()) return FromGrpcStatus(status, "PutItems");
+  if (!status.ok()) return FromGrpcStatus(status, "PutItems", &context);
   return response;
 }
 
@@ -173,7 +225,7 @@ absl::StatusOr<v1::TrainProgress> RbmrecClient::Train(
     last = message;
   }
   grpc::Status status = reader->Finish();
-  if (!status.ok()) return FromGrpcStatus(status, "Train");
+  if (!status.ok()) return FromGrpcStatus(status, "Train", &context);
   if (!any) {
     return absl::InternalError(
         "rpc Train: the stream ended without a progress message");
@@ -187,7 +239,7 @@ absl::StatusOr<v1::CancelTrainingResponse> RbmrecClient::CancelTraining() {
   v1::CancelTrainingResponse response;
   grpc::Status status =
       stub_->CancelTraining(&context, v1::CancelTrainingRequest(), &response);
-  if (!status.ok()) return FromGrpcStatus(status, "CancelTraining");
+  if (!status.ok()) return FromGrpcStatus(status, "CancelTraining", &context);
   return response;
 }
 
@@ -197,7 +249,7 @@ absl::StatusOr<v1::PredictRatingsResponse> RbmrecClient::PredictRatings(
   SetUnaryDeadline(&context);
   v1::PredictRatingsResponse response;
   grpc::Status status = stub_->PredictRatings(&context, request, &response);
-  if (!status.ok()) return FromGrpcStatus(status, "PredictRatings");
+  if (!status.ok()) return FromGrpcStatus(status, "PredictRatings", &context);
   return response;
 }
 
@@ -207,7 +259,7 @@ absl::StatusOr<v1::RecommendResponse> RbmrecClient::Recommend(
   SetUnaryDeadline(&context);
   v1::RecommendResponse response;
   grpc::Status status = stub_->Recommend(&context, request, &response);
-  if (!status.ok()) return FromGrpcStatus(status, "Recommend");
+  if (!status.ok()) return FromGrpcStatus(status, "Recommend", &context);
   return response;
 }
 
@@ -217,7 +269,7 @@ absl::StatusOr<v1::ListModelsResponse> RbmrecClient::ListModels() {
   v1::ListModelsResponse response;
   grpc::Status status =
       stub_->ListModels(&context, v1::ListModelsRequest(), &response);
-  if (!status.ok()) return FromGrpcStatus(status, "ListModels");
+  if (!status.ok()) return FromGrpcStatus(status, "ListModels", &context);
   return response;
 }
 
@@ -228,7 +280,40 @@ absl::StatusOr<v1::ModelInfo> RbmrecClient::ActivateModel(int64_t version) {
   request.set_version(version);
   v1::ModelInfo response;
   grpc::Status status = stub_->ActivateModel(&context, request, &response);
-  if (!status.ok()) return FromGrpcStatus(status, "ActivateModel");
+  if (!status.ok()) return FromGrpcStatus(status, "ActivateModel", &context);
+  return response;
+}
+
+absl::StatusOr<v1::DeleteModelResponse> RbmrecClient::DeleteModel(
+    const v1::DeleteModelRequest& request) {
+  grpc::ClientContext context;
+  SetUnaryDeadline(&context);
+  v1::DeleteModelResponse response;
+  grpc::Status status = stub_->DeleteModel(&context, request, &response);
+  if (!status.ok()) return FromGrpcStatus(status, "DeleteModel", &context);
+  return response;
+}
+
+absl::StatusOr<v1::ModelInfo> RbmrecClient::PinModel(int64_t version,
+                                                     bool pinned) {
+  grpc::ClientContext context;
+  SetUnaryDeadline(&context);
+  v1::PinModelRequest request;
+  request.set_version(version);
+  request.set_pinned(pinned);
+  v1::ModelInfo response;
+  grpc::Status status = stub_->PinModel(&context, request, &response);
+  if (!status.ok()) return FromGrpcStatus(status, "PinModel", &context);
+  return response;
+}
+
+absl::StatusOr<v1::PruneModelsResponse> RbmrecClient::PruneModels(
+    const v1::PruneModelsRequest& request) {
+  grpc::ClientContext context;
+  SetUnaryDeadline(&context);
+  v1::PruneModelsResponse response;
+  grpc::Status status = stub_->PruneModels(&context, request, &response);
+  if (!status.ok()) return FromGrpcStatus(status, "PruneModels", &context);
   return response;
 }
 
@@ -238,7 +323,7 @@ absl::StatusOr<v1::GetStatsResponse> RbmrecClient::GetStats() {
   v1::GetStatsResponse response;
   grpc::Status status =
       stub_->GetStats(&context, v1::GetStatsRequest(), &response);
-  if (!status.ok()) return FromGrpcStatus(status, "GetStats");
+  if (!status.ok()) return FromGrpcStatus(status, "GetStats", &context);
   return response;
 }
 
@@ -250,7 +335,7 @@ absl::StatusOr<grpc::health::v1::HealthCheckResponse> RbmrecClient::Health(
   request.set_service(service);
   grpc::health::v1::HealthCheckResponse response;
   grpc::Status status = health_stub_->Check(&context, request, &response);
-  if (!status.ok()) return FromGrpcStatus(status, "Health.Check");
+  if (!status.ok()) return FromGrpcStatus(status, "Health.Check", &context);
   return response;
 }
 

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,7 @@
 #include "absl/time/time.h"
 #include "core/readers.h"
 #include "grpcpp/channel.h"
+#include "grpcpp/client_context.h"
 #include "proto/health.grpc.pb.h"
 #include "proto/rbmrec.grpc.pb.h"
 
@@ -20,9 +22,37 @@ namespace rbmrec::client {
 
 namespace v1 = ::rbmrec::v1;
 
+// Trailing metadata keys of a failed call (proto/rbmrec.proto).
+inline constexpr char kReasonMetadataKey[] = "rbmrec-error-reason";
+inline constexpr char kCommittedBatchesMetadataKey[] =
+    "rbmrec-committed-batches";
+inline constexpr char kCommittedRowsMetadataKey[] = "rbmrec-committed-rows";
+
 // Converts a gRPC status to an absl::Status with the same code; the message
-// becomes "rpc <rpc>: <message>". OK stays OK.
-absl::Status FromGrpcStatus(const grpc::Status& status, absl::string_view rpc);
+// becomes "rpc <rpc>: <message>". OK stays OK. When `context` (the finished
+// call's) is given, its trailing metadata is kept as payloads of the status:
+// the error reason (read it with ErrorReasonOf) and an AddRatings call's
+// committed counts (read them with CommittedOf). Malformed counts are
+// dropped.
+absl::Status FromGrpcStatus(const grpc::Status& status, absl::string_view rpc,
+                            const grpc::ClientContext* context = nullptr);
+
+// The machine-readable reason of a failed call (its trailing metadata
+// `rbmrec-error-reason`, e.g. "LIMIT_EXCEEDED", "STORAGE_FULL"), kept by
+// FromGrpcStatus; "" when the server sent none. Stored under the same
+// payload URL as core/error_reason.h uses.
+std::string ErrorReasonOf(const absl::Status& status);
+
+// What a failed AddRatings stream had committed: its first `batches`
+// batches, holding `rows` accepted rows.
+struct CommittedCounts {
+  int64_t batches = 0;
+  int64_t rows = 0;
+};
+// The committed counts carried by a status from AddRatings, or nullopt when
+// the server did not send them (e.g. the connection was lost, or a server
+// that predates them): then nothing is known to be committed.
+std::optional<CommittedCounts> CommittedOf(const absl::Status& status);
 
 // Progress of a streaming import, reported after every batch written.
 struct ImportProgress {
@@ -77,13 +107,15 @@ class RbmrecClient {
   // the server's summary. `progress` (may be empty) is called after every
   // batch written, and once more with done_sending = true after the last. If
   // the server fails the call part way, writing stops and the server's status
-  // is returned; the batches it committed stay.
+  // is returned, with its reason and committed counts (ReasonOf,
+  // CommittedOf); the batches it committed stay.
   absl::StatusOr<v1::AddRatingsResponse> AddRatings(
       const BatchSource& next_batch, const ImportProgressCallback& progress);
 
   // Streams `rows` in batches of `batch_size` rows (the last one may be
   // smaller): batch b holds rows[b * batch_size, (b + 1) * batch_size), so
-  // RejectedRow{batch, row} is rows[batch * batch_size + row].
+  // RejectedRow{batch, row} is rows[batch * batch_size + row]. Each row's
+  // timestamp is sent in Rating.timestamp.
   // REQUIRES: batch_size >= 1.
   absl::StatusOr<v1::AddRatingsResponse> ImportRatings(
       const std::vector<RawRating>& rows, int batch_size,
@@ -113,6 +145,12 @@ class RbmrecClient {
 
   absl::StatusOr<v1::ListModelsResponse> ListModels();
   absl::StatusOr<v1::ModelInfo> ActivateModel(int64_t version);
+  absl::StatusOr<v1::DeleteModelResponse> DeleteModel(
+      const v1::DeleteModelRequest& request);
+  // Pins (pinned = true) or unpins a version.
+  absl::StatusOr<v1::ModelInfo> PinModel(int64_t version, bool pinned);
+  absl::StatusOr<v1::PruneModelsResponse> PruneModels(
+      const v1::PruneModelsRequest& request);
   absl::StatusOr<v1::GetStatsResponse> GetStats();
 
   // grpc.health.v1.Health/Check for `service` ("" = the whole server).

@@ -10,6 +10,7 @@
 #include <limits>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <utility>
@@ -28,6 +29,36 @@
 
 namespace rbmrec::client {
 namespace {
+
+// What to do about a failure with the server's error `reason`; "" when
+// there is nothing specific to say. (LIMIT_EXCEEDED is explained by the
+// command, which knows the flag to change.)
+std::string ReasonHint(absl::string_view reason) {
+  if (reason == "STORAGE_FULL") {
+    return "the server's disk (or its database's size limit) is full; free "
+           "space on the server (e.g. 'rbmrec models prune'), then retry";
+  }
+  if (reason == "DATABASE_LOCKED") {
+    return "another process holds the server's database write lock; retry "
+           "in a moment";
+  }
+  if (reason == "MEMORY_LIMIT") {
+    return "the training job would need more memory than the server allows; "
+           "use fewer --hidden units or a smaller --batch-size or --ensemble";
+  }
+  if (reason == "MALFORMED_MESSAGE") {
+    return "the server could not parse a request message; this client "
+           "checks ids before sending, so please report this as a bug";
+  }
+  return "";
+}
+
+// Extra fields of a JSON error object.
+struct ErrorDetails {
+  std::string reason;   // the server's error reason; "" when none
+  bool import = false;  // add committed_rows / committed_batches
+  std::optional<CommittedCounts> committed;
+};
 
 // Everything a command needs.
 class Context {
@@ -57,8 +88,10 @@ class Context {
   }
 
   // Prints an error (text on err; with --json also the error object on out)
-  // and returns `exit_code`.
-  int Fail(int exit_code, absl::string_view code, absl::string_view message) {
+  // and returns `exit_code`. `message` is printed as is in text: callers
+  // pass server- or file-provided text through TerminalSafe.
+  int Fail(int exit_code, absl::string_view code, absl::string_view message,
+           const ErrorDetails& details = {}) {
     if (code.empty()) {
       err_ << "error: " << message << "\n";
     } else {
@@ -70,6 +103,16 @@ class Context {
       w.Key("code").String(code.empty() ? "INVALID_ARGUMENT" : code);
       w.Key("message").String(message);
       w.Key("exit_code").Int(exit_code);
+      if (!details.reason.empty()) w.Key("reason").String(details.reason);
+      if (details.import) {
+        if (details.committed.has_value()) {
+          w.Key("committed_rows").Int(details.committed->rows);
+          w.Key("committed_batches").Int(details.committed->batches);
+        } else {
+          w.Key("committed_rows").Raw("null");
+          w.Key("committed_batches").Raw("null");
+        }
+      }
       w.EndObject().EndObject();
       out_ << w.str() << "\n";
     }
@@ -77,7 +120,7 @@ class Context {
   }
   // A bad argument or flag value: exit 1 with a pointer to the help.
   int UsageError(const absl::Status& status) {
-    std::string message(status.message());
+    std::string message = TerminalSafe(status.message());
     const std::string help =
         args_.command != nullptr
             ? absl::StrCat("rbmrec ", absl::StrJoin(args_.command->path, " "),
@@ -89,12 +132,17 @@ class Context {
   // An unreadable or malformed input file: exit 1.
   int InputError(const absl::Status& status) {
     return Fail(kExitUsage, absl::StatusCodeToString(status.code()),
-                status.message());
+                TerminalSafe(status.message()));
   }
-  // A failed RPC: exit 2, "error: <CODE>: <message>".
-  int RpcError(const absl::Status& status) {
-    return Fail(kExitRpc, absl::StatusCodeToString(status.code()),
-                status.message());
+  // A failed RPC: exit 2, "error: <CODE>: <message>", then a hint for the
+  // server's error reason (if any).
+  int RpcError(const absl::Status& status, ErrorDetails details = {}) {
+    details.reason = ErrorReasonOf(status);
+    const int code = Fail(kExitRpc, absl::StatusCodeToString(status.code()),
+                          TerminalSafe(status.message()), details);
+    const std::string hint = ReasonHint(details.reason);
+    if (!hint.empty()) err_ << "hint: " << hint << "\n";
+    return code;
   }
   // Prints a proto as the JSON output, or `text` otherwise; returns 0.
   int Print(const google::protobuf::Message& message, absl::string_view text) {
@@ -172,7 +220,9 @@ void PrintParseProblems(Context& ctx, const ReadResult& read) {
   if (read.skipped == 0) return;
   ctx.err() << "skipped " << FormatCount(read.skipped)
             << " malformed line(s):\n";
-  for (const std::string& p : read.problems) ctx.err() << "  " << p << "\n";
+  for (const std::string& p : read.problems) {
+    ctx.err() << "  " << TerminalSafe(p) << "\n";
+  }
   if (read.skipped > static_cast<int64_t>(read.problems.size())) {
     ctx.err() << "  ... and "
               << FormatCount(read.skipped -
@@ -195,7 +245,7 @@ int RunImport(Context& ctx) {
   PrintParseProblems(ctx, *read);
   if (!ctx.json()) {
     ctx.err() << "read " << FormatCount(static_cast<int64_t>(read->rows.size()))
-              << " ratings from " << file << " ("
+              << " ratings from " << TerminalSafe(file) << " ("
               << RatingFormatName(read->format) << ")\n";
   }
 
@@ -208,33 +258,66 @@ int RunImport(Context& ctx) {
       });
   line.Finish();
   const double seconds = line.elapsed_seconds();
+  const int64_t rows_sent = static_cast<int64_t>(read->rows.size());
+  const int64_t batches_expected = (rows_sent + batch_size - 1) / batch_size;
+  // The file line of the last row of the first `batches` batches.
+  auto last_line_of = [&](int64_t batches) -> int64_t {
+    const int64_t rows = std::min(rows_sent, batches * batch_size);
+    return rows > 0 ? read->rows[static_cast<size_t>(rows - 1)].line : 0;
+  };
+  auto safe_to_rerun = [&]() {
+    ctx.err() << "re-running the same import is safe: ratings are upserted "
+                 "by (user, item), so rows already stored are written again "
+                 "with the same values\n";
+  };
+
   if (!response.ok()) {
-    if (last.batches_sent > 0) {
-      ctx.err() << "sent " << FormatCount(last.rows_sent) << " rows in "
-                << FormatCount(last.batches_sent)
-                << " batches before the failure; the batches the server "
-                   "committed stay stored\n";
-    }
-    if (absl::IsResourceExhausted(response.status()) && !ctx.json()) {
+    const std::optional<CommittedCounts> committed =
+        CommittedOf(response.status());
+    const std::string reason = ErrorReasonOf(response.status());
+    const int code =
+        ctx.RpcError(response.status(), {std::string(), true, committed});
+    if (reason == "LIMIT_EXCEEDED") {
       ctx.err() << "hint: this import sent batches of " << batch_size
                 << " rows; use --batch with the server's limit (in the "
-                   "error below) or less\n";
+                   "error above) or less\n";
     }
-    return ctx.RpcError(response.status());
+    if (committed.has_value()) {
+      ctx.err() << "committed: " << FormatCount(committed->rows)
+                << " rows in the first " << FormatCount(committed->batches)
+                << " of " << FormatCount(last.batches_sent)
+                << " batches sent are certainly stored";
+      if (committed->batches > 0) {
+        ctx.err() << " (" << TerminalSafe(file) << " up to line "
+                  << last_line_of(committed->batches) << ")";
+      }
+      ctx.err() << "; later rows are not\n";
+    } else if (last.rows_sent == 0) {
+      ctx.err() << "committed: nothing (no batch was sent)\n";
+    } else {
+      ctx.err() << "committed: unknown (the server did not say; the "
+                   "connection may have been lost): 0 rows are certainly "
+                   "stored, up to "
+                << FormatCount(last.rows_sent) << " sent rows may be\n";
+    }
+    safe_to_rerun();
+    return code;
   }
   const double rate =
       seconds > 0 ? static_cast<double>(read->rows.size()) / seconds : 0;
+  const int64_t counted = response->accepted() + response->rejected();
 
   if (ctx.json()) {
     JsonWriter w;
     w.BeginObject();
     w.Key("file").String(file);
     w.Key("format").String(std::string(RatingFormatName(read->format)));
-    w.Key("rows_read").Int(static_cast<int64_t>(read->rows.size()));
+    w.Key("rows_read").Int(rows_sent);
     w.Key("lines_skipped").Int(read->skipped);
     w.Key("parse_problems").BeginArray();
     for (const std::string& p : read->problems) w.String(p);
     w.EndArray();
+    w.Key("rows_sent").Int(rows_sent);
     w.Key("accepted").Int(response->accepted());
     w.Key("rejected").Int(response->rejected());
     w.Key("replaced").Int(response->replaced());
@@ -254,26 +337,68 @@ int RunImport(Context& ctx) {
     w.Key("seconds").Double(seconds);
     w.Key("rows_per_second").Double(rate);
     w.EndObject();
-    ctx.out() << w.str() << "\n";
-    return kExitOk;
+    if (counted == rows_sent && response->batches() == batches_expected) {
+      ctx.out() << w.str() << "\n";
+    }
+  } else {
+    ctx.out() << "accepted " << FormatCount(response->accepted())
+              << ", rejected " << FormatCount(response->rejected())
+              << ", replaced " << FormatCount(response->replaced()) << " in "
+              << FormatCount(response->batches()) << " batches, "
+              << FormatDuration(seconds) << " ("
+              << FormatCount(std::llround(rate)) << " rows/s)\n";
+    if (response->rejected() > 0) {
+      ctx.out() << "rejected rows:\n";
+      for (const v1::RejectedRow& r : response->rejected_rows()) {
+        const int64_t source =
+            SourceLine(read->rows, batch_size, r.batch(), r.row());
+        ctx.out() << "  " << TerminalSafe(file) << ":" << source << ": user '"
+                  << TerminalSafe(r.user_id()) << "' item '"
+                  << TerminalSafe(r.item_id())
+                  << "': " << TerminalSafe(r.reason()) << "\n";
+      }
+      const int64_t more =
+          response->rejected() - response->rejected_rows_size();
+      if (more > 0) ctx.out() << "  ... and " << FormatCount(more) << " more\n";
+    }
   }
 
-  ctx.out() << "accepted " << FormatCount(response->accepted()) << ", rejected "
-            << FormatCount(response->rejected()) << ", replaced "
-            << FormatCount(response->replaced()) << " in "
-            << FormatCount(response->batches()) << " batches, "
-            << FormatDuration(seconds) << " ("
-            << FormatCount(std::llround(rate)) << " rows/s)\n";
-  if (response->rejected() > 0) {
-    ctx.out() << "rejected rows:\n";
-    for (const v1::RejectedRow& r : response->rejected_rows()) {
-      const int64_t source =
-          SourceLine(read->rows, batch_size, r.batch(), r.row());
-      ctx.out() << "  " << file << ":" << source << ": user '" << r.user_id()
-                << "' item '" << r.item_id() << "': " << r.reason() << "\n";
+  // Every row sent must be counted, in as many batches as were sent; a
+  // server that stopped reading early (and still answered OK) is caught
+  // here.
+  if (counted != rows_sent || response->batches() != batches_expected) {
+    const int code = ctx.Fail(
+        kExitRpc, "DATA_LOSS",
+        absl::StrCat("the server counted ", FormatCount(counted), " rows (",
+                     FormatCount(response->accepted()), " accepted + ",
+                     FormatCount(response->rejected()), " rejected) in ",
+                     FormatCount(response->batches()),
+                     " batches, but this "
+                     "import sent ",
+                     FormatCount(rows_sent), " rows in ",
+                     FormatCount(batches_expected),
+                     " batches: ", FormatCount(rows_sent - counted),
+                     " rows are unaccounted for and may not be stored"),
+        {std::string(), true,
+         CommittedCounts{response->batches(), response->accepted()}});
+    ctx.err() << "committed: " << FormatCount(response->accepted())
+              << " rows in the first " << FormatCount(response->batches())
+              << " batches are certainly stored";
+    if (response->batches() > 0) {
+      ctx.err() << " (" << TerminalSafe(file) << " up to line "
+                << last_line_of(response->batches()) << ")";
     }
-    const int64_t more = response->rejected() - response->rejected_rows_size();
-    if (more > 0) ctx.out() << "  ... and " << FormatCount(more) << " more\n";
+    ctx.err() << "\n";
+    safe_to_rerun();
+    return code;
+  }
+  if (response->rejected() > 0 && !args.Has("allow-rejected")) {
+    ctx.err() << "error: the server rejected "
+              << FormatCount(response->rejected())
+              << " rows (listed above); fix them and re-run the import (safe: "
+                 "ratings are upserted), or pass --allow-rejected to accept "
+                 "the rest as is\n";
+    return kExitRejected;
   }
   return kExitOk;
 }
@@ -291,6 +416,7 @@ int RunItemsImport(Context& ctx) {
 
   const absl::Time start = absl::Now();
   int64_t stored = 0;
+  int64_t calls = 0;
   v1::PutItemsRequest request;
   for (size_t i = 0; i < items->size(); ++i) {
     const ItemInfo& info = (*items)[i];
@@ -303,8 +429,22 @@ int RunItemsImport(Context& ctx) {
     if (request.items_size() >= *batch || i + 1 == items->size()) {
       absl::StatusOr<v1::PutItemsResponse> response =
           ctx.client().PutItems(request);
-      if (!response.ok()) return ctx.RpcError(response.status());
+      if (!response.ok()) {
+        const int code = ctx.RpcError(response.status());
+        if (ErrorReasonOf(response.status()) == "LIMIT_EXCEEDED") {
+          ctx.err() << "hint: this import sent " << *batch
+                    << " items per request; use a smaller --batch\n";
+        }
+        ctx.err() << "committed: the first " << FormatCount(stored)
+                  << " items of the file (" << FormatCount(calls)
+                  << " requests) are certainly stored; the failed request "
+                     "stored nothing\n"
+                  << "re-running the same import is safe: items are "
+                     "upserted by id\n";
+        return code;
+      }
       stored += response->stored();
+      ++calls;
       request.Clear();
     }
   }
@@ -319,8 +459,9 @@ int RunItemsImport(Context& ctx) {
     w.EndObject();
     ctx.out() << w.str() << "\n";
   } else {
-    ctx.out() << "stored " << FormatCount(stored) << " items from " << file
-              << " in " << FormatDuration(seconds) << "\n";
+    ctx.out() << "stored " << FormatCount(stored) << " items from "
+              << TerminalSafe(file) << " in " << FormatDuration(seconds)
+              << "\n";
   }
   return kExitOk;
 }
@@ -452,9 +593,9 @@ int RunTrain(Context& ctx) {
   if (json) {
     JsonWriter w;
     w.BeginObject();
-    w.Key("result").Proto(*last);
+    w.Key("result").Raw(ProtoToJson(*last));
     w.Key("progress").BeginArray();
-    for (const auto& p : history) w.Proto(p);
+    for (const auto& p : history) w.Raw(ProtoToJson(p));
     w.EndArray();
     w.EndObject();
     ctx.out() << w.str() << "\n";
@@ -625,19 +766,83 @@ int RunModels(Context& ctx) {
                    ctx.json() ? std::string() : FormatModels(*response));
 }
 
-int RunModelsActivate(Context& ctx) {
+// The VERSION argument of the `models` subcommands: an integer >= 1.
+absl::StatusOr<int64_t> VersionArgument(const Context& ctx) {
   absl::StatusOr<int64_t> version =
       ParseInt(ctx.args().positional[0], "VERSION");
   if (version.ok() && *version < 1) {
-    version = absl::InvalidArgumentError(
+    return absl::InvalidArgumentError(
         absl::StrCat("VERSION: must be >= 1, got ", ctx.args().positional[0]));
   }
+  return version;
+}
+
+int RunModelsActivate(Context& ctx) {
+  absl::StatusOr<int64_t> version = VersionArgument(ctx);
   if (!version.ok()) return ctx.UsageError(version.status());
   absl::StatusOr<v1::ModelInfo> info = ctx.client().ActivateModel(*version);
   if (!info.ok()) return ctx.RpcError(info.status());
   return ctx.Print(
       *info, ctx.json() ? std::string()
                         : absl::StrCat("activated ", FormatModelInfo(*info)));
+}
+
+int RunModelsDelete(Context& ctx) {
+  absl::StatusOr<int64_t> version = VersionArgument(ctx);
+  if (!version.ok()) return ctx.UsageError(version.status());
+  v1::DeleteModelRequest request;
+  request.set_version(*version);
+  request.set_force(ctx.args().Has("force"));
+  absl::StatusOr<v1::DeleteModelResponse> response =
+      ctx.client().DeleteModel(request);
+  if (!response.ok()) return ctx.RpcError(response.status());
+  return ctx.Print(*response,
+                   absl::StrCat("deleted model v", *version, " (freed ",
+                                FormatBytes(response->freed_bytes()), ")\n"));
+}
+
+int RunModelsPin(Context& ctx, bool pinned) {
+  absl::StatusOr<int64_t> version = VersionArgument(ctx);
+  if (!version.ok()) return ctx.UsageError(version.status());
+  absl::StatusOr<v1::ModelInfo> info = ctx.client().PinModel(*version, pinned);
+  if (!info.ok()) return ctx.RpcError(info.status());
+  return ctx.Print(*info, absl::StrCat(pinned ? "pinned " : "unpinned ",
+                                       FormatModelInfo(*info)));
+}
+
+int RunModelsPinTrue(Context& ctx) { return RunModelsPin(ctx, true); }
+int RunModelsPinFalse(Context& ctx) { return RunModelsPin(ctx, false); }
+
+int RunModelsPrune(Context& ctx) {
+  v1::PruneModelsRequest request;
+  constexpr int64_t kMax = std::numeric_limits<int32_t>::max();
+  if (ctx.args().Has("keep-full")) {
+    absl::StatusOr<int64_t> n = GetInt(ctx.args(), "keep-full", 0, 0, kMax);
+    if (!n.ok()) return ctx.UsageError(n.status());
+    request.set_keep_full(static_cast<int32_t>(*n));
+  }
+  if (ctx.args().Has("keep-online")) {
+    absl::StatusOr<int64_t> n = GetInt(ctx.args(), "keep-online", 0, 0, kMax);
+    if (!n.ok()) return ctx.UsageError(n.status());
+    request.set_keep_online(static_cast<int32_t>(*n));
+  }
+  absl::StatusOr<v1::PruneModelsResponse> response =
+      ctx.client().PruneModels(request);
+  if (!response.ok()) return ctx.RpcError(response.status());
+  std::string text;
+  if (response->deleted_versions().empty()) {
+    text = "nothing to prune: every stored version is kept\n";
+  } else {
+    std::vector<std::string> versions;
+    for (int64_t v : response->deleted_versions()) {
+      versions.push_back(absl::StrCat("v", v));
+    }
+    text =
+        absl::StrCat("deleted ", response->deleted_versions_size(),
+                     " model versions (", absl::StrJoin(versions, ", "),
+                     "), freed ", FormatBytes(response->freed_bytes()), "\n");
+  }
+  return ctx.Print(*response, text);
 }
 
 int RunStats(Context& ctx) {
@@ -673,7 +878,7 @@ int RunDeleteUser(Context& ctx) {
   return ctx.Print(
       *response,
       absl::StrCat("deleted ", FormatCount(response->deleted_ratings()),
-                   " ratings of user ", request.user_id(), "\n"));
+                   " ratings of user ", TerminalSafe(request.user_id()), "\n"));
 }
 
 int RunDeleteRatings(Context& ctx) {
@@ -685,9 +890,10 @@ int RunDeleteRatings(Context& ctx) {
   absl::StatusOr<v1::DeleteRatingsResponse> response =
       ctx.client().DeleteRatings(request);
   if (!response.ok()) return ctx.RpcError(response.status());
-  return ctx.Print(*response,
-                   absl::StrCat("deleted ", FormatCount(response->deleted()),
-                                " ratings of user ", request.user_id(), "\n"));
+  return ctx.Print(
+      *response,
+      absl::StrCat("deleted ", FormatCount(response->deleted()),
+                   " ratings of user ", TerminalSafe(request.user_id()), "\n"));
 }
 
 using Runner = int (*)(Context&);
@@ -703,6 +909,10 @@ Runner FindRunner(const std::vector<std::string>& path) {
           {{"evaluate"}, RunEvaluate},
           {{"models"}, RunModels},
           {{"models", "activate"}, RunModelsActivate},
+          {{"models", "delete"}, RunModelsDelete},
+          {{"models", "pin"}, RunModelsPinTrue},
+          {{"models", "unpin"}, RunModelsPinFalse},
+          {{"models", "prune"}, RunModelsPrune},
           {{"stats"}, RunStats},
           {{"health"}, RunHealth},
           {{"delete-user"}, RunDeleteUser},

@@ -19,8 +19,13 @@ inline constexpr int kExitOk = 0;
 // file; the message names the argument, flag or file line.
 inline constexpr int kExitUsage = 1;
 // An RPC failed ("error: <CODE>: <message>"), or the server answered but the
-// outcome is a failure (training FAILED/CANCELLED, health not SERVING).
+// outcome is a failure (training FAILED/CANCELLED, health not SERVING, an
+// import whose counts do not add up to the rows sent). A failed import also
+// prints the rows certainly committed and that re-running it is safe.
 inline constexpr int kExitRpc = 2;
+// `import` succeeded but the server rejected some rows (listed with their
+// file lines); not used with --allow-rejected.
+inline constexpr int kExitRejected = 3;
 
 // What the CLI needs from the process environment.
 struct Environment {
@@ -34,7 +39,9 @@ struct Environment {
 // Runs the command line `args` (without the program name). Normal output goes
 // to `out`; progress, warnings and errors to `err`. With --json, `out` gets
 // exactly one JSON object (also for errors: {"error": {"code", "message",
-// "exit_code"}}). --help output goes to `out`. Returns the exit code.
+// "exit_code"}, plus "reason" when the server sent one and, for a failed
+// import, "committed_rows" and "committed_batches" (null when unknown)}).
+// --help output goes to `out`. Returns the exit code.
 int RunCli(const std::vector<std::string>& args, const Environment& env,
            std::ostream& out, std::ostream& err);
 

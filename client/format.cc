@@ -8,15 +8,59 @@
 #include <utility>
 
 #include "absl/strings/ascii.h"
-#include "absl/strings/escaping.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
 #include "google/protobuf/descriptor.h"
+#include "google/protobuf/util/json_util.h"
 
 namespace rbmrec::client {
 namespace {
+
+// The length (2..4) of the well-formed multi-byte UTF-8 sequence at the start
+// of `s`, or 0 when it does not start with one.
+size_t Utf8SequenceLength(absl::string_view s) {
+  if (s.empty()) return 0;
+  const auto c = static_cast<unsigned char>(s[0]);
+  size_t n;
+  uint32_t cp;
+  if (c >= 0xC2 && c <= 0xDF) {
+    n = 2;
+    cp = c & 0x1Fu;
+  } else if (c >= 0xE0 && c <= 0xEF) {
+    n = 3;
+    cp = c & 0x0Fu;
+  } else if (c >= 0xF0 && c <= 0xF4) {
+    n = 4;
+    cp = c & 0x07u;
+  } else {
+    return 0;
+  }
+  if (s.size() < n) return 0;
+  for (size_t i = 1; i < n; ++i) {
+    const auto b = static_cast<unsigned char>(s[i]);
+    if ((b & 0xC0) != 0x80) return 0;
+    cp = (cp << 6) | (b & 0x3Fu);
+  }
+  if ((n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000) ||
+      (cp >= 0xD800 && cp <= 0xDFFF) || cp > 0x10FFFF) {
+    return 0;
+  }
+  return n;
+}
+
+// The code point of a well-formed sequence of `n` bytes.
+uint32_t DecodeUtf8(absl::string_view s, size_t n) {
+  uint32_t cp = static_cast<unsigned char>(s[0]) & (n == 2   ? 0x1Fu
+                                                    : n == 3 ? 0x0Fu
+                                                             : 0x07u);
+  for (size_t i = 1; i < n; ++i) {
+    cp = (cp << 6) | (static_cast<unsigned char>(s[i]) & 0x3Fu);
+  }
+  return cp;
+}
 
 std::string PadLeft(absl::string_view s, size_t width) {
   const size_t w = DisplayWidth(s);
@@ -87,6 +131,41 @@ size_t DisplayWidth(absl::string_view s) {
     if ((static_cast<unsigned char>(c) & 0xC0) != 0x80) ++n;
   }
   return n;
+}
+
+std::string TerminalSafe(absl::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  size_t i = 0;
+  while (i < s.size()) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c < 0x80) {
+      if (c < 0x20 || c == 0x7F) {
+        absl::StrAppend(&out, absl::StrFormat("\\x%02x", c));
+      } else if (c == '\\') {
+        out += "\\\\";
+      } else {
+        out.push_back(static_cast<char>(c));
+      }
+      ++i;
+      continue;
+    }
+    const size_t n = Utf8SequenceLength(s.substr(i));
+    if (n == 0) {
+      absl::StrAppend(&out, absl::StrFormat("\\x%02x", c));
+      ++i;
+      continue;
+    }
+    const uint32_t cp = DecodeUtf8(s.substr(i), n);
+    if ((cp >= 0x80 && cp <= 0x9F) || (cp >= 0x202A && cp <= 0x202E) ||
+        (cp >= 0x2066 && cp <= 0x2069)) {
+      absl::StrAppend(&out, absl::StrFormat("\\u%04x", cp));
+    } else {
+      out.append(s.data() + i, n);
+    }
+    i += n;
+  }
+  return out;
 }
 
 std::string Truncate(absl::string_view s, size_t width, bool unicode) {
@@ -175,12 +254,12 @@ std::string FormatTable(const Table& table) {
 std::string FormatDistribution(const v1::RatingScale& scale,
                                const v1::ItemPrediction& prediction,
                                const TextStyle& style) {
-  std::string out = absl::StrCat(prediction.item_id());
+  std::string out = TerminalSafe(prediction.item_id());
   if (!prediction.title().empty()) {
     absl::StrAppend(
         &out, "  ",
-        Truncate(prediction.title(), static_cast<size_t>(style.max_title_width),
-                 style.unicode));
+        Truncate(TerminalSafe(prediction.title()),
+                 static_cast<size_t>(style.max_title_width), style.unicode));
   }
   absl::StrAppend(&out, "  expected ",
                   absl::StrFormat("%.2f", prediction.expected_rating()));
@@ -210,7 +289,7 @@ std::string FormatPredictions(const v1::PredictRatingsResponse& response,
                               absl::string_view user, v1::Method method,
                               const TextStyle& style) {
   std::string out = user.empty() ? std::string("anonymous user")
-                                 : absl::StrCat("user ", user);
+                                 : absl::StrCat("user ", TerminalSafe(user));
   absl::StrAppend(&out, "  model v", response.model_version(), "  ",
                   method == v1::MEAN_FIELD ? "mean-field" : "exact");
   if (response.folded_in()) absl::StrAppend(&out, "  (folded in)");
@@ -236,9 +315,9 @@ std::string FormatRecommendations(const v1::RecommendResponse& response,
   }
   for (const auto& r : response.recommendations()) {
     std::vector<std::string> row = {
-        absl::StrCat(r.rank()), r.item_id(),
-        Truncate(r.title(), static_cast<size_t>(style.max_title_width),
-                 style.unicode),
+        absl::StrCat(r.rank()), TerminalSafe(r.item_id()),
+        Truncate(TerminalSafe(r.title()),
+                 static_cast<size_t>(style.max_title_width), style.unicode),
         absl::StrFormat("%.2f", r.expected_rating())};
     if (by_probability) {
       row.push_back(
@@ -259,17 +338,17 @@ std::string FormatModels(const v1::ListModelsResponse& response) {
     return "no models yet (run 'rbmrec train')\n";
   }
   Table table;
-  table.header = {"",      "version", "created",    "kind",   "users",
+  table.header = {"",      "version", "created",    "kind",   "pinned", "users",
                   "items", "ratings", "valid RMSE", "epochs", "size"};
   table.align = {Align::kLeft,  Align::kRight, Align::kLeft,  Align::kLeft,
-                 Align::kRight, Align::kRight, Align::kRight, Align::kRight,
-                 Align::kRight, Align::kRight};
+                 Align::kLeft,  Align::kRight, Align::kRight, Align::kRight,
+                 Align::kRight, Align::kRight, Align::kRight};
   for (const auto& m : response.models()) {
     table.rows.push_back(
         {m.active() ? "*" : "", absl::StrCat("v", m.version()),
-         FormatTimestampMs(m.created_unix_ms()), m.kind(),
-         FormatCount(m.n_users()), FormatCount(m.n_items()),
-         FormatCount(m.n_ratings()),
+         FormatTimestampMs(m.created_unix_ms()), TerminalSafe(m.kind()),
+         m.pinned() ? "pinned" : "", FormatCount(m.n_users()),
+         FormatCount(m.n_items()), FormatCount(m.n_ratings()),
          m.validation_rmse() > 0 ? absl::StrFormat("%.4f", m.validation_rmse())
                                  : "-",
          absl::StrCat(m.epochs()), FormatBytes(m.size_bytes())});
@@ -279,10 +358,11 @@ std::string FormatModels(const v1::ListModelsResponse& response) {
 
 std::string FormatModelInfo(const v1::ModelInfo& m) {
   std::string out = absl::StrCat(
-      "model v", m.version(), m.active() ? " (active)" : "", ": ", m.kind(),
-      ", created ", FormatTimestampMs(m.created_unix_ms()), ", ",
-      FormatCount(m.n_users()), " users, ", FormatCount(m.n_items()),
-      " items, ", FormatCount(m.n_ratings()), " ratings");
+      "model v", m.version(), m.active() ? " (active)" : "",
+      m.pinned() ? " (pinned)" : "", ": ", TerminalSafe(m.kind()), ", created ",
+      FormatTimestampMs(m.created_unix_ms()), ", ", FormatCount(m.n_users()),
+      " users, ", FormatCount(m.n_items()), " items, ",
+      FormatCount(m.n_ratings()), " ratings");
   if (m.validation_rmse() > 0) {
     absl::StrAppend(&out,
                     absl::StrFormat(", valid RMSE %.4f", m.validation_rmse()));
@@ -308,9 +388,14 @@ std::string FormatStats(const v1::GetStatsResponse& stats) {
                            : "none"},
       {"training", training},
       {"online updates", FormatCount(stats.online_updates())},
+      {"model versions", FormatCount(stats.model_versions())},
+      {"database size", stats.database_bytes() > 0
+                            ? FormatBytes(stats.database_bytes())
+                            : "unknown"},
   };
   if (!stats.model_load_error().empty()) {
-    table.rows.push_back({"model error", stats.model_load_error()});
+    table.rows.push_back(
+        {"model error", TerminalSafe(stats.model_load_error())});
   }
   return FormatTable(table);
 }
@@ -348,7 +433,7 @@ std::string FormatEpochRow(const v1::TrainProgress& p) {
                                 : "-";
   const std::string eta =
       p.eta_seconds() > 0 ? FormatDuration(p.eta_seconds()) : "-";
-  return absl::StrFormat(kEpochRowFormat, p.rbm(), epoch,
+  return absl::StrFormat(kEpochRowFormat, TerminalSafe(p.rbm()), epoch,
                          absl::StrFormat("%.4f", p.train_rmse()), valid,
                          FormatDuration(p.elapsed_seconds()), eta);
 }
@@ -363,12 +448,17 @@ std::string FormatTrainResult(const v1::TrainProgress& last) {
       absl::StrAppend(&out, absl::StrFormat(", validation RMSE %.4f",
                                             last.validation_rmse()));
     }
+    absl::StrAppend(&out, last.activated() ? "; now active"
+                                           : "; NOT activated (the previous "
+                                             "active model stays)");
   } else {
     out = absl::StrCat("training ",
                        absl::AsciiStrToLower(TrainStateName(last.state())),
                        " after ", last.epoch(), " epochs");
   }
-  if (!last.message().empty()) absl::StrAppend(&out, ": ", last.message());
+  if (!last.message().empty()) {
+    absl::StrAppend(&out, ": ", TerminalSafe(last.message()));
+  }
   return out + "\n";
 }
 
@@ -436,7 +526,20 @@ std::string FormatEvalMetrics(const EvalMetrics& m) {
 
 std::string JsonQuote(absl::string_view s) {
   std::string out = "\"";
-  for (char c : s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    const size_t n = c < 0x80 ? 1 : Utf8SequenceLength(s.substr(i));
+    if (n == 0) {  // not part of valid UTF-8
+      absl::StrAppend(&out, absl::StrFormat("\\u%04x", c));
+      ++i;
+      continue;
+    }
+    if (n > 1) {
+      out.append(s.data() + i, n);
+      i += n;
+      continue;
+    }
     switch (c) {
       case '"':
         out += "\\\"";
@@ -453,22 +556,14 @@ std::string JsonQuote(absl::string_view s) {
       case '\t':
         out += "\\t";
         break;
-      case '\b':
-        out += "\\b";
-        break;
-      case '\f':
-        out += "\\f";
-        break;
       default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          absl::StrAppend(
-              &out,
-              absl::StrFormat("\\u%04x",
-                              static_cast<int>(static_cast<unsigned char>(c))));
+        if (c < 0x20 || c == 0x7F) {
+          absl::StrAppend(&out, absl::StrFormat("\\u%04x", c));
         } else {
-          out += c;
+          out.push_back(static_cast<char>(c));
         }
     }
+    ++i;
   }
   out += '"';
   return out;
@@ -541,12 +636,6 @@ JsonWriter& JsonWriter::Int(int64_t value) {
   return *this;
 }
 
-JsonWriter& JsonWriter::Uint(uint64_t value) {
-  BeforeValue();
-  absl::StrAppend(&out_, value);
-  return *this;
-}
-
 JsonWriter& JsonWriter::Double(double value) {
   BeforeValue();
   out_ += JsonDouble(value);
@@ -559,154 +648,155 @@ JsonWriter& JsonWriter::Bool(bool value) {
   return *this;
 }
 
-JsonWriter& JsonWriter::Null() {
+JsonWriter& JsonWriter::Raw(absl::string_view json) {
   BeforeValue();
-  out_ += "null";
+  absl::StrAppend(&out_, json);
   return *this;
 }
 
 namespace {
 
+using google::protobuf::Descriptor;
 using google::protobuf::FieldDescriptor;
-using google::protobuf::Message;
-using google::protobuf::Reflection;
 
-// One value of `field` (element `index` when repeated, else -1).
-void WriteFieldValue(const Message& message, const FieldDescriptor* field,
-                     int index, JsonWriter* w) {
-  const Reflection* r = message.GetReflection();
-  const bool rep = index >= 0;
+bool Is64BitInteger(const FieldDescriptor* field) {
   switch (field->cpp_type()) {
-    case FieldDescriptor::CPPTYPE_INT32:
-      w->Int(rep ? r->GetRepeatedInt32(message, field, index)
-                 : r->GetInt32(message, field));
-      break;
     case FieldDescriptor::CPPTYPE_INT64:
-      w->Int(rep ? r->GetRepeatedInt64(message, field, index)
-                 : r->GetInt64(message, field));
-      break;
-    case FieldDescriptor::CPPTYPE_UINT32:
-      w->Uint(rep ? r->GetRepeatedUInt32(message, field, index)
-                  : r->GetUInt32(message, field));
-      break;
     case FieldDescriptor::CPPTYPE_UINT64:
-      w->Uint(rep ? r->GetRepeatedUInt64(message, field, index)
-                  : r->GetUInt64(message, field));
-      break;
-    case FieldDescriptor::CPPTYPE_DOUBLE:
-      w->Double(rep ? r->GetRepeatedDouble(message, field, index)
-                    : r->GetDouble(message, field));
-      break;
-    case FieldDescriptor::CPPTYPE_FLOAT:
-      w->Double(rep ? r->GetRepeatedFloat(message, field, index)
-                    : r->GetFloat(message, field));
-      break;
-    case FieldDescriptor::CPPTYPE_BOOL:
-      w->Bool(rep ? r->GetRepeatedBool(message, field, index)
-                  : r->GetBool(message, field));
-      break;
-    case FieldDescriptor::CPPTYPE_ENUM: {
-      const int number = rep ? r->GetRepeatedEnumValue(message, field, index)
-                             : r->GetEnumValue(message, field);
-      const auto* value = field->enum_type()->FindValueByNumber(number);
-      if (value != nullptr) {
-        w->String(value->name());
-      } else {
-        w->Int(number);
-      }
-      break;
-    }
-    case FieldDescriptor::CPPTYPE_STRING: {
-      const std::string s = rep ? r->GetRepeatedString(message, field, index)
-                                : r->GetString(message, field);
-      if (field->type() == FieldDescriptor::TYPE_BYTES) {
-        w->String(absl::Base64Escape(s));
-      } else {
-        w->String(s);
-      }
-      break;
-    }
-    case FieldDescriptor::CPPTYPE_MESSAGE:
-      w->Proto(rep ? r->GetRepeatedMessage(message, field, index)
-                   : r->GetMessage(message, field));
-      break;
+      return true;
+    default:
+      return false;
   }
 }
 
-// A map key as a JSON object key.
-std::string MapKey(const Message& entry, const FieldDescriptor* key) {
-  const Reflection* r = entry.GetReflection();
-  switch (key->cpp_type()) {
-    case FieldDescriptor::CPPTYPE_STRING:
-      return r->GetString(entry, key);
-    case FieldDescriptor::CPPTYPE_INT32:
-      return absl::StrCat(r->GetInt32(entry, key));
-    case FieldDescriptor::CPPTYPE_INT64:
-      return absl::StrCat(r->GetInt64(entry, key));
-    case FieldDescriptor::CPPTYPE_UINT32:
-      return absl::StrCat(r->GetUInt32(entry, key));
-    case FieldDescriptor::CPPTYPE_UINT64:
-      return absl::StrCat(r->GetUInt64(entry, key));
-    case FieldDescriptor::CPPTYPE_BOOL:
-      return r->GetBool(entry, key) ? "true" : "false";
-    default:
-      return "";
+// Copies compact JSON printed by protobuf for a message of a known type,
+// writing the values of 64-bit integer fields (quoted by the proto3 JSON
+// mapping) as numbers. Follows the message's descriptor through nested
+// messages, repeated fields and maps; values of unknown keys are copied
+// unchanged. The input is well-formed (protobuf printed it); reading past
+// its end yields '\0', which ends every loop.
+class Int64Unquoter {
+ public:
+  explicit Int64Unquoter(absl::string_view in) : in_(in) {}
+
+  std::string Run(const Descriptor* type) {
+    if (Peek() == '{') Object(type);
+    out_.append(in_.data() + pos_, in_.size() - pos_);
+    return std::move(out_);
   }
-}
+
+ private:
+  char Peek() const { return pos_ < in_.size() ? in_[pos_] : '\0'; }
+  void Copy() {
+    if (pos_ < in_.size()) out_.push_back(in_[pos_++]);
+  }
+
+  // Skips a string token starting at '"'; returns its text with quotes.
+  absl::string_view StringToken() {
+    const size_t start = pos_++;
+    while (pos_ < in_.size() && in_[pos_] != '"') {
+      pos_ += in_[pos_] == '\\' ? 2 : 1;
+    }
+    pos_ = std::min(pos_ + 1, in_.size());
+    return in_.substr(start, pos_ - start);
+  }
+
+  // One value of `field` (null: untyped); `element`: inside its array.
+  void Value(const FieldDescriptor* field, bool element) {
+    const char c = Peek();
+    if (c == '{') {
+      if (field != nullptr && field->is_map() && !element) {
+        Map(field->message_type()->map_value());
+      } else {
+        Object(field != nullptr &&
+                       field->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE
+                   ? field->message_type()
+                   : nullptr);
+      }
+    } else if (c == '[') {
+      Copy();
+      while (Peek() != ']' && Peek() != '\0') {
+        if (Peek() == ',') Copy();
+        Value(field, true);
+      }
+      Copy();
+    } else if (c == '"') {
+      const absl::string_view token = StringToken();
+      const absl::string_view inner = token.substr(1, token.size() - 2);
+      int64_t i64;
+      uint64_t u64;
+      const bool integer =
+          token.size() >= 2 &&
+          (absl::SimpleAtoi(inner, &i64) || absl::SimpleAtoi(inner, &u64)) &&
+          inner.find_first_not_of("-0123456789") == absl::string_view::npos;
+      if (field != nullptr && Is64BitInteger(field) && integer) {
+        absl::StrAppend(&out_, inner);
+      } else {
+        absl::StrAppend(&out_, token);
+      }
+    } else {  // number, true, false, null
+      while (Peek() != ',' && Peek() != '}' && Peek() != ']' &&
+             Peek() != '\0') {
+        Copy();
+      }
+    }
+  }
+
+  void Object(const Descriptor* type) {
+    Copy();  // '{'
+    while (Peek() != '}' && Peek() != '\0') {
+      if (Peek() == ',') Copy();
+      const absl::string_view key = StringToken();
+      absl::StrAppend(&out_, key);
+      Copy();  // ':'
+      const FieldDescriptor* field =
+          type == nullptr ? nullptr
+                          : type->FindFieldByName(
+                                std::string(key.substr(1, key.size() - 2)));
+      Value(field, false);
+    }
+    Copy();  // '}'
+  }
+
+  // A map field's object: every value is of `value_field`.
+  void Map(const FieldDescriptor* value_field) {
+    Copy();  // '{'
+    while (Peek() != '}' && Peek() != '\0') {
+      if (Peek() == ',') Copy();
+      absl::StrAppend(&out_, StringToken());
+      Copy();  // ':'
+      Value(value_field, false);
+    }
+    Copy();  // '}'
+  }
+
+  absl::string_view in_;
+  size_t pos_ = 0;
+  std::string out_;
+};
 
 }  // namespace
 
-JsonWriter& JsonWriter::Proto(const Message& message) {
-  BeginObject();
-  const auto* descriptor = message.GetDescriptor();
-  const Reflection* r = message.GetReflection();
-  for (int i = 0; i < descriptor->field_count(); ++i) {
-    const FieldDescriptor* field = descriptor->field(i);
-    if (field->is_map()) {
-      Key(field->name());
-      // Sorted by key so the output is deterministic.
-      std::vector<std::pair<std::string, const Message*>> entries;
-      for (int j = 0; j < r->FieldSize(message, field); ++j) {
-        const Message& entry = r->GetRepeatedMessage(message, field, j);
-        entries.emplace_back(MapKey(entry, field->message_type()->map_key()),
-                             &entry);
-      }
-      std::sort(entries.begin(), entries.end(),
-                [](const auto& a, const auto& b) { return a.first < b.first; });
-      BeginObject();
-      for (const auto& [key, entry] : entries) {
-        Key(key);
-        WriteFieldValue(*entry, field->message_type()->map_value(), -1, this);
-      }
-      EndObject();
-    } else if (field->is_repeated()) {
-      Key(field->name());
-      BeginArray();
-      for (int j = 0; j < r->FieldSize(message, field); ++j) {
-        WriteFieldValue(message, field, j, this);
-      }
-      EndArray();
-    } else {
-      const bool is_message =
-          field->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE;
-      const bool set = !field->has_presence() || r->HasField(message, field);
-      // Unset proto3 `optional` scalars are omitted. Unset messages print as
-      // their defaults, but only one level deep (recursive types end).
-      if (!set && (!is_message || in_default_)) continue;
-      Key(field->name());
-      const bool outer = in_default_;
-      if (!set) in_default_ = true;
-      WriteFieldValue(message, field, -1, this);
-      in_default_ = outer;
-    }
-  }
-  return EndObject();
-}
-
 std::string ProtoToJson(const google::protobuf::Message& message) {
-  JsonWriter w;
-  w.Proto(message);
-  return w.str();
+  google::protobuf::util::JsonPrintOptions options;
+  options.add_whitespace = false;
+  options.always_print_primitive_fields = true;
+  options.preserve_proto_field_names = true;
+  std::string json;
+  const auto status =
+      google::protobuf::util::MessageToJsonString(message, &json, options);
+  if (!status.ok()) {
+    // Only a string field with invalid UTF-8 can fail, which protobuf never
+    // parses off the wire; say so rather than print a partial object.
+    JsonWriter w;
+    w.BeginObject()
+        .Key("error")
+        .String(absl::StrCat("cannot print ", message.GetTypeName(),
+                             " as JSON: ", status.ToString()))
+        .EndObject();
+    return w.str();
+  }
+  return Int64Unquoter(json).Run(message.GetDescriptor());
 }
 
 }  // namespace rbmrec::client

@@ -3,7 +3,8 @@
 
 // Output formatting of the rbmrec CLI: human-readable text (tables, bar
 // charts, durations) and JSON. Pure functions of their arguments (no I/O, no
-// clock, UTC for times), so they are unit-testable.
+// clock, UTC for times), so they are unit-testable. Text output passes every
+// id, title and server-provided string through TerminalSafe.
 
 #include <cstddef>
 #include <cstdint>
@@ -50,6 +51,13 @@ size_t DisplayWidth(absl::string_view s);
 // `s` cut to at most `width` columns at a code point boundary, ending with
 // "…" (unicode) or "..." when cut.
 std::string Truncate(absl::string_view s, size_t width, bool unicode);
+// `s` made safe to print on a terminal: control characters (U+0000..U+001F,
+// U+007F) and every byte that is not part of valid UTF-8 become "\xNN";
+// C1 controls (U+0080..U+009F) and bidirectional overrides (U+202A..U+202E,
+// U+2066..U+2069) become "\uNNNN"; a backslash becomes "\\" so the
+// output is unambiguous. Everything else is kept. Every id, title and
+// server-provided text the CLI prints in text output goes through this.
+std::string TerminalSafe(absl::string_view s);
 
 // ---------------------------------------------------------------------------
 // Bars and tables
@@ -94,11 +102,13 @@ std::string FormatPredictions(const v1::PredictRatingsResponse& response,
 std::string FormatRecommendations(const v1::RecommendResponse& response,
                                   const v1::RecommendRequest& request,
                                   const TextStyle& style);
-// The `models` table ("*" marks the active version); a note when empty.
+// The `models` table ("*" marks the active version, a "pinned" column the
+// pinned ones); a note when empty.
 std::string FormatModels(const v1::ListModelsResponse& response);
 // One line describing a model version, e.g. after `models activate`.
 std::string FormatModelInfo(const v1::ModelInfo& info);
-// The `stats` output: aligned "name  value" lines.
+// The `stats` output: aligned "name  value" lines (counts, active model,
+// training, stored model versions, database size).
 std::string FormatStats(const v1::GetStatsResponse& stats);
 
 // "RUNNING", "SUCCEEDED", ...
@@ -107,8 +117,8 @@ absl::string_view TrainStateName(v1::TrainProgress::State state);
 // fixed column widths so rows can be printed as they arrive.
 std::string EpochTableHeader();
 std::string FormatEpochRow(const v1::TrainProgress& progress);
-// The last line of `train`: the published version (SUCCEEDED) or the state
-// and message.
+// The last line of `train`: the published version and whether it became
+// active (SUCCEEDED), or the state; then the server's message.
 std::string FormatTrainResult(const v1::TrainProgress& last);
 
 // The import progress line (no newline): rows sent (of total, with percent),
@@ -139,8 +149,11 @@ std::string FormatEvalMetrics(const EvalMetrics& metrics);
 // ---------------------------------------------------------------------------
 // JSON
 
-// Writes compact JSON. Calls must form a valid document (keys only inside
-// objects, each followed by one value); no validation beyond that.
+// Writes compact JSON for the outputs that do not mirror one message (the
+// import and evaluate summaries, error objects); messages inside them are
+// printed by ProtoToJson and added with Raw(). Calls must form a valid
+// document (keys only inside objects, each followed by one value); no
+// validation beyond that.
 class JsonWriter {
  public:
   JsonWriter& BeginObject();
@@ -150,18 +163,11 @@ class JsonWriter {
   JsonWriter& Key(absl::string_view key);
   JsonWriter& String(absl::string_view value);
   JsonWriter& Int(int64_t value);
-  JsonWriter& Uint(uint64_t value);
   // Shortest form that reads back exactly; non-finite values become null.
   JsonWriter& Double(double value);
   JsonWriter& Bool(bool value);
-  JsonWriter& Null();
-  // A message as a JSON object: field names as in the .proto (snake_case),
-  // every field including zero values (unset message fields as their
-  // default values; proto3 `optional` scalars only when set), 64-bit
-  // integers as JSON numbers (unlike the proto3 JSON mapping, which quotes
-  // them), enums as their names, maps as objects, bytes as base64. Scripts
-  // can thus rely on every non-optional field being present.
-  JsonWriter& Proto(const google::protobuf::Message& message);
+  // A JSON value given as text (e.g. ProtoToJson's), inserted as is.
+  JsonWriter& Raw(absl::string_view json);
 
   const std::string& str() const { return out_; }
 
@@ -172,16 +178,22 @@ class JsonWriter {
   // Per open container: whether it already has an element.
   std::vector<bool> has_element_;
   bool after_key_ = false;
-  // Inside an unset message field printed as its default value.
-  bool in_default_ = false;
 };
 
-// `s` as a quoted JSON string.
+// `s` as a quoted JSON string; control characters and every byte that is not
+// part of valid UTF-8 are escaped (\u00NN), so the result is valid UTF-8.
 std::string JsonQuote(absl::string_view s);
 // Shortest decimal form of `value` that parses back to it; "null" when not
 // finite.
 std::string JsonDouble(double value);
-// JsonWriter().Proto(message).str().
+// A message as one line of compact JSON, printed by protobuf's JSON printer
+// (google::protobuf::util::MessageToJsonString): field names as in the .proto
+// (snake_case), every scalar and repeated field including zero values
+// (proto3 `optional` scalars and message fields only when set), enums as
+// their names, maps as objects (entries in protobuf's order), bytes as
+// base64, strings escaped by protobuf. One difference from the proto3 JSON
+// mapping: 64-bit integers are JSON numbers, not strings, so scripts can
+// compare counts directly.
 std::string ProtoToJson(const google::protobuf::Message& message);
 
 }  // namespace rbmrec::client

@@ -20,6 +20,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
 
 namespace rbmrec {
@@ -77,6 +78,7 @@ class LineReader {
         nl == nullptr
             ? left
             : static_cast<size_t>(static_cast<const char*>(nl) - begin);
+    offset_ = pos_;
     pos_ += len + 1;
     ++number_;
     *line = std::string_view(begin, len);
@@ -85,10 +87,13 @@ class LineReader {
   }
   // 1-based number of the line last returned by Next().
   int64_t number() const { return number_; }
+  // Byte offset in the text of the line last returned by Next().
+  size_t offset() const { return offset_; }
 
  private:
   std::string_view text_;
   size_t pos_ = 0;
+  size_t offset_ = 0;
   int64_t number_ = 0;
 };
 
@@ -102,6 +107,73 @@ void SplitChar(std::string_view line, char sep,
     if (at == std::string_view::npos) return;
     line.remove_prefix(at + 1);
   }
+}
+
+// Splits one line as an RFC 4180 record: fields separated by ','; a field
+// whose first character after spaces and tabs is '"' is quoted: it ends at
+// the next '"' that is not doubled, may contain ',' and holds "" as one '"';
+// only spaces and tabs may follow its closing quote, and the quotes are not
+// part of the value. Unquoted fields are trimmed of spaces and tabs. A
+// quoted field cannot span lines (a line break is not allowed in an id).
+// *fields point into `line` or into `owned` (which holds unescaped values).
+// Returns false with *reason on an unterminated quoted field or text after
+// a closing quote.
+bool SplitCsvLine(std::string_view line, std::vector<std::string>* owned,
+                  std::vector<std::string_view>* fields, std::string* reason) {
+  if (line.find('"') == std::string_view::npos) {
+    SplitChar(line, ',', fields);
+    return true;
+  }
+  owned->clear();
+  size_t i = 0;
+  while (true) {
+    std::string& field = owned->emplace_back();
+    while (i < line.size() && IsBlankChar(line[i])) ++i;
+    if (i < line.size() && line[i] == '"') {
+      const size_t field_number = owned->size();
+      ++i;
+      while (true) {
+        const size_t quote = line.find('"', i);
+        if (quote == std::string_view::npos) {
+          *reason = absl::StrCat("field ", field_number,
+                                 ": quoted field has no closing quote");
+          return false;
+        }
+        field.append(line.data() + i, quote - i);
+        i = quote + 1;
+        if (i < line.size() && line[i] == '"') {  // "" inside quotes
+          field.push_back('"');
+          ++i;
+          continue;
+        }
+        break;
+      }
+      while (i < line.size() && IsBlankChar(line[i])) ++i;
+      if (i < line.size() && line[i] != ',') {
+        *reason = absl::StrCat("field ", field_number,
+                               ": unexpected character after closing quote");
+        return false;
+      }
+    } else {
+      const size_t comma = line.find(',', i);
+      const std::string_view raw = line.substr(
+          i,
+          comma == std::string_view::npos ? std::string_view::npos : comma - i);
+      if (raw.find('"') != std::string_view::npos) {
+        *reason = absl::StrCat("field ", owned->size(),
+                               ": quote inside an unquoted field");
+        return false;
+      }
+      const std::string_view trimmed = Trim(raw);
+      field.assign(trimmed.data(), trimmed.size());
+      i = comma == std::string_view::npos ? line.size() : comma;
+    }
+    if (i >= line.size()) break;
+    ++i;  // the ','
+  }
+  fields->clear();
+  for (const std::string& f : *owned) fields->emplace_back(f);
+  return true;
 }
 
 // Splits on "::", trimming each field.
@@ -135,10 +207,12 @@ bool IsNumber(std::string_view s) {
   return absl::SimpleAtod(AV(s), &unused);
 }
 
-// True when `s` is well-formed UTF-8 (no overlong forms, surrogates or code
-// points above U+10FFFF).
-bool IsValidUtf8(std::string_view s) {
-  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
+// The byte offset of the first byte of `s` that does not start a well-formed
+// UTF-8 sequence (overlong forms, surrogates and code points above U+10FFFF
+// are ill-formed), or npos when all of `s` is well-formed.
+size_t FirstInvalidUtf8(std::string_view s) {
+  const auto* begin = reinterpret_cast<const unsigned char*>(s.data());
+  const auto* p = begin;
   const auto* end = p + s.size();
   while (p < end) {
     const unsigned char c = *p;
@@ -158,20 +232,35 @@ bool IsValidUtf8(std::string_view s) {
       extra = 3;
       cp = c & 0x07u;
     } else {
-      return false;
+      return static_cast<size_t>(p - begin);
     }
-    if (end - p <= extra) return false;
+    if (end - p <= extra) return static_cast<size_t>(p - begin);
     for (int i = 1; i <= extra; ++i) {
-      if ((p[i] & 0xC0) != 0x80) return false;
+      if ((p[i] & 0xC0) != 0x80) return static_cast<size_t>(p - begin);
       cp = (cp << 6) | (p[i] & 0x3Fu);
     }
     if ((extra == 2 && cp < 0x800) || (extra == 3 && cp < 0x10000) ||
         (cp >= 0xD800 && cp <= 0xDFFF) || cp > 0x10FFFF) {
-      return false;
+      return static_cast<size_t>(p - begin);
     }
     p += extra + 1;
   }
-  return true;
+  return std::string_view::npos;
+}
+
+bool IsValidUtf8(std::string_view s) {
+  return FirstInvalidUtf8(s) == std::string_view::npos;
+}
+
+// Describes the first invalid UTF-8 byte of `line` (which has one), e.g.
+// "invalid UTF-8: byte 0xE9 at column 7 (file offset 1234)"; columns are
+// 1-based bytes; `line_offset` is the line's offset in the file.
+std::string InvalidUtf8Reason(std::string_view line, size_t line_offset) {
+  const size_t at = FirstInvalidUtf8(line);
+  return absl::StrFormat(
+      "invalid UTF-8: byte 0x%02X at column %d (file offset %d); convert the "
+      "file to UTF-8 (e.g. iconv -f latin1 -t utf-8)",
+      static_cast<unsigned char>(line[at]), at + 1, line_offset + at);
 }
 
 // `s` as UTF-8: unchanged when it already is valid UTF-8, else read as
@@ -192,7 +281,9 @@ std::string ToUtf8(std::string_view s) {
   return out;
 }
 
-// Checks an external id; empty reason when fine.
+// Checks an external id: non-empty, at most kMaxIdBytes bytes, valid UTF-8,
+// no control characters (U+0000..U+001F, U+007F). Sets *reason and returns
+// false otherwise.
 bool CheckId(std::string_view id, std::string_view what, std::string* reason) {
   if (id.empty()) {
     *reason = absl::StrCat("empty ", AV(what), " id");
@@ -200,6 +291,19 @@ bool CheckId(std::string_view id, std::string_view what, std::string* reason) {
   }
   if (id.size() > kMaxIdBytes) {
     *reason = absl::StrCat(AV(what), " id longer than ", kMaxIdBytes, " bytes");
+    return false;
+  }
+  for (size_t i = 0; i < id.size(); ++i) {
+    const auto c = static_cast<unsigned char>(id[i]);
+    if (c < 0x20 || c == 0x7F) {
+      *reason = absl::StrFormat(
+          "%s id contains the control character 0x%02X at byte %d", AV(what), c,
+          i + 1);
+      return false;
+    }
+  }
+  if (!IsValidUtf8(id)) {
+    *reason = absl::StrCat(AV(what), " id is not valid UTF-8");
     return false;
   }
   return true;
@@ -269,25 +373,29 @@ RatingFormat DetectRatingFormat(std::string_view first_line,
   return RatingFormat::kWhitespace;
 }
 
-void SplitRatingLine(RatingFormat format, std::string_view line,
-                     std::vector<std::string_view>* fields) {
+// Splits a rating line into *fields (which may point into `owned`); false
+// with *reason when a CSV line's quoting is malformed.
+bool SplitRatingLine(RatingFormat format, std::string_view line,
+                     std::vector<std::string>* owned,
+                     std::vector<std::string_view>* fields,
+                     std::string* reason) {
   switch (format) {
     case RatingFormat::kMovieLensTab:
     case RatingFormat::kTsv:
       SplitChar(line, '\t', fields);
-      return;
+      return true;
     case RatingFormat::kMovieLensDat:
       SplitDoubleColon(line, fields);
-      return;
+      return true;
     case RatingFormat::kMovieLensCsv:
     case RatingFormat::kCsv:
-      SplitChar(line, ',', fields);
-      return;
+      return SplitCsvLine(line, owned, fields, reason);
     case RatingFormat::kWhitespace:
     case RatingFormat::kAuto:
       SplitWhitespace(line, fields);
-      return;
+      return true;
   }
+  return true;
 }
 
 bool NeedsFourFields(RatingFormat format) {
@@ -308,7 +416,7 @@ bool AllowsHeader(RatingFormat format) {
 // Validates the fields of one rating line. On failure sets *reason.
 bool CheckRatingFields(RatingFormat format,
                        const std::vector<std::string_view>& f, double* rating,
-                       std::string* reason) {
+                       int64_t* timestamp, std::string* reason) {
   const size_t n = f.size();
   if (!FieldCountOk(format, n)) {
     *reason = NeedsFourFields(format)
@@ -333,9 +441,9 @@ bool CheckRatingFields(RatingFormat format,
     *reason = absl::StrCat("rating ", Quote(f[2]), " is not finite");
     return false;
   }
+  *timestamp = 0;
   if (n == 4) {
-    int64_t timestamp;
-    if (!absl::SimpleAtoi(AV(f[3]), &timestamp)) {
+    if (!absl::SimpleAtoi(AV(f[3]), timestamp)) {
       *reason = absl::StrCat("timestamp ", Quote(f[3]), " is not an integer");
       return false;
     }
@@ -590,10 +698,14 @@ std::string_view RatingFormatName(RatingFormat format) {
 absl::StatusOr<ReadResult> ParseRatings(std::string_view text,
                                         std::string_view name,
                                         const ReadOptions& options) {
+  const size_t bom = text.size() - StripBom(text).size();
   text = StripBom(text);
+  // Most files are valid UTF-8 throughout: then no line needs checking.
+  const bool all_utf8 = IsValidUtf8(text);
   ReadResult result;
   std::vector<std::string_view> fields;
   fields.reserve(8);
+  std::vector<std::string> owned;
 
   RatingFormat format = options.format;
   if (format == RatingFormat::kAuto) {
@@ -614,18 +726,25 @@ absl::StatusOr<ReadResult> ParseRatings(std::string_view text,
   bool first = true;
   while (lines.Next(&line)) {
     if (IsBlank(line)) continue;
-    SplitRatingLine(format, line, &fields);
-    if (first) {
-      first = false;
+    double rating = 0;
+    int64_t timestamp = 0;
+    bool ok = true;
+    if (!all_utf8 && FirstInvalidUtf8(line) != std::string_view::npos) {
+      reason = InvalidUtf8Reason(line, bom + lines.offset());
+      ok = false;
+    } else if (!SplitRatingLine(format, line, &owned, &fields, &reason)) {
+      ok = false;
+    } else if (first && AllowsHeader(format) &&
+               FieldCountOk(format, fields.size()) && !IsNumber(fields[2])) {
       // A header: the first line, with a valid field count and a rating
       // field that is not a number.
-      if (AllowsHeader(format) && FieldCountOk(format, fields.size()) &&
-          !IsNumber(fields[2])) {
-        continue;
-      }
+      first = false;
+      continue;
+    } else {
+      ok = CheckRatingFields(format, fields, &rating, &timestamp, &reason);
     }
-    double rating = 0;
-    if (!CheckRatingFields(format, fields, &rating, &reason)) {
+    first = false;
+    if (!ok) {
       std::string message =
           absl::StrCat(AV(name), ":", lines.number(), ": ", reason);
       if (!options.lenient) return absl::InvalidArgumentError(message);
@@ -639,6 +758,7 @@ absl::StatusOr<ReadResult> ParseRatings(std::string_view text,
     row.user.assign(fields[0].data(), fields[0].size());
     row.item.assign(fields[1].data(), fields[1].size());
     row.rating = rating;
+    row.timestamp = timestamp;
     row.line = lines.number();
   }
   return result;

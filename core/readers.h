@@ -12,13 +12,14 @@
 namespace rbmrec {
 
 // Rating file formats. All carry user, item, rating and optionally a
-// timestamp (ignored beyond parsing).
+// timestamp (Unix seconds, kept in RawRating::timestamp).
 enum class RatingFormat {
   kAuto,          // detect from the file name and the first lines
   kMovieLensTab,  // ML-100k u.data: "user\titem\trating\ttimestamp"
   kMovieLensDat,  // ML-1M ratings.dat: "user::item::rating::timestamp"
   kMovieLensCsv,  // ml-latest ratings.csv: header "userId,movieId,rating,..."
-  kCsv,           // generic "user,item,rating[,timestamp]", optional header
+  kCsv,           // generic "user,item,rating[,timestamp]", optional header;
+                  // both CSV formats quote per RFC 4180 (see ParseRatings)
   kTsv,           // generic tab-separated, optional header
   kWhitespace,    // space-separated (FilmTrust ratings.txt)
 };
@@ -42,7 +43,8 @@ struct RawRating {
   std::string user;
   std::string item;
   double rating = 0;
-  int64_t line = 0;  // 1-based line number in the source
+  int64_t timestamp = 0;  // Unix seconds from the file; 0 when it has none
+  int64_t line = 0;       // 1-based line number in the source
 };
 
 struct ReadResult {
@@ -55,9 +57,16 @@ struct ReadResult {
 };
 
 // Parses rating text. `name` is used in messages ("name:LINE: reason").
-// Malformed lines: wrong field count, empty user/item id, id longer than 256
-// bytes, rating not a finite number, timestamp not an integer. Empty lines
-// and a trailing newline are fine. A header line is accepted only as the
+// Malformed lines: a line that is not valid UTF-8 (the message gives the
+// byte, its 1-based column and its offset in the file: nothing is ever
+// passed on or transcoded), wrong field count, empty user/item id, id longer
+// than 256 bytes, id with a control character (U+0000..U+001F, U+007F),
+// rating not a finite number, timestamp not an integer, malformed CSV
+// quoting. Empty lines and a trailing newline are fine.
+// CSV formats follow RFC 4180 within a line: a field in double quotes may
+// hold ',' and "" (one '"'), and its quotes are not part of the value
+// ("ok1" -> ok1); a quoted field cannot span lines (ids hold no line
+// breaks). A header line is accepted only as the
 // first line of a CSV/TSV/ratings.csv file (it is one when its field count
 // is valid and its rating field is not a number). Lines may end in "\r\n";
 // fields are trimmed of spaces and tabs.
@@ -75,8 +84,11 @@ absl::StatusOr<ReadResult> ReadRatingsFile(const std::string& path,
 // Item titles: ML-100k u.item ("id|title|..."; latin-1, converted to UTF-8),
 // ML-1M movies.dat ("id::title::genres"), ml-latest movies.csv (quoted CSV
 // with header movieId,title,genres), detected from the content.
-// Titles and genres are always valid UTF-8: a line that is not valid UTF-8 is
-// taken as latin-1 and converted. Items are returned in file order.
+// Titles and genres are always valid UTF-8: a field that is not valid UTF-8
+// is taken as latin-1 and converted (MovieLens u.item and movies.dat are
+// latin-1). Item ids are checked like rating ids (non-empty, <= 256 bytes,
+// valid UTF-8, no control characters); a bad one fails with "name:LINE:
+// reason". Items are returned in file order.
 struct ItemInfo {
   std::string item;
   std::string title;

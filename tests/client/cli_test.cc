@@ -84,6 +84,45 @@ TEST(ParseArgsTest, SubcommandsAndGroups) {
               ElementsAre("true"));
 }
 
+TEST(ParseArgsTest, CommandWordsLaterAreArguments) {
+  ParsedArgs p = ParseOk({"delete-ratings", "u", "import", "models", "-5"});
+  EXPECT_THAT(Path(p), ElementsAre("delete-ratings"));
+  EXPECT_THAT(p.positional, ElementsAre("u", "import", "models", "-5"));
+  p = ParseOk({"models", "delete", "3", "--force", "--json"});
+  EXPECT_THAT(Path(p), ElementsAre("models", "delete"));
+  EXPECT_THAT(p.positional, ElementsAre("3"));
+  EXPECT_TRUE(p.Has("force"));
+  EXPECT_TRUE(p.global.json);
+  p = ParseOk({"models", "prune", "--keep-full=2", "--keep-online", "-1"});
+  EXPECT_EQ(p.Get("keep-full", ""), "2");
+  EXPECT_EQ(p.Get("keep-online", ""), "-1");
+  EXPECT_THAT(Path(ParseOk({"models", "unpin", "4"})),
+              ElementsAre("models", "unpin"));
+  EXPECT_EQ(ParseError({"models", "pin"}),
+            "'rbmrec models pin': missing argument VERSION");
+  EXPECT_EQ(ParseError({"stats", "--force"}),
+            "unknown flag --force for 'rbmrec stats'");
+}
+
+TEST(ParseArgsTest, TrainActivationAndLearningRateAlias) {
+  absl::StatusOr<v1::TrainRequest> r = BuildTrainRequest(
+      ParseOk({"train", "--activate", "if-better", "--lr", "0.5"}));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->activation(), v1::ACTIVATE_IF_BETTER);
+  EXPECT_EQ(r->options().learning_rate(), 0.5);
+  r = BuildTrainRequest(ParseOk({"train", "--learning-rate", "0.25"}));
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->options().learning_rate(), 0.25);
+  EXPECT_EQ(r->activation(), v1::ACTIVATION_POLICY_UNSPECIFIED);
+  EXPECT_EQ(
+      BuildTrainRequest(ParseOk({"train", "--lr", "1", "--learning-rate", "2"}))
+          .status()
+          .message(),
+      "--lr is an alias of --learning-rate; give only one");
+  EXPECT_EQ(*ParseActivation("always"), v1::ACTIVATE_ALWAYS);
+  EXPECT_EQ(*ParseActivation("never"), v1::ACTIVATE_NEVER);
+}
+
 TEST(ParseArgsTest, UsageErrorsNameTheArgument) {
   EXPECT_EQ(ParseError({}), "missing command");
   EXPECT_EQ(ParseError({"bogus"}), "unknown command 'bogus'");

@@ -43,19 +43,38 @@ using ::testing::StartsWith;
 // Canned behaviour; ratings must be in [1, 5].
 class FakeRbmrec final : public v1::Rbmrec::Service {
  public:
-  grpc::Status AddRatings(grpc::ServerContext*,
+  grpc::Status AddRatings(grpc::ServerContext* context,
                           grpc::ServerReader<v1::AddRatingsRequest>* reader,
                           v1::AddRatingsResponse* response) override {
     v1::AddRatingsRequest batch;
     int64_t b = 0;
+    // Fails the call with `reason` and the committed counts, as
+    // rbmrec-server does.
+    auto fail = [&](grpc::StatusCode code, const std::string& reason,
+                    const std::string& message) {
+      context->AddTrailingMetadata("rbmrec-error-reason", reason);
+      if (send_committed) {
+        context->AddTrailingMetadata("rbmrec-committed-batches",
+                                     absl::StrCat(b));
+        context->AddTrailingMetadata("rbmrec-committed-rows",
+                                     absl::StrCat(response->accepted()));
+      }
+      return grpc::Status(code, message);
+    };
     while (reader->Read(&batch)) {
       batch_sizes.push_back(batch.ratings_size());
       if (max_batch > 0 && batch.ratings_size() > max_batch) {
-        return grpc::Status(
-            grpc::StatusCode::RESOURCE_EXHAUSTED,
-            absl::StrCat("batch ", b, " has ", batch.ratings_size(),
-                         " rows, over the server's limit of ", max_batch,
-                         " rows per batch (--max-batch)"));
+        return fail(grpc::StatusCode::RESOURCE_EXHAUSTED, "LIMIT_EXCEEDED",
+                    absl::StrCat("batch ", b, " has ", batch.ratings_size(),
+                                 " rows, over the server's limit of ",
+                                 max_batch, " rows per batch (--max-batch)"));
+      }
+      if (disk_full_at_batch >= 0 && b == disk_full_at_batch) {
+        return fail(grpc::StatusCode::RESOURCE_EXHAUSTED, "STORAGE_FULL",
+                    "database or disk is full");
+      }
+      if (stop_silently_at_batch >= 0 && b == stop_silently_at_batch) {
+        break;  // the old defect: answer OK without reading the rest
       }
       for (int row = 0; row < batch.ratings_size(); ++row) {
         const v1::Rating& r = batch.ratings(row);
@@ -71,6 +90,7 @@ class FakeRbmrec final : public v1::Rbmrec::Service {
           continue;
         }
         response->set_accepted(response->accepted() + 1);
+        timestamps.push_back(r.timestamp());
         auto [it, inserted] =
             ratings.insert_or_assign({r.user_id(), r.item_id()}, r.rating());
         if (!inserted) response->set_replaced(response->replaced() + 1);
@@ -81,9 +101,15 @@ class FakeRbmrec final : public v1::Rbmrec::Service {
     return grpc::Status::OK;
   }
 
-  grpc::Status PutItems(grpc::ServerContext*, const v1::PutItemsRequest* req,
+  grpc::Status PutItems(grpc::ServerContext* context,
+                        const v1::PutItemsRequest* req,
                         v1::PutItemsResponse* response) override {
     put_items_calls++;
+    if (put_items_fail_at_call == put_items_calls) {
+      context->AddTrailingMetadata("rbmrec-error-reason", "DATABASE_LOCKED");
+      return grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                          "database is locked \x1b[2J");
+    }
     for (const auto& item : req->items()) items[item.item_id()] = item;
     response->set_stored(req->items_size());
     return grpc::Status::OK;
@@ -91,6 +117,7 @@ class FakeRbmrec final : public v1::Rbmrec::Service {
 
   grpc::Status Train(grpc::ServerContext*, const v1::TrainRequest* req,
                      grpc::ServerWriter<v1::TrainProgress>* writer) override {
+    train_requests.push_back(*req);
     if (req->options().has_hidden() && req->options().hidden() < 1) {
       return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                           "options.hidden must be >= 1");
@@ -113,10 +140,13 @@ class FakeRbmrec final : public v1::Rbmrec::Service {
     }
     p.set_state(fail_training ? v1::TrainProgress::FAILED
                               : v1::TrainProgress::SUCCEEDED);
-    if (fail_training)
+    if (fail_training) {
       p.set_message("disk full");
-    else
+    } else {
       p.set_model_version(7);
+      p.set_activated(req->activation() != v1::ACTIVATE_NEVER);
+      if (!p.activated()) p.set_message("activation policy: never");
+    }
     writer->Write(p);
     return grpc::Status::OK;
   }
@@ -193,11 +223,46 @@ class FakeRbmrec final : public v1::Rbmrec::Service {
     return grpc::Status::OK;
   }
 
+  grpc::Status DeleteModel(grpc::ServerContext*,
+                           const v1::DeleteModelRequest* req,
+                           v1::DeleteModelResponse* response) override {
+    if (req->version() == 7) {
+      return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                          "model version 7 is active and cannot be deleted");
+    }
+    if (req->version() == 5 && !req->force()) {
+      return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                          "model version 5 is pinned; use force");
+    }
+    response->set_freed_bytes(3 << 20);
+    return grpc::Status::OK;
+  }
+
+  grpc::Status PinModel(grpc::ServerContext*, const v1::PinModelRequest* req,
+                        v1::ModelInfo* response) override {
+    response->set_version(req->version());
+    response->set_kind("full");
+    response->set_pinned(req->pinned());
+    return grpc::Status::OK;
+  }
+
+  grpc::Status PruneModels(grpc::ServerContext*,
+                           const v1::PruneModelsRequest* req,
+                           v1::PruneModelsResponse* response) override {
+    prune_requests.push_back(*req);
+    response->add_deleted_versions(4);
+    response->add_deleted_versions(2);
+    response->set_freed_bytes(2048);
+    return grpc::Status::OK;
+  }
+
   grpc::Status GetStats(grpc::ServerContext*, const v1::GetStatsRequest*,
                         v1::GetStatsResponse* response) override {
     response->set_users(2);
     response->set_ratings(static_cast<int64_t>(ratings.size()));
     response->set_active_model_version(7);
+    response->set_model_versions(3);
+    response->set_database_bytes(5 << 20);
     return grpc::Status::OK;
   }
 
@@ -221,9 +286,19 @@ class FakeRbmrec final : public v1::Rbmrec::Service {
   // Written by handlers; read by the test after the RPC returned.
   std::vector<int> batch_sizes;
   int max_batch = 0;  // > 0: larger AddRatings batches fail
+  // >= 0: AddRatings fails with STORAGE_FULL at this (0-based) batch.
+  int64_t disk_full_at_batch = -1;
+  // >= 0: AddRatings stops reading at this batch and answers OK.
+  int64_t stop_silently_at_batch = -1;
+  // Whether a failed AddRatings sends the committed counts.
+  bool send_committed = true;
+  std::vector<int64_t> timestamps;  // of the accepted rows
+  std::vector<v1::TrainRequest> train_requests;
+  std::vector<v1::PruneModelsRequest> prune_requests;
   std::map<std::pair<std::string, std::string>, double> ratings;
   std::map<std::string, v1::Item> items;
   int put_items_calls = 0;
+  int put_items_fail_at_call = 0;  // > 0: that PutItems call fails
   std::vector<v1::PredictRatingsRequest> predict_requests;
   bool fail_training = false;
   // rbmrec-server refuses an anonymous user without ratings (as the fake
@@ -301,9 +376,12 @@ TEST_F(CommandsTest, ImportMapsRejectedRowsToFileLines) {
       WriteFile("u.data",
                 "1\t10\t5\t881250949\n1\t11\t7\t881250949\n\n2\t10\t4\t0\n"
                 "2\t10\t3\t0\n");
+  // A rejected row: exit 3 unless --allow-rejected.
   EXPECT_EQ(Run({"import", file, "--batch", "2", "--format", "ml100k"}),
-            kExitOk)
+            kExitRejected)
       << err_.str();
+  EXPECT_THAT(err_.str(), HasSubstr("error: the server rejected 1 rows"));
+  EXPECT_THAT(err_.str(), HasSubstr("--allow-rejected"));
   EXPECT_THAT(service_.batch_sizes, ElementsAre(2, 2));
   EXPECT_THAT(out_.str(),
               HasSubstr("accepted 3, rejected 1, replaced 1 in 2 batches"));
@@ -312,6 +390,11 @@ TEST_F(CommandsTest, ImportMapsRejectedRowsToFileLines) {
                   file, ":2: user '1' item '11': rating 7 is off the scale")));
   EXPECT_THAT(err_.str(), HasSubstr("read 4 ratings from"));
   EXPECT_EQ(service_.ratings.at({"2", "10"}), 3);
+  EXPECT_EQ(Run({"import", file, "--batch", "2", "--format", "ml100k",
+                 "--allow-rejected"}),
+            kExitOk)
+      << err_.str();
+  EXPECT_THAT(out_.str(), HasSubstr("rejected 1"));
 }
 
 TEST_F(CommandsTest, ImportOverTheServersBatchLimitSaysWhatToDo) {
@@ -324,6 +407,10 @@ TEST_F(CommandsTest, ImportOverTheServersBatchLimitSaysWhatToDo) {
               HasSubstr("hint: this import sent batches of 3 rows; use "
                         "--batch with the server's limit"));
   EXPECT_THAT(err_.str(), HasSubstr("error: RESOURCE_EXHAUSTED"));
+  EXPECT_THAT(err_.str(), HasSubstr("committed: 0 rows in the first 0 of 1 "
+                                    "batches sent are certainly stored"));
+  EXPECT_THAT(err_.str(), HasSubstr("re-running the same import is safe"));
+  EXPECT_THAT(err_.str(), Not(HasSubstr("disk")));
   EXPECT_EQ(Run({"import", file, "--batch", "2", "--format", "ml100k"}),
             kExitOk)
       << err_.str();
@@ -331,9 +418,10 @@ TEST_F(CommandsTest, ImportOverTheServersBatchLimitSaysWhatToDo) {
 
 TEST_F(CommandsTest, ImportJson) {
   const std::string file = WriteFile("r.csv", "u,i,r\na,x,4\nb,y,9\n");
-  EXPECT_EQ(Run({"--json", "import", file, "--format", "csv"}), kExitOk)
+  EXPECT_EQ(Run({"--json", "import", file, "--format", "csv"}), kExitRejected)
       << err_.str();
   const google::protobuf::Struct j = Json();
+  EXPECT_EQ(j.fields().at("rows_sent").number_value(), 2);
   EXPECT_EQ(j.fields().at("accepted").number_value(), 1);
   EXPECT_EQ(j.fields().at("rejected").number_value(), 1);
   EXPECT_EQ(j.fields().at("rows_read").number_value(), 2);
@@ -373,6 +461,25 @@ TEST_F(CommandsTest, ItemsImport) {
   EXPECT_EQ(service_.items.at("2").title(), "Jumanji (1995)");
   EXPECT_EQ(service_.items.at("3").attributes().at("genres"), "Action");
   EXPECT_THAT(out_.str(), HasSubstr("stored 3 items"));
+}
+
+TEST_F(CommandsTest, ItemsImportFailureSaysWhatIsStored) {
+  service_.put_items_fail_at_call = 2;
+  const std::string file = WriteFile("movies2.dat",
+                                     "1::A (1995)::Drama\n"
+                                     "2::B (1995)::Drama\n"
+                                     "3::C (1995)::Drama\n");
+  EXPECT_EQ(Run({"items", "import", file, "--batch", "2"}), kExitRpc);
+  // The server's message is escaped on the terminal.
+  EXPECT_THAT(err_.str(), HasSubstr("error: UNAVAILABLE: rpc PutItems: "
+                                    "database is locked \\x1b[2J\n"));
+  EXPECT_THAT(err_.str(), HasSubstr("hint: another process holds the "
+                                    "server's database write lock; retry"));
+  EXPECT_THAT(err_.str(),
+              HasSubstr("committed: the first 2 items of the file (1 "
+                        "requests) are certainly stored"));
+  EXPECT_THAT(err_.str(), HasSubstr("re-running the same import is safe"));
+  EXPECT_EQ(service_.items.size(), 2u);
 }
 
 TEST_F(CommandsTest, TrainPrintsEpochTableAndVersion) {
@@ -515,11 +622,155 @@ TEST_F(CommandsTest, ModelsStatsDeletions) {
   EXPECT_THAT(out_.str(), StartsWith("activated model v7 (active): full"));
   EXPECT_EQ(Run({"stats"}), kExitOk);
   EXPECT_THAT(out_.str(), HasSubstr("active model    v7\n"));
+  EXPECT_THAT(out_.str(), HasSubstr("model versions  3\n"));
+  EXPECT_THAT(out_.str(), HasSubstr("database size   5.0 MiB\n"));
+  EXPECT_EQ(Run({"--json", "stats"}), kExitOk);
+  EXPECT_THAT(out_.str(), HasSubstr("\"ratings\":0,"));
+  EXPECT_EQ(Json().fields().at("database_bytes").number_value(), 5 << 20);
   EXPECT_EQ(Run({"delete-user", "196"}), kExitOk);
   EXPECT_EQ(out_.str(), "deleted 12 ratings of user 196\n");
   EXPECT_EQ(Run({"delete-user", "nobody"}), kExitRpc);
   EXPECT_EQ(Run({"--json", "delete-ratings", "196", "1", "2"}), kExitOk);
   EXPECT_EQ(out_.str(), "{\"deleted\":2}\n");
+}
+
+TEST_F(CommandsTest, ImportSendsTimestampsAndUnquotedCsvIds) {
+  const std::string file =
+      WriteFile("t.csv", "\"ok1\",\"i,1\",4,881250949\nb,y,5\n");
+  EXPECT_EQ(Run({"import", file, "--format", "csv"}), kExitOk) << err_.str();
+  EXPECT_THAT(service_.timestamps, ElementsAre(881250949, 0));
+  EXPECT_EQ(service_.ratings.count({"ok1", "i,1"}), 1u);
+}
+
+TEST_F(CommandsTest, ImportRejectsInvalidUtf8BeforeSendingAnything) {
+  std::string text;
+  for (int i = 1; i <= 5; ++i) absl::StrAppend(&text, i, "\t10\t4\t0\n");
+  text += "6\xff\t10\t4\t0\n7\t10\t4\t0\n";
+  const std::string file = WriteFile("bad_utf8.data", text);
+  EXPECT_EQ(Run({"import", file, "--batch", "2"}), kExitUsage);
+  EXPECT_THAT(err_.str(),
+              HasSubstr(":6: invalid UTF-8: byte 0xFF at column 2"));
+  EXPECT_THAT(service_.batch_sizes, IsEmpty());
+}
+
+TEST_F(CommandsTest, ImportFailurePrintsWhatIsCommittedAndTheReasonsHint) {
+  service_.disk_full_at_batch = 2;
+  const std::string file =
+      WriteFile("full.data",
+                "1\t10\t5\t0\n1\t11\t4\t0\n2\t10\t4\t0\n2\t11\t4\t0\n"
+                "\n3\t10\t4\t0\n3\t11\t4\t0\n");
+  EXPECT_EQ(Run({"import", file, "--batch", "2"}), kExitRpc);
+  EXPECT_THAT(err_.str(), HasSubstr("error: RESOURCE_EXHAUSTED: rpc "
+                                    "AddRatings: database or disk is full"));
+  EXPECT_THAT(err_.str(), HasSubstr("hint: the server's disk"));
+  EXPECT_THAT(err_.str(), Not(HasSubstr("--batch")));
+  // Batches 0 and 1 (lines 1-4) are stored; line 5 is empty.
+  EXPECT_THAT(err_.str(), HasSubstr("committed: 4 rows in the first 2 of"));
+  EXPECT_THAT(err_.str(), HasSubstr("full.data up to line 4)"));
+  EXPECT_THAT(err_.str(), HasSubstr("re-running the same import is safe"));
+
+  EXPECT_EQ(Run({"--json", "import", file, "--batch", "2"}), kExitRpc);
+  const google::protobuf::Struct j = Json();
+  const auto& error = j.fields().at("error").struct_value().fields();
+  EXPECT_EQ(error.at("code").string_value(), "RESOURCE_EXHAUSTED");
+  EXPECT_EQ(error.at("reason").string_value(), "STORAGE_FULL");
+  EXPECT_EQ(error.at("committed_rows").number_value(), 4);
+  EXPECT_EQ(error.at("committed_batches").number_value(), 2);
+}
+
+TEST_F(CommandsTest, ImportFailureWithoutCountsSaysUnknown) {
+  service_.disk_full_at_batch = 1;
+  service_.send_committed = false;
+  const std::string file =
+      WriteFile("nocounts.data", "1\t10\t5\t0\n2\t10\t4\t0\n");
+  EXPECT_EQ(Run({"--json", "import", file, "--batch", "1"}), kExitRpc);
+  EXPECT_THAT(err_.str(), HasSubstr("committed: unknown"));
+  EXPECT_THAT(err_.str(), HasSubstr("0 rows are certainly stored"));
+  const google::protobuf::Struct j = Json();
+  const auto& error = j.fields().at("error").struct_value().fields();
+  EXPECT_TRUE(error.at("committed_rows").has_null_value());
+}
+
+TEST_F(CommandsTest, ImportCatchesAServerThatStopsReadingEarly) {
+  // The server answers OK after 1 of 3 batches: 2 batches are lost.
+  service_.stop_silently_at_batch = 1;
+  const std::string file =
+      WriteFile("silent.data", "1\t10\t5\t0\n2\t10\t4\t0\n3\t10\t4\t0\n");
+  EXPECT_EQ(Run({"import", file, "--batch", "1"}), kExitRpc);
+  EXPECT_THAT(err_.str(),
+              HasSubstr("error: DATA_LOSS: the server counted 1 rows (1 "
+                        "accepted + 0 rejected) in 1 batches, but this import "
+                        "sent 3 rows in 3 batches: 2 rows are unaccounted"));
+  EXPECT_THAT(err_.str(), HasSubstr("committed: 1 rows in the first 1 "
+                                    "batches are certainly stored"));
+  EXPECT_THAT(err_.str(), HasSubstr("re-running the same import is safe"));
+  EXPECT_EQ(Run({"--json", "import", file, "--batch", "1"}), kExitRpc);
+  const google::protobuf::Struct j = Json();  // one object: the error
+  EXPECT_EQ(
+      j.fields().at("error").struct_value().fields().at("code").string_value(),
+      "DATA_LOSS");
+}
+
+TEST_F(CommandsTest, RejectedRowsAreEscapedOnTheTerminal) {
+  // The fake does not check ids; a real server would reject these.
+  const std::string file = WriteFile("esc.csv", "u\\x,i,9\n");
+  EXPECT_EQ(Run({"import", file, "--format", "csv", "--allow-rejected"}),
+            kExitOk);
+  EXPECT_THAT(out_.str(), HasSubstr("user 'u\\\\x' item 'i'"));
+}
+
+TEST_F(CommandsTest, TrainActivationPolicy) {
+  EXPECT_EQ(Run({"train", "--activate", "never"}), kExitOk) << err_.str();
+  ASSERT_EQ(service_.train_requests.size(), 1u);
+  EXPECT_EQ(service_.train_requests[0].activation(), v1::ACTIVATE_NEVER);
+  EXPECT_THAT(out_.str(), HasSubstr("published model v7"));
+  EXPECT_THAT(out_.str(), HasSubstr("NOT activated"));
+  EXPECT_EQ(
+      Run({"train", "--activate", "if-better", "--learning-rate", "0.01"}),
+      kExitOk);
+  EXPECT_EQ(service_.train_requests[1].activation(), v1::ACTIVATE_IF_BETTER);
+  EXPECT_EQ(service_.train_requests[1].options().learning_rate(), 0.01);
+  EXPECT_THAT(out_.str(), HasSubstr("now active"));
+  EXPECT_EQ(Run({"train"}), kExitOk);
+  EXPECT_EQ(service_.train_requests[2].activation(),
+            v1::ACTIVATION_POLICY_UNSPECIFIED);
+  EXPECT_EQ(Run({"--json", "train", "--activate", "always"}), kExitOk);
+  EXPECT_TRUE(Json()
+                  .fields()
+                  .at("result")
+                  .struct_value()
+                  .fields()
+                  .at("activated")
+                  .bool_value());
+  EXPECT_EQ(Run({"train", "--activate", "sometimes"}), kExitUsage);
+  EXPECT_THAT(err_.str(), HasSubstr("--activate: expected always, if-better "
+                                    "or never, got 'sometimes'"));
+}
+
+TEST_F(CommandsTest, ModelsDeletePinUnpinPrune) {
+  EXPECT_EQ(Run({"models", "delete", "3"}), kExitOk) << err_.str();
+  EXPECT_EQ(out_.str(), "deleted model v3 (freed 3.0 MiB)\n");
+  EXPECT_EQ(Run({"models", "delete", "7"}), kExitRpc);
+  EXPECT_THAT(err_.str(), HasSubstr("FAILED_PRECONDITION"));
+  EXPECT_EQ(Run({"models", "delete", "5"}), kExitRpc);
+  EXPECT_EQ(Run({"models", "delete", "5", "--force"}), kExitOk);
+  EXPECT_EQ(Run({"models", "delete", "0"}), kExitUsage);
+
+  EXPECT_EQ(Run({"models", "pin", "4"}), kExitOk);
+  EXPECT_THAT(out_.str(), StartsWith("pinned model v4 (pinned): full"));
+  EXPECT_EQ(Run({"--json", "models", "unpin", "4"}), kExitOk);
+  EXPECT_FALSE(Json().fields().at("pinned").bool_value());
+  EXPECT_EQ(Json().fields().at("version").number_value(), 4);
+
+  EXPECT_EQ(Run({"models", "prune", "--keep-full", "2"}), kExitOk);
+  EXPECT_EQ(out_.str(), "deleted 2 model versions (v4, v2), freed 2.0 KiB\n");
+  ASSERT_EQ(service_.prune_requests.size(), 1u);
+  EXPECT_TRUE(service_.prune_requests[0].has_keep_full());
+  EXPECT_EQ(service_.prune_requests[0].keep_full(), 2);
+  EXPECT_FALSE(service_.prune_requests[0].has_keep_online());
+  EXPECT_EQ(Run({"--json", "models", "prune"}), kExitOk);
+  EXPECT_EQ(out_.str(), "{\"deleted_versions\":[4,2],\"freed_bytes\":2048}\n");
+  EXPECT_EQ(Run({"models", "prune", "--keep-online", "-1"}), kExitUsage);
 }
 
 // ---------------------------------------------------------------------------

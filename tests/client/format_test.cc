@@ -15,6 +15,7 @@ namespace {
 
 using ::testing::HasSubstr;
 using ::testing::Not;
+using ::testing::StartsWith;
 
 TEST(FormatCountTest, GroupsThousands) {
   EXPECT_EQ(FormatCount(0), "0");
@@ -207,6 +208,43 @@ TEST(FormatRecommendationsTest, LongTitlesAreTruncated) {
               HasSubstr("no recommendations"));
 }
 
+TEST(TerminalSafeTest, EscapesControlBytesAndInvalidUtf8) {
+  EXPECT_EQ(TerminalSafe("Caf\xc3\xa9 (1995)"), "Caf\xc3\xa9 (1995)");
+  EXPECT_EQ(TerminalSafe(std::string("a\x1b[31mb\0\r\n\x7f", 11)),
+            "a\\x1b[31mb\\x00\\x0d\\x0a\\x7f");
+  EXPECT_EQ(TerminalSafe("Caf\xe9"), "Caf\\xe9");  // latin-1 byte
+  EXPECT_EQ(TerminalSafe("\xc3"), "\\xc3");        // truncated sequence
+  EXPECT_EQ(TerminalSafe("\xc2\x9b"
+                         "1m"),
+            "\\u009b1m");  // C1 CSI
+  EXPECT_EQ(TerminalSafe("a\xe2\x80\xae"
+                         "b"),
+            "a\\u202eb");  // RLO
+  EXPECT_EQ(TerminalSafe("a\\b"), "a\\\\b");
+}
+
+TEST(TerminalSafeTest, TablesAndDistributionsEscapeIdsAndTitles) {
+  v1::RecommendResponse response;
+  v1::Recommendation* r = response.add_recommendations();
+  r->set_rank(1);
+  r->set_item_id("i\x1b]0;pwned\x07");
+  r->set_title("T\x9b");  // a lone byte
+  const std::string table =
+      FormatRecommendations(response, v1::RecommendRequest(), TextStyle());
+  EXPECT_THAT(table, HasSubstr("i\\x1b]0;pwned\\x07  T\\x9b"));
+  EXPECT_EQ(table.find('\x1b'), std::string::npos);
+
+  v1::ItemPrediction p;
+  p.set_item_id("x\ry");
+  p.set_title("\x1b[2J");
+  const std::string d = FormatDistribution(Scale1To5(), p, TextStyle());
+  EXPECT_THAT(d, StartsWith("x\\x0dy  \\x1b[2J  expected"));
+  EXPECT_EQ(FormatPredictions(v1::PredictRatingsResponse(), "u\x1b", v1::EXACT,
+                              TextStyle())
+                .find('\x1b'),
+            std::string::npos);
+}
+
 TEST(FormatModelsTest, MarksActiveVersion) {
   v1::ListModelsResponse r;
   EXPECT_THAT(FormatModels(r), HasSubstr("no models yet"));
@@ -224,6 +262,12 @@ TEST(FormatModelsTest, MarksActiveVersion) {
   r.add_models()->set_version(1);
   const std::string text = FormatModels(r);
   EXPECT_THAT(text, HasSubstr("*       v2  2024-05-01 11:50:24 UTC  full"));
+  EXPECT_THAT(text, HasSubstr("  kind  pinned  users"));
+  EXPECT_THAT(text, HasSubstr("full            943"));  // not pinned
+  r.mutable_models(0)->set_pinned(true);
+  r.mutable_models(0)->set_kind("full\x1b[2J");
+  EXPECT_THAT(FormatModels(r), HasSubstr("*       v2  2024-05-01 11:50:24 UTC  "
+                                         "full\\x1b[2J  pinned"));
   EXPECT_THAT(text, HasSubstr("100,000"));
   EXPECT_THAT(text, HasSubstr("0.9123"));
   EXPECT_THAT(text, HasSubstr("3.0 MiB"));
@@ -241,7 +285,13 @@ TEST(FormatStatsTest, IdleAndRunning) {
             "ratings         100,000\n"
             "active model    none\n"
             "training        idle\n"
-            "online updates  0\n");
+            "online updates  0\n"
+            "model versions  0\n"
+            "database size   unknown\n");
+  s.set_model_versions(12);
+  s.set_database_bytes(int64_t{3} << 30);
+  EXPECT_THAT(FormatStats(s), HasSubstr("model versions  12\n"
+                                        "database size   3.0 GiB\n"));
   s.set_active_model_version(4);
   s.mutable_training()->set_running(true);
   s.mutable_training()->set_epoch(3);
@@ -284,10 +334,17 @@ TEST(TrainFormatTest, Result) {
   p.set_model_version(5);
   p.set_elapsed_seconds(62);
   p.set_validation_rmse(0.9);
+  p.set_activated(true);
   EXPECT_EQ(FormatTrainResult(p),
             "published model v5 after 12 epochs (all RBMs) in 1m02s, "
-            "validation RMSE "
-            "0.9000\n");
+            "validation RMSE 0.9000; now active\n");
+  p.set_activated(false);
+  p.set_message("validation RMSE 0.9 is worse than the active model's 0.8");
+  EXPECT_EQ(FormatTrainResult(p),
+            "published model v5 after 12 epochs (all RBMs) in 1m02s, "
+            "validation RMSE 0.9000; NOT activated (the previous active model "
+            "stays): validation RMSE 0.9 is worse than the active model's "
+            "0.8\n");
   p.set_state(v1::TrainProgress::FAILED);
   p.set_message("out of memory");
   EXPECT_EQ(FormatTrainResult(p),
@@ -348,7 +405,8 @@ TEST(JsonTest, WriterNestsWithCommas) {
   JsonWriter w;
   w.BeginObject();
   w.Key("a").Int(1);
-  w.Key("b").BeginArray().Int(1).String("x").BeginObject().EndObject().Null();
+  w.Key("b").BeginArray().Int(1).String("x").BeginObject().EndObject().Raw(
+      "null");
   w.EndArray();
   w.Key("c").Bool(false);
   w.Key("d").Double(0.5);
@@ -378,7 +436,7 @@ TEST(JsonTest, ProtoFieldsNamesEnumsAndInt64AsNumbers) {
   EXPECT_THAT(ProtoToJson(t), HasSubstr(R"("state":"SUCCEEDED")"));
 }
 
-TEST(JsonTest, ProtoOptionalFieldsOnlyWhenSetAndMapsSorted) {
+TEST(JsonTest, ProtoOptionalFieldsOnlyWhenSetAndMaps) {
   v1::TrainOptions o;
   EXPECT_EQ(ProtoToJson(o), "{}");
   o.set_hidden(0);
@@ -389,15 +447,46 @@ TEST(JsonTest, ProtoOptionalFieldsOnlyWhenSetAndMapsSorted) {
   item.set_item_id("1");
   (*item.mutable_attributes())["b"] = "2";
   (*item.mutable_attributes())["a"] = "1";
-  EXPECT_EQ(ProtoToJson(item),
-            R"({"item_id":"1","title":"","attributes":{"a":"1","b":"2"}})");
+  // Map entries in protobuf's order (not sorted).
+  EXPECT_THAT(ProtoToJson(item), StartsWith(R"({"item_id":"1","title":"",)"
+                                            R"("attributes":{")"));
+  EXPECT_THAT(ProtoToJson(item), HasSubstr(R"("a":"1")"));
+  EXPECT_THAT(ProtoToJson(item), HasSubstr(R"("b":"2")"));
 
-  v1::GetStatsResponse s;  // unset message field: its defaults
+  v1::GetStatsResponse s;  // unset message field: omitted
+  EXPECT_THAT(ProtoToJson(s), Not(HasSubstr("training")));
+  s.mutable_training();
   EXPECT_THAT(ProtoToJson(s),
               HasSubstr(R"("training":{"running":false,"epoch":0,)"
                         R"("max_epochs":0,"elapsed_seconds":0})"));
-  v1::TrainRequest t;  // unset options: defaults, optional fields omitted
-  EXPECT_EQ(ProtoToJson(t), R"({"options":{}})");
+  v1::TrainRequest t;  // unset options omitted, enum by name
+  EXPECT_EQ(ProtoToJson(t),
+            R"({"activation":"ACTIVATION_POLICY_UNSPECIFIED"})");
+}
+
+TEST(JsonTest, Int64InRepeatedFieldsAndStringsThatLookLikeNumbers) {
+  v1::PruneModelsResponse prune;
+  prune.add_deleted_versions(12);
+  prune.add_deleted_versions(int64_t{1} << 53);
+  prune.set_freed_bytes(-1);
+  EXPECT_EQ(ProtoToJson(prune),
+            R"({"deleted_versions":[12,9007199254740992],"freed_bytes":-1})");
+  v1::RejectedRow row;  // numeric-looking ids stay strings
+  row.set_batch(3);
+  row.set_user_id("196");
+  row.set_item_id("-5");
+  row.set_reason("7");
+  EXPECT_EQ(ProtoToJson(row),
+            R"({"batch":3,"row":0,"user_id":"196","item_id":"-5",)"
+            R"("reason":"7"})");
+}
+
+TEST(JsonTest, StringsAreEscaped) {
+  v1::Recommendation r;
+  r.set_item_id(std::string("a\x1b[31m\0\"\\", 9));
+  EXPECT_THAT(ProtoToJson(r),
+              HasSubstr(R"("item_id":"a\u001b[31m\u0000\"\\")"));
+  EXPECT_EQ(JsonQuote("\xe9\x7f"), R"("\u00e9\u007f")");
 }
 
 TEST(JsonTest, ProtoJsonParsesBackWithProtobuf) {

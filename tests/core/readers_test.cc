@@ -679,3 +679,136 @@ TEST(ReadersItemsFileTest, ErrorsNameThePath) {
 
 }  // namespace
 }  // namespace rbmrec
+
+namespace rbmrec {
+namespace {
+
+// ------------------------------------------- UTF-8, control bytes, quoting
+
+TEST(ReadersUtf8Test, InvalidUtf8IsRejectedWithLineColumnAndOffset) {
+  // Line 3 starts at byte 16; the bad byte is its 2nd (0-based offset 17).
+  const std::string text =
+      "1\t2\t3\t0\n1\t3\t4\t0\n1\xff\t4\t5\t0\n5\t6\t1\t0\n";
+  const std::string message = ParseError(text, RatingFormat::kMovieLensTab);
+  EXPECT_THAT(message, StartsWith("f.txt:3: invalid UTF-8: byte 0xFF at "
+                                  "column 2 (file offset 17)"));
+}
+
+TEST(ReadersUtf8Test, OffsetCountsTheByteOrderMark) {
+  const std::string message = ParseError(
+      "\xEF\xBB\xBF"
+      "a\xe9,b,4\n",
+      RatingFormat::kCsv);
+  EXPECT_THAT(message, StartsWith("f.txt:1: invalid UTF-8: byte 0xE9 at "
+                                  "column 2 (file offset 4)"));
+}
+
+TEST(ReadersUtf8Test, TruncatedAndOverlongSequencesAreInvalid) {
+  EXPECT_THAT(ParseError("a,b\xc3,4\n", RatingFormat::kCsv),
+              HasSubstr("byte 0xC3 at column 4"));
+  EXPECT_THAT(ParseError("a,\xc0\xaf,4\n", RatingFormat::kCsv),
+              HasSubstr("byte 0xC0 at column 3"));
+  // Surrogate U+D800 encoded in UTF-8.
+  EXPECT_THAT(ParseError("a,\xed\xa0\x80,4\n", RatingFormat::kCsv),
+              HasSubstr("byte 0xED at column 3"));
+}
+
+TEST(ReadersUtf8Test, ValidMultibyteIdsAreKept) {
+  const ReadResult r = MustParse(
+      "Jos\xc3\xa9,\xe2\x82\xac"
+      "1,4\n",
+      RatingFormat::kCsv);
+  ASSERT_EQ(r.rows.size(), 1u);
+  EXPECT_EQ(r.rows[0].user, "Jos\xc3\xa9");
+  EXPECT_EQ(r.rows[0].item,
+            "\xe2\x82\xac"
+            "1");
+}
+
+TEST(ReadersUtf8Test, LenientSkipsAndCountsInvalidLines) {
+  auto result = ParseRatings("1\t2\t3\t0\n\xfe\t2\t3\t0\n4\t5\t1\t0\n", "f",
+                             Options(RatingFormat::kMovieLensTab, true));
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->rows.size(), 2u);
+  EXPECT_EQ(result->skipped, 1);
+  ASSERT_EQ(result->problems.size(), 1u);
+  EXPECT_THAT(result->problems[0], StartsWith("f:2: invalid UTF-8"));
+}
+
+TEST(ReadersControlTest, IdsWithControlCharactersAreRejected) {
+  EXPECT_EQ(ParseError("a\x1b[31m,b,4\n", RatingFormat::kCsv),
+            "f.txt:1: user id contains the control character 0x1B at byte 2");
+  EXPECT_EQ(ParseError("a,b\x7f,4\n", RatingFormat::kCsv),
+            "f.txt:1: item id contains the control character 0x7F at byte 2");
+  EXPECT_EQ(ParseError(std::string("a,b\0c,4\n", 8), RatingFormat::kCsv),
+            "f.txt:1: item id contains the control character 0x00 at byte 2");
+  // A CR inside a line (not before the newline) is a control character too.
+  EXPECT_THAT(ParseError("a\rb,c,4\n", RatingFormat::kCsv),
+              HasSubstr("control character 0x0D"));
+}
+
+TEST(ReadersCsvTest, QuotesAreNotPartOfIds) {
+  const ReadResult r = MustParse(
+      "user,item,rating\n\"ok1\",\"i,1\",4\n\"say \"\"hi\"\"\",x, 5 \n",
+      RatingFormat::kCsv);
+  ASSERT_EQ(r.rows.size(), 2u);
+  EXPECT_EQ(r.rows[0].user, "ok1");
+  EXPECT_EQ(r.rows[0].item, "i,1");
+  EXPECT_EQ(r.rows[0].rating, 4);
+  EXPECT_EQ(r.rows[1].user, "say \"hi\"");
+  EXPECT_EQ(r.rows[1].item, "x");
+  EXPECT_EQ(r.rows[1].rating, 5);
+}
+
+TEST(ReadersCsvTest, QuotedFieldsKeepInnerSpacesAndQuotedRatingParses) {
+  const ReadResult r =
+      MustParse(" \" a b \" ,i,\"3.5\",\"99\"\n", RatingFormat::kCsv);
+  ASSERT_EQ(r.rows.size(), 1u);
+  EXPECT_EQ(r.rows[0].user, " a b ");
+  EXPECT_EQ(r.rows[0].rating, 3.5);
+  EXPECT_EQ(r.rows[0].timestamp, 99);
+}
+
+TEST(ReadersCsvTest, MalformedQuotingIsRejected) {
+  EXPECT_EQ(ParseError("\"abc,i,4\n", RatingFormat::kCsv),
+            "f.txt:1: field 1: quoted field has no closing quote");
+  EXPECT_EQ(ParseError("\"a\"b,i,4\n", RatingFormat::kCsv),
+            "f.txt:1: field 1: unexpected character after closing quote");
+  EXPECT_EQ(ParseError("u,a\"b,4\n", RatingFormat::kCsv),
+            "f.txt:1: field 2: quote inside an unquoted field");
+}
+
+TEST(ReadersCsvTest, MovieLensCsvWithQuotes) {
+  const ReadResult r =
+      MustParse("userId,movieId,rating,timestamp\n1,\"31\",2.5,1260759144\n",
+                RatingFormat::kAuto);
+  EXPECT_EQ(r.format, RatingFormat::kMovieLensCsv);
+  ASSERT_EQ(r.rows.size(), 1u);
+  EXPECT_EQ(r.rows[0].item, "31");
+}
+
+TEST(ReadersTimestampTest, TimestampsAreKept) {
+  const ReadResult tab = MustParse("196\t242\t3\t881250949\n");
+  ASSERT_EQ(tab.rows.size(), 1u);
+  EXPECT_EQ(tab.rows[0].timestamp, 881250949);
+  const ReadResult dat = MustParse("1::1193::5::978300760\n");
+  EXPECT_EQ(dat.rows[0].timestamp, 978300760);
+  const ReadResult csv = MustParse("a,b,4\nc,d,5,17\n", RatingFormat::kCsv);
+  EXPECT_EQ(csv.rows[0].timestamp, 0);  // none in the file
+  EXPECT_EQ(csv.rows[1].timestamp, 17);
+}
+
+TEST(ReadersItemsTest, ItemIdsAreCheckedLikeRatingIds) {
+  auto control = ParseItems("1\x1b::T::Drama\n", "movies.dat");
+  ASSERT_FALSE(control.ok());
+  EXPECT_EQ(Message(control.status()),
+            "movies.dat:1: item id contains the control character 0x1B at "
+            "byte 2");
+  auto latin1 = ParseItems("1::T::Drama\n\xe9::T::Drama\n", "movies.dat");
+  ASSERT_FALSE(latin1.ok());
+  EXPECT_EQ(Message(latin1.status()),
+            "movies.dat:2: item id is not valid UTF-8");
+}
+
+}  // namespace
+}  // namespace rbmrec
