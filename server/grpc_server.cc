@@ -214,7 +214,7 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(
   (void)grpc::health::v1::HealthCheckRequest::descriptor();
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
-  if (options.reflection) AddServerReflection(&builder);
+  SetServerReflection(&builder, options.reflection);
   builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials(),
                            &server->port_);
   builder.RegisterService(server->handler_.get());

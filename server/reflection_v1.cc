@@ -1,5 +1,6 @@
 #include "server/reflection_v1.h"
 
+#include <algorithm>
 #include <deque>
 #include <memory>
 #include <utility>
@@ -66,17 +67,31 @@ class ReflectionV1Plugin final : public grpc::ServerBuilderPlugin {
       std::make_shared<ReflectionV1Service>();
 };
 
-// Adds both reflection plugins to one builder (InitProtoReflectionServer-
-// BuilderPlugin would add v1alpha to every builder of the process).
+// The name of gRPC's v1alpha plugin. libgrpc++_reflection registers it for
+// every ServerBuilder of the process from a static initializer.
+constexpr char kV1alphaPluginName[] = "proto_server_reflection";
+
+// Sets one builder's reflection plugins: both versions, or none.
 class ReflectionOption final : public grpc::ServerBuilderOption {
  public:
+  explicit ReflectionOption(bool enabled) : enabled_(enabled) {}
   void UpdateArguments(grpc::ChannelArguments*) override {}
   void UpdatePlugins(std::vector<std::unique_ptr<grpc::ServerBuilderPlugin>>*
                          plugins) override {
+    plugins->erase(
+        std::remove_if(plugins->begin(), plugins->end(),
+                       [](const std::unique_ptr<grpc::ServerBuilderPlugin>& p) {
+                         return p->name() == kV1alphaPluginName;
+                       }),
+        plugins->end());
+    if (!enabled_) return;
     plugins->push_back(
         std::make_unique<grpc::reflection::ProtoServerReflectionPlugin>());
     plugins->push_back(std::make_unique<ReflectionV1Plugin>());
   }
+
+ private:
+  const bool enabled_;
 };
 
 }  // namespace
@@ -175,8 +190,8 @@ grpc::Status ReflectionV1Service::ServerReflectionInfo(
   return grpc::Status::OK;
 }
 
-void AddServerReflection(grpc::ServerBuilder* builder) {
-  builder->SetOption(std::make_unique<ReflectionOption>());
+void SetServerReflection(grpc::ServerBuilder* builder, bool enabled) {
+  builder->SetOption(std::make_unique<ReflectionOption>(enabled));
 }
 
 }  // namespace rbmrec::server

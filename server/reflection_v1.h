@@ -47,9 +47,11 @@ class ReflectionV1Service final
   const std::vector<std::string>* services_ = nullptr;
 };
 
-// Adds reflection v1 and v1alpha to the server `builder` builds (and to no
-// other builder). Call before BuildAndStart.
-void AddServerReflection(grpc::ServerBuilder* builder);
+// Makes the server `builder` builds serve reflection v1 and v1alpha
+// (`enabled`) or neither (gRPC's v1alpha plugin, which linking
+// libgrpc++_reflection adds to every builder, is removed). Affects no other
+// builder. Call before BuildAndStart.
+void SetServerReflection(grpc::ServerBuilder* builder, bool enabled);
 
 }  // namespace rbmrec::server
 
