@@ -12,11 +12,11 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <functional>
-#include <map>
+#include <limits>
 #include <string>
 #include <vector>
 
+#include "CLI/CLI.hpp"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -37,109 +37,83 @@ struct Args {
   TrainOptions o;
 };
 
-struct Flag {
-  std::string help;
-  std::function<bool(const std::string&)> set;  // false: bad value
-  bool is_bool = false;
-};
-
-template <typename T>
-std::function<bool(const std::string&)> Num(T* out) {
-  return [out](const std::string& v) {
-    if constexpr (std::is_floating_point_v<T>) {
-      double d;
-      if (!absl::SimpleAtod(v, &d) || !std::isfinite(d)) return false;
-      *out = static_cast<T>(d);
-    } else {
-      int64_t i;
-      if (!absl::SimpleAtoi(v, &i) || i < 0) return false;
-      *out = static_cast<T>(i);
-    }
-    return true;
-  };
+// A finite number (CLI11 would also take "nan" and "inf").
+const CLI::Validator& Finite() {
+  static const CLI::Validator v(
+      [](std::string& text) {
+        double d = 0;
+        if (!absl::SimpleAtod(text, &d) || !std::isfinite(d)) {
+          return absl::StrCat("expected a finite number, got '", text, "'");
+        }
+        return std::string();
+      },
+      "NUMBER");
+  return v;
 }
 
-std::function<bool(const std::string&)> Str(std::string* out) {
-  return [out](const std::string& v) {
-    *out = v;
-    return true;
-  };
+// 0..INT_MAX (CLI::NonNegativeNumber's message prints DBL_MAX).
+CLI::Range NonNegative() {
+  return CLI::Range(0, std::numeric_limits<int>::max());
 }
 
-std::function<bool(const std::string&)> Bool(bool* out) {
-  return [out](const std::string& v) {
-    if (v == "" || v == "true" || v == "1") {
-      *out = true;
-    } else if (v == "false" || v == "0") {
-      *out = false;
-    } else {
-      return false;
-    }
-    return true;
-  };
-}
-
-std::map<std::string, Flag> MakeFlags(Args* a) {
+// Binds every flag to `a`; defaults are the current values of `a` (the
+// tuned TrainOptions).
+void AddFlags(CLI::App* app, Args* a) {
   TrainOptions& o = a->o;
-  std::map<std::string, Flag> f;
-  f["train"] = {"training ratings file", Str(&a->train)};
-  f["test"] = {"held-out ratings file", Str(&a->test)};
-  f["ratings"] = {"one ratings file to split (with --split, --seed)",
-                  Str(&a->ratings)};
-  f["split"] = {"training fraction for --ratings (default 0.9)",
-                Num(&a->split)};
-  f["format"] = {"auto|ml100k|dat|mlcsv|csv|tsv|space (default auto)",
-                 Str(&a->format)};
-  f["scale"] = {"MIN:MAX:STEP, or auto from the data (default)",
-                Str(&a->scale)};
-  f["lenient"] = {"skip and count malformed lines", Bool(&a->lenient), true};
-  f["hidden"] = {"hidden units F", Num(&o.hidden)};
-  f["epochs"] = {"maximum epochs (early stopping may end sooner)",
-                 Num(&o.max_epochs)};
-  f["batch"] = {"users per mini-batch", Num(&o.batch_size)};
-  f["lr"] = {"learning rate", Num(&o.learning_rate)};
-  f["lr-decay"] = {"learning-rate factor per epoch", Num(&o.lr_decay)};
-  f["momentum"] = {"momentum", Num(&o.momentum)};
-  f["weight-decay"] = {"L2 weight decay on W", Num(&o.weight_decay)};
-  f["init-std"] = {"standard deviation of the initial W", Num(&o.init_std)};
-  f["cd-steps"] = {
-      "CD steps: T (default 1), auto, or a schedule like 1,3@20,5@30",
-      Str(&a->cd)};
-  f["per-item-normalize"] = {
-      "divide item gradients by their count in the batch (true/false)",
-      Bool(&o.per_item_normalize), true};
-  f["validation"] = {
-      "fraction of each user's training ratings held out "
-      "for early stopping",
-      Num(&o.validation_fraction)};
-  f["patience"] = {"epochs without validation improvement before stopping",
-                   Num(&o.patience)};
-  f["ensemble"] = {"number of user-based RBMs averaged", Num(&o.ensemble)};
-  f["item-based"] = {
-      "also train the item-based RBM and mix it in "
-      "(true/false)",
-      Bool(&o.item_based), true};
-  f["predict"] = {"exact|meanfield", Str(&a->predict)};
-  f["seed"] = {"random seed (same seed, same model)", Num(&o.seed)};
-  f["threads"] = {"worker threads (0 = all cores)", Num(&o.threads)};
-  f["save-model"] = {"write the trained model to this path",
-                     Str(&a->save_model)};
-  f["json"] = {"print one JSON object with the results on stdout",
-               Bool(&a->json), true};
-  f["quiet"] = {"no per-epoch progress on stderr", Bool(&a->quiet), true};
-  return f;
-}
-
-void Usage(const std::map<std::string, Flag>& flags, FILE* out) {
-  std::fprintf(out,
-               "usage: rbmrec-eval --train FILE --test FILE [flags]\n"
-               "       rbmrec-eval --ratings FILE [--split 0.9] [--seed S] "
-               "[flags]\n\nTrains the RBM and reports RMSE/MAE on the test "
-               "ratings. Defaults are the\nbest settings found; every "
-               "hyper-parameter can be overridden.\n\nflags:\n");
-  for (const auto& [name, flag] : flags) {
-    std::fprintf(out, "  --%-20s %s\n", name.c_str(), flag.help.c_str());
-  }
+  app->option_defaults()->always_capture_default();
+  app->add_option("--train", a->train, "training ratings file");
+  app->add_option("--test", a->test, "held-out ratings file");
+  app->add_option("--ratings", a->ratings,
+                  "one ratings file to split (with --split, --seed)");
+  app->add_option("--split", a->split, "training fraction for --ratings")
+      ->check(Finite());
+  app->add_option("--format", a->format, "auto|ml100k|dat|mlcsv|csv|tsv|space");
+  app->add_option("--scale", a->scale, "MIN:MAX:STEP, or auto from the data");
+  app->add_flag("--lenient", a->lenient, "skip and count malformed lines");
+  app->add_option("--hidden", o.hidden, "hidden units F")->check(NonNegative());
+  app->add_option("--epochs", o.max_epochs,
+                  "maximum epochs (early stopping may end sooner)")
+      ->check(NonNegative());
+  app->add_option("--batch-size,--batch", o.batch_size, "users per mini-batch")
+      ->check(NonNegative());
+  app->add_option("--learning-rate,--lr", o.learning_rate, "learning rate")
+      ->check(Finite());
+  app->add_option("--lr-decay", o.lr_decay, "learning-rate factor per epoch")
+      ->check(Finite());
+  app->add_option("--momentum", o.momentum, "momentum")->check(Finite());
+  app->add_option("--weight-decay", o.weight_decay, "L2 weight decay on W")
+      ->check(Finite());
+  app->add_option("--init-std", o.init_std,
+                  "standard deviation of the initial W")
+      ->check(Finite());
+  app->add_option("--cd-steps", a->cd,
+                  "CD steps: T (default 1), auto, or a schedule like "
+                  "1,3@20,5@30");
+  app->add_flag("--per-item-normalize", o.per_item_normalize,
+                "divide item gradients by their count in the batch "
+                "(default false)");
+  app->add_option("--validation", o.validation_fraction,
+                  "fraction of each user's training ratings held out for "
+                  "early stopping")
+      ->check(Finite());
+  app->add_option("--patience", o.patience,
+                  "epochs without validation improvement before stopping")
+      ->check(NonNegative());
+  app->add_option("--ensemble", o.ensemble,
+                  "number of user-based RBMs averaged")
+      ->check(NonNegative());
+  app->add_flag("--item-based", o.item_based,
+                "also train the item-based RBM and mix it in "
+                "(default true; --item-based=false turns it off)");
+  app->add_option("--predict", a->predict, "exact|meanfield");
+  app->add_option("--seed", o.seed, "random seed (same seed, same model)");
+  app->add_option("--threads", o.threads, "worker threads (0 = all cores)")
+      ->check(NonNegative());
+  app->add_option("--save-model", a->save_model,
+                  "write the trained model to this path");
+  app->add_flag("--json", a->json,
+                "print one JSON object with the results on stdout");
+  app->add_flag("--quiet", a->quiet, "no per-epoch progress on stderr");
 }
 
 double PeakRssMb() {
@@ -170,43 +144,17 @@ int Fail(const absl::Status& s) {
 
 int Run(int argc, char** argv) {
   Args a;
-  auto flags = MakeFlags(&a);
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    if (arg == "--help" || arg == "-h") {
-      Usage(flags, stdout);
-      return 0;
-    }
-    if (arg.rfind("--", 0) != 0) {
-      std::fprintf(stderr, "rbmrec-eval: unexpected argument '%s'\n",
-                   arg.c_str());
-      return 2;
-    }
-    std::string name = arg.substr(2), value;
-    bool has_value = false;
-    if (size_t eq = name.find('='); eq != std::string::npos) {
-      value = name.substr(eq + 1);
-      name = name.substr(0, eq);
-      has_value = true;
-    }
-    auto it = flags.find(name);
-    if (it == flags.end()) {
-      std::fprintf(stderr, "rbmrec-eval: unknown flag --%s (see --help)\n",
-                   name.c_str());
-      return 2;
-    }
-    if (!has_value && !it->second.is_bool) {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "rbmrec-eval: --%s needs a value\n", name.c_str());
-        return 2;
-      }
-      value = argv[++i];
-    }
-    if (!it->second.set(value)) {
-      std::fprintf(stderr, "rbmrec-eval: bad value '%s' for --%s\n",
-                   value.c_str(), name.c_str());
-      return 2;
-    }
+  CLI::App app(
+      "Trains the RBM and reports RMSE/MAE on the test ratings. Defaults are "
+      "the best settings found; every hyper-parameter can be overridden.\n"
+      "  rbmrec-eval --train FILE --test FILE [flags]\n"
+      "  rbmrec-eval --ratings FILE [--split 0.9] [--seed S] [flags]",
+      "rbmrec-eval");
+  AddFlags(&app, &a);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;  // --help: 0; a usage error: 2
   }
   const bool split_mode = !a.ratings.empty();
   if (split_mode == (!a.train.empty() || !a.test.empty()) ||

@@ -31,6 +31,7 @@
 #include <utility>
 #include <vector>
 
+#include "CLI/CLI.hpp"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -56,31 +57,6 @@ enum RpcType { kPredict = 0, kRecommend, kHealth, kStats, kNumTypes };
 constexpr const char* kTypeNames[kNumTypes] = {"predict", "recommend", "health",
                                                "stats"};
 
-const char kUsage[] =
-    R"(usage: rbmrec-loadgen [flags]
-  --server HOST:PORT     loopback server (default 127.0.0.1:50051)
-  --concurrency N        RPCs in flight (default 16)
-  --mode callback|threads  callback API, no thread per call (default), or
-                         one blocking thread per slot
-  --duration SECONDS     measured window (default 10; max 600)
-  --warmup SECONDS       unmeasured load before the window (default 1)
-  --mix SPEC             weights, e.g. "predict=8,recommend=2"; types:
-                         predict, recommend, health, stats (default predict=1)
-  --ratings FILE         ratings file the server imported: users and items
-                         are drawn from it (any format rbmrec import reads)
-  --user-ids A,B,...     user ids to query (instead of / besides --ratings)
-  --item-ids A,B,...     item ids to predict (instead of / besides --ratings)
-  --items-per-predict K  items per PredictRatings (default 10)
-  --n N                  Recommend top N (default 10)
-  --method exact|mean_field  prediction method (default: server default)
-  --channels C           gRPC connections, shared round-robin (default:
-                         one per in-flight call, like N separate clients;
-                         at most 64)
-  --timeout-ms MS        deadline of each RPC (default 5000)
-  --seed S               random seed (default 1)
-  --json                 print one JSON object instead of a table
-)";
-
 struct Flags {
   std::string server = "127.0.0.1:50051";
   int concurrency = 16;
@@ -97,7 +73,8 @@ struct Flags {
   int timeout_ms = 5000;
   uint64_t seed = 1;
   bool json = false;
-  bool threads = false;
+  std::string mode = "callback";
+  bool threads = false;  // mode == "threads"
 };
 
 [[noreturn]] void Die(const std::string& message) {
@@ -105,89 +82,60 @@ struct Flags {
   std::exit(1);
 }
 
-bool ParseFlags(int argc, char** argv, Flags* f) {
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    std::string value;
-    bool has_value = false;
-    if (const size_t eq = arg.find('=');
-        arg.rfind("--", 0) == 0 && eq != std::string::npos) {
-      value = arg.substr(eq + 1);
-      arg = arg.substr(0, eq);
-      has_value = true;
-    }
-    auto next = [&]() -> std::string {
-      if (has_value) return value;
-      if (i + 1 >= argc) Die(absl::StrCat(arg, " needs a value"));
-      return argv[++i];
-    };
-    auto next_int = [&](int lo, int hi) {
-      const std::string s = next();
-      int v = 0;
-      if (!absl::SimpleAtoi(s, &v) || v < lo || v > hi) {
-        Die(absl::StrCat(arg, ": expected an integer in [", lo, ", ", hi,
-                         "], got '", s, "'"));
-      }
-      return v;
-    };
-    auto next_double = [&](double lo, double hi) {
-      const std::string s = next();
-      double v = 0;
-      if (!absl::SimpleAtod(s, &v) || !(v >= lo) || !(v <= hi)) {
-        Die(absl::StrCat(arg, ": expected a number in [", lo, ", ", hi,
-                         "], got '", s, "'"));
-      }
-      return v;
-    };
-    if (arg == "--help" || arg == "-h") {
-      std::fputs(kUsage, stdout);
-      std::exit(0);
-    } else if (arg == "--server") {
-      f->server = next();
-    } else if (arg == "--concurrency") {
-      f->concurrency = next_int(1, 1024);
-    } else if (arg == "--duration") {
-      f->duration = next_double(0.1, 600);
-    } else if (arg == "--warmup") {
-      f->warmup = next_double(0, 60);
-    } else if (arg == "--mix") {
-      f->mix = next();
-    } else if (arg == "--ratings") {
-      f->ratings = next();
-    } else if (arg == "--user-ids" || arg == "--users") {
-      f->user_ids = next();
-    } else if (arg == "--item-ids") {
-      f->item_ids = next();
-    } else if (arg == "--items-per-predict") {
-      f->items_per_predict = next_int(1, 10000);
-    } else if (arg == "--n") {
-      f->n = next_int(1, 10000);
-    } else if (arg == "--method") {
-      f->method = next();
-      if (f->method != "exact" && f->method != "mean_field") {
-        Die("--method: expected exact or mean_field");
-      }
-    } else if (arg == "--channels") {
-      f->channels = next_int(1, 64);
-    } else if (arg == "--timeout-ms") {
-      f->timeout_ms = next_int(1, 600000);
-    } else if (arg == "--seed") {
-      f->seed = static_cast<uint64_t>(next_int(0, 2147483647));
-    } else if (arg == "--mode") {
-      const std::string mode = next();
-      if (mode != "callback" && mode != "threads") {
-        Die("--mode: expected callback or threads");
-      }
-      f->threads = mode == "threads";
-    } else if (arg == "--json") {
-      f->json = true;
-    } else {
-      std::fprintf(stderr, "rbmrec-loadgen: unknown flag '%s'\n%s", arg.c_str(),
-                   kUsage);
-      return false;
-    }
+// Parses the flags into `f`. Returns -1 to go on, else the exit code (0 after
+// --help, 1 after a usage error, which is printed).
+int ParseFlags(int argc, char** argv, Flags* f) {
+  CLI::App app(
+      "Closed-loop gRPC load generator for rbmrec-server (loopback only).",
+      "rbmrec-loadgen");
+  app.option_defaults()->always_capture_default();
+  app.add_option("--server", f->server, "loopback server HOST:PORT");
+  app.add_option("--concurrency", f->concurrency, "RPCs in flight")
+      ->check(CLI::Range(1, 1024));
+  app.add_option("--mode", f->mode,
+                 "callback: callback API, no thread per call; threads: one "
+                 "blocking thread per slot")
+      ->check(CLI::IsMember({"callback", "threads"}));
+  app.add_option("--duration", f->duration, "measured window in seconds")
+      ->check(CLI::Range(0.1, 600.0));
+  app.add_option("--warmup", f->warmup,
+                 "unmeasured load before the window, in seconds")
+      ->check(CLI::Range(0.0, 60.0));
+  app.add_option("--mix", f->mix,
+                 "weights, e.g. \"predict=8,recommend=2\"; types: predict, "
+                 "recommend, health, stats");
+  app.add_option("--ratings", f->ratings,
+                 "ratings file the server imported: users and items are "
+                 "drawn from it (any format rbmrec import reads)");
+  app.add_option("--user-ids,--users", f->user_ids,
+                 "user ids to query, A,B,... (instead of / besides "
+                 "--ratings)");
+  app.add_option("--item-ids", f->item_ids,
+                 "item ids to predict, A,B,... (instead of / besides "
+                 "--ratings)");
+  app.add_option("--items-per-predict", f->items_per_predict,
+                 "items per PredictRatings")
+      ->check(CLI::Range(1, 10000));
+  app.add_option("--n", f->n, "Recommend top N")->check(CLI::Range(1, 10000));
+  app.add_option("--method", f->method,
+                 "prediction method (default: the server's)")
+      ->check(CLI::IsMember({"exact", "mean_field"}));
+  app.add_option("--channels", f->channels,
+                 "gRPC connections, shared round-robin (0: one per in-flight "
+                 "call, like N separate clients, at most 64)")
+      ->check(CLI::Range(0, 64));
+  app.add_option("--timeout-ms", f->timeout_ms, "deadline of each RPC")
+      ->check(CLI::Range(1, 600000));
+  app.add_option("--seed", f->seed, "random seed")
+      ->check(CLI::Range(uint64_t{0}, uint64_t{2147483647}));
+  app.add_flag("--json", f->json, "print one JSON object instead of a table");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 1;
   }
-  return true;
+  f->threads = f->mode == "threads";
+  return -1;
 }
 
 void CheckLoopback(const std::string& target) {
@@ -535,7 +483,7 @@ int main(int argc, char** argv) {
   // mutex lock (Debian's Abseil is a debug-mode build).
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   Flags flags;
-  if (!ParseFlags(argc, argv, &flags)) return 1;
+  if (const int rc = ParseFlags(argc, argv, &flags); rc >= 0) return rc;
   CheckLoopback(flags.server);
 
   Workload w;

@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "absl/strings/numbers.h"
+#include "CLI/CLI.hpp"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/cpu_check.h"
@@ -86,39 +86,23 @@ int Main(int argc, char** argv) {
   std::string train_path, model_path;
   int n_users = 200, rounds = 5;
   bool json = false;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    auto next = [&]() -> std::string {
-      if (i + 1 >= argc) Die(arg + " needs a value");
-      return argv[++i];
-    };
-    auto next_int = [&](int lo, int hi) {
-      const std::string v = next();
-      int x = 0;
-      if (!absl::SimpleAtoi(v, &x) || x < lo || x > hi) {
-        Die(absl::StrCat(arg, ": expected an integer in [", lo, ", ", hi,
-                         "], got '", v, "'"));
-      }
-      return x;
-    };
-    if (arg == "--train") {
-      train_path = next();
-    } else if (arg == "--model") {
-      model_path = next();
-    } else if (arg == "--users") {
-      n_users = next_int(1, 1000000);
-    } else if (arg == "--rounds") {
-      rounds = next_int(1, 1000);
-    } else if (arg == "--json") {
-      json = true;
-    } else if (arg == "--help" || arg == "-h") {
-      std::puts(
-          "usage: rbmrec-scoring-bench --train FILE [--model FILE] "
-          "[--users N] [--rounds R] [--json]");
-      return 0;
-    } else {
-      Die("unknown flag '" + arg + "' (see --help)");
-    }
+  CLI::App app(
+      "CPU cost of the serving-side scoring steps, without gRPC, on a model "
+      "trained from a ratings file (or loaded from a model file).",
+      "rbmrec-scoring-bench");
+  app.option_defaults()->always_capture_default();
+  app.add_option("--train", train_path, "training ratings file (required)");
+  app.add_option("--model", model_path,
+                 "model file to load instead of training one");
+  app.add_option("--users", n_users, "users timed per round")
+      ->check(CLI::Range(1, 1000000));
+  app.add_option("--rounds", rounds, "rounds; the best is reported")
+      ->check(CLI::Range(1, 1000));
+  app.add_flag("--json", json, "print one JSON object");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 1;
   }
   if (train_path.empty()) Die("--train FILE is required (see --help)");
 

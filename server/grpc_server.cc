@@ -3,11 +3,16 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "grpcpp/ext/proto_server_reflection_plugin.h"
+#include "absl/time/time.h"
+#include "core/error_reason.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
+#include "grpcpp/support/byte_buffer.h"
+#include "grpcpp/support/method_handler.h"
+#include "proto/health.pb.h"
 #include "proto/rbmrec.grpc.pb.h"
 #include "server/log.h"
+#include "server/reflection_v1.h"
 #include "server/status.h"
 
 namespace rbmrec::server {
@@ -25,41 +30,40 @@ using HandlerBase = v1::Rbmrec::WithCallbackMethod_PredictRatings<
 
 class GrpcServer::Handler final : public HandlerBase {
  public:
-  explicit Handler(RbmrecService* service) : service_(service) {}
-
-  grpc::Status AddRatings(grpc::ServerContext* context,
-                          grpc::ServerReader<v1::AddRatingsRequest>* reader,
-                          v1::AddRatingsResponse* response) override {
-    RbmrecService::AddRatingsSession session = service_->StartAddRatings();
-    v1::AddRatingsRequest batch;
-    while (reader->Read(&batch)) {
-      absl::Status s = session.AddBatch(batch);
-      if (!s.ok()) return ToGrpcStatus(s);
-    }
-    if (context->IsCancelled()) {
-      Log(LogLevel::kInfo, "add_ratings_client_gone",
-          {F("batches_committed", session.response().batches())});
-      return ToGrpcStatus(
-          absl::CancelledError("the client went away; committed batches stay"));
-    }
-    *response = session.response();
-    return grpc::Status::OK;
+  // AddRatings on raw bytes (see grpc_server.h). gRPC 1.51 generates a raw
+  // variant of a method only for the async and callback APIs; the commit of
+  // a batch writes SQLite (fsync), which must not run on an event thread, so
+  // the method keeps a synchronous handler that reads grpc::ByteBuffer
+  // messages. MarkMethodStreamed is the Service hook that replaces a sync
+  // method's handler (it marks the method BIDI_STREAMING, which the server
+  // treats like CLIENT_STREAMING: no message is read before the handler).
+  explicit Handler(RbmrecService* service) : service_(service) {
+    MarkMethodStreamed(
+        kAddRatingsMethodIndex,
+        new grpc::internal::ClientStreamingHandler<Handler, grpc::ByteBuffer,
+                                                   grpc::ByteBuffer>(
+            [](Handler* handler, grpc::ServerContext* context,
+               grpc::ServerReader<grpc::ByteBuffer>* reader,
+               grpc::ByteBuffer* response) {
+              return handler->AddRatingsRaw(context, reader, response);
+            },
+            this));
   }
 
-  grpc::Status DeleteRatings(grpc::ServerContext*,
+  grpc::Status DeleteRatings(grpc::ServerContext* context,
                              const v1::DeleteRatingsRequest* request,
                              v1::DeleteRatingsResponse* response) override {
-    return Reply(service_->DeleteRatings(*request), response);
+    return Reply(context, service_->DeleteRatings(*request), response);
   }
-  grpc::Status DeleteUser(grpc::ServerContext*,
+  grpc::Status DeleteUser(grpc::ServerContext* context,
                           const v1::DeleteUserRequest* request,
                           v1::DeleteUserResponse* response) override {
-    return Reply(service_->DeleteUser(*request), response);
+    return Reply(context, service_->DeleteUser(*request), response);
   }
-  grpc::Status PutItems(grpc::ServerContext*,
+  grpc::Status PutItems(grpc::ServerContext* context,
                         const v1::PutItemsRequest* request,
                         v1::PutItemsResponse* response) override {
-    return Reply(service_->PutItems(*request), response);
+    return Reply(context, service_->PutItems(*request), response);
   }
 
   grpc::Status Train(grpc::ServerContext* context,
@@ -70,40 +74,61 @@ class GrpcServer::Handler final : public HandlerBase {
       if (context->IsCancelled()) return false;
       return writer->Write(p);
     });
-    return ToGrpcStatus(s);
+    return ToGrpcStatus(s, context);
   }
 
-  grpc::Status CancelTraining(grpc::ServerContext*,
+  grpc::Status CancelTraining(grpc::ServerContext* context,
                               const v1::CancelTrainingRequest* request,
                               v1::CancelTrainingResponse* response) override {
-    return Reply(service_->CancelTraining(*request), response);
+    return Reply(context, service_->CancelTraining(*request), response);
   }
   grpc::ServerUnaryReactor* PredictRatings(
       grpc::CallbackServerContext* context,
       const v1::PredictRatingsRequest* request,
       v1::PredictRatingsResponse* response) override {
-    return FinishNow(context,
-                     Reply(service_->PredictRatings(*request), response));
+    return FinishNow(
+        context, Reply(context, service_->PredictRatings(*request), response));
   }
   grpc::ServerUnaryReactor* Recommend(
       grpc::CallbackServerContext* context, const v1::RecommendRequest* request,
       v1::RecommendResponse* response) override {
-    return FinishNow(context, Reply(service_->Recommend(*request), response));
+    return FinishNow(context,
+                     Reply(context, service_->Recommend(*request), response));
   }
-  grpc::Status ListModels(grpc::ServerContext*,
+  grpc::Status ListModels(grpc::ServerContext* context,
                           const v1::ListModelsRequest* request,
                           v1::ListModelsResponse* response) override {
-    return Reply(service_->ListModels(*request), response);
+    return Reply(context, service_->ListModels(*request), response);
   }
-  grpc::Status ActivateModel(grpc::ServerContext*,
+  grpc::Status ActivateModel(grpc::ServerContext* context,
                              const v1::ActivateModelRequest* request,
                              v1::ModelInfo* response) override {
-    return Reply(service_->ActivateModel(*request), response);
+    return Reply(context, service_->ActivateModel(*request), response);
   }
-  grpc::Status GetStats(grpc::ServerContext*,
+  // BIND AFTER MERGE: the model-retention RPCs, once RbmrecService has
+  // DeleteModel / PinModel / PruneModels (server branch). Enable by deleting
+  // the #if/#endif lines.
+#if 0
+  grpc::Status DeleteModel(grpc::ServerContext* context,
+                           const v1::DeleteModelRequest* request,
+                           v1::DeleteModelResponse* response) override {
+    return Reply(context, service_->DeleteModel(*request), response);
+  }
+  grpc::Status PinModel(grpc::ServerContext* context,
+                        const v1::PinModelRequest* request,
+                        v1::ModelInfo* response) override {
+    return Reply(context, service_->PinModel(*request), response);
+  }
+  grpc::Status PruneModels(grpc::ServerContext* context,
+                           const v1::PruneModelsRequest* request,
+                           v1::PruneModelsResponse* response) override {
+    return Reply(context, service_->PruneModels(*request), response);
+  }
+#endif
+  grpc::Status GetStats(grpc::ServerContext* context,
                         const v1::GetStatsRequest* request,
                         v1::GetStatsResponse* response) override {
-    return Reply(service_->GetStats(*request), response);
+    return Reply(context, service_->GetStats(*request), response);
   }
 
  private:
@@ -114,9 +139,82 @@ class GrpcServer::Handler final : public HandlerBase {
     return reactor;
   }
 
+  // The generated method order of rbmrec.proto: AddRatings is the first rpc.
+  static constexpr int kAddRatingsMethodIndex = 0;
+
+  grpc::Status AddRatingsRaw(grpc::ServerContext* context,
+                             grpc::ServerReader<grpc::ByteBuffer>* reader,
+                             grpc::ByteBuffer* response) {
+    RbmrecService::AddRatingsSession session = service_->StartAddRatings();
+    grpc::ByteBuffer raw;
+    v1::AddRatingsRequest batch;
+    int64_t index = 0;  // of the next message in the stream
+    while (reader->Read(&raw)) {
+      // Deserialize parses strictly (proto3 strings must be UTF-8) and
+      // clears `raw`.
+      if (!grpc::SerializationTraits<v1::AddRatingsRequest>::Deserialize(&raw,
+                                                                         &batch)
+               .ok()) {
+        return FailAddRatings(
+            context, session,
+            WithReason(absl::InvalidArgumentError(absl::StrCat(
+                           "AddRatings: batch ", index,
+                           " (0-based) of the stream is not a valid "
+                           "AddRatingsRequest message (malformed protobuf, or "
+                           "invalid UTF-8 in a string field); ",
+                           CommittedText(session.response(), index))),
+                       kReasonMalformedMessage));
+      }
+      if (absl::Status s = session.AddBatch(batch); !s.ok()) {
+        return FailAddRatings(context, session, s);
+      }
+      ++index;
+    }
+    if (context->IsCancelled()) {
+      return FailAddRatings(context, session,
+                            absl::CancelledError(absl::StrCat(
+                                "AddRatings: the client went away; ",
+                                CommittedText(session.response(), index))));
+    }
+    bool own_buffer = false;
+    return grpc::SerializationTraits<v1::AddRatingsResponse>::Serialize(
+        session.response(), response, &own_buffer);
+  }
+
+  // What a failed stream has committed, for the status message.
+  static std::string CommittedText(const v1::AddRatingsResponse& committed,
+                                   int64_t failed_batch) {
+    if (committed.batches() == 0) {
+      return "no batch of this stream is committed; re-sending it is safe";
+    }
+    return absl::StrCat("batches 0..", committed.batches() - 1, " (",
+                        committed.accepted(),
+                        " accepted rows) are committed, batch ", failed_batch,
+                        " and later ones are not; re-sending the whole "
+                        "stream is safe (upserts)");
+  }
+
+  // Fails an AddRatings call: the committed counts as trailing metadata,
+  // then the status (with its reason).
+  static grpc::Status FailAddRatings(
+      grpc::ServerContext* context,
+      const RbmrecService::AddRatingsSession& session,
+      const absl::Status& status) {
+    const v1::AddRatingsResponse& committed = session.response();
+    AddCommittedMetadata(context, committed.batches(), committed.accepted());
+    Log(LogLevel::kInfo, "add_ratings_failed",
+        {F("code", absl::StatusCodeToString(status.code())),
+         F("reason", ReasonOf(status)),
+         F("batches_committed", committed.batches()),
+         F("rows_committed", committed.accepted()),
+         F("error", status.message())});
+    return ToGrpcStatus(status, context);
+  }
+
   template <typename T>
-  static grpc::Status Reply(absl::StatusOr<T> result, T* response) {
-    if (!result.ok()) return ToGrpcStatus(result.status());
+  static grpc::Status Reply(grpc::ServerContextBase* context,
+                            absl::StatusOr<T> result, T* response) {
+    if (!result.ok()) return ToGrpcStatus(result.status(), context);
     *response = std::move(*result);
     return grpc::Status::OK;
   }
@@ -127,10 +225,16 @@ class GrpcServer::Handler final : public HandlerBase {
 absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(
     RbmrecService* service, const GrpcServerOptions& options) {
   std::unique_ptr<GrpcServer> server(new GrpcServer());
+  server->options_ = options;
+  if (server->options_.health_poll_ms < 1) server->options_.health_poll_ms = 1;
   server->handler_ = std::make_unique<Handler>(service);
+  // Links health.proto's generated code into the binary, which registers
+  // grpc.health.v1 in the generated descriptor pool: reflection resolves the
+  // health service (gRPC's built-in health service has no descriptor).
+  (void)grpc::health::v1::HealthCheckRequest::descriptor();
   grpc::EnableDefaultHealthCheckService(true);
-  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
+  SetServerReflection(&builder, options.reflection);
   builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials(),
                            &server->port_);
   builder.RegisterService(server->handler_.get());
@@ -148,15 +252,51 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(
         absl::StrCat("cannot listen on ", options.listen,
                      " (address in use, or not a valid host:port?)"));
   }
-  // "" (the whole server) is SERVING by default; name our service too.
+  // "" (the whole server) is SERVING by default: liveness. The service's
+  // readiness is set now and then kept current by the health thread.
   if (grpc::HealthCheckServiceInterface* health =
           server->server_->GetHealthCheckService()) {
-    health->SetServingStatus(v1::Rbmrec::service_full_name(), true);
+    server->serving_ = !server->options_.serving || server->options_.serving();
+    health->SetServingStatus(v1::Rbmrec::service_full_name(), server->serving_);
+    if (server->options_.serving) {
+      server->health_thread_ =
+          std::thread([s = server.get()] { s->HealthLoop(); });
+    }
   }
   return server;
 }
 
+void GrpcServer::HealthLoop() {
+  grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService();
+  while (true) {
+    {
+      absl::MutexLock lock(&health_mu_);
+      if (health_mu_.AwaitWithTimeout(
+              absl::Condition(&health_stop_),
+              absl::Milliseconds(options_.health_poll_ms))) {
+        return;
+      }
+    }
+    const bool now = options_.serving();
+    if (now == serving_) continue;
+    serving_ = now;
+    health->SetServingStatus(v1::Rbmrec::service_full_name(), now);
+    Log(LogLevel::kInfo, "health_changed",
+        {F("service", v1::Rbmrec::service_full_name()),
+         F("status", now ? "SERVING" : "NOT_SERVING")});
+  }
+}
+
+void GrpcServer::StopHealthLoop() {
+  {
+    absl::MutexLock lock(&health_mu_);
+    health_stop_ = true;
+  }
+  if (health_thread_.joinable()) health_thread_.join();
+}
+
 GrpcServer::~GrpcServer() {
+  StopHealthLoop();
   if (server_ != nullptr) {
     server_->Shutdown(std::chrono::system_clock::now());
     server_->Wait();
@@ -164,6 +304,7 @@ GrpcServer::~GrpcServer() {
 }
 
 void GrpcServer::Shutdown(std::chrono::system_clock::time_point deadline) {
+  StopHealthLoop();
   if (server_ == nullptr) return;
   if (grpc::HealthCheckServiceInterface* health =
           server_->GetHealthCheckService()) {

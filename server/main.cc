@@ -2,7 +2,8 @@
 //
 // Every flag can be given as --name=VALUE or --name VALUE, or through the
 // environment variable RBMREC_<NAME> (upper case, '-' -> '_'); a flag
-// overrides the environment, which overrides the default.
+// overrides the environment, which overrides the default. `--help` lists
+// them all with their variables and defaults.
 //
 // Signals: SIGTERM/SIGINT are blocked before any thread starts and collected
 // with sigwait() (the server may run as PID 1 in a container); on either the
@@ -12,18 +13,14 @@
 
 #include <signal.h>
 
-#include <cerrno>
 #include <chrono>
 #include <cmath>
-#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <iostream>
-#include <map>
 #include <string>
-#include <string_view>
-#include <thread>
-#include <vector>
 
+#include "CLI/CLI.hpp"
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -43,80 +40,26 @@ using rbmrec::server::F;
 using rbmrec::server::Log;
 using rbmrec::server::LogLevel;
 
-struct FlagDef {
-  const char* name;
-  std::string def;
-  const char* help;
-};
-
-// The flags, their defaults and help, in --help order.
-const std::vector<FlagDef>& Flags() {
-  // Training defaults come from core's TrainOptions (the tuned settings).
-  static const rbmrec::TrainOptions d;
-  static const std::vector<FlagDef> flags = {
-      {"listen", "127.0.0.1:50051", "address to listen on (host:port)"},
-      {"db", "./rbmrec.db", "SQLite database file (created on first start)"},
-      {"threads", "0", "max threads serving RPCs (0 = gRPC default)"},
-      {"scale", "1:5:1", "rating scale MIN:MAX:STEP"},
-      {"hidden", absl::StrCat(d.hidden), "training default: hidden units"},
-      {"epochs", absl::StrCat(d.max_epochs),
-       "training default: maximum epochs"},
-      {"batch-size", absl::StrCat(d.batch_size),
-       "training default: users per mini-batch"},
-      {"learning-rate", absl::StrCat(d.learning_rate),
-       "training default: learning rate"},
-      {"momentum", absl::StrCat(d.momentum), "training default: momentum"},
-      {"weight-decay", absl::StrCat(d.weight_decay),
-       "training default: L2 weight decay"},
-      {"cd-steps", d.cd.ToString(),
-       "training default: CD schedule (\"auto\", \"T\" or \"T1,T2@E2\")"},
-      {"seed", absl::StrCat(d.seed), "training default: random seed"},
-      {"validation-fraction", absl::StrCat(d.validation_fraction),
-       "training default: held-out fraction for early stopping"},
-      {"ensemble", absl::StrCat(d.ensemble),
-       "training default: user-based RBMs averaged (plus the item-based one)"},
-      {"train-threads", "0", "max training threads (0 = hardware threads)"},
-      {"train-nice", "10",
-       "niceness added to training threads so serving keeps the cores "
-       "(0-19; 0 = same priority)"},
-      {"max-batch", "10000", "max rows per AddRatings batch / PutItems call"},
-      {"max-predict-items", "1000", "max item_ids per PredictRatings"},
-      {"max-recommend-n", "1000", "max n of Recommend"},
-      {"max-message-mb", "64", "max gRPC message size in MiB"},
-      {"recommend-candidates", "30",
-       "Recommend (exact): items pre-ranked by mean field and re-scored "
-       "exactly (0 = exact over all items)"},
-      {"online", "true", "apply online per-user CD updates (true/false)"},
-      {"online-lr", "0.01", "learning rate of online updates"},
-      {"online-steps", "1", "CD updates per changed user"},
-      {"online-publish-seconds", "60",
-       "how often a changed online model is stored as a new version"},
-      {"shutdown-grace-seconds", "5",
-       "how long in-flight RPCs may run after SIGTERM"},
-      {"log-level", "info", "debug, info, warn or error"},
-  };
-  return flags;
-}
-
-std::string EnvName(absl::string_view flag) {
+// RBMREC_<NAME>: the flag's long name upper-cased, '-' -> '_'.
+std::string EnvName(const std::string& flag) {
   std::string name = absl::StrCat("RBMREC_", flag);
   absl::AsciiStrToUpper(&name);
   absl::StrReplaceAll({{"-", "_"}}, &name);
   return name;
 }
 
-std::string Usage() {
-  std::string out =
-      "Usage: rbmrec-server [--flag=value | --flag value]...\n"
-      "Serves rbmrec.v1.Rbmrec (plus grpc.health.v1 and reflection) over "
-      "gRPC.\nEach flag may also be set by the environment variable shown "
-      "(flag > env > default).\n\n";
-  for (const FlagDef& f : Flags()) {
-    absl::StrAppend(&out, "  --", f.name, " (", EnvName(f.name), ", default ",
-                    f.def, ")\n      ", f.help, "\n");
-  }
-  absl::StrAppend(&out, "  --help\n      print this help and exit\n");
-  return out;
+// A finite number (CLI11 would also take "nan" and "inf").
+const CLI::Validator& Finite() {
+  static const CLI::Validator v(
+      [](std::string& text) {
+        double d = 0;
+        if (!absl::SimpleAtod(text, &d) || !std::isfinite(d)) {
+          return absl::StrCat("expected a finite number, got '", text, "'");
+        }
+        return std::string();
+      },
+      "NUMBER");
+  return v;
 }
 
 int UsageError(const std::string& message) {
@@ -124,53 +67,6 @@ int UsageError(const std::string& message) {
             << "\n(run rbmrec-server --help for usage)\n";
   return 1;
 }
-
-class Config {
- public:
-  std::map<std::string, std::string> values;
-  std::string error;
-
-  bool GetInt(const char* name, int64_t min, int64_t max, int* out) {
-    int64_t v = 0;
-    if (!absl::SimpleAtoi(values[name], &v) || v < min || v > max) {
-      error = absl::StrCat("--", name, ": expected an integer in ", min, "..",
-                           max, ", got '", values[name], "'");
-      return false;
-    }
-    *out = static_cast<int>(v);
-    return true;
-  }
-  bool GetU64(const char* name, uint64_t* out) {
-    if (!absl::SimpleAtoi(values[name], out)) {
-      error =
-          absl::StrCat("--", name, ": expected a non-negative integer, got '",
-                       values[name], "'");
-      return false;
-    }
-    return true;
-  }
-  bool GetDouble(const char* name, double* out) {
-    if (!absl::SimpleAtod(values[name], out) || !std::isfinite(*out)) {
-      error = absl::StrCat("--", name, ": expected a number, got '",
-                           values[name], "'");
-      return false;
-    }
-    return true;
-  }
-  bool GetBool(const char* name, bool* out) {
-    const std::string v = absl::AsciiStrToLower(values[name]);
-    if (v == "true" || v == "1" || v == "yes" || v == "on") {
-      *out = true;
-    } else if (v == "false" || v == "0" || v == "no" || v == "off") {
-      *out = false;
-    } else {
-      error = absl::StrCat("--", name, ": expected true or false, got '",
-                           values[name], "'");
-      return false;
-    }
-    return true;
-  }
-};
 
 }  // namespace
 
@@ -189,108 +85,185 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
-  Config config;
-  for (const FlagDef& f : Flags()) {
-    config.values[f.name] = f.def;
-    if (const char* env = std::getenv(EnvName(f.name).c_str());
-        env != nullptr) {
-      config.values[f.name] = env;
-    }
-  }
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    if (arg == "--help" || arg == "-h") {
-      std::cout << Usage();
-      return 0;
-    }
-    if (arg.rfind("--", 0) != 0) {
-      return UsageError(absl::StrCat("unexpected argument '", arg, "'"));
-    }
-    std::string name = arg.substr(2);
-    std::string value;
-    bool has_value = false;
-    if (size_t eq = name.find('='); eq != std::string::npos) {
-      value = name.substr(eq + 1);
-      name = name.substr(0, eq);
-      has_value = true;
-    }
-    if (config.values.count(name) == 0) {
-      return UsageError(absl::StrCat("unknown flag --", name));
-    }
-    if (!has_value) {
-      if (i + 1 >= argc) {
-        return UsageError(absl::StrCat("--", name, " needs a value"));
-      }
-      value = argv[++i];
-    }
-    config.values[name] = value;
-  }
-
-  LogLevel level = LogLevel::kInfo;
-  if (!rbmrec::server::ParseLogLevel(config.values["log-level"], &level)) {
-    return UsageError(
-        absl::StrCat("--log-level: expected debug, info, warn "
-                     "or error, got '",
-                     config.values["log-level"], "'"));
-  }
-  rbmrec::server::SetLogLevel(level);
-
+  // Training defaults come from core's TrainOptions (the tuned settings),
+  // limits from ServiceOptions: each flag's default is its field's value.
   rbmrec::server::ServiceOptions so;
   rbmrec::server::GrpcServerOptions go;
-  go.listen = config.values["listen"];
+  rbmrec::TrainOptions& t = so.train_defaults;
+  std::string db = "./rbmrec.db";
+  std::string scale_text = "1:5:1";
+  std::string cd_text = t.cd.ToString();
+  std::string log_level = "info";
+  double grace = 5;
+
+  CLI::App app(
+      "Serves rbmrec.v1.Rbmrec (plus grpc.health.v1 and server reflection "
+      "v1/v1alpha) over gRPC.",
+      "rbmrec-server");
+  app.option_defaults()->always_capture_default();
+  app.footer(
+      "Each flag may also be set by the environment variable shown (flag > "
+      "env > default).");
+  app.add_option("--listen", go.listen, "address to listen on (host:port)");
+  app.add_option("--db", db, "SQLite database file (created on first start)");
+  app.add_option("--threads", go.threads,
+                 "max threads serving RPCs (0 = gRPC default)")
+      ->check(CLI::Range(0, 4096));
+  app.add_option("--scale", scale_text, "rating scale MIN:MAX:STEP");
+  app.add_option("--hidden", t.hidden, "training default: hidden units")
+      ->check(CLI::Range(1, 10000));
+  app.add_option("--epochs", t.max_epochs, "training default: maximum epochs")
+      ->check(CLI::Range(1, 100000));
+  app.add_option("--batch-size,--batch", t.batch_size,
+                 "training default: users per mini-batch")
+      ->check(CLI::Range(1, 1000000));
+  app.add_option("--learning-rate,--lr", t.learning_rate,
+                 "training default: learning rate")
+      ->check(Finite());
+  app.add_option("--momentum", t.momentum, "training default: momentum")
+      ->check(Finite());
+  app.add_option("--weight-decay", t.weight_decay,
+                 "training default: L2 weight decay")
+      ->check(Finite());
+  app.add_option("--cd-steps", cd_text,
+                 "training default: CD schedule (\"auto\", \"T\" or "
+                 "\"T1,T2@E2\")");
+  app.add_option("--seed", t.seed, "training default: random seed");
+  app.add_option("--validation-fraction", t.validation_fraction,
+                 "training default: held-out fraction for early stopping")
+      ->check(Finite());
+  app.add_option("--ensemble", t.ensemble,
+                 "training default: user-based RBMs averaged (plus the "
+                 "item-based one)")
+      ->check(CLI::Range(1, 64));
+  app.add_option("--train-threads", so.max_train_threads,
+                 "max training threads (0 = hardware threads)")
+      ->check(CLI::Range(0, 256));
+  app.add_option("--train-nice", so.train_nice,
+                 "niceness added to training threads so serving keeps the "
+                 "cores (0-19; 0 = same priority)")
+      ->check(CLI::Range(0, 19));
+  app.add_option("--max-batch", so.max_batch_rows,
+                 "max rows per AddRatings batch / PutItems call")
+      ->check(CLI::Range(1, 10000000));
+  app.add_option("--max-predict-items", so.max_predict_items,
+                 "max item_ids per PredictRatings")
+      ->check(CLI::Range(1, 1000000));
+  app.add_option("--max-recommend-n", so.max_recommend_n, "max n of Recommend")
+      ->check(CLI::Range(1, 1000000));
+  app.add_option("--max-message-mb", go.max_message_mb,
+                 "max gRPC message size in MiB")
+      ->check(CLI::Range(1, 2047));
+  app.add_option("--recommend-candidates", so.recommend_candidates,
+                 "Recommend (exact): items pre-ranked by mean field and "
+                 "re-scored exactly (0 = exact over all items)")
+      ->check(CLI::Range(0, 10000000));
+  app.add_option("--online", so.online,
+                 "apply online per-user CD updates (true/false)")
+      ->default_str("true");
+  app.add_option("--online-lr", so.online_learning_rate,
+                 "learning rate of online updates (> 0)")
+      ->check(Finite());
+  app.add_option("--online-steps", so.online_steps,
+                 "CD updates per changed user")
+      ->check(CLI::Range(1, 1000));
+  app.add_option("--online-publish-seconds", so.online_publish_seconds,
+                 "how often a changed online model is stored as a new "
+                 "version (> 0)")
+      ->check(Finite());
+  app.add_option("--reflection", go.reflection,
+                 "serve gRPC server reflection v1 and v1alpha (true/false)")
+      ->default_str("true");
+  app.add_option("--shutdown-grace-seconds", grace,
+                 "how long in-flight RPCs may run after SIGTERM")
+      ->check(Finite());
+  app.add_option("--log-level", log_level, "debug, info, warn or error")
+      ->check(CLI::IsMember({"debug", "info", "warn", "warning", "error"}));
+
+  // BIND AFTER MERGE: limits, retention and activation, bound to the
+  // ServiceOptions fields added by the server branch (max_adhoc_ratings,
+  // max_train_memory_mb, max_model_mb, keep_full_models, keep_online_models,
+  // activation, activate_tolerance) and StoreOptions::max_bytes (store
+  // branch). Enable by deleting the #if/#endif lines once those fields exist
+  // (and pass `store_options` to Store::Open below).
+#if 0
+  rbmrec::store::StoreOptions store_options;
+  int64_t db_max_mb = 0;
+  std::string activate = "if-better";
+  app.add_option("--max-adhoc-ratings", so.max_adhoc_ratings,
+                 "max ad-hoc ratings per PredictRatings / Recommend")
+      ->check(CLI::Range(0, 10000000));
+  app.add_option("--max-train-memory-mb", so.max_train_memory_mb,
+                 "a Train job whose estimated memory is larger is refused "
+                 "(RESOURCE_EXHAUSTED, MEMORY_LIMIT)")
+      ->check(CLI::Range(1, 1 << 30));
+  app.add_option("--max-model-mb", so.max_model_mb,
+                 "a Train job whose estimated model is larger is refused")
+      ->check(CLI::Range(1, 1 << 30));
+  app.add_option("--keep-full-models", so.keep_full_models,
+                 "stored full-training models kept (plus active and pinned)")
+      ->check(CLI::Range(1, 1000000));
+  app.add_option("--keep-online-models", so.keep_online_models,
+                 "stored online-update versions kept (plus active and "
+                 "pinned)")
+      ->check(CLI::Range(0, 1000000));
+  app.add_option("--activate", activate,
+                 "when a finished Train becomes active: always, if-better "
+                 "(validation RMSE not worse than the active model's by more "
+                 "than --activate-tolerance) or never")
+      ->check(CLI::IsMember({"always", "if-better", "never"}));
+  app.add_option("--activate-tolerance", so.activate_tolerance,
+                 "if-better: allowed validation RMSE increase")
+      ->check(CLI::Range(0.0, 1e9));
+  app.add_option("--db-max-mb", db_max_mb,
+                 "database size limit in MiB; writes past it fail with "
+                 "RESOURCE_EXHAUSTED, STORAGE_FULL (0 = unlimited)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
+#endif
+
+  for (CLI::Option* opt : app.get_options()) {
+    if (opt->get_name() == "--help" || opt->get_lnames().empty()) continue;
+    opt->envname(EnvName(opt->get_lnames().front()));
+  }
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 1;  // --help: 0; a usage error: 1
+  }
+
+#if 0  // BIND AFTER MERGE (see above)
+  so.activation = activate == "always"      ? ActivationPolicy::kAlways
+                  : activate == "if-better" ? ActivationPolicy::kIfBetter
+                                            : ActivationPolicy::kNever;
+  store_options.max_bytes = db_max_mb * 1024 * 1024;
+#endif
+
+  LogLevel level = LogLevel::kInfo;
+  rbmrec::server::ParseLogLevel(log_level, &level);
+  rbmrec::server::SetLogLevel(level);
+
   absl::StatusOr<rbmrec::RatingScale> scale =
-      rbmrec::RatingScale::Parse(config.values["scale"]);
+      rbmrec::RatingScale::Parse(scale_text);
   if (!scale.ok()) {
     return UsageError(absl::StrCat("--scale: ", scale.status().message()));
   }
   so.scale = *scale;
-  rbmrec::TrainOptions& t = so.train_defaults;
-  double lr = 0, momentum = 0, wd = 0, online_lr = 0;
-  absl::StatusOr<rbmrec::CdSchedule> cd =
-      rbmrec::CdSchedule::Parse(config.values["cd-steps"]);
+  absl::StatusOr<rbmrec::CdSchedule> cd = rbmrec::CdSchedule::Parse(cd_text);
   if (!cd.ok()) {
     return UsageError(absl::StrCat("--cd-steps: ", cd.status().message()));
   }
   t.cd = *cd;
-  bool ok =
-      config.GetInt("threads", 0, 4096, &go.threads) &&
-      config.GetInt("hidden", 1, 10000, &t.hidden) &&
-      config.GetInt("epochs", 1, 100000, &t.max_epochs) &&
-      config.GetInt("batch-size", 1, 1000000, &t.batch_size) &&
-      config.GetDouble("learning-rate", &lr) &&
-      config.GetDouble("momentum", &momentum) &&
-      config.GetDouble("weight-decay", &wd) && config.GetU64("seed", &t.seed) &&
-      config.GetDouble("validation-fraction", &t.validation_fraction) &&
-      config.GetInt("ensemble", 1, 64, &t.ensemble) &&
-      config.GetInt("train-threads", 0, 256, &so.max_train_threads) &&
-      config.GetInt("train-nice", 0, 19, &so.train_nice) &&
-      config.GetInt("max-batch", 1, 10000000, &so.max_batch_rows) &&
-      config.GetInt("max-predict-items", 1, 1000000, &so.max_predict_items) &&
-      config.GetInt("max-recommend-n", 1, 1000000, &so.max_recommend_n) &&
-      config.GetInt("max-message-mb", 1, 2047, &go.max_message_mb) &&
-      config.GetInt("recommend-candidates", 0, 10000000,
-                    &so.recommend_candidates) &&
-      config.GetBool("online", &so.online) &&
-      config.GetDouble("online-lr", &online_lr) &&
-      config.GetInt("online-steps", 1, 1000, &so.online_steps) &&
-      config.GetDouble("online-publish-seconds", &so.online_publish_seconds);
-  double grace = 5;
-  ok = ok && config.GetDouble("shutdown-grace-seconds", &grace);
-  if (!ok) return UsageError(config.error);
-  t.learning_rate = static_cast<float>(lr);
-  t.momentum = static_cast<float>(momentum);
-  t.weight_decay = static_cast<float>(wd);
   t.threads = so.max_train_threads;
-  so.online_learning_rate = static_cast<float>(online_lr);
   if (!(so.online_publish_seconds > 0)) {
     return UsageError("--online-publish-seconds: must be > 0");
   }
-  if (!(online_lr > 0)) return UsageError("--online-lr: must be > 0");
+  if (!(so.online_learning_rate > 0)) {
+    return UsageError("--online-lr: must be > 0");
+  }
   if (absl::Status s = rbmrec::ValidateTrainOptions(t); !s.ok()) {
     return UsageError(absl::StrCat("training defaults: ", s.message()));
   }
 
-  const std::string db = config.values["db"];
   absl::StatusOr<std::unique_ptr<rbmrec::store::Store>> store =
       rbmrec::store::Store::Open(db);
   if (!store.ok()) {
@@ -306,6 +279,10 @@ int main(int argc, char** argv) {
     std::cerr << "rbmrec-server: " << service.status().message() << "\n";
     return 1;
   }
+  // Readiness of "rbmrec.v1.Rbmrec" in grpc.health.v1.
+  // AFTER MERGE: `return svc->Serving();` (RbmrecService::Serving(), server
+  // branch: false also while no stored model loads).
+  go.serving = [svc = service->get()] { return svc->active_version() > 0; };
   absl::StatusOr<std::unique_ptr<rbmrec::server::GrpcServer>> server =
       rbmrec::server::GrpcServer::Start(service->get(), go);
   if (!server.ok()) {
@@ -319,7 +296,8 @@ int main(int argc, char** argv) {
       {F("listen", go.listen), F("port", (*server)->port()), F("db", db),
        F("scale", so.scale.ToString()),
        F("active_model_version", (*service)->active_version()),
-       F("online", so.online ? "true" : "false")});
+       F("online", so.online ? "true" : "false"),
+       F("reflection", go.reflection ? "true" : "false")});
 
   int sig = 0;
   while (sigwait(&signals, &sig) != 0) {

@@ -2,6 +2,9 @@
 
 #include <string>
 
+#include "absl/strings/str_cat.h"
+#include "core/error_reason.h"
+
 namespace rbmrec::server {
 
 grpc::Status ToGrpcStatus(const absl::Status& status) {
@@ -63,6 +66,35 @@ grpc::Status ToGrpcStatus(const absl::Status& status) {
       break;
   }
   return grpc::Status(code, std::string(status.message()));
+}
+
+std::vector<std::pair<std::string, std::string>> ErrorMetadata(
+    const absl::Status& status) {
+  std::vector<std::pair<std::string, std::string>> out;
+  if (status.ok()) return out;
+  if (std::string reason = ReasonOf(status); !reason.empty()) {
+    out.emplace_back(std::string(kErrorReasonKey), std::move(reason));
+  }
+  return out;
+}
+
+grpc::Status ToGrpcStatus(const absl::Status& status,
+                          grpc::ServerContextBase* context) {
+  if (context != nullptr) {
+    for (const auto& [key, value] : ErrorMetadata(status)) {
+      context->AddTrailingMetadata(key, value);
+    }
+  }
+  return ToGrpcStatus(status);
+}
+
+void AddCommittedMetadata(grpc::ServerContextBase* context, int64_t batches,
+                          int64_t rows) {
+  if (context == nullptr) return;
+  context->AddTrailingMetadata(std::string(kCommittedBatchesKey),
+                               absl::StrCat(batches));
+  context->AddTrailingMetadata(std::string(kCommittedRowsKey),
+                               absl::StrCat(rows));
 }
 
 }  // namespace rbmrec::server

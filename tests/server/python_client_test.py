@@ -101,11 +101,19 @@ def main():
         grpc.channel_ready_future(channel).result(timeout=15)
 
         health = health_pb2_grpc.HealthStub(channel)
-        for service in ("", "rbmrec.v1.Rbmrec"):
-            resp = health.Check(health_pb2.HealthCheckRequest(service=service),
-                                timeout=5)
-            assert resp.status == health_pb2.HealthCheckResponse.SERVING, resp
-        print("health: SERVING")
+
+        def check(service):
+            return health.Check(health_pb2.HealthCheckRequest(service=service),
+                                timeout=5).status
+
+        SERVING = health_pb2.HealthCheckResponse.SERVING
+        # "" is liveness; "rbmrec.v1.Rbmrec" is SERVING only once a model
+        # can serve (a fresh database has none).
+        assert check("") == SERVING
+        if proc is not None:
+            assert check("rbmrec.v1.Rbmrec") == \
+                health_pb2.HealthCheckResponse.NOT_SERVING
+        print("health: SERVING (rbmrec.v1.Rbmrec: no model yet)")
 
         stub = pbg.RbmrecStub(channel)
         if proc is not None:
@@ -126,6 +134,12 @@ def main():
                 final = p
             assert final.state == pb.TrainProgress.SUCCEEDED, final
             print(f"trained model v{final.model_version}")
+
+        deadline = time.time() + 10
+        while check("rbmrec.v1.Rbmrec") != SERVING:
+            assert time.time() < deadline, "rbmrec.v1.Rbmrec not SERVING"
+            time.sleep(0.05)
+        print("health of rbmrec.v1.Rbmrec: SERVING")
 
         req = pb.PredictRatingsRequest(user_id="py0", item_ids=["m0", "m1"])
         resp = stub.PredictRatings(req, timeout=5)

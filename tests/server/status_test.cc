@@ -1,5 +1,6 @@
 #include "server/status.h"
 
+#include "core/error_reason.h"
 #include "gtest/gtest.h"
 
 namespace rbmrec::server {
@@ -37,6 +38,40 @@ TEST(StatusMapping, EveryCodeMapsOneToOneAndKeepsTheMessage) {
   EXPECT_EQ(ToGrpcStatus(absl::Status(static_cast<absl::StatusCode>(99), "x"))
                 .error_code(),
             grpc::StatusCode::UNKNOWN);
+}
+
+TEST(StatusMapping, ReasonBecomesTrailingMetadata) {
+  const absl::Status full =
+      WithReason(absl::ResourceExhaustedError("disk full"), kReasonStorageFull);
+  const auto md = ErrorMetadata(full);
+  ASSERT_EQ(md.size(), 1u);
+  EXPECT_EQ(md[0].first, "rbmrec-error-reason");
+  EXPECT_EQ(md[0].second, "STORAGE_FULL");
+  // The code and message are those of the status; the reason is not part of
+  // the message.
+  grpc::Status g = ToGrpcStatus(full, nullptr);
+  EXPECT_EQ(g.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_EQ(g.error_message(), "disk full");
+}
+
+TEST(StatusMapping, NoReasonNoMetadata) {
+  EXPECT_TRUE(ErrorMetadata(absl::InvalidArgumentError("x")).empty());
+  EXPECT_TRUE(ErrorMetadata(absl::OkStatus()).empty());
+  // Another payload is not a reason.
+  absl::Status other = absl::InternalError("x");
+  other.SetPayload("type.example/other", absl::Cord("LIMIT_EXCEEDED"));
+  EXPECT_TRUE(ErrorMetadata(other).empty());
+}
+
+TEST(StatusMapping, EveryReasonIsSentAsIs) {
+  for (absl::string_view reason :
+       {kReasonLimitExceeded, kReasonMemoryLimit, kReasonStorageFull,
+        kReasonDatabaseLocked, kReasonMalformedMessage}) {
+    const auto md =
+        ErrorMetadata(WithReason(absl::UnavailableError("x"), reason));
+    ASSERT_EQ(md.size(), 1u) << reason;
+    EXPECT_EQ(md[0].second, reason);
+  }
 }
 
 }  // namespace
