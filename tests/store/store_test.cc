@@ -14,6 +14,8 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <map>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -27,6 +29,9 @@
 namespace rbmrec::store {
 namespace {
 
+using ::rbmrec::ReasonOf;
+using ::rbmrec::kReasonDatabaseLocked;
+using ::rbmrec::kReasonStorageFull;
 using ::rbmrec::store::testing_util::Flatten;
 using ::rbmrec::store::testing_util::R;
 using ::rbmrec::store::testing_util::RawDb;
@@ -121,6 +126,104 @@ TEST_P(StoreTest, DuplicatesWithinOneBatchLastWins) {
   EXPECT_EQ(u[0].rating, 4);
   EXPECT_EQ(u[0].timestamp, 4);
   EXPECT_EQ(u[1].item, "j");
+}
+
+// previous[i] as text: "-" for nullopt, else the rating.
+std::vector<std::string> Previous(const UpsertResult& r) {
+  std::vector<std::string> out;
+  for (const std::optional<double>& p : r.previous) {
+    out.push_back(p.has_value() ? absl::StrCat(*p) : "-");
+  }
+  return out;
+}
+
+TEST_P(StoreTest, UpsertReturnsEachRowsPreviousRating) {
+  const std::vector<RatingRow> first = {R("u1", "a", 1), R("u1", "b", 2),
+                                        R("u2", "a", 3)};
+  ASSERT_OK_AND_ASSIGN(UpsertResult r1, store_->UpsertRatings(first));
+  EXPECT_THAT(Previous(r1), ElementsAre("-", "-", "-"));
+
+  // In input order: a replaced rating, a new pair of known ids, a pair
+  // repeated in the batch (each repetition sees the one before it, the first
+  // the stored rating), a new user, a new item, a new pair after a
+  // replacement of the same user.
+  const std::vector<RatingRow> second = {
+      R("u2", "a", 4),   R("u2", "b", 5),   R("u1", "a", 1.5),
+      R("new", "a", 1),  R("u1", "a", 2.5), R("u1", "zz", 1),
+      R("u1", "a", 3.5), R("u1", "c", 4)};
+  ASSERT_OK_AND_ASSIGN(UpsertResult r2, store_->UpsertRatings(second));
+  EXPECT_THAT(Previous(r2),
+              ElementsAre("3", "-", "1", "-", "1.5", "-", "2.5", "-"));
+  EXPECT_EQ(r2.replaced, 4);
+  EXPECT_EQ(r2.inserted, 4);
+
+  // A deleted rating is gone: no previous value.
+  const std::vector<std::string> del = {"a"};
+  ASSERT_OK(store_->DeleteRatings("u1", del).status());
+  const std::vector<RatingRow> third = {R("u1", "b", 1), R("u1", "a", 5)};
+  ASSERT_OK_AND_ASSIGN(UpsertResult r3, store_->UpsertRatings(third));
+  EXPECT_THAT(Previous(r3), ElementsAre("2", "-"));
+}
+
+// Every combination of stored / new pairs in large sorted runs (the upsert
+// switches between reading first and inserting first); previous must always
+// match a model kept in memory.
+TEST_P(StoreTest, UpsertPreviousMatchesAReferenceModel) {
+  std::map<std::pair<std::string, std::string>, double> ref;
+  uint64_t seed = 12345;
+  const auto next = [&seed] {
+    seed = seed * 6364136223846793005u + 1442695040888963407u;
+    return static_cast<int>((seed >> 33) % 1000);
+  };
+  for (int batch = 0; batch < 6; ++batch) {
+    std::vector<RatingRow> rows;
+    for (int k = 0; k < 700; ++k) {
+      const int x = next();
+      rows.push_back(R(absl::StrCat("u", x % 23), absl::StrCat("i", x % 97),
+                       batch * 1000 + k));
+    }
+    ASSERT_OK_AND_ASSIGN(UpsertResult r, store_->UpsertRatings(rows));
+    ASSERT_EQ(r.previous.size(), rows.size());
+    int64_t replaced = 0;
+    for (size_t k = 0; k < rows.size(); ++k) {
+      auto it = ref.find({rows[k].user, rows[k].item});
+      const std::optional<double> want =
+          it == ref.end() ? std::nullopt : std::optional<double>(it->second);
+      EXPECT_EQ(r.previous[k], want) << "batch " << batch << " row " << k;
+      if (want.has_value()) ++replaced;
+      ref[{rows[k].user, rows[k].item}] = rows[k].rating;
+    }
+    EXPECT_EQ(r.replaced, replaced);
+    EXPECT_EQ(r.inserted, static_cast<int64_t>(rows.size()) - replaced);
+  }
+  ASSERT_OK_AND_ASSIGN(Stats stats, store_->GetStats());
+  EXPECT_EQ(stats.ratings, static_cast<int64_t>(ref.size()));
+}
+
+TEST_P(StoreTest, TimestampsAreStoredAndReturned) {
+  constexpr int64_t kBig = int64_t{1} << 60;
+  const std::vector<RatingRow> first = {R("u", "a", 1, 881250949),
+                                        R("u", "b", 2), R("u", "c", 3, kBig),
+                                        R("u", "d", 4, -5)};
+  ASSERT_OK(store_->UpsertRatings(first).status());
+  // A replacement replaces the timestamp too, even with 0.
+  const std::vector<RatingRow> second = {R("u", "a", 5, 0),
+                                         R("u", "b", 5, 1700000000)};
+  ASSERT_OK(store_->UpsertRatings(second).status());
+  const auto check = [&](Store& store) {
+    ASSERT_OK_AND_ASSIGN(std::vector<UserRating> u, store.GetUserRatings("u"));
+    ASSERT_EQ(u.size(), 4u);
+    EXPECT_EQ(u[0].timestamp, 0);
+    EXPECT_EQ(u[1].timestamp, 1700000000);
+    EXPECT_EQ(u[2].timestamp, kBig);
+    EXPECT_EQ(u[3].timestamp, -5);
+  };
+  check(*store_);
+  if (GetParam().persistent) {
+    store_.reset();
+    ASSERT_OK_AND_ASSIGN(std::unique_ptr<Store> reopened, Open());
+    check(*reopened);
+  }
 }
 
 TEST_P(StoreTest, EmptyBatchIsANoOp) {
@@ -636,6 +739,7 @@ TEST_F(StoreFileTest, CreatesWalDatabaseWithSchemaVersion) {
   RawDb raw(path);
   EXPECT_EQ(raw.QueryInt("PRAGMA user_version"), kSchemaVersion);
   EXPECT_EQ(raw.QueryText("PRAGMA journal_mode"), "wal");
+  EXPECT_EQ(raw.QueryInt("PRAGMA auto_vacuum"), 2);  // INCREMENTAL
   EXPECT_EQ(raw.QueryInt("SELECT count(*) FROM sqlite_schema WHERE "
                          "name IN ('users','items','ratings','models','meta')"),
             5);
@@ -787,9 +891,19 @@ TEST_F(StoreFileTest, LockedDatabaseIsUnavailableUntilReleased) {
   const auto waited = std::chrono::steady_clock::now() - start;
   ASSERT_FALSE(result.ok());
   EXPECT_EQ(result.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(ReasonOf(result.status()), kReasonDatabaseLocked);
   EXPECT_THAT(result.status().message(), HasSubstr("locked"));
+  EXPECT_THAT(result.status().message(), HasSubstr(path));
   EXPECT_GE(waited, std::chrono::milliseconds(90));
-  EXPECT_EQ(store->ActivateModel(1).code(), absl::StatusCode::kUnavailable);
+  EXPECT_LT(waited, std::chrono::milliseconds(5000));
+  const absl::Status activate = store->ActivateModel(1);
+  EXPECT_EQ(activate.code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(ReasonOf(activate), kReasonDatabaseLocked);
+  EXPECT_EQ(ReasonOf(store->PruneModels(RetentionPolicy{}).status()),
+            kReasonDatabaseLocked);
+  // Nothing of the failed batch is stored.
+  EXPECT_EQ(store->GetUserRatings("b").status().code(),
+            absl::StatusCode::kNotFound);
   // Reads still work (WAL).
   ASSERT_OK_AND_ASSIGN(Stats stats, store->GetStats());
   EXPECT_EQ(stats.ratings, 1);
@@ -836,6 +950,193 @@ TEST_F(StoreFileTest, FailedTransactionRollsBackEverything) {
   EXPECT_EQ(r.replaced, 1);
   ASSERT_OK_AND_ASSIGN(snap, store->ReadSnapshot());
   EXPECT_THAT(snap.users, ElementsAre("a", "new1", "new2", "new3"));
+}
+
+// Big model blobs pruned: the database gives their pages back and the file
+// shrinks.
+TEST_F(StoreFileTest, PruningBigBlobsShrinksTheFile) {
+  const std::string path = dir_.File("shrink.db");
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Store> store, Store::Open(path));
+  constexpr size_t kBlob = 4 << 20;
+  std::vector<int64_t> versions;
+  for (int k = 0; k < 6; ++k) {
+    ASSERT_OK_AND_ASSIGN(int64_t v, AddModel(*store, kModelKindOnline, kBlob,
+                                             /*activate=*/k == 5));
+    versions.push_back(v);
+  }
+  const std::vector<RatingRow> rows = {R("a", "x", 1)};
+  ASSERT_OK(store->UpsertRatings(rows).status());
+  ASSERT_OK_AND_ASSIGN(Stats before, store->GetStats());
+  EXPECT_GE(before.database_bytes, static_cast<int64_t>(6 * kBlob));
+  // Middle versions too (not only the file's tail) are given back.
+  ASSERT_OK_AND_ASSIGN(int64_t freed, store->DeleteModel(versions[2]));
+  EXPECT_EQ(freed, static_cast<int64_t>(kBlob));
+  ASSERT_OK_AND_ASSIGN(PruneResult pruned,
+                       store->PruneModels(RetentionPolicy{0, 1}));
+  EXPECT_THAT(pruned.deleted_versions,
+              ElementsAre(versions[4], versions[3], versions[1], versions[0]));
+  EXPECT_EQ(pruned.freed_bytes, static_cast<int64_t>(4 * kBlob));
+  ASSERT_OK_AND_ASSIGN(Stats after, store->GetStats());
+  EXPECT_EQ(after.model_versions, 1);
+  RawDb raw(path);
+  const int64_t pages_bytes = raw.QueryInt("PRAGMA page_count") *
+                              raw.QueryInt("PRAGMA page_size");
+  EXPECT_LT(pages_bytes, static_cast<int64_t>(kBlob + (1 << 20)));
+  // The WAL keeps at most its size limit once reset; the database file
+  // itself is back to about one blob once checkpointed.
+  ASSERT_EQ(raw.Exec("PRAGMA wal_checkpoint(TRUNCATE)"), SQLITE_OK);
+  EXPECT_LT(std::filesystem::file_size(path), kBlob + (1 << 20));
+  ASSERT_OK_AND_ASSIGN(after, store->GetStats());
+  EXPECT_LT(after.database_bytes, static_cast<int64_t>(kBlob + (1 << 20)));
+  EXPECT_LT(after.database_bytes, before.database_bytes / 4);
+  ASSERT_OK_AND_ASSIGN(std::string blob, store->LoadModelBlob(versions[5]));
+  EXPECT_EQ(blob.size(), kBlob);
+  EXPECT_EQ(raw.QueryText("PRAGMA integrity_check"), "ok");
+}
+
+// Rows "<prefix><k>" x 4 items, ids long enough to fill pages quickly.
+std::vector<RatingRow> FillerBatch(const std::string& prefix, int rows) {
+  std::vector<RatingRow> out;
+  for (int k = 0; k < rows; ++k) {
+    out.push_back(R(absl::StrCat(prefix, k / 4, std::string(100, 'u')),
+                    absl::StrCat("item", k % 4, std::string(100, 'i')), 3, k));
+  }
+  return out;
+}
+
+// Upserts batches until one fails; returns that failure and the batch (and
+// the count of batches stored before it).
+absl::Status FillUntilFull(Store& store, const std::string& prefix,
+                           std::vector<RatingRow>& failed_batch,
+                           int& stored_batches) {
+  stored_batches = 0;
+  for (int b = 0; b < 10000; ++b) {
+    std::vector<RatingRow> batch =
+        FillerBatch(absl::StrCat(prefix, b, "_"), 200);
+    absl::StatusOr<UpsertResult> r = store.UpsertRatings(batch);
+    if (!r.ok()) {
+      failed_batch = std::move(batch);
+      return r.status();
+    }
+    ++stored_batches;
+  }
+  return absl::OkStatus();
+}
+
+TEST_F(StoreFileTest, MaxBytesFullIsStorageFullAndRecovers) {
+  const std::string path = dir_.File("full.db");
+  StoreOptions options;
+  options.max_bytes = 3 << 20;
+  EXPECT_EQ(Store::Open(path, StoreOptions{5000, true, false, -1})
+                .status()
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Store> store,
+                       Store::Open(path, options));
+  ASSERT_OK_AND_ASSIGN(int64_t full_v,
+                       AddModel(*store, kModelKindFull, 600 << 10));
+  ASSERT_OK_AND_ASSIGN(int64_t online_v,
+                       AddModel(*store, kModelKindOnline, 600 << 10));
+  ASSERT_OK_AND_ASSIGN(int64_t active_v,
+                       AddModel(*store, kModelKindFull, 10, true));
+  // A blob larger than the limit: STORAGE_FULL, nothing stored.
+  absl::StatusOr<int64_t> too_big =
+      AddModel(*store, kModelKindFull, 4 << 20, true);
+  ASSERT_FALSE(too_big.ok());
+  EXPECT_EQ(too_big.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(ReasonOf(too_big.status()), kReasonStorageFull);
+
+  std::vector<RatingRow> failed;
+  int stored = 0;
+  absl::Status full = FillUntilFull(*store, "a", failed, stored);
+  ASSERT_FALSE(full.ok());
+  EXPECT_GT(stored, 0);
+  EXPECT_EQ(full.code(), absl::StatusCode::kResourceExhausted) << full;
+  EXPECT_EQ(ReasonOf(full), kReasonStorageFull);
+  EXPECT_THAT(std::string(full.message()), testing::StartsWith("storage full: "));
+  EXPECT_THAT(full.message(), HasSubstr(path));
+
+  // Nothing of the failed batch is stored; reads keep working.
+  ASSERT_OK_AND_ASSIGN(Stats stats, store->GetStats());
+  EXPECT_EQ(stats.ratings, stored * 200);
+  EXPECT_EQ(stats.model_versions, 3);
+  EXPECT_EQ(stats.active_model_version, active_v);
+  EXPECT_EQ(store->GetUserRatings(failed[0].user).status().code(),
+            absl::StatusCode::kNotFound);
+  ASSERT_OK_AND_ASSIGN(Snapshot snap, store->ReadSnapshot());
+  EXPECT_EQ(snap.ratings.size(), static_cast<size_t>(stored * 200));
+  ASSERT_OK_AND_ASSIGN(std::string blob, store->LoadModelBlob(full_v));
+  EXPECT_EQ(blob.size(), 600u << 10);
+
+  // DeleteModel frees space: the same batch now goes in, with its new ids.
+  ASSERT_OK_AND_ASSIGN(int64_t freed, store->DeleteModel(full_v));
+  EXPECT_EQ(freed, 600 << 10);
+  ASSERT_OK_AND_ASSIGN(UpsertResult r, store->UpsertRatings(failed));
+  EXPECT_EQ(r.inserted, 200);
+  EXPECT_EQ(r.new_users, 50);
+
+  // Full again; PruneModels frees space too.
+  full = FillUntilFull(*store, "b", failed, stored);
+  EXPECT_EQ(ReasonOf(full), kReasonStorageFull) << full;
+  ASSERT_OK_AND_ASSIGN(PruneResult pruned,
+                       store->PruneModels(RetentionPolicy{0, 0}));
+  EXPECT_THAT(pruned.deleted_versions, ElementsAre(online_v));
+  ASSERT_OK_AND_ASSIGN(r, store->UpsertRatings(failed));
+  EXPECT_EQ(r.inserted, 200);
+  RawDb raw(path);
+  EXPECT_EQ(raw.QueryText("PRAGMA integrity_check"), "ok");
+}
+
+// Point reads (GetUserRatings, GetTitles) do not wait for a training
+// snapshot: the snapshot has a connection of its own. A point read queued
+// behind a snapshot would take about as long as the snapshot; count the point
+// reads that took at least half of the shortest snapshot.
+TEST_F(StoreFileTest, SnapshotDoesNotBlockPointReads) {
+  const std::string path = dir_.File("snap.db");
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Store> store, Store::Open(path));
+  std::vector<RatingRow> rows;
+  for (int k = 0; k < 400000; ++k) {
+    rows.push_back(R(absl::StrCat("u", k / 100), absl::StrCat("i", k % 4000),
+                     k % 5 + 1));
+  }
+  ASSERT_OK(store->UpsertRatings(rows).status());
+  using Clock = std::chrono::steady_clock;
+  std::atomic<bool> stop{false};
+  std::atomic<int> errors{0};
+  std::vector<Clock::duration> read_times;  // owned by the reader thread
+  std::thread reader([&] {
+    const std::vector<std::string> items = {"i1", "i2"};
+    while (!stop) {
+      const auto start = Clock::now();
+      const bool ok = store->GetUserRatings("u7").ok() &&
+                      store->GetTitles(items).ok();
+      read_times.push_back(Clock::now() - start);
+      if (!ok) ++errors;
+    }
+  });
+  constexpr int kSnapshots = 8;
+  Clock::duration shortest = Clock::duration::max();
+  for (int k = 0; k < kSnapshots; ++k) {
+    const auto start = Clock::now();
+    absl::StatusOr<Snapshot> snap = store->ReadSnapshot();
+    shortest = std::min(shortest, Clock::now() - start);
+    ASSERT_TRUE(snap.ok()) << snap.status();
+    EXPECT_EQ(snap->ratings.size(), rows.size());
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  stop = true;
+  reader.join();
+  EXPECT_EQ(errors.load(), 0);
+  int slow = 0;
+  for (Clock::duration d : read_times) slow += d * 2 >= shortest ? 1 : 0;
+  // Serialized behind the snapshots, about one read per snapshot is slow;
+  // allow a little scheduling noise.
+  EXPECT_LE(slow, 2) << "of " << read_times.size() << " point reads";
+  std::printf(
+      "[ INFO     ] %zu point reads beside %d snapshots (shortest %.1f ms): "
+      "%d took half a snapshot or more\n",
+      read_times.size(), kSnapshots,
+      std::chrono::duration<double, std::milli>(shortest).count(), slow);
 }
 
 // Child: opens the store, upserts `batches` batches, then dies by SIGKILL
