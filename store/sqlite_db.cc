@@ -69,8 +69,8 @@ absl::Status SqliteError(sqlite3* db, int rc, std::string_view path,
   if (primary == SQLITE_FULL ||
       (primary == SQLITE_IOERR && IsNoSpaceErrno(sys_errno))) {
     std::string text = absl::StrFormat(
-        "storage full: %s: database '%s' (or its disk) is full: %s", what,
-        path, msg);
+        "storage full: %s: database '%s' (or its disk) is full: %s", what, path,
+        msg);
     if (sys_errno != 0 && IsNoSpaceErrno(sys_errno)) {
       absl::StrAppend(&text, " (", std::generic_category().message(sys_errno),
                       ")");
@@ -101,15 +101,14 @@ absl::StatusOr<std::unique_ptr<Connection>> Connection::Open(
   sqlite3* db = nullptr;
   const int rc = sqlite3_open_v2(path.c_str(), &db, flags, nullptr);
   if (rc != SQLITE_OK) {
-    absl::Status s = SqliteError(db, rc, path, busy_timeout_ms,
-                                 "cannot open database file");
+    absl::Status s =
+        SqliteError(db, rc, path, busy_timeout_ms, "cannot open database file");
     sqlite3_close_v2(db);
     return s;
   }
   sqlite3_extended_result_codes(db, 1);
   sqlite3_busy_timeout(db, busy_timeout_ms);
-  return std::unique_ptr<Connection>(
-      new Connection(db, path, busy_timeout_ms));
+  return std::unique_ptr<Connection>(new Connection(db, path, busy_timeout_ms));
 }
 
 Connection::~Connection() {

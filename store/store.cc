@@ -211,8 +211,8 @@ absl::StatusOr<std::unique_ptr<Store>> Store::Open(
         "busy_timeout_ms must be >= 0, got %d", options.busy_timeout_ms));
   }
   if (options.max_bytes < 0) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "max_bytes must be >= 0, got %d", options.max_bytes));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("max_bytes must be >= 0, got %d", options.max_bytes));
   }
   const bool memory = path == kMemoryPath;
   if (memory && options.read_only) {
@@ -395,7 +395,8 @@ absl::StatusOr<UpsertResult> Store::UpsertRatings(
     RBMREC_STORE_RETURN_IF_ERROR(s.Run());
     return sqlite3_changes(conn.db()) > 0;
   };
-  const auto read = [&](const Keyed& k) -> absl::StatusOr<std::optional<double>> {
+  const auto read =
+      [&](const Keyed& k) -> absl::StatusOr<std::optional<double>> {
     Stmt s(conn, select_rating);
     s.BindInt(1, k.user);
     s.BindInt(2, k.item);
@@ -421,7 +422,8 @@ absl::StatusOr<UpsertResult> Store::UpsertRatings(
       RBMREC_STORE_ASSIGN_OR_RETURN(previous, read(k));
     }
     if (!previous.has_value()) {
-      RBMREC_STORE_ASSIGN_OR_RETURN(bool inserted, write(insert_rating, k, row));
+      RBMREC_STORE_ASSIGN_OR_RETURN(bool inserted,
+                                    write(insert_rating, k, row));
       if (inserted) {
         ++result.inserted;
         expect_stored = false;
@@ -939,7 +941,8 @@ absl::StatusOr<PruneResult> Store::PruneModels(const RetentionPolicy& policy) {
       const bool online = s.Text(1) == kModelKindOnline;
       // Newest first: the first keep_* of each kind are the newest.
       int& kept = online ? online_kept : full_kept;
-      const bool newest = kept < (online ? policy.keep_online : policy.keep_full);
+      const bool newest =
+          kept < (online ? policy.keep_online : policy.keep_full);
       if (newest) ++kept;
       if (newest || s.Int(3) != 0 || active == version) continue;
       result.deleted_versions.push_back(version);

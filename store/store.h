@@ -236,8 +236,8 @@ class Store {
   // REQUIRES: path is not empty; options.busy_timeout_ms >= 0;
   // options.max_bytes >= 0.
   // Errors: InvalidArgument for an empty path, a negative timeout or
-  // max_bytes, or read_only with ":memory:"; FailedPrecondition "database schema version N
-  // is newer than this build supports (M)"; PermissionDenied /
+  // max_bytes, or read_only with ":memory:"; FailedPrecondition "database
+  // schema version N is newer than this build supports (M)"; PermissionDenied /
   // FailedPrecondition / DataLoss when the file cannot be opened (the message
   // names the path and SQLite's message); Unavailable when a needed migration
   // waits longer than the busy timeout for another process's lock.

@@ -29,9 +29,9 @@
 namespace rbmrec::store {
 namespace {
 
-using ::rbmrec::ReasonOf;
 using ::rbmrec::kReasonDatabaseLocked;
 using ::rbmrec::kReasonStorageFull;
+using ::rbmrec::ReasonOf;
 using ::rbmrec::store::testing_util::Flatten;
 using ::rbmrec::store::testing_util::R;
 using ::rbmrec::store::testing_util::RawDb;
@@ -148,9 +148,8 @@ TEST_P(StoreTest, UpsertReturnsEachRowsPreviousRating) {
   // the stored rating), a new user, a new item, a new pair after a
   // replacement of the same user.
   const std::vector<RatingRow> second = {
-      R("u2", "a", 4),   R("u2", "b", 5),   R("u1", "a", 1.5),
-      R("new", "a", 1),  R("u1", "a", 2.5), R("u1", "zz", 1),
-      R("u1", "a", 3.5), R("u1", "c", 4)};
+      R("u2", "a", 4),   R("u2", "b", 5),  R("u1", "a", 1.5), R("new", "a", 1),
+      R("u1", "a", 2.5), R("u1", "zz", 1), R("u1", "a", 3.5), R("u1", "c", 4)};
   ASSERT_OK_AND_ASSIGN(UpsertResult r2, store_->UpsertRatings(second));
   EXPECT_THAT(Previous(r2),
               ElementsAre("3", "-", "1", "-", "1.5", "-", "2.5", "-"));
@@ -572,9 +571,8 @@ TEST_P(StoreTest, PruneModelsKeepsActivePinnedAndNewestOfEachKind) {
       kModelKindOnline, kModelKindOnline};
   std::vector<int64_t> v;
   for (size_t k = 0; k < kinds.size(); ++k) {
-    ASSERT_OK_AND_ASSIGN(int64_t version,
-                         AddModel(*store_, kinds[k], 100 + k,
-                                  /*activate=*/k == 1));
+    ASSERT_OK_AND_ASSIGN(int64_t version, AddModel(*store_, kinds[k], 100 + k,
+                                                   /*activate=*/k == 1));
     v.push_back(version);
   }
   ASSERT_OK(store_->PinModel(v[0], true));
@@ -598,7 +596,8 @@ TEST_P(StoreTest, PruneModelsKeepsActivePinnedAndNewestOfEachKind) {
   EXPECT_THAT(pruned.deleted_versions, ElementsAre(v[6], v[4], v[3], v[2]));
   EXPECT_EQ(pruned.freed_bytes, (100 + 6) + (100 + 4) + (100 + 3) + (100 + 2));
   ASSERT_OK_AND_ASSIGN(std::vector<ModelInfo> models, store_->ListModels());
-  EXPECT_THAT(Versions(models), ElementsAre(v[9], v[8], v[7], v[5], v[1], v[0]));
+  EXPECT_THAT(Versions(models),
+              ElementsAre(v[9], v[8], v[7], v[5], v[1], v[0]));
 
   // Nothing more to delete: a second run is a no-op.
   ASSERT_OK_AND_ASSIGN(pruned, store_->PruneModels(policy));
@@ -979,8 +978,8 @@ TEST_F(StoreFileTest, PruningBigBlobsShrinksTheFile) {
   ASSERT_OK_AND_ASSIGN(Stats after, store->GetStats());
   EXPECT_EQ(after.model_versions, 1);
   RawDb raw(path);
-  const int64_t pages_bytes = raw.QueryInt("PRAGMA page_count") *
-                              raw.QueryInt("PRAGMA page_size");
+  const int64_t pages_bytes =
+      raw.QueryInt("PRAGMA page_count") * raw.QueryInt("PRAGMA page_size");
   EXPECT_LT(pages_bytes, static_cast<int64_t>(kBlob + (1 << 20)));
   // The WAL keeps at most its size limit once reset; the database file
   // itself is back to about one blob once checkpointed.
@@ -1027,10 +1026,9 @@ TEST_F(StoreFileTest, MaxBytesFullIsStorageFullAndRecovers) {
   const std::string path = dir_.File("full.db");
   StoreOptions options;
   options.max_bytes = 3 << 20;
-  EXPECT_EQ(Store::Open(path, StoreOptions{5000, true, false, -1})
-                .status()
-                .code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      Store::Open(path, StoreOptions{5000, true, false, -1}).status().code(),
+      absl::StatusCode::kInvalidArgument);
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<Store> store,
                        Store::Open(path, options));
   ASSERT_OK_AND_ASSIGN(int64_t full_v,
@@ -1053,7 +1051,8 @@ TEST_F(StoreFileTest, MaxBytesFullIsStorageFullAndRecovers) {
   EXPECT_GT(stored, 0);
   EXPECT_EQ(full.code(), absl::StatusCode::kResourceExhausted) << full;
   EXPECT_EQ(ReasonOf(full), kReasonStorageFull);
-  EXPECT_THAT(std::string(full.message()), testing::StartsWith("storage full: "));
+  EXPECT_THAT(std::string(full.message()),
+              testing::StartsWith("storage full: "));
   EXPECT_THAT(full.message(), HasSubstr(path));
 
   // Nothing of the failed batch is stored; reads keep working.
@@ -1096,8 +1095,8 @@ TEST_F(StoreFileTest, SnapshotDoesNotBlockPointReads) {
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<Store> store, Store::Open(path));
   std::vector<RatingRow> rows;
   for (int k = 0; k < 400000; ++k) {
-    rows.push_back(R(absl::StrCat("u", k / 100), absl::StrCat("i", k % 4000),
-                     k % 5 + 1));
+    rows.push_back(
+        R(absl::StrCat("u", k / 100), absl::StrCat("i", k % 4000), k % 5 + 1));
   }
   ASSERT_OK(store->UpsertRatings(rows).status());
   using Clock = std::chrono::steady_clock;
@@ -1108,8 +1107,8 @@ TEST_F(StoreFileTest, SnapshotDoesNotBlockPointReads) {
     const std::vector<std::string> items = {"i1", "i2"};
     while (!stop) {
       const auto start = Clock::now();
-      const bool ok = store->GetUserRatings("u7").ok() &&
-                      store->GetTitles(items).ok();
+      const bool ok =
+          store->GetUserRatings("u7").ok() && store->GetTitles(items).ok();
       read_times.push_back(Clock::now() - start);
       if (!ok) ++errors;
     }
@@ -1224,8 +1223,8 @@ TEST_F(StoreFileTest, BulkUpsertAndSnapshotSpeed) {
                               int64_t& inserted, int64_t& replaced) {
     const auto start = std::chrono::steady_clock::now();
     for (int b = 0; b < kRows; b += kBatch) {
-      auto r = store->UpsertRatings(absl::MakeConstSpan(all).subspan(
-          static_cast<size_t>(b), kBatch));
+      auto r = store->UpsertRatings(
+          absl::MakeConstSpan(all).subspan(static_cast<size_t>(b), kBatch));
       EXPECT_TRUE(r.ok()) << r.status();
       if (!r.ok()) break;
       inserted += r->inserted;

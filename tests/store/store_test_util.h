@@ -96,7 +96,8 @@ class RawDb {
   sqlite3* db_ = nullptr;
 };
 
-inline RatingRow R(std::string user, std::string item, double rating, int64_t ts = 0) {
+inline RatingRow R(std::string user, std::string item, double rating,
+                   int64_t ts = 0) {
   return RatingRow{std::move(user), std::move(item), rating, ts};
 }
 
