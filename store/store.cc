@@ -13,6 +13,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "core/error_reason.h"
 #include "store/schema.h"
 #include "store/sqlite_db.h"
 #include "store/status_macros.h"
@@ -256,8 +257,7 @@ absl::StatusOr<std::unique_ptr<Store>> Store::Open(
       absl::StatusOr<bool> vacuumed = internal::EnsureIncrementalVacuum(conn);
       // No room for the one-time rewrite: open anyway (freed pages are still
       // reused, only not given back), retry at the next Open.
-      if (!vacuumed.ok() &&
-          vacuumed.status().code() != absl::StatusCode::kResourceExhausted) {
+      if (!vacuumed.ok() && ReasonOf(vacuumed.status()) != kReasonStorageFull) {
         return vacuumed.status();
       }
       RBMREC_STORE_RETURN_IF_ERROR(

@@ -96,7 +96,8 @@ inline constexpr size_t kMaxIdBytes = 256;
 
 struct StoreOptions {
   // How long a write (or Open's migration) waits for a lock held by another
-  // connection / process before failing with Unavailable. Default 5 s.
+  // connection / process before failing with Unavailable, reason
+  // DATABASE_LOCKED. Default 5 s.
   int busy_timeout_ms = 5000;
 
   // true: PRAGMA synchronous=FULL, the WAL is fsync()ed at every commit, so a
@@ -181,10 +182,10 @@ struct Stats {
   int64_t database_bytes = 0;
 };
 
-// The kinds of model version the service stores (ModelInfo.kind).
-inline constexpr std::string_view kModelKindFull = "full";      // Train
-inline constexpr std::string_view kModelKindOnline = "online";  // online
-                                                                // publish
+// The kinds of model version the service stores (ModelInfo.kind): a model
+// trained by Train, and one published by the online updater.
+inline constexpr std::string_view kModelKindFull = "full";
+inline constexpr std::string_view kModelKindOnline = "online";
 
 // One stored model version (its blob is read separately by LoadModelBlob).
 struct ModelInfo {
@@ -240,7 +241,7 @@ class Store {
   // schema version N is newer than this build supports (M)"; PermissionDenied /
   // FailedPrecondition / DataLoss when the file cannot be opened (the message
   // names the path and SQLite's message); Unavailable when a needed migration
-  // waits longer than the busy timeout for another process's lock.
+  // or VACUUM waits longer than the busy timeout for another process's lock.
   static absl::StatusOr<std::unique_ptr<Store>> Open(
       const std::string& path, const StoreOptions& options = {});
 
@@ -263,8 +264,10 @@ class Store {
   // Thread-safe (serialized with the other writes).
   // Errors: InvalidArgument naming the row index and field ("row 17: empty
   // item id") with nothing stored; FailedPrecondition if read-only;
-  // Unavailable "... is locked ..." if another process holds the write lock
-  // beyond the busy timeout; others as listed at the top of this file.
+  // Unavailable "... is locked ..." (DATABASE_LOCKED) if another process
+  // holds the write lock beyond the busy timeout; ResourceExhausted
+  // "storage full: ..." (STORAGE_FULL) when the disk or max_bytes is full;
+  // others as listed at the top of this file.
   absl::StatusOr<UpsertResult> UpsertRatings(absl::Span<const RatingRow> rows);
 
   // Deletes the ratings of `user` for `items` (unknown items and items the
@@ -321,7 +324,8 @@ class Store {
   // makes it the active version, all in ONE transaction. Returns the version.
   // Thread-safe. Errors: InvalidArgument if metrics_json is neither empty nor
   // a JSON object; ResourceExhausted if the blob is larger than SQLite's limit
-  // (1 GB); FailedPrecondition if read-only; Unavailable when locked.
+  // (1 GB), or STORAGE_FULL when the disk or max_bytes has no room for it;
+  // FailedPrecondition if read-only; Unavailable when locked.
   absl::StatusOr<int64_t> InsertModel(const ModelInfo& meta,
                                       std::string_view blob, bool activate);
 
@@ -386,7 +390,8 @@ class Store {
   const std::string path_;
   const StoreOptions options_;
 
-  // All writes (and, for ":memory:" or read-only stores, all reads).
+  // All writes; also the short reads of ":memory:" and read-only stores, and
+  // the long reads of ":memory:".
   mutable Guarded writer_;
   // Reads of a file database; unused (conn null) for ":memory:"/read-only.
   mutable Guarded reader_storage_;

@@ -10,11 +10,14 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <limits>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -1086,57 +1089,189 @@ TEST_F(StoreFileTest, MaxBytesFullIsStorageFullAndRecovers) {
   EXPECT_EQ(raw.QueryText("PRAGMA integrity_check"), "ok");
 }
 
-// Point reads (GetUserRatings, GetTitles) do not wait for a training
-// snapshot: the snapshot has a connection of its own. A point read queued
-// behind a snapshot would take about as long as the snapshot; count the point
-// reads that took at least half of the shortest snapshot.
-TEST_F(StoreFileTest, SnapshotDoesNotBlockPointReads) {
-  const std::string path = dir_.File("snap.db");
+// A VFS over SQLite's default one that pauses the first read (xRead) of a
+// chosen thread until released: a long read held open at a known point.
+// Registered as the default VFS while it lives, so a Store opened meanwhile
+// uses it for all its connections. One instance at a time.
+class PausingVfs {
+ public:
+  PausingVfs() {
+    real_ = sqlite3_vfs_find(nullptr);
+    vfs_ = *real_;
+    vfs_.szOsFile = static_cast<int>(sizeof(File)) + real_->szOsFile;
+    vfs_.zName = "rbmrec_pausing";
+    vfs_.xOpen = &Open;
+    instance_ = this;
+    sqlite3_vfs_register(&vfs_, /*makeDflt=*/1);
+  }
+  ~PausingVfs() {
+    Release();
+    sqlite3_vfs_unregister(&vfs_);
+    sqlite3_vfs_register(real_, /*makeDflt=*/1);
+    instance_ = nullptr;
+  }
+
+  // The next read made by the calling thread pauses until Release().
+  void ArmForThisThread() {
+    std::lock_guard<std::mutex> lock(mu_);
+    armed_ = std::this_thread::get_id();
+  }
+  // Waits until the armed read has paused; false after `timeout`.
+  bool WaitPaused(std::chrono::milliseconds timeout) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, timeout, [this] { return paused_; });
+  }
+  void Release() {
+    std::lock_guard<std::mutex> lock(mu_);
+    released_ = true;
+    cv_.notify_all();
+  }
+
+ private:
+  struct File {
+    sqlite3_file base;
+    sqlite3_file* real;  // the default VFS's file, right after this struct
+  };
+  static sqlite3_file* Real(sqlite3_file* f) {
+    return reinterpret_cast<File*>(f)->real;
+  }
+
+  static int Open(sqlite3_vfs*, const char* name, sqlite3_file* f, int flags,
+                  int* out_flags) {
+    File* file = reinterpret_cast<File*>(f);
+    file->real = reinterpret_cast<sqlite3_file*>(file + 1);
+    const int rc = instance_->real_->xOpen(instance_->real_, name, file->real,
+                                           flags, out_flags);
+    file->base.pMethods = file->real->pMethods != nullptr ? &kMethods : nullptr;
+    return rc;
+  }
+
+  void MaybePause() {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (armed_ != std::this_thread::get_id()) return;
+    armed_ = std::thread::id();
+    paused_ = true;
+    cv_.notify_all();
+    cv_.wait(lock, [this] { return released_; });
+  }
+
+  static int Read(sqlite3_file* f, void* buf, int n, sqlite3_int64 off) {
+    instance_->MaybePause();
+    return Real(f)->pMethods->xRead(Real(f), buf, n, off);
+  }
+
+  static constexpr sqlite3_io_methods kMethods = {
+      3,
+      [](sqlite3_file* f) {
+        const int rc = Real(f)->pMethods->xClose(Real(f));
+        f->pMethods = nullptr;
+        return rc;
+      },
+      &Read,
+      [](sqlite3_file* f, const void* b, int n, sqlite3_int64 o) {
+        return Real(f)->pMethods->xWrite(Real(f), b, n, o);
+      },
+      [](sqlite3_file* f, sqlite3_int64 n) {
+        return Real(f)->pMethods->xTruncate(Real(f), n);
+      },
+      [](sqlite3_file* f, int flags) {
+        return Real(f)->pMethods->xSync(Real(f), flags);
+      },
+      [](sqlite3_file* f, sqlite3_int64* n) {
+        return Real(f)->pMethods->xFileSize(Real(f), n);
+      },
+      [](sqlite3_file* f, int l) {
+        return Real(f)->pMethods->xLock(Real(f), l);
+      },
+      [](sqlite3_file* f, int l) {
+        return Real(f)->pMethods->xUnlock(Real(f), l);
+      },
+      [](sqlite3_file* f, int* out) {
+        return Real(f)->pMethods->xCheckReservedLock(Real(f), out);
+      },
+      [](sqlite3_file* f, int op, void* arg) {
+        return Real(f)->pMethods->xFileControl(Real(f), op, arg);
+      },
+      [](sqlite3_file* f) { return Real(f)->pMethods->xSectorSize(Real(f)); },
+      [](sqlite3_file* f) {
+        return Real(f)->pMethods->xDeviceCharacteristics(Real(f));
+      },
+      [](sqlite3_file* f, int pg, int size, int extend, void volatile** p) {
+        return Real(f)->pMethods->xShmMap(Real(f), pg, size, extend, p);
+      },
+      [](sqlite3_file* f, int off, int n, int flags) {
+        return Real(f)->pMethods->xShmLock(Real(f), off, n, flags);
+      },
+      [](sqlite3_file* f) { Real(f)->pMethods->xShmBarrier(Real(f)); },
+      [](sqlite3_file* f, int del) {
+        return Real(f)->pMethods->xShmUnmap(Real(f), del);
+      },
+      [](sqlite3_file* f, sqlite3_int64 o, int n, void** p) {
+        return Real(f)->pMethods->xFetch(Real(f), o, n, p);
+      },
+      [](sqlite3_file* f, sqlite3_int64 o, void* p) {
+        return Real(f)->pMethods->xUnfetch(Real(f), o, p);
+      },
+  };
+
+  static inline PausingVfs* instance_ = nullptr;
+  sqlite3_vfs* real_ = nullptr;
+  sqlite3_vfs vfs_{};
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::thread::id armed_;
+  bool paused_ = false;
+  bool released_ = false;
+};
+
+// While a long read (ReadSnapshot, LoadModelBlob) is held in the middle of
+// reading the file, the point reads, GetStats, ListModels and a write all
+// complete: the long read has a connection of its own.
+class LongReadTest : public StoreFileTest,
+                     public testing::WithParamInterface<bool> {};
+
+TEST_P(LongReadTest, DoesNotBlockPointReadsOrWrites) {
+  const bool snapshot = GetParam();
+  PausingVfs vfs;
+  const std::string path = dir_.File("long.db");
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<Store> store, Store::Open(path));
   std::vector<RatingRow> rows;
-  for (int k = 0; k < 400000; ++k) {
-    rows.push_back(
-        R(absl::StrCat("u", k / 100), absl::StrCat("i", k % 4000), k % 5 + 1));
+  for (int k = 0; k < 20000; ++k) {
+    rows.push_back(R(absl::StrCat("u", k / 100), absl::StrCat("i", k % 400),
+                     k % 5 + 1, k));
   }
   ASSERT_OK(store->UpsertRatings(rows).status());
-  using Clock = std::chrono::steady_clock;
-  std::atomic<bool> stop{false};
-  std::atomic<int> errors{0};
-  std::vector<Clock::duration> read_times;  // owned by the reader thread
-  std::thread reader([&] {
-    const std::vector<std::string> items = {"i1", "i2"};
-    while (!stop) {
-      const auto start = Clock::now();
-      const bool ok =
-          store->GetUserRatings("u7").ok() && store->GetTitles(items).ok();
-      read_times.push_back(Clock::now() - start);
-      if (!ok) ++errors;
-    }
+  ASSERT_OK_AND_ASSIGN(int64_t version,
+                       AddModel(*store, kModelKindFull, 1 << 20, true));
+
+  bool long_read_ok = false;
+  std::thread long_read([&] {
+    vfs.ArmForThisThread();
+    long_read_ok = snapshot ? store->ReadSnapshot().ok()
+                            : store->LoadModelBlob(version).ok();
   });
-  constexpr int kSnapshots = 8;
-  Clock::duration shortest = Clock::duration::max();
-  for (int k = 0; k < kSnapshots; ++k) {
-    const auto start = Clock::now();
-    absl::StatusOr<Snapshot> snap = store->ReadSnapshot();
-    shortest = std::min(shortest, Clock::now() - start);
-    ASSERT_TRUE(snap.ok()) << snap.status();
-    EXPECT_EQ(snap->ratings.size(), rows.size());
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  stop = true;
-  reader.join();
-  EXPECT_EQ(errors.load(), 0);
-  int slow = 0;
-  for (Clock::duration d : read_times) slow += d * 2 >= shortest ? 1 : 0;
-  // Serialized behind the snapshots, about one read per snapshot is slow;
-  // allow a little scheduling noise.
-  EXPECT_LE(slow, 2) << "of " << read_times.size() << " point reads";
-  std::printf(
-      "[ INFO     ] %zu point reads beside %d snapshots (shortest %.1f ms): "
-      "%d took half a snapshot or more\n",
-      read_times.size(), kSnapshots,
-      std::chrono::duration<double, std::milli>(shortest).count(), slow);
+  const bool paused = vfs.WaitPaused(std::chrono::seconds(10));
+  EXPECT_TRUE(paused) << "the long read never read the file";
+  auto others = std::async(std::launch::async, [&] {
+    const std::vector<std::string> items = {"i1", "i2"};
+    const std::vector<RatingRow> more = {R("u1", "i1", 2), R("new", "i1", 1)};
+    return store->GetUserRatings("u7").ok() && store->GetTitles(items).ok() &&
+           store->GetStats().ok() && store->ListModels().ok() &&
+           store->ActiveModelVersion().ok() && store->UpsertRatings(more).ok();
+  });
+  const bool finished =
+      others.wait_for(std::chrono::seconds(5)) == std::future_status::ready;
+  vfs.Release();
+  long_read.join();
+  EXPECT_TRUE(finished) << "short reads / writes waited for the long read";
+  EXPECT_TRUE(others.get());
+  EXPECT_TRUE(long_read_ok);
 }
+
+INSTANTIATE_TEST_SUITE_P(SnapshotAndBlob, LongReadTest, testing::Bool(),
+                         [](const testing::TestParamInfo<bool>& p) {
+                           return p.param ? "ReadSnapshot" : "LoadModelBlob";
+                         });
 
 // Child: opens the store, upserts `batches` batches, then dies by SIGKILL
 // without closing anything.
