@@ -3,9 +3,9 @@
 #include <sqlite3.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <filesystem>
 #include <limits>
 #include <system_error>
 #include <utility>
@@ -13,150 +13,23 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "core/error_reason.h"
+#include "store/schema.h"
+#include "store/sqlite_db.h"
+#include "store/status_macros.h"
 
 namespace rbmrec::store {
 
-// Local helpers for StatusOr plumbing (Abseil 20220623 has none).
-#define RBMREC_STORE_RETURN_IF_ERROR(expr)           \
-  do {                                               \
-    absl::Status rbmrec_status_ = (expr);            \
-    if (!rbmrec_status_.ok()) return rbmrec_status_; \
-  } while (0)
-
-#define RBMREC_STORE_CONCAT_INNER(a, b) a##b
-#define RBMREC_STORE_CONCAT(a, b) RBMREC_STORE_CONCAT_INNER(a, b)
-#define RBMREC_STORE_ASSIGN_OR_RETURN(lhs, expr) \
-  RBMREC_STORE_ASSIGN_OR_RETURN_IMPL(            \
-      RBMREC_STORE_CONCAT(rbmrec_statusor_, __LINE__), lhs, expr)
-#define RBMREC_STORE_ASSIGN_OR_RETURN_IMPL(tmp, lhs, expr) \
-  auto tmp = (expr);                                       \
-  if (!tmp.ok()) return std::move(tmp).status();           \
-  lhs = std::move(tmp).value()
+using internal::AbslView;
+using internal::ColumnText;
+using internal::Connection;
+using internal::Stmt;
+using internal::Txn;
 
 namespace {
 
 constexpr std::string_view kMemoryPath = ":memory:";
 constexpr std::string_view kActiveModelKey = "active_model_version";
-
-// One schema migration: `sql` takes the schema from version - 1 to `version`.
-struct Migration {
-  int version;
-  const char* sql;
-};
-
-// Applied in order, each exactly once, inside one transaction at Open. To
-// change the schema, append a step and bump kSchemaVersion; never edit a step
-// that has shipped.
-constexpr Migration kMigrations[] = {
-    {1, R"sql(
-CREATE TABLE users(
-  idx INTEGER PRIMARY KEY AUTOINCREMENT,
-  ext_id TEXT UNIQUE NOT NULL
-);
-CREATE TABLE items(
-  idx INTEGER PRIMARY KEY AUTOINCREMENT,
-  ext_id TEXT UNIQUE NOT NULL,
-  title TEXT,
-  attributes TEXT  -- a JSON object, or NULL
-);
-CREATE TABLE ratings(
-  user_idx INTEGER NOT NULL REFERENCES users(idx),
-  item_idx INTEGER NOT NULL REFERENCES items(idx),
-  rating REAL NOT NULL,
-  ts INTEGER NOT NULL DEFAULT 0,
-  PRIMARY KEY(user_idx, item_idx)
-) WITHOUT ROWID;
--- The blob comes last so that reading the other columns does not walk its
--- overflow pages.
-CREATE TABLE models(
-  version INTEGER PRIMARY KEY AUTOINCREMENT,
-  created_unix_ms INTEGER NOT NULL,
-  kind TEXT NOT NULL,
-  n_users INTEGER NOT NULL,
-  n_items INTEGER NOT NULL,
-  n_ratings INTEGER NOT NULL,
-  metrics TEXT,  -- a JSON object, or NULL
-  size_bytes INTEGER NOT NULL,
-  model BLOB NOT NULL
-);
-CREATE TABLE meta(
-  key TEXT PRIMARY KEY,
-  value TEXT
-);
-)sql"},
-};
-static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) == kSchemaVersion,
-              "one migration step per schema version");
-
-// Debian's Abseil is built with its own absl::string_view, distinct from
-// std::string_view; this bridges the two (for StrCat and map lookups).
-absl::string_view AbslView(std::string_view s) {
-  return absl::string_view(s.data(), s.size());
-}
-
-bool IsPermissionErrno(int e) {
-  return e == EACCES || e == EPERM || e == EROFS;
-}
-
-absl::StatusCode CodeFor(int rc, int sys_errno) {
-  switch (rc & 0xff) {
-    case SQLITE_BUSY:
-    case SQLITE_LOCKED:
-    case SQLITE_IOERR:
-    case SQLITE_PROTOCOL:
-      return absl::StatusCode::kUnavailable;
-    case SQLITE_PERM:
-    case SQLITE_READONLY:
-    case SQLITE_AUTH:
-      return absl::StatusCode::kPermissionDenied;
-    case SQLITE_CANTOPEN:
-      return IsPermissionErrno(sys_errno)
-                 ? absl::StatusCode::kPermissionDenied
-                 : absl::StatusCode::kFailedPrecondition;
-    case SQLITE_FULL:
-    case SQLITE_TOOBIG:
-    case SQLITE_NOMEM:
-      return absl::StatusCode::kResourceExhausted;
-    case SQLITE_CORRUPT:
-    case SQLITE_NOTADB:
-      return absl::StatusCode::kDataLoss;
-    case SQLITE_CONSTRAINT:
-      return absl::StatusCode::kFailedPrecondition;
-    case SQLITE_INTERRUPT:
-      return absl::StatusCode::kCancelled;
-    default:
-      return absl::StatusCode::kInternal;
-  }
-}
-
-// Builds the status for SQLite result `rc` on `db` (may be null).
-absl::Status SqliteError(sqlite3* db, int rc, std::string_view path,
-                         int busy_timeout_ms, std::string_view what) {
-  const char* msg = db != nullptr ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
-  const int primary = rc & 0xff;
-  if (primary == SQLITE_BUSY || primary == SQLITE_LOCKED) {
-    return absl::UnavailableError(absl::StrFormat(
-        "%s: database '%s' is locked by another connection or process "
-        "(gave up after busy_timeout_ms=%d): %s",
-        what, path, busy_timeout_ms, msg));
-  }
-  const int sys_errno = db != nullptr ? sqlite3_system_errno(db) : 0;
-  std::string text = absl::StrFormat("%s: database '%s': %s", what, path, msg);
-  if ((primary == SQLITE_CANTOPEN || primary == SQLITE_IOERR) &&
-      sys_errno != 0) {
-    absl::StrAppend(&text, " (", std::generic_category().message(sys_errno),
-                    ")");
-  }
-  return absl::Status(CodeFor(rc, sys_errno), text);
-}
-
-std::string_view ColumnText(sqlite3_stmt* s, int col) {
-  const unsigned char* p = sqlite3_column_text(s, col);
-  const int n = sqlite3_column_bytes(s, col);
-  if (p == nullptr) return {};
-  return std::string_view(reinterpret_cast<const char*>(p),
-                          static_cast<size_t>(n));
-}
 
 int64_t NowUnixMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -185,204 +58,6 @@ absl::Status CheckId(std::string_view id, const char* what, size_t index,
   return absl::OkStatus();
 }
 
-}  // namespace
-
-namespace internal {
-
-// One SQLite connection and its cache of prepared statements. Not
-// thread-safe: the Store serializes all use of a Connection with a mutex.
-class Connection {
- public:
-  // Opens `path` with SQLite open `flags` and sets the busy timeout.
-  static absl::StatusOr<std::unique_ptr<Connection>> Open(
-      const std::string& path, int flags, int busy_timeout_ms) {
-    sqlite3* db = nullptr;
-    const int rc = sqlite3_open_v2(path.c_str(), &db, flags, nullptr);
-    if (rc != SQLITE_OK) {
-      absl::Status s = SqliteError(db, rc, path, busy_timeout_ms,
-                                   "cannot open database file");
-      sqlite3_close_v2(db);
-      return s;
-    }
-    sqlite3_extended_result_codes(db, 1);
-    sqlite3_busy_timeout(db, busy_timeout_ms);
-    return std::unique_ptr<Connection>(
-        new Connection(db, path, busy_timeout_ms));
-  }
-
-  ~Connection() {
-    for (auto& [sql, stmt] : stmts_) sqlite3_finalize(stmt);
-    sqlite3_close_v2(db_);
-  }
-
-  Connection(const Connection&) = delete;
-  Connection& operator=(const Connection&) = delete;
-
-  sqlite3* db() const { return db_; }
-  const std::string& path() const { return path_; }
-
-  // Returns the prepared statement for `sql`, prepared on first use and
-  // cached for the life of the connection. Callers must reset it after use
-  // (see Stmt).
-  absl::StatusOr<sqlite3_stmt*> Prepare(std::string_view sql) {
-    auto it = stmts_.find(AbslView(sql));
-    if (it != stmts_.end()) return it->second;
-    sqlite3_stmt* stmt = nullptr;
-    const int rc =
-        sqlite3_prepare_v3(db_, sql.data(), static_cast<int>(sql.size()),
-                           SQLITE_PREPARE_PERSISTENT, &stmt, nullptr);
-    if (rc != SQLITE_OK) {
-      return Error(rc, absl::StrCat("preparing \"", AbslView(sql), "\""));
-    }
-    stmts_.emplace(std::string(sql), stmt);
-    return stmt;
-  }
-
-  // Runs `sql` (one or more statements, no parameters, results discarded).
-  absl::Status Exec(const char* sql, std::string_view what) {
-    const int rc = sqlite3_exec(db_, sql, nullptr, nullptr, nullptr);
-    if (rc != SQLITE_OK) return Error(rc, what);
-    return absl::OkStatus();
-  }
-
-  // Runs a statement that returns one text value (e.g. a PRAGMA).
-  absl::StatusOr<std::string> QueryText(const char* sql) {
-    sqlite3_stmt* stmt = nullptr;
-    int rc = sqlite3_prepare_v2(db_, sql, -1, &stmt, nullptr);
-    if (rc != SQLITE_OK) return Error(rc, sql);
-    std::string value;
-    rc = sqlite3_step(stmt);
-    if (rc == SQLITE_ROW) {
-      value = std::string(ColumnText(stmt, 0));
-      rc = sqlite3_step(stmt);
-    }
-    absl::Status status = rc == SQLITE_DONE ? absl::OkStatus() : Error(rc, sql);
-    sqlite3_finalize(stmt);
-    if (!status.ok()) return status;
-    return value;
-  }
-
-  absl::Status Error(int rc, std::string_view what) const {
-    return SqliteError(db_, rc, path_, busy_timeout_ms_, what);
-  }
-
- private:
-  Connection(sqlite3* db, std::string path, int busy_timeout_ms)
-      : db_(db), path_(std::move(path)), busy_timeout_ms_(busy_timeout_ms) {}
-
-  sqlite3* const db_;
-  const std::string path_;
-  const int busy_timeout_ms_;
-  absl::flat_hash_map<std::string, sqlite3_stmt*> stmts_;
-};
-
-}  // namespace internal
-
-namespace {
-
-using internal::Connection;
-
-// Binds, steps and resets (on destruction) one cached statement. Text and
-// blobs are bound without copying: they must outlive the Stmt's steps. The
-// first bind error is reported by the next Step/Run.
-class Stmt {
- public:
-  Stmt(Connection& conn, sqlite3_stmt* stmt) : conn_(conn), stmt_(stmt) {}
-  ~Stmt() { sqlite3_reset(stmt_); }
-  Stmt(const Stmt&) = delete;
-  Stmt& operator=(const Stmt&) = delete;
-
-  sqlite3_stmt* get() const { return stmt_; }
-
-  void BindText(int i, std::string_view v) {
-    Check(sqlite3_bind_text64(stmt_, i, v.data() != nullptr ? v.data() : "",
-                              v.size(), SQLITE_STATIC, SQLITE_UTF8));
-  }
-  // Binds NULL for an empty string.
-  void BindTextOrNull(int i, std::string_view v) {
-    if (v.empty()) {
-      Check(sqlite3_bind_null(stmt_, i));
-    } else {
-      BindText(i, v);
-    }
-  }
-  void BindBlob(int i, std::string_view v) {
-    Check(sqlite3_bind_blob64(stmt_, i, v.data() != nullptr ? v.data() : "",
-                              v.size(), SQLITE_STATIC));
-  }
-  void BindInt(int i, int64_t v) { Check(sqlite3_bind_int64(stmt_, i, v)); }
-  void BindDouble(int i, double v) { Check(sqlite3_bind_double(stmt_, i, v)); }
-
-  // Steps once: true when a row is available, false when done.
-  absl::StatusOr<bool> Next() {
-    if (bind_rc_ != SQLITE_OK) return conn_.Error(bind_rc_, "binding");
-    const int rc = sqlite3_step(stmt_);
-    if (rc == SQLITE_ROW) return true;
-    if (rc == SQLITE_DONE) return false;
-    return conn_.Error(rc, sqlite3_sql(stmt_));
-  }
-
-  // Steps a statement that returns no rows.
-  absl::Status Run() {
-    absl::StatusOr<bool> row = Next();
-    if (!row.ok()) return row.status();
-    if (*row) {
-      return absl::InternalError(
-          absl::StrCat("unexpected row from: ", sqlite3_sql(stmt_)));
-    }
-    return absl::OkStatus();
-  }
-
- private:
-  void Check(int rc) {
-    if (rc != SQLITE_OK && bind_rc_ == SQLITE_OK) bind_rc_ = rc;
-  }
-
-  Connection& conn_;
-  sqlite3_stmt* const stmt_;
-  int bind_rc_ = SQLITE_OK;
-};
-
-// A transaction; rolled back on destruction unless committed. Writes use
-// BEGIN IMMEDIATE, which takes the write lock up front (waiting up to the
-// busy timeout), so a write never fails half-way for lock reasons.
-class Txn {
- public:
-  enum Kind { kRead, kWrite };
-
-  explicit Txn(Connection& conn) : conn_(conn) {}
-  ~Txn() {
-    if (active_ && sqlite3_get_autocommit(conn_.db()) == 0) {
-      sqlite3_exec(conn_.db(), "ROLLBACK", nullptr, nullptr, nullptr);
-    }
-  }
-  Txn(const Txn&) = delete;
-  Txn& operator=(const Txn&) = delete;
-
-  absl::Status Begin(Kind kind) {
-    RBMREC_STORE_ASSIGN_OR_RETURN(
-        sqlite3_stmt * begin,
-        conn_.Prepare(kind == kWrite ? "BEGIN IMMEDIATE" : "BEGIN"));
-    Stmt s(conn_, begin);
-    RBMREC_STORE_RETURN_IF_ERROR(s.Run());
-    active_ = true;
-    return absl::OkStatus();
-  }
-
-  absl::Status Commit() {
-    RBMREC_STORE_ASSIGN_OR_RETURN(sqlite3_stmt * commit,
-                                  conn_.Prepare("COMMIT"));
-    Stmt s(conn_, commit);
-    RBMREC_STORE_RETURN_IF_ERROR(s.Run());
-    active_ = false;
-    return absl::OkStatus();
-  }
-
- private:
-  Connection& conn_;
-  bool active_ = false;
-};
-
 // Remembers the ids added to the ext_id -> idx caches during a write
 // transaction and removes them again unless Commit()ted. The string_views
 // point into the caller's arguments, which outlive the call.
@@ -409,20 +84,26 @@ class CacheUndo {
   bool committed_ = false;
 };
 
+// An id's idx, and whether the current batch created it.
+struct IdxOf {
+  int64_t idx = 0;
+  bool created = false;
+};
+
 // Returns the idx of `id` from `cache`, inserting a row with `insert`
 // ("INSERT INTO <table>(ext_id) VALUES(?1)") when new.
-absl::StatusOr<int64_t> GetOrCreate(Connection& conn, sqlite3_stmt* insert,
-                                    std::string_view id, CacheUndo::Map& cache,
-                                    CacheUndo& undo, int64_t& created) {
+absl::StatusOr<IdxOf> GetOrCreate(Connection& conn, sqlite3_stmt* insert,
+                                  std::string_view id, CacheUndo::Map& cache,
+                                  CacheUndo& undo, int64_t& created) {
   auto it = cache.find(AbslView(id));
-  if (it != cache.end()) return it->second;
+  if (it != cache.end()) return IdxOf{it->second, false};
   Stmt s(conn, insert);
   s.BindText(1, id);
   RBMREC_STORE_RETURN_IF_ERROR(s.Run());
   const int64_t idx = sqlite3_last_insert_rowid(conn.db());
   undo.Add(id, idx);
   ++created;
-  return idx;
+  return IdxOf{idx, true};
 }
 
 // Whether `json` is a JSON object (SQLite's JSON1 decides).
@@ -433,55 +114,7 @@ absl::StatusOr<bool> IsJsonObject(Connection& conn, std::string_view json) {
   Stmt s(conn, stmt);
   s.BindText(1, json);
   RBMREC_STORE_ASSIGN_OR_RETURN(bool row, s.Next());
-  return row && ColumnText(stmt, 0) == "object";
-}
-
-absl::StatusOr<int> ReadUserVersion(Connection& conn) {
-  RBMREC_STORE_ASSIGN_OR_RETURN(std::string text,
-                                conn.QueryText("PRAGMA user_version"));
-  int version = 0;
-  if (!absl::SimpleAtoi(text, &version)) {
-    return absl::InternalError(
-        absl::StrCat("unexpected PRAGMA user_version result: ", text));
-  }
-  return version;
-}
-
-absl::Status CheckNotNewer(int version) {
-  if (version > kSchemaVersion) {
-    return absl::FailedPreconditionError(absl::StrFormat(
-        "database schema version %d is newer than this build supports (%d)",
-        version, kSchemaVersion));
-  }
-  return absl::OkStatus();
-}
-
-// Brings the schema to kSchemaVersion (all steps in one transaction).
-absl::Status Migrate(Connection& conn, bool read_only) {
-  RBMREC_STORE_ASSIGN_OR_RETURN(int version, ReadUserVersion(conn));
-  RBMREC_STORE_RETURN_IF_ERROR(CheckNotNewer(version));
-  if (version == kSchemaVersion) return absl::OkStatus();
-  if (read_only) {
-    return absl::FailedPreconditionError(absl::StrFormat(
-        "database '%s' has schema version %d, older than this build's (%d); "
-        "open it read-write once to migrate it",
-        conn.path(), version, kSchemaVersion));
-  }
-  Txn txn(conn);
-  RBMREC_STORE_RETURN_IF_ERROR(txn.Begin(Txn::kWrite));
-  // Another process may have migrated between the check and the lock.
-  RBMREC_STORE_ASSIGN_OR_RETURN(version, ReadUserVersion(conn));
-  RBMREC_STORE_RETURN_IF_ERROR(CheckNotNewer(version));
-  for (const Migration& m : kMigrations) {
-    if (m.version <= version) continue;
-    RBMREC_STORE_RETURN_IF_ERROR(conn.Exec(
-        m.sql, absl::StrFormat("migrating to schema version %d", m.version)));
-  }
-  const std::string set_version =
-      absl::StrFormat("PRAGMA user_version = %d", kSchemaVersion);
-  RBMREC_STORE_RETURN_IF_ERROR(
-      conn.Exec(set_version.c_str(), "setting schema version"));
-  return txn.Commit();
+  return row && s.Text(0) == "object";
 }
 
 // Reads meta.active_model_version (nullopt when unset).
@@ -491,14 +124,12 @@ absl::StatusOr<std::optional<int64_t>> ReadActiveVersion(Connection& conn) {
   Stmt s(conn, stmt);
   s.BindText(1, kActiveModelKey);
   RBMREC_STORE_ASSIGN_OR_RETURN(bool row, s.Next());
-  if (!row || sqlite3_column_type(stmt, 0) == SQLITE_NULL) {
-    return std::optional<int64_t>();
-  }
+  if (!row || s.IsNull(0)) return std::optional<int64_t>();
   int64_t version = 0;
-  if (!absl::SimpleAtoi(AbslView(ColumnText(stmt, 0)), &version)) {
+  if (!absl::SimpleAtoi(AbslView(s.Text(0)), &version)) {
     return absl::DataLossError(
         absl::StrFormat("database '%s': malformed meta.%s: '%s'", conn.path(),
-                        kActiveModelKey, ColumnText(stmt, 0)));
+                        kActiveModelKey, s.Text(0)));
   }
   return std::optional<int64_t>(version);
 }
@@ -525,7 +156,7 @@ absl::Status ReadNames(Connection& conn, const char* sql,
   while (true) {
     RBMREC_STORE_ASSIGN_OR_RETURN(bool row, s.Next());
     if (!row) break;
-    const int64_t idx = sqlite3_column_int64(stmt, 0);
+    const int64_t idx = s.Int(0);
     if (idx < 0 || idx >= std::numeric_limits<int32_t>::max() ||
         names.size() >=
             static_cast<size_t>(std::numeric_limits<int32_t>::max())) {
@@ -536,9 +167,32 @@ absl::Status ReadNames(Connection& conn, const char* sql,
       pos.resize(static_cast<size_t>(idx) + 1, -1);
     }
     pos[static_cast<size_t>(idx)] = static_cast<int32_t>(names.size());
-    names.emplace_back(ColumnText(stmt, 1));
+    names.emplace_back(s.Text(1));
   }
   return absl::OkStatus();
+}
+
+// A model version as PruneModels / DeleteModel see it.
+struct StoredVersion {
+  int64_t version = 0;
+  std::string kind;
+  int64_t size_bytes = 0;
+  bool pinned = false;
+};
+
+// Deletes `versions` (all must exist) inside the caller's write transaction,
+// then gives the free pages back.
+absl::Status DeleteVersions(Connection& conn,
+                            const std::vector<int64_t>& versions) {
+  if (versions.empty()) return absl::OkStatus();
+  RBMREC_STORE_ASSIGN_OR_RETURN(
+      sqlite3_stmt * del, conn.Prepare("DELETE FROM models WHERE version=?1"));
+  for (int64_t v : versions) {
+    Stmt s(conn, del);
+    s.BindInt(1, v);
+    RBMREC_STORE_RETURN_IF_ERROR(s.Run());
+  }
+  return internal::IncrementalVacuum(conn);
 }
 
 }  // namespace
@@ -556,6 +210,10 @@ absl::StatusOr<std::unique_ptr<Store>> Store::Open(
   if (options.busy_timeout_ms < 0) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "busy_timeout_ms must be >= 0, got %d", options.busy_timeout_ms));
+  }
+  if (options.max_bytes < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("max_bytes must be >= 0, got %d", options.max_bytes));
   }
   const bool memory = path == kMemoryPath;
   if (memory && options.read_only) {
@@ -579,29 +237,31 @@ absl::StatusOr<std::unique_ptr<Store>> Store::Open(
                                                          SQLITE_OPEN_CREATE),
                          options.busy_timeout_ms));
     Connection& conn = *store->writer_.conn;
-    if (!options.read_only && sqlite3_db_readonly(conn.db(), "main") == 1) {
-      return absl::PermissionDeniedError(absl::StrFormat(
-          "database '%s' is not writable (SQLite could only open it "
-          "read-only)",
-          path));
-    }
-    if (!memory && !options.read_only) {
-      RBMREC_STORE_ASSIGN_OR_RETURN(std::string mode,
-                                    conn.QueryText("PRAGMA journal_mode=WAL"));
-      if (mode != "wal") {
-        return absl::FailedPreconditionError(absl::StrFormat(
-            "database '%s': cannot enable WAL journal mode (got '%s')", path,
-            mode));
+    if (options.read_only) {
+      RBMREC_STORE_RETURN_IF_ERROR(
+          conn.Exec("PRAGMA query_only=ON", "configuring the connection"));
+    } else {
+      if (sqlite3_db_readonly(conn.db(), "main") == 1) {
+        return absl::PermissionDeniedError(absl::StrFormat(
+            "database '%s' is not writable (SQLite could only open it "
+            "read-only)",
+            path));
       }
+      internal::WriterPragmas pragmas;
+      pragmas.wal = !memory;
+      pragmas.synchronous_full = options.synchronous_full;
+      RBMREC_STORE_RETURN_IF_ERROR(internal::ConfigureWriter(conn, pragmas));
     }
-    RBMREC_STORE_RETURN_IF_ERROR(conn.Exec(options.synchronous_full
-                                               ? "PRAGMA synchronous=FULL"
-                                               : "PRAGMA synchronous=NORMAL",
-                                           "setting synchronous"));
-    RBMREC_STORE_RETURN_IF_ERROR(
-        conn.Exec("PRAGMA foreign_keys=ON", "enabling foreign keys"));
-    RBMREC_STORE_RETURN_IF_ERROR(Migrate(conn, options.read_only));
+    RBMREC_STORE_RETURN_IF_ERROR(internal::Migrate(conn, options.read_only));
     if (!options.read_only) {
+      absl::StatusOr<bool> vacuumed = internal::EnsureIncrementalVacuum(conn);
+      // No room for the one-time rewrite: open anyway (freed pages are still
+      // reused, only not given back), retry at the next Open.
+      if (!vacuumed.ok() && ReasonOf(vacuumed.status()) != kReasonStorageFull) {
+        return vacuumed.status();
+      }
+      RBMREC_STORE_RETURN_IF_ERROR(
+          internal::SetMaxBytes(conn, options.max_bytes));
       RBMREC_STORE_RETURN_IF_ERROR(store->LoadCaches());
     }
   }
@@ -611,14 +271,19 @@ absl::StatusOr<std::unique_ptr<Store>> Store::Open(
     absl::MutexLock lock(&store->reader_storage_.mu);
     RBMREC_STORE_ASSIGN_OR_RETURN(
         store->reader_storage_.conn,
-        Connection::Open(path, base | SQLITE_OPEN_READWRITE,
-                         options.busy_timeout_ms));
-    RBMREC_STORE_RETURN_IF_ERROR(store->reader_storage_.conn->Exec(
-        "PRAGMA query_only=ON", "configuring the read connection"));
+        internal::OpenReader(path, /*read_only_file=*/false,
+                             options.busy_timeout_ms));
     store->reader_ = &store->reader_storage_;
   }
   return store;
 }
+
+absl::StatusOr<std::unique_ptr<Connection>> Store::OpenLongReader() const {
+  return internal::OpenReader(path_, options_.read_only,
+                              options_.busy_timeout_ms);
+}
+
+bool Store::memory() const { return path_ == kMemoryPath; }
 
 absl::Status Store::LoadCaches() {
   Connection& conn = *writer_.conn;
@@ -670,6 +335,10 @@ absl::StatusOr<UpsertResult> Store::UpsertRatings(
       sqlite3_stmt * insert_item,
       conn.Prepare("INSERT INTO items(ext_id) VALUES(?1)"));
   RBMREC_STORE_ASSIGN_OR_RETURN(
+      sqlite3_stmt * select_rating,
+      conn.Prepare("SELECT rating FROM ratings "
+                   "WHERE user_idx=?1 AND item_idx=?2"));
+  RBMREC_STORE_ASSIGN_OR_RETURN(
       sqlite3_stmt * insert_rating,
       conn.Prepare("INSERT INTO ratings(user_idx, item_idx, rating, ts) "
                    "VALUES(?1, ?2, ?3, ?4) ON CONFLICT DO NOTHING"));
@@ -690,38 +359,90 @@ absl::StatusOr<UpsertResult> Store::UpsertRatings(
   // the same (user, item) keep their order and the later one still wins.
   struct Keyed {
     int64_t user, item;
-    const RatingRow* row;
+    size_t row;
   };
   std::vector<Keyed> keyed;
   keyed.reserve(rows.size());
-  for (const RatingRow& r : rows) {
+  // Indices are never reused and grow (AUTOINCREMENT): an id created by
+  // this batch has an index >= the first one it created.
+  int64_t first_new_user = std::numeric_limits<int64_t>::max();
+  int64_t first_new_item = std::numeric_limits<int64_t>::max();
+  for (size_t i = 0; i < rows.size(); ++i) {
     RBMREC_STORE_ASSIGN_OR_RETURN(
-        const int64_t user, GetOrCreate(conn, insert_user, r.user, user_idx_,
-                                        user_undo, result.new_users));
+        const IdxOf user, GetOrCreate(conn, insert_user, rows[i].user,
+                                      user_idx_, user_undo, result.new_users));
     RBMREC_STORE_ASSIGN_OR_RETURN(
-        const int64_t item, GetOrCreate(conn, insert_item, r.item, item_idx_,
-                                        item_undo, result.new_items));
-    keyed.push_back({user, item, &r});
+        const IdxOf item, GetOrCreate(conn, insert_item, rows[i].item,
+                                      item_idx_, item_undo, result.new_items));
+    if (user.created) first_new_user = std::min(first_new_user, user.idx);
+    if (item.created) first_new_item = std::min(first_new_item, item.idx);
+    keyed.push_back({user.idx, item.idx, i});
   }
   std::stable_sort(
       keyed.begin(), keyed.end(), [](const Keyed& a, const Keyed& b) {
         return a.user != b.user ? a.user < b.user : a.item < b.item;
       });
-  for (const Keyed& k : keyed) {
-    // Insert first (one B-tree operation for the common case), update only
-    // on conflict, which is how replacements are counted.
-    for (sqlite3_stmt* stmt : {insert_rating, update_rating}) {
-      Stmt s(conn, stmt);
-      s.BindInt(1, k.user);
-      s.BindInt(2, k.item);
-      s.BindDouble(3, k.row->rating);
-      s.BindInt(4, k.row->timestamp);
-      RBMREC_STORE_RETURN_IF_ERROR(s.Run());
-      if (sqlite3_changes(conn.db()) > 0) {
-        ++(stmt == insert_rating ? result.inserted : result.replaced);
-        break;
-      }
+  result.previous.resize(rows.size());
+  // Writes `row`'s rating with `stmt` (insert or update) and returns whether
+  // a row changed.
+  const auto write = [&](sqlite3_stmt* stmt, const Keyed& k,
+                         const RatingRow& row) -> absl::StatusOr<bool> {
+    Stmt s(conn, stmt);
+    s.BindInt(1, k.user);
+    s.BindInt(2, k.item);
+    s.BindDouble(3, row.rating);
+    s.BindInt(4, row.timestamp);
+    RBMREC_STORE_RETURN_IF_ERROR(s.Run());
+    return sqlite3_changes(conn.db()) > 0;
+  };
+  const auto read =
+      [&](const Keyed& k) -> absl::StatusOr<std::optional<double>> {
+    Stmt s(conn, select_rating);
+    s.BindInt(1, k.user);
+    s.BindInt(2, k.item);
+    RBMREC_STORE_ASSIGN_OR_RETURN(bool row, s.Next());
+    if (!row) return std::optional<double>();
+    return std::optional<double>(s.Double(0));
+  };
+  // For a pair whose ids both existed before the batch, the stored rating
+  // is read first when the row before replaced one (a re-import: read +
+  // update per row), else an insert is tried first (new ratings of known
+  // users: one write; on conflict read + update).
+  bool expect_stored = false;
+  for (size_t n = 0; n < keyed.size(); ++n) {
+    const Keyed& k = keyed[n];
+    const RatingRow& row = rows[k.row];
+    // The rating before this row: that of the previous row of the same pair
+    // in this batch, else the stored one (none for a new id).
+    std::optional<double> previous;
+    if (n > 0 && keyed[n - 1].user == k.user && keyed[n - 1].item == k.item) {
+      previous = rows[keyed[n - 1].row].rating;
+    } else if (expect_stored && k.user < first_new_user &&
+               k.item < first_new_item) {
+      RBMREC_STORE_ASSIGN_OR_RETURN(previous, read(k));
     }
+    if (!previous.has_value()) {
+      RBMREC_STORE_ASSIGN_OR_RETURN(bool inserted,
+                                    write(insert_rating, k, row));
+      if (inserted) {
+        ++result.inserted;
+        expect_stored = false;
+        continue;
+      }
+      // A stored rating (for a new id only if the file was changed behind
+      // the Store's back): read it, then replace it.
+      RBMREC_STORE_ASSIGN_OR_RETURN(previous, read(k));
+    }
+    expect_stored = true;
+    RBMREC_STORE_ASSIGN_OR_RETURN(bool updated, write(update_rating, k, row));
+    if (!updated || !previous.has_value()) {
+      return absl::InternalError(absl::StrFormat(
+          "database '%s': row %d: the rating of (%s, %s) neither inserted nor "
+          "updated",
+          path_, k.row, row.user, row.item));
+    }
+    result.previous[k.row] = previous;
+    ++result.replaced;
   }
   RBMREC_STORE_RETURN_IF_ERROR(txn.Commit());
   user_undo.Commit();
@@ -897,9 +618,10 @@ absl::StatusOr<std::vector<UserRating>> Store::GetUserRatings(
   return out;
 }
 
-absl::StatusOr<Snapshot> Store::ReadSnapshot() const {
-  absl::MutexLock lock(&reader_->mu);
-  Connection& conn = *reader_->conn;
+namespace {
+
+// ReadSnapshot's work, on `conn`.
+absl::StatusOr<Snapshot> ReadSnapshotOn(Connection& conn) {
   RBMREC_STORE_ASSIGN_OR_RETURN(sqlite3_stmt * count,
                                 conn.Prepare("SELECT count(*) FROM ratings"));
   RBMREC_STORE_ASSIGN_OR_RETURN(
@@ -940,7 +662,7 @@ absl::StatusOr<Snapshot> Store::ReadSnapshot() const {
           item_pos[static_cast<size_t>(i)] < 0) {
         return absl::DataLossError(absl::StrFormat(
             "database '%s': rating (%d, %d) refers to a missing user or item",
-            path_, u, i));
+            conn.path(), u, i));
       }
       snap.ratings.push_back(Snapshot::Row{user_pos[static_cast<size_t>(u)],
                                            item_pos[static_cast<size_t>(i)],
@@ -951,13 +673,46 @@ absl::StatusOr<Snapshot> Store::ReadSnapshot() const {
   return snap;
 }
 
+// LoadModelBlob's work, on `conn`.
+absl::StatusOr<std::string> LoadModelBlobOn(Connection& conn, int64_t version) {
+  RBMREC_STORE_ASSIGN_OR_RETURN(
+      sqlite3_stmt * stmt,
+      conn.Prepare("SELECT model FROM models WHERE version=?1"));
+  Stmt s(conn, stmt);
+  s.BindInt(1, version);
+  RBMREC_STORE_ASSIGN_OR_RETURN(bool row, s.Next());
+  if (!row) {
+    return absl::NotFoundError(absl::StrFormat("no model version %d", version));
+  }
+  const void* data = sqlite3_column_blob(stmt, 0);
+  const int n = sqlite3_column_bytes(stmt, 0);
+  if (data == nullptr || n <= 0) return std::string();
+  return std::string(static_cast<const char*>(data), static_cast<size_t>(n));
+}
+
+}  // namespace
+
+absl::StatusOr<Snapshot> Store::ReadSnapshot() const {
+  if (memory()) {
+    absl::MutexLock lock(&writer_.mu);
+    return ReadSnapshotOn(*writer_.conn);
+  }
+  RBMREC_STORE_ASSIGN_OR_RETURN(std::unique_ptr<Connection> conn,
+                                OpenLongReader());
+  return ReadSnapshotOn(*conn);
+}
+
 absl::StatusOr<Stats> Store::GetStats() const {
   absl::MutexLock lock(&reader_->mu);
   Connection& conn = *reader_->conn;
   RBMREC_STORE_ASSIGN_OR_RETURN(
-      sqlite3_stmt * stmt, conn.Prepare("SELECT (SELECT count(*) FROM users), "
-                                        "(SELECT count(*) FROM items), "
-                                        "(SELECT count(*) FROM ratings)"));
+      sqlite3_stmt * stmt,
+      conn.Prepare("SELECT (SELECT count(*) FROM users), "
+                   "(SELECT count(*) FROM items), "
+                   "(SELECT count(*) FROM ratings), "
+                   "(SELECT count(*) FROM models), "
+                   "(SELECT page_count FROM pragma_page_count()), "
+                   "(SELECT page_size FROM pragma_page_size())"));
   Txn txn(conn);
   RBMREC_STORE_RETURN_IF_ERROR(txn.Begin(Txn::kRead));
   Stats stats;
@@ -965,13 +720,20 @@ absl::StatusOr<Stats> Store::GetStats() const {
     Stmt s(conn, stmt);
     RBMREC_STORE_ASSIGN_OR_RETURN(bool row, s.Next());
     if (!row) return absl::InternalError("no row from count query");
-    stats.users = sqlite3_column_int64(stmt, 0);
-    stats.items = sqlite3_column_int64(stmt, 1);
-    stats.ratings = sqlite3_column_int64(stmt, 2);
+    stats.users = s.Int(0);
+    stats.items = s.Int(1);
+    stats.ratings = s.Int(2);
+    stats.model_versions = s.Int(3);
+    if (!memory()) stats.database_bytes = s.Int(4) * s.Int(5);
   }
   RBMREC_STORE_ASSIGN_OR_RETURN(stats.active_model_version,
                                 ReadActiveVersion(conn));
   RBMREC_STORE_RETURN_IF_ERROR(txn.Commit());
+  if (!memory()) {
+    std::error_code ec;
+    const std::uintmax_t wal = std::filesystem::file_size(path_ + "-wal", ec);
+    if (!ec) stats.database_bytes += static_cast<int64_t>(wal);
+  }
   return stats;
 }
 
@@ -1044,7 +806,7 @@ absl::StatusOr<std::vector<ModelInfo>> Store::ListModels() const {
   RBMREC_STORE_ASSIGN_OR_RETURN(
       sqlite3_stmt * stmt,
       conn.Prepare("SELECT version, created_unix_ms, kind, n_users, n_items, "
-                   "n_ratings, metrics, size_bytes FROM models "
+                   "n_ratings, metrics, size_bytes, pinned FROM models "
                    "ORDER BY version DESC"));
   Txn txn(conn);
   RBMREC_STORE_RETURN_IF_ERROR(txn.Begin(Txn::kRead));
@@ -1065,6 +827,7 @@ absl::StatusOr<std::vector<ModelInfo>> Store::ListModels() const {
       m.n_ratings = sqlite3_column_int64(stmt, 5);
       m.metrics_json = std::string(ColumnText(stmt, 6));
       m.size_bytes = sqlite3_column_int64(stmt, 7);
+      m.pinned = sqlite3_column_int64(stmt, 8) != 0;
       m.active = active.has_value() && *active == m.version;
       out.push_back(std::move(m));
     }
@@ -1074,21 +837,13 @@ absl::StatusOr<std::vector<ModelInfo>> Store::ListModels() const {
 }
 
 absl::StatusOr<std::string> Store::LoadModelBlob(int64_t version) const {
-  absl::MutexLock lock(&reader_->mu);
-  Connection& conn = *reader_->conn;
-  RBMREC_STORE_ASSIGN_OR_RETURN(
-      sqlite3_stmt * stmt,
-      conn.Prepare("SELECT model FROM models WHERE version=?1"));
-  Stmt s(conn, stmt);
-  s.BindInt(1, version);
-  RBMREC_STORE_ASSIGN_OR_RETURN(bool row, s.Next());
-  if (!row) {
-    return absl::NotFoundError(absl::StrFormat("no model version %d", version));
+  if (memory()) {
+    absl::MutexLock lock(&writer_.mu);
+    return LoadModelBlobOn(*writer_.conn, version);
   }
-  const void* data = sqlite3_column_blob(stmt, 0);
-  const int n = sqlite3_column_bytes(stmt, 0);
-  if (data == nullptr || n <= 0) return std::string();
-  return std::string(static_cast<const char*>(data), static_cast<size_t>(n));
+  RBMREC_STORE_ASSIGN_OR_RETURN(std::unique_ptr<Connection> conn,
+                                OpenLongReader());
+  return LoadModelBlobOn(*conn, version);
 }
 
 absl::StatusOr<std::optional<int64_t>> Store::ActiveModelVersion() const {
@@ -1096,35 +851,111 @@ absl::StatusOr<std::optional<int64_t>> Store::ActiveModelVersion() const {
   return ReadActiveVersion(*reader_->conn);
 }
 
-absl::Status Store::PruneModels(int keep_last) {
+absl::Status Store::PinModel(int64_t version, bool pinned) {
   RBMREC_STORE_RETURN_IF_ERROR(CheckWritable());
-  if (keep_last < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("keep_last must be >= 0, got %d", keep_last));
-  }
   absl::MutexLock lock(&writer_.mu);
   Connection& conn = *writer_.conn;
   RBMREC_STORE_ASSIGN_OR_RETURN(
-      sqlite3_stmt * stmt,
-      conn.Prepare("DELETE FROM models WHERE version NOT IN "
-                   "(SELECT version FROM models ORDER BY version DESC "
-                   "LIMIT ?1) AND version IS NOT "
-                   "(SELECT CAST(value AS INTEGER) FROM meta WHERE key=?2)"));
+      sqlite3_stmt * update,
+      conn.Prepare("UPDATE models SET pinned=?2 WHERE version=?1"));
   Txn txn(conn);
   RBMREC_STORE_RETURN_IF_ERROR(txn.Begin(Txn::kWrite));
   {
-    Stmt s(conn, stmt);
-    s.BindInt(1, keep_last);
-    s.BindText(2, kActiveModelKey);
+    Stmt s(conn, update);
+    s.BindInt(1, version);
+    s.BindInt(2, pinned ? 1 : 0);
     RBMREC_STORE_RETURN_IF_ERROR(s.Run());
+    if (sqlite3_changes(conn.db()) == 0) {
+      return absl::NotFoundError(
+          absl::StrFormat("no model version %d", version));
+    }
   }
   return txn.Commit();
 }
 
-#undef RBMREC_STORE_RETURN_IF_ERROR
-#undef RBMREC_STORE_ASSIGN_OR_RETURN
-#undef RBMREC_STORE_ASSIGN_OR_RETURN_IMPL
-#undef RBMREC_STORE_CONCAT
-#undef RBMREC_STORE_CONCAT_INNER
+absl::StatusOr<int64_t> Store::DeleteModel(int64_t version) {
+  RBMREC_STORE_RETURN_IF_ERROR(CheckWritable());
+  absl::MutexLock lock(&writer_.mu);
+  Connection& conn = *writer_.conn;
+  RBMREC_STORE_ASSIGN_OR_RETURN(
+      sqlite3_stmt * find,
+      conn.Prepare("SELECT size_bytes FROM models WHERE version=?1"));
+  Txn txn(conn);
+  RBMREC_STORE_RETURN_IF_ERROR(txn.Begin(Txn::kWrite));
+  int64_t size_bytes = 0;
+  {
+    Stmt s(conn, find);
+    s.BindInt(1, version);
+    RBMREC_STORE_ASSIGN_OR_RETURN(bool row, s.Next());
+    if (!row) {
+      return absl::NotFoundError(
+          absl::StrFormat("no model version %d", version));
+    }
+    size_bytes = s.Int(0);
+  }
+  RBMREC_STORE_ASSIGN_OR_RETURN(std::optional<int64_t> active,
+                                ReadActiveVersion(conn));
+  if (active == version) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "model version %d is the active version; activate another version "
+        "before deleting it",
+        version));
+  }
+  RBMREC_STORE_RETURN_IF_ERROR(DeleteVersions(conn, {version}));
+  RBMREC_STORE_RETURN_IF_ERROR(txn.Commit());
+  // Best effort: the file shrinks once the WAL is checkpointed; a later
+  // (automatic) checkpoint completes what cannot be done now.
+  (void)internal::CheckpointPassive(conn);
+  return size_bytes;
+}
+
+absl::StatusOr<PruneResult> Store::PruneModels(const RetentionPolicy& policy) {
+  RBMREC_STORE_RETURN_IF_ERROR(CheckWritable());
+  if (policy.keep_full < 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "retention keep_full must be >= 0, got %d", policy.keep_full));
+  }
+  if (policy.keep_online < 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "retention keep_online must be >= 0, got %d", policy.keep_online));
+  }
+  absl::MutexLock lock(&writer_.mu);
+  Connection& conn = *writer_.conn;
+  RBMREC_STORE_ASSIGN_OR_RETURN(
+      sqlite3_stmt * list,
+      conn.Prepare("SELECT version, kind, size_bytes, pinned FROM models "
+                   "ORDER BY version DESC"));
+  Txn txn(conn);
+  RBMREC_STORE_RETURN_IF_ERROR(txn.Begin(Txn::kWrite));
+  RBMREC_STORE_ASSIGN_OR_RETURN(std::optional<int64_t> active,
+                                ReadActiveVersion(conn));
+  PruneResult result;
+  {
+    Stmt s(conn, list);
+    int full_kept = 0;
+    int online_kept = 0;
+    while (true) {
+      RBMREC_STORE_ASSIGN_OR_RETURN(bool row, s.Next());
+      if (!row) break;
+      const int64_t version = s.Int(0);
+      const bool online = s.Text(1) == kModelKindOnline;
+      // Newest first: the first keep_* of each kind are the newest.
+      int& kept = online ? online_kept : full_kept;
+      const bool newest =
+          kept < (online ? policy.keep_online : policy.keep_full);
+      if (newest) ++kept;
+      if (newest || s.Int(3) != 0 || active == version) continue;
+      result.deleted_versions.push_back(version);
+      result.freed_bytes += s.Int(2);
+    }
+  }
+  RBMREC_STORE_RETURN_IF_ERROR(DeleteVersions(conn, result.deleted_versions));
+  RBMREC_STORE_RETURN_IF_ERROR(txn.Commit());
+  if (!result.deleted_versions.empty()) {
+    // Best effort, as in DeleteModel.
+    (void)internal::CheckpointPassive(conn);
+  }
+  return result;
+}
 
 }  // namespace rbmrec::store

@@ -1,22 +1,37 @@
 #ifndef RBMREC_STORE_STORE_H_
 #define RBMREC_STORE_STORE_H_
 
-// The SQLite store: users, items, ratings and trained model versions. This is
+// The store: users, items, ratings and trained model versions, in SQLite.
+// This interface is backend-neutral (no SQL, no SQLite type); the SQLite
+// implementation lives in store.cc (queries), schema.cc (schema, migrations)
+// and sqlite_db.cc (connections, statements, transactions, error mapping),
 // the only code in rbmrec that speaks SQL.
 //
-// Connections. A file database gets two SQLite connections: a write
-// connection guarded by one mutex (every write is serialized on it) and a
-// read connection guarded by another, so a long read (ReadSnapshot) runs
-// beside writes: in WAL mode a reader sees the last committed state and never
-// blocks the writer, nor the writer the reader. ":memory:" uses ONE connection
-// for both (a second connection would open a different, empty database), so
-// there reads and writes serialize on the same mutex.
+// Connections. A file database gets a write connection guarded by one mutex
+// (every write is serialized on it) and a read connection guarded by another
+// for the short reads (GetUserRatings, GetTitles, GetStats, ListModels,
+// ActiveModelVersion). The long reads, ReadSnapshot and LoadModelBlob, each
+// open a connection of their own for the call, so a point read never waits
+// behind a training snapshot or a model blob. In WAL mode a reader sees the
+// last committed state and never blocks the writer, nor the writer a reader.
+// ":memory:" uses ONE connection for everything (a second connection would
+// open a different, empty database), so there all calls serialize on one
+// mutex; a read-only store uses one connection for the short reads and fresh
+// ones for the long reads.
 //
 // Indices. Users and items have stable indices in the database (the `idx`
 // INTEGER PRIMARY KEY AUTOINCREMENT columns, starting at 1), never reused,
 // even after deletion. The API speaks external string ids only; the one place
 // where indices appear is Snapshot, whose indices are positions in its own
 // `users` / `items` vectors (see Snapshot).
+//
+// Space. Files are auto_vacuum=INCREMENTAL: deleting model versions
+// (DeleteModel, PruneModels) gives their pages back to the file system in the
+// same call (the file shrinks once the WAL is checkpointed, which those calls
+// attempt). Files created by older builds are converted by one VACUUM at
+// their first read-write Open (it rewrites the file: it needs free disk space
+// and time about proportional to its size). The WAL file is truncated to at
+// most 64 MiB after a checkpoint. StoreOptions.max_bytes caps the file size.
 //
 // Durability. Files use journal_mode=WAL. A write method that returned OK has
 // committed: its data survives a crash of the process (kill -9) with either
@@ -38,9 +53,15 @@
 //                       is a regular file, ...);
 //   PermissionDenied    the file or its directory is not writable / readable;
 //   Unavailable         the database is locked by another connection or
-//                       process beyond busy_timeout_ms ("... is locked"), or
-//                       an I/O error;
-//   ResourceExhausted   disk full, or a value larger than SQLite accepts;
+//                       process beyond busy_timeout_ms ("... is locked"),
+//                       with reason DATABASE_LOCKED (core/error_reason.h);
+//                       or an I/O error (no reason);
+//   ResourceExhausted   the disk or StoreOptions.max_bytes is full: reason
+//                       STORAGE_FULL, message "storage full: ..." (nothing of
+//                       the failed write is stored; reads keep working;
+//                       writes work again once space is freed, e.g. by
+//                       DeleteModel / PruneModels); or a value larger than
+//                       SQLite accepts (no reason);
 //   DataLoss            the file is not a database or is corrupt;
 //   Internal            anything else SQLite reports.
 // Messages name the database path and include SQLite's own message.
@@ -67,14 +88,16 @@
 namespace rbmrec::store {
 
 // The schema version this build creates and understands (PRAGMA user_version).
-inline constexpr int kSchemaVersion = 1;
+// Version 1 files are migrated at Open.
+inline constexpr int kSchemaVersion = 2;
 
 // Ids (users and items) are at most this many bytes.
 inline constexpr size_t kMaxIdBytes = 256;
 
 struct StoreOptions {
   // How long a write (or Open's migration) waits for a lock held by another
-  // connection / process before failing with Unavailable. Default 5 s.
+  // connection / process before failing with Unavailable, reason
+  // DATABASE_LOCKED. Default 5 s.
   int busy_timeout_ms = 5000;
 
   // true: PRAGMA synchronous=FULL, the WAL is fsync()ed at every commit, so a
@@ -87,6 +110,13 @@ struct StoreOptions {
   // runs (the file must already have kSchemaVersion) and every write method
   // returns FailedPrecondition. Not allowed with ":memory:". Default false.
   bool read_only = false;
+
+  // The largest the database file may grow, in bytes (rounded down to whole
+  // pages of 4 KiB; the WAL file is not counted). A write that would grow it
+  // further fails with ResourceExhausted, reason STORAGE_FULL, like a full
+  // disk. A limit below the file's current size keeps the current size.
+  // 0 = no limit (the disk's). REQUIRES: >= 0. Default 0.
+  int64_t max_bytes = 0;
 };
 
 // One rating to upsert. `timestamp` is opaque to the store (the service uses
@@ -104,6 +134,12 @@ struct UpsertResult {
                           // one stored earlier in the same batch
   int64_t new_users = 0;  // users created by the batch
   int64_t new_items = 0;  // items created by the batch
+  // One entry per input row, in input order: the rating the row's (user,
+  // item) had just before the row was applied, read inside the batch's
+  // transaction; nullopt when it had none. A row that replaces an earlier row
+  // of the same batch sees that row's rating. previous[i].has_value() exactly
+  // for the rows counted in `replaced`.
+  std::vector<std::optional<double>> previous;
 };
 
 // Item metadata. An empty title / attributes_json is stored as NULL ("none").
@@ -140,19 +176,46 @@ struct Stats {
   int64_t items = 0;    // item rows
   int64_t ratings = 0;  // rating rows
   std::optional<int64_t> active_model_version;
+  int64_t model_versions = 0;  // stored model versions
+  // Size of the database on disk: the database (page_count * page_size, as
+  // of this read) plus the current size of its WAL file. 0 for ":memory:".
+  int64_t database_bytes = 0;
 };
+
+// The kinds of model version the service stores (ModelInfo.kind): a model
+// trained by Train, and one published by the online updater.
+inline constexpr std::string_view kModelKindFull = "full";
+inline constexpr std::string_view kModelKindOnline = "online";
 
 // One stored model version (its blob is read separately by LoadModelBlob).
 struct ModelInfo {
   int64_t version = 0;          // assigned by InsertModel, increasing, >= 1
   int64_t created_unix_ms = 0;  // 0 given to InsertModel means "now"
-  std::string kind;             // e.g. "rbm"
+  std::string kind;  // kModelKindFull, kModelKindOnline, or any other
   int64_t n_users = 0;
   int64_t n_items = 0;
   int64_t n_ratings = 0;
   std::string metrics_json;  // a JSON object, or empty
   int64_t size_bytes = 0;    // size of the blob; set by InsertModel
   bool active = false;       // whether this is the active version
+  bool pinned = false;       // never removed by PruneModels (see PinModel);
+                             // ignored by InsertModel (new versions are not
+                             // pinned)
+};
+
+// Which model versions PruneModels keeps: the active version, every pinned
+// one, the newest `keep_full` versions whose kind is not kModelKindOnline
+// (the service stores kModelKindFull) and the newest `keep_online` versions of
+// kind kModelKindOnline ("newest" = highest version). A kept version may
+// count under several rules (the active one is also one of the newest).
+struct RetentionPolicy {
+  int keep_full = 3;    // REQUIRES: >= 0
+  int keep_online = 2;  // REQUIRES: >= 0
+};
+
+struct PruneResult {
+  std::vector<int64_t> deleted_versions;  // newest first
+  int64_t freed_bytes = 0;  // sum of the deleted versions' size_bytes
 };
 
 namespace internal {
@@ -161,20 +224,24 @@ class Connection;
 
 // Thread-safe: every method may be called concurrently from any thread.
 // Writes are serialized by an internal mutex; reads run in parallel with
-// writes on a separate connection (file databases), see the top of this file.
+// writes on other connections (file databases), see the top of this file.
 class Store {
  public:
   // Opens (creating if needed, unless options.read_only) the database at
   // `path`, or a private in-memory database when path is ":memory:". Sets
-  // journal_mode=WAL (files), busy_timeout, synchronous and foreign_keys, and
-  // migrates the schema to kSchemaVersion in one transaction.
-  // REQUIRES: path is not empty; options.busy_timeout_ms >= 0.
+  // journal_mode=WAL (files), busy_timeout, synchronous and foreign_keys,
+  // migrates the schema to kSchemaVersion in one transaction, converts an
+  // older file to auto_vacuum=INCREMENTAL (one VACUUM, see "Space" above;
+  // when the disk has no room for it the store opens anyway and retries at
+  // the next Open), and applies max_bytes.
+  // REQUIRES: path is not empty; options.busy_timeout_ms >= 0;
+  // options.max_bytes >= 0.
   // Errors: InvalidArgument for an empty path, a negative timeout or
-  // read_only with ":memory:"; FailedPrecondition "database schema version N
-  // is newer than this build supports (M)"; PermissionDenied /
+  // max_bytes, or read_only with ":memory:"; FailedPrecondition "database
+  // schema version N is newer than this build supports (M)"; PermissionDenied /
   // FailedPrecondition / DataLoss when the file cannot be opened (the message
   // names the path and SQLite's message); Unavailable when a needed migration
-  // waits longer than the busy timeout for another process's lock.
+  // or VACUUM waits longer than the busy timeout for another process's lock.
   static absl::StatusOr<std::unique_ptr<Store>> Open(
       const std::string& path, const StoreOptions& options = {});
 
@@ -191,12 +258,16 @@ class Store {
   // A row for an existing (user, item) replaces its rating and timestamp; so
   // does a later row of the same batch (last wins). Unknown users and items
   // are created. Validates shape only (the caller checks the rating scale):
-  // ids non-empty and at most kMaxIdBytes bytes, rating finite.
+  // ids non-empty and at most kMaxIdBytes bytes, rating finite. Returns the
+  // counts and each row's previous rating (UpsertResult::previous), read in
+  // the same transaction, so a caller needs no read-before-write.
   // Thread-safe (serialized with the other writes).
   // Errors: InvalidArgument naming the row index and field ("row 17: empty
   // item id") with nothing stored; FailedPrecondition if read-only;
-  // Unavailable "... is locked ..." if another process holds the write lock
-  // beyond the busy timeout; others as listed at the top of this file.
+  // Unavailable "... is locked ..." (DATABASE_LOCKED) if another process
+  // holds the write lock beyond the busy timeout; ResourceExhausted
+  // "storage full: ..." (STORAGE_FULL) when the disk or max_bytes is full;
+  // others as listed at the top of this file.
   absl::StatusOr<UpsertResult> UpsertRatings(absl::Span<const RatingRow> rows);
 
   // Deletes the ratings of `user` for `items` (unknown items and items the
@@ -230,17 +301,20 @@ class Store {
 
   // --- Reads ---------------------------------------------------------------
 
-  // Returns the ratings of `user` sorted by item idx (the order items first
-  // appeared). Thread-safe (read connection). Errors: NotFound if unknown.
+  // Returns the ratings of `user` (with the timestamps stored by the last
+  // upsert of each) sorted by item idx (the order items first appeared).
+  // Thread-safe (read connection). Errors: NotFound if unknown.
   absl::StatusOr<std::vector<UserRating>> GetUserRatings(
       std::string_view user) const;
 
   // Reads all users, items and ratings in one read transaction: a consistent
   // state that includes each committed write entirely or not at all.
-  // Thread-safe; on a file database it does not block writers.
+  // Thread-safe; on a file database it runs on a connection of its own, so
+  // it blocks neither writers nor the other reads.
   absl::StatusOr<Snapshot> ReadSnapshot() const;
 
-  // Counts rows, consistently (one statement). Thread-safe.
+  // Counts rows and model versions and measures the database, consistently
+  // (one read transaction). Thread-safe.
   absl::StatusOr<Stats> GetStats() const;
 
   // --- Model versions ------------------------------------------------------
@@ -250,7 +324,8 @@ class Store {
   // makes it the active version, all in ONE transaction. Returns the version.
   // Thread-safe. Errors: InvalidArgument if metrics_json is neither empty nor
   // a JSON object; ResourceExhausted if the blob is larger than SQLite's limit
-  // (1 GB); FailedPrecondition if read-only; Unavailable when locked.
+  // (1 GB), or STORAGE_FULL when the disk or max_bytes has no room for it;
+  // FailedPrecondition if read-only; Unavailable when locked.
   absl::StatusOr<int64_t> InsertModel(const ModelInfo& meta,
                                       std::string_view blob, bool activate);
 
@@ -260,10 +335,11 @@ class Store {
   absl::Status ActivateModel(int64_t version);
 
   // Lists all model versions, newest (highest version) first, with `active`
-  // set on the active one. Thread-safe.
+  // set on the active one and `pinned` on pinned ones. Thread-safe.
   absl::StatusOr<std::vector<ModelInfo>> ListModels() const;
 
-  // Returns the blob of `version`. Thread-safe.
+  // Returns the blob of `version`. Thread-safe; on a file database it runs on
+  // a connection of its own, like ReadSnapshot.
   // Errors: NotFound if there is no such version.
   absl::StatusOr<std::string> LoadModelBlob(int64_t version) const;
 
@@ -271,11 +347,24 @@ class Store {
   // Thread-safe.
   absl::StatusOr<std::optional<int64_t>> ActiveModelVersion() const;
 
-  // Deletes all model versions but the `keep_last` newest, never the active
-  // one (which is kept in addition to them). Thread-safe.
-  // REQUIRES: keep_last >= 0 (else InvalidArgument).
-  // Errors: FailedPrecondition if read-only; Unavailable when locked.
-  absl::Status PruneModels(int keep_last);
+  // Pins (`pinned` true) or unpins a version: PruneModels never deletes a
+  // pinned version. Idempotent. Thread-safe.
+  // Errors: NotFound if there is no such version; FailedPrecondition if
+  // read-only; Unavailable when locked.
+  absl::Status PinModel(int64_t version, bool pinned);
+
+  // Deletes `version` (pinned or not: a caller that must respect pins checks
+  // ModelInfo.pinned first) and gives its pages back, in one transaction.
+  // Returns the freed bytes: the version's size_bytes. Thread-safe.
+  // Errors: NotFound if there is no such version; FailedPrecondition if it is
+  // the active version, or if read-only; Unavailable when locked.
+  absl::StatusOr<int64_t> DeleteModel(int64_t version);
+
+  // Deletes every version `policy` does not keep (see RetentionPolicy) and
+  // gives their pages back, in one transaction. Thread-safe.
+  // Errors: InvalidArgument naming the field when keep_full or keep_online is
+  // negative; FailedPrecondition if read-only; Unavailable when locked.
+  absl::StatusOr<PruneResult> PruneModels(const RetentionPolicy& policy);
 
  private:
   // One connection and the mutex that serializes its use.
@@ -289,13 +378,20 @@ class Store {
   // Loads the ext_id -> idx caches from the write connection.
   absl::Status LoadCaches() ABSL_EXCLUSIVE_LOCKS_REQUIRED(writer_.mu);
 
+  // Opens a connection of its own for one long read (file databases only).
+  absl::StatusOr<std::unique_ptr<internal::Connection>> OpenLongReader() const;
+
+  // Whether this is a ":memory:" database (one connection for everything).
+  bool memory() const;
+
   // FailedPrecondition when the store is read-only.
   absl::Status CheckWritable() const;
 
   const std::string path_;
   const StoreOptions options_;
 
-  // All writes (and, for ":memory:" or read-only stores, all reads).
+  // All writes; also the short reads of ":memory:" and read-only stores, and
+  // the long reads of ":memory:".
   mutable Guarded writer_;
   // Reads of a file database; unused (conn null) for ":memory:"/read-only.
   mutable Guarded reader_storage_;
