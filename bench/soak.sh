@@ -144,10 +144,16 @@ elapsed() { awk -v s="$start" -v n="$(now)" 'BEGIN { printf "%d", n - s }'; }
 # ---- load windows and samples ---------------------------------------------
 printf 't predict_qps predict_p99 recommend_qps recommend_p99 load_errors rss_kb db_bytes versions_full versions_online other_errors\n' \
   >"$tmp/samples"
+died=0
 while [ "$(elapsed)" -lt "$duration" ]; do
   "$bin/rbmrec-loadgen" --server "127.0.0.1:$port" --concurrency "$conc" \
     --duration 10 --warmup 0 --mix predict=8,recommend=2 --ratings "$data" \
-    --json >"$tmp/load.json"
+    --json >"$tmp/load.json" || true
+  if ! kill -0 "$server_pid" 2>/dev/null; then
+    echo "soak: the server died at t=$(elapsed)s; log tail:" && tail -5 "$tmp/server.log"
+    died=1
+    break
+  fi
   rss=$(awk '/^VmRSS/ { print $2 }' "/proc/$server_pid/status")
   dbb=$(cat "$db" "$db-wal" 2>/dev/null | wc -c)
   cli --json models >"$tmp/models.json"
@@ -167,12 +173,13 @@ done
 touch "$tmp/stop"
 wait_for_workers() { local p; for p in $(jobs -p); do [ "$p" = "$server_pid" ] || wait "$p"; done; }
 wait_for_workers
-echo "trains at t = $(tr '\n' ' ' <"$tmp/trains" 2>/dev/null)s; online updates $(cli --json stats | python3 -c 'import json,sys; print(json.load(sys.stdin)["online_updates"])')"
-kill -TERM "$server_pid"
+echo "trains at t = $(tr '\n' ' ' <"$tmp/trains" 2>/dev/null || true)s; online updates $(cli --json stats | python3 -c 'import json,sys; print(json.load(sys.stdin)["online_updates"])' || echo "unknown")"
 rc=0
+kill -TERM "$server_pid" 2>/dev/null || true
 wait "$server_pid" || rc=$?
 server_pid=
 echo "server exit code after SIGTERM: $rc"
 echo
 python3 "$root/bench/suites/soak_report.py" "$tmp/samples" --duration "$duration" \
-  "${version_limit[@]}" --errors-log "$tmp/errors.log"
+  "${version_limit[@]}" --errors-log "$tmp/errors.log" || died=1
+exit "$died"
