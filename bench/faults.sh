@@ -66,7 +66,7 @@ if ! python3 -c 'import grpc' 2>/dev/null; then PY=/usr/bin/python3; fi
 RANDOM=$((seed % 32768))
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/rbmrec-faults.XXXXXX")
-server_pid= server_job=
+server_pid='' server_job=''
 cleanup() {
   if [ -n "$server_pid" ]; then kill -KILL "$server_pid" 2>/dev/null || true; fi
   wait 2>/dev/null || true
@@ -90,7 +90,7 @@ sflag() {
   elif grep -q -e "--$u\\b" <<<"$server_help"; then echo "--$u"
   else return 1; fi
 }
-port= db=
+port='' db=''
 cli() { "$bin/rbmrec" --server "127.0.0.1:$port" "$@"; }
 # start_server [FLAGS...]: starts on $port/$db, waits until health answers
 # SERVING (at most 30 s); returns 1 if it exits or never answers.
@@ -122,7 +122,7 @@ kill_server() {
   reap_server
 }
 # Waits for a server the client has SIGKILLed.
-reap_server() { wait "$server_job" 2>/dev/null || true; server_pid= server_job=; }
+reap_server() { wait "$server_job" 2>/dev/null || true; server_pid='' server_job=''; }
 # setup_model [TRAIN FLAGS]: u.data imported (journaled as acknowledged) and
 # a model trained; prints the train's wall ms.
 setup_model() {
@@ -137,8 +137,8 @@ setup_model() {
 # Per-scenario counters; `verify` updates them, `report` prints them.
 acked=0 lost=0 partial=0 restarts_failed=0 integrity_ok=0 checks=0 extra_bad=0
 cli_bad=0 cli_checked=0
-notes= failed=0
-reset() { acked=0 lost=0 partial=0 restarts_failed=0 integrity_ok=0 checks=0 extra_bad=0 notes=; }
+notes='' failed=0
+reset() { acked=0 lost=0 partial=0 restarts_failed=0 integrity_ok=0 checks=0 extra_bad=0 notes=''; }
 verify() {
   local r
   r=$(client verify --db "$db" --journal "$journal")
@@ -277,7 +277,7 @@ report online "$done_trials"
 if max_mb=$(sflag db-max-mb); then
   reset
   port=52205
-  done_trials=0 wrong=0 down=0 reasons=
+  done_trials=0 wrong=0 down=0 reasons=''
   for t in $(seq "$trials"); do
     db=$tmp/full-$t.db journal=$tmp/full-$t.journal
     start_server "$max_mb" 32
@@ -307,7 +307,7 @@ busy_s=5 lock_flags=()
 if busy=$(sflag busy-timeout-ms); then busy_s=1 lock_flags=("$busy" 1000); fi
 start_server "${lock_flags[@]}"
 setup_model --hidden 8 >/dev/null
-done_trials=0 not_unavailable=0 predict_bad=0 after_bad=0 reasons= add_s=
+done_trials=0 not_unavailable=0 predict_bad=0 after_bad=0 reasons='' add_s=''
 for t in $(seq "$trials"); do
   r=$(client locked --addr "127.0.0.1:$port" --journal "$journal" --db "$db" \
     --id "lock$t" --data "$data" --seed $((seed + t)) --busy-s "$busy_s")
