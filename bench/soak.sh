@@ -131,7 +131,7 @@ elapsed() { awk -v s="$start" -v n="$(now)" 'BEGIN { printf "%d", n - s }'; }
 (
   next=$train_every
   while [ ! -e "$tmp/stop" ]; do
-    if [ "$(elapsed)" -ge "$next" ]; then
+    if [ "$(elapsed)" -ge "$next" ] && [ "$next" -lt "$duration" ]; then
       cli train >"$tmp/train.out" 2>&1 || error train "$tmp/train.out"
       echo "$(elapsed)" >>"$tmp/trains"
       next=$((next + train_every))
