@@ -34,7 +34,8 @@
 # Usage: bench/faults.sh [--ci] [--trials N] [--seed S] [ML100K_DIR]
 #   --ci        3 trials per scenario (default 20)
 #   ML100K_DIR  default ../shared/data/movielens/ml-100k (from the repo root)
-# Env: BUILD=build (the build directory). Ports 52200-52299.
+# Env: BUILD=build (the build directory); KEEP_TMP=1 keeps the temp dir
+# (databases, journals, server logs). Ports 52200-52299.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 trials=20 seed=$(date +%s) ml=

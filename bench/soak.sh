@@ -23,7 +23,8 @@
 # Usage: bench/soak.sh [--ci] [DURATION] [ML100K_DIR]
 #   DURATION    seconds (default $DURATION or 600; --ci: 60)
 #   ML100K_DIR  default ../shared/data/movielens/ml-100k (from the repo root)
-# Env: BUILD=build (the build directory), CONCURRENCY=4. Port 52290.
+# Env: BUILD=build (the build directory), CONCURRENCY=4, KEEP_TMP=1 keeps
+# the temp dir (database, server log, samples). Port 52290.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 duration=${DURATION:-600} ci=0 ml=
