@@ -44,7 +44,7 @@ inline absl::Status WithReason(absl::Status status, absl::string_view reason) {
 
 // The reason attached to `status`, or "" when none.
 inline std::string ReasonOf(const absl::Status& status) {
-  std::optional<absl::Cord> payload = status.GetPayload(kReasonPayloadUrl);
+  const auto payload = status.GetPayload(kReasonPayloadUrl);  // absl::optional
   return payload.has_value() ? std::string(*payload) : std::string();
 }
 

@@ -503,6 +503,25 @@ absl::StatusOr<std::optional<int64_t>> ReadActiveVersion(Connection& conn) {
   return std::optional<int64_t>(version);
 }
 
+// Pinned versions are meta rows "pinned_model:<version>".
+constexpr std::string_view kPinnedPrefix = "pinned_model:";
+
+absl::StatusOr<std::vector<int64_t>> ReadPinned(Connection& conn) {
+  RBMREC_STORE_ASSIGN_OR_RETURN(
+      sqlite3_stmt * stmt,
+      conn.Prepare("SELECT substr(key, 14) FROM meta WHERE key GLOB "
+                   "'pinned_model:*'"));
+  Stmt s(conn, stmt);
+  std::vector<int64_t> out;
+  while (true) {
+    RBMREC_STORE_ASSIGN_OR_RETURN(bool row, s.Next());
+    if (!row) break;
+    int64_t v = 0;
+    if (absl::SimpleAtoi(AbslView(ColumnText(stmt, 0)), &v)) out.push_back(v);
+  }
+  return out;
+}
+
 absl::Status WriteActiveVersion(Connection& conn, int64_t version) {
   RBMREC_STORE_ASSIGN_OR_RETURN(
       sqlite3_stmt * stmt,
@@ -659,6 +678,7 @@ absl::StatusOr<UpsertResult> Store::UpsertRatings(
     }
   }
   UpsertResult result;
+  result.previous.resize(rows.size());
   if (rows.empty()) return result;
 
   absl::MutexLock lock(&writer_.mu);
@@ -676,6 +696,10 @@ absl::StatusOr<UpsertResult> Store::UpsertRatings(
   RBMREC_STORE_ASSIGN_OR_RETURN(
       sqlite3_stmt * update_rating,
       conn.Prepare("UPDATE ratings SET rating=?3, ts=?4 "
+                   "WHERE user_idx=?1 AND item_idx=?2"));
+  RBMREC_STORE_ASSIGN_OR_RETURN(
+      sqlite3_stmt * select_rating,
+      conn.Prepare("SELECT rating FROM ratings "
                    "WHERE user_idx=?1 AND item_idx=?2"));
 
   // Declared before the transaction: on failure the transaction rolls back
@@ -711,6 +735,16 @@ absl::StatusOr<UpsertResult> Store::UpsertRatings(
     // Insert first (one B-tree operation for the common case), update only
     // on conflict, which is how replacements are counted.
     for (sqlite3_stmt* stmt : {insert_rating, update_rating}) {
+      if (stmt == update_rating) {
+        Stmt sel(conn, select_rating);
+        sel.BindInt(1, k.user);
+        sel.BindInt(2, k.item);
+        RBMREC_STORE_ASSIGN_OR_RETURN(bool row, sel.Next());
+        if (row) {
+          result.previous[static_cast<size_t>(k.row - rows.data())] =
+              sqlite3_column_double(select_rating, 0);
+        }
+      }
       Stmt s(conn, stmt);
       s.BindInt(1, k.user);
       s.BindInt(2, k.item);
@@ -968,6 +1002,9 @@ absl::StatusOr<Stats> Store::GetStats() const {
     stats.users = sqlite3_column_int64(stmt, 0);
     stats.items = sqlite3_column_int64(stmt, 1);
     stats.ratings = sqlite3_column_int64(stmt, 2);
+    stats.model_versions = sqlite3_column_int64(stmt, 3);
+    stats.database_bytes =
+        path_ == ":memory:" ? 0 : sqlite3_column_int64(stmt, 4);
   }
   RBMREC_STORE_ASSIGN_OR_RETURN(stats.active_model_version,
                                 ReadActiveVersion(conn));
@@ -1069,6 +1106,11 @@ absl::StatusOr<std::vector<ModelInfo>> Store::ListModels() const {
       out.push_back(std::move(m));
     }
   }
+  RBMREC_STORE_ASSIGN_OR_RETURN(std::vector<int64_t> pinned, ReadPinned(conn));
+  for (ModelInfo& m : out) {
+    m.pinned =
+        std::find(pinned.begin(), pinned.end(), m.version) != pinned.end();
+  }
   RBMREC_STORE_RETURN_IF_ERROR(txn.Commit());
   return out;
 }
@@ -1119,6 +1161,131 @@ absl::Status Store::PruneModels(int keep_last) {
     RBMREC_STORE_RETURN_IF_ERROR(s.Run());
   }
   return txn.Commit();
+}
+
+namespace {
+// Size of `version`, NotFound when it does not exist.
+absl::StatusOr<int64_t> ModelSize(Connection& conn, int64_t version) {
+  RBMREC_STORE_ASSIGN_OR_RETURN(
+      sqlite3_stmt * stmt,
+      conn.Prepare("SELECT size_bytes FROM models WHERE version=?1"));
+  Stmt s(conn, stmt);
+  s.BindInt(1, version);
+  RBMREC_STORE_ASSIGN_OR_RETURN(bool row, s.Next());
+  if (!row) {
+    return absl::NotFoundError(absl::StrFormat("no model version %d", version));
+  }
+  return sqlite3_column_int64(stmt, 0);
+}
+
+absl::Status DeleteVersion(Connection& conn, int64_t version) {
+  RBMREC_STORE_ASSIGN_OR_RETURN(
+      sqlite3_stmt * del, conn.Prepare("DELETE FROM models WHERE version=?1"));
+  {
+    Stmt s(conn, del);
+    s.BindInt(1, version);
+    RBMREC_STORE_RETURN_IF_ERROR(s.Run());
+  }
+  RBMREC_STORE_ASSIGN_OR_RETURN(sqlite3_stmt * unpin,
+                                conn.Prepare("DELETE FROM meta WHERE key=?1"));
+  Stmt s(conn, unpin);
+  const std::string key = absl::StrCat(AbslView(kPinnedPrefix), version);
+  s.BindText(1, key);
+  return s.Run();
+}
+}  // namespace
+
+absl::Status Store::PinModel(int64_t version, bool pinned) {
+  RBMREC_STORE_RETURN_IF_ERROR(CheckWritable());
+  absl::MutexLock lock(&writer_.mu);
+  Connection& conn = *writer_.conn;
+  Txn txn(conn);
+  RBMREC_STORE_RETURN_IF_ERROR(txn.Begin(Txn::kWrite));
+  RBMREC_STORE_RETURN_IF_ERROR(ModelSize(conn, version).status());
+  RBMREC_STORE_ASSIGN_OR_RETURN(
+      sqlite3_stmt * stmt,
+      conn.Prepare(pinned ? "INSERT OR REPLACE INTO meta(key, value) "
+                            "VALUES(?1, '1')"
+                          : "DELETE FROM meta WHERE key=?1"));
+  {
+    Stmt s(conn, stmt);
+    const std::string key = absl::StrCat(AbslView(kPinnedPrefix), version);
+    s.BindText(1, key);
+    RBMREC_STORE_RETURN_IF_ERROR(s.Run());
+  }
+  return txn.Commit();
+}
+
+absl::StatusOr<int64_t> Store::DeleteModel(int64_t version) {
+  RBMREC_STORE_RETURN_IF_ERROR(CheckWritable());
+  absl::MutexLock lock(&writer_.mu);
+  Connection& conn = *writer_.conn;
+  Txn txn(conn);
+  RBMREC_STORE_RETURN_IF_ERROR(txn.Begin(Txn::kWrite));
+  RBMREC_STORE_ASSIGN_OR_RETURN(const int64_t size, ModelSize(conn, version));
+  RBMREC_STORE_ASSIGN_OR_RETURN(std::optional<int64_t> active,
+                                ReadActiveVersion(conn));
+  if (active.has_value() && *active == version) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "model version %d is the active version and cannot be deleted",
+        version));
+  }
+  RBMREC_STORE_RETURN_IF_ERROR(DeleteVersion(conn, version));
+  RBMREC_STORE_RETURN_IF_ERROR(txn.Commit());
+  return size;
+}
+
+absl::StatusOr<PruneResult> Store::PruneModels(const RetentionPolicy& policy) {
+  RBMREC_STORE_RETURN_IF_ERROR(CheckWritable());
+  if (policy.keep_full < 0 || policy.keep_online < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("keep_full and keep_online must be >= 0, got %d, %d",
+                        policy.keep_full, policy.keep_online));
+  }
+  absl::MutexLock lock(&writer_.mu);
+  Connection& conn = *writer_.conn;
+  RBMREC_STORE_ASSIGN_OR_RETURN(
+      sqlite3_stmt * list,
+      conn.Prepare("SELECT version, kind, size_bytes FROM models "
+                   "ORDER BY version DESC"));
+  Txn txn(conn);
+  RBMREC_STORE_RETURN_IF_ERROR(txn.Begin(Txn::kWrite));
+  RBMREC_STORE_ASSIGN_OR_RETURN(std::optional<int64_t> active,
+                                ReadActiveVersion(conn));
+  RBMREC_STORE_ASSIGN_OR_RETURN(std::vector<int64_t> pinned, ReadPinned(conn));
+  PruneResult result;
+  {
+    int full = 0;
+    int online = 0;
+    Stmt s(conn, list);
+    while (true) {
+      RBMREC_STORE_ASSIGN_OR_RETURN(bool row, s.Next());
+      if (!row) break;
+      const int64_t version = sqlite3_column_int64(list, 0);
+      const std::string_view kind = ColumnText(list, 1);
+      bool keep =
+          (active.has_value() && *active == version) ||
+          std::find(pinned.begin(), pinned.end(), version) != pinned.end();
+      if (kind == "full") {
+        keep = keep || full < policy.keep_full;
+        ++full;
+      } else if (kind == "online") {
+        keep = keep || online < policy.keep_online;
+        ++online;
+      } else {
+        keep = true;
+      }
+      if (!keep) {
+        result.deleted.push_back(version);
+        result.freed_bytes += sqlite3_column_int64(list, 2);
+      }
+    }
+  }
+  for (const int64_t v : result.deleted) {
+    RBMREC_STORE_RETURN_IF_ERROR(DeleteVersion(conn, v));
+  }
+  RBMREC_STORE_RETURN_IF_ERROR(txn.Commit());
+  return result;
 }
 
 #undef RBMREC_STORE_RETURN_IF_ERROR

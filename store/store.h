@@ -104,6 +104,10 @@ struct UpsertResult {
                           // one stored earlier in the same batch
   int64_t new_users = 0;  // users created by the batch
   int64_t new_items = 0;  // items created by the batch
+  // One entry per input row, in input order: the (user, item)'s rating
+  // before that row was applied (a rating stored by an earlier row of the
+  // same batch counts), nullopt when it had none.
+  std::vector<std::optional<double>> previous;
 };
 
 // Item metadata. An empty title / attributes_json is stored as NULL ("none").
@@ -140,6 +144,21 @@ struct Stats {
   int64_t items = 0;    // item rows
   int64_t ratings = 0;  // rating rows
   std::optional<int64_t> active_model_version;
+  int64_t model_versions = 0;  // stored model versions
+  int64_t database_bytes = 0;  // pages in use x page size; 0 for ":memory:"
+};
+
+// Which model versions PruneModels keeps: the active one, every pinned one,
+// the newest keep_full of kind "full" and the newest keep_online of kind
+// "online" (other kinds are kept as well).
+struct RetentionPolicy {
+  int keep_full = 3;
+  int keep_online = 2;
+};
+
+struct PruneResult {
+  std::vector<int64_t> deleted;  // versions deleted, newest first
+  int64_t freed_bytes = 0;       // sum of their size_bytes
 };
 
 // One stored model version (its blob is read separately by LoadModelBlob).
@@ -153,6 +172,7 @@ struct ModelInfo {
   std::string metrics_json;  // a JSON object, or empty
   int64_t size_bytes = 0;    // size of the blob; set by InsertModel
   bool active = false;       // whether this is the active version
+  bool pinned = false;       // never removed by PruneModels(RetentionPolicy)
 };
 
 namespace internal {
@@ -276,6 +296,21 @@ class Store {
   // REQUIRES: keep_last >= 0 (else InvalidArgument).
   // Errors: FailedPrecondition if read-only; Unavailable when locked.
   absl::Status PruneModels(int keep_last);
+
+  // Pins (or unpins) `version`. Thread-safe. Errors: NotFound if there is no
+  // such version; FailedPrecondition if read-only; Unavailable when locked.
+  absl::Status PinModel(int64_t version, bool pinned);
+
+  // Deletes `version` (pinned or not) and returns its size_bytes. Thread-safe.
+  // Errors: NotFound if there is no such version; FailedPrecondition for the
+  // active version or a read-only store; Unavailable when locked.
+  absl::StatusOr<int64_t> DeleteModel(int64_t version);
+
+  // Deletes every version `policy` does not keep, in one transaction.
+  // Thread-safe. REQUIRES keep_full >= 0 and keep_online >= 0 (else
+  // InvalidArgument). Errors: FailedPrecondition if read-only; Unavailable
+  // when locked.
+  absl::StatusOr<PruneResult> PruneModels(const RetentionPolicy& policy);
 
  private:
   // One connection and the mutex that serializes its use.
