@@ -113,6 +113,9 @@ class ServiceTest : public ::testing::Test {
     o.max_train_threads = 1;
     o.max_batch_rows = 5000;
     o.online_publish_seconds = 3600;
+    // These tests publish every model they train; the if-better policy has
+    // its own tests (registry_test.cc).
+    o.activation = Activation::kAlways;
     return o;
   }
 
