@@ -989,9 +989,13 @@ absl::StatusOr<Stats> Store::GetStats() const {
   absl::MutexLock lock(&reader_->mu);
   Connection& conn = *reader_->conn;
   RBMREC_STORE_ASSIGN_OR_RETURN(
-      sqlite3_stmt * stmt, conn.Prepare("SELECT (SELECT count(*) FROM users), "
-                                        "(SELECT count(*) FROM items), "
-                                        "(SELECT count(*) FROM ratings)"));
+      sqlite3_stmt * stmt,
+      conn.Prepare("SELECT (SELECT count(*) FROM users), "
+                   "(SELECT count(*) FROM items), "
+                   "(SELECT count(*) FROM ratings), "
+                   "(SELECT count(*) FROM models), "
+                   "(SELECT page_count FROM pragma_page_count()) * "
+                   "(SELECT page_size FROM pragma_page_size())"));
   Txn txn(conn);
   RBMREC_STORE_RETURN_IF_ERROR(txn.Begin(Txn::kRead));
   Stats stats;
