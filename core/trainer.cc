@@ -98,8 +98,8 @@ absl::Status ValidateTrainOptions(const TrainOptions& o) {
     return bad("weight-decay", "must be in [0, 1)");
   if (!(o.init_std > 0 && o.init_std < 10))
     return bad("init-std", "must be in (0, 10)");
-  if (!(o.validation_fraction >= 0 && o.validation_fraction < 0.5))
-    return bad("validation", "must be in [0, 0.5)");
+  if (!(o.validation_fraction >= 0 && o.validation_fraction <= 0.5))
+    return bad("validation", "must be in [0, 0.5]");
   if (o.patience < 1) return bad("patience", "must be >= 1");
   if (o.threads < 0 || o.threads > 256) return bad("threads", "must be 0..256");
   if (o.ensemble < 1 || o.ensemble > 64)
