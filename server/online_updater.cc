@@ -5,6 +5,7 @@
 #include <optional>
 #include <utility>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_format.h"
 #include "core/model_file.h"
@@ -12,6 +13,42 @@
 #include "server/log.h"
 
 namespace rbmrec::server {
+
+std::vector<OnlineEvent> EventsFromUpsert(
+    const std::vector<store::RatingRow>& rows,
+    const std::vector<std::optional<double>>& previous) {
+  std::vector<OnlineEvent> events;
+  if (previous.size() != rows.size()) return events;
+  // Per (user, item): the rating before the batch (the first row's
+  // previous) and the final one (the last row's rating).
+  struct Change {
+    std::optional<double> before;
+    double after = 0;
+  };
+  absl::flat_hash_map<std::string, size_t> event_of;
+  absl::flat_hash_map<std::pair<std::string, std::string>, Change> change;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    auto [it, fresh] = change.try_emplace({rows[i].user, rows[i].item});
+    if (fresh) it->second.before = previous[i];
+    it->second.after = rows[i].rating;
+  }
+  for (const store::RatingRow& r : rows) {
+    auto c = change.find({r.user, r.item});
+    if (c == change.end()) continue;  // already handled
+    auto [e, fresh] = event_of.try_emplace(r.user, events.size());
+    if (fresh) events.emplace_back().user = r.user;
+    std::vector<HistDelta>& d = events[e->second].deltas;
+    const Change& ch = c->second;
+    if (!ch.before.has_value()) {
+      d.push_back(HistDelta{r.item, ch.after, +1});
+    } else if (*ch.before != ch.after) {
+      d.push_back(HistDelta{r.item, *ch.before, -1});
+      d.push_back(HistDelta{r.item, ch.after, +1});
+    }
+    change.erase(c);
+  }
+  return events;
+}
 
 OnlineUpdater::OnlineUpdater(store::Store* store, ModelRegistry* registry,
                              const OnlineUpdaterOptions& options)

@@ -39,6 +39,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -63,6 +64,16 @@ struct OnlineEvent {
   std::vector<HistDelta> deltas;
   bool update = true;  // run OnlineUserUpdate for the user
 };
+
+// The events of one committed UpsertRatings call: `previous` is its
+// UpsertResult::previous (one entry per row). Per (user, item) the rating
+// before the call (the first row's previous) and the final one (the last
+// row's rating) give the deltas: +1 final when there was none, -1 before
+// and +1 final when they differ. One event per user, in order of first
+// appearance. Empty when the sizes differ.
+std::vector<OnlineEvent> EventsFromUpsert(
+    const std::vector<store::RatingRow>& rows,
+    const std::vector<std::optional<double>>& previous);
 
 struct OnlineUpdaterOptions {
   bool enabled = true;

@@ -60,6 +60,7 @@
 #include "server/model_registry.h"
 #include "server/online_updater.h"
 #include "server/read_caches.h"
+#include "server/request_checks.h"
 #include "server/training_jobs.h"
 #include "store/store.h"
 
@@ -120,15 +121,6 @@ struct ServiceOptions {
   int online_steps = 1;
   double online_publish_seconds = 60;
 };
-
-// Hard caps of TrainOptions fields: requests over them fail with
-// INVALID_ARGUMENT and reason LIMIT_EXCEEDED, whatever the memory limits.
-inline constexpr int kMaxHidden = 10000;
-inline constexpr int kMaxEpochs = 100000;
-inline constexpr int kMaxBatchSize = 1000000;
-inline constexpr int kMaxCdSteps = 1000;
-inline constexpr int kMaxEnsemble = 64;
-inline constexpr int kMaxTrainThreads = 1024;
 
 class RbmrecService {
  public:
