@@ -90,7 +90,7 @@ ModelRegistry::ModelRegistry(store::Store* store,
                              const RegistryOptions& options)
     : store_(store), options_(options), cache_(options.version_cache_bytes) {}
 
-absl::StatusOr<std::shared_ptr<const Model>> ModelRegistry::Load(
+absl::StatusOr<std::shared_ptr<const Model>> ModelRegistry::LoadVersion(
     int64_t version) const {
   absl::StatusOr<std::string> blob = store_->LoadModelBlob(version);
   if (!blob.ok()) {
@@ -119,22 +119,28 @@ absl::StatusOr<store::ModelInfo> ModelRegistry::Info(int64_t version) const {
       absl::StrCat("model version ", version, " does not exist"));
 }
 
-void ModelRegistry::SetServed(Served s) {
-  std::lock_guard<std::mutex> lock(served_mu_);
-  served_ = std::move(s);
-  load_error_.clear();
+std::shared_ptr<const ModelRegistry::State> ModelRegistry::Load() const {
+  return std::atomic_load(&state_);
 }
 
+void ModelRegistry::Put(State next) {
+  std::atomic_store(&state_,
+                    std::shared_ptr<const State>(
+                        std::make_shared<const State>(std::move(next))));
+}
+
+void ModelRegistry::SetServed(Served s) { Put(State{std::move(s), ""}); }
+
 Served ModelRegistry::Current() const {
-  std::lock_guard<std::mutex> lock(served_mu_);
-  return served_;
+  std::shared_ptr<const State> state = Load();
+  return state != nullptr ? state->served : Served{};
 }
 
 bool ModelRegistry::Serving() const { return Current().model != nullptr; }
 
 std::string ModelRegistry::load_error() const {
-  std::lock_guard<std::mutex> lock(served_mu_);
-  return load_error_;
+  std::shared_ptr<const State> state = Load();
+  return state != nullptr ? state->load_error : "";
 }
 
 void ModelRegistry::LoadAtStart() {
@@ -147,7 +153,7 @@ void ModelRegistry::LoadAtStart() {
   } else if (!active->has_value()) {
     return;  // nothing stored yet
   } else {
-    absl::StatusOr<std::shared_ptr<const Model>> m = Load(**active);
+    absl::StatusOr<std::shared_ptr<const Model>> m = LoadVersion(**active);
     if (m.ok()) {
       SetServed(Served{*m, **active, 0});
       Log(LogLevel::kInfo, "model_loaded",
@@ -163,25 +169,23 @@ void ModelRegistry::LoadAtStart() {
   if (models.ok()) {
     for (const store::ModelInfo& info : *models) {  // newest first
       if (info.active) continue;
-      absl::StatusOr<std::shared_ptr<const Model>> m = Load(info.version);
+      absl::StatusOr<std::shared_ptr<const Model>> m =
+          LoadVersion(info.version);
       if (!m.ok()) continue;
       if (absl::Status s = store_->ActivateModel(info.version); !s.ok()) {
         absl::StrAppend(&error, "; activating fallback version ", info.version,
                         " failed: ", s.ToString());
         break;
       }
-      SetServed(Served{*m, info.version, 0});
       absl::StrAppend(&error, "; fell back to version ", info.version,
                       ", the newest intact one (now active)");
       Log(LogLevel::kWarn, "model_fallback", {F("version", info.version)});
-      std::lock_guard<std::mutex> lock(served_mu_);
-      load_error_ = error;
+      Put(State{Served{*m, info.version, 0}, error});
       return;
     }
   }
   absl::StrAppend(&error, "; no intact version to fall back to");
-  std::lock_guard<std::mutex> lock(served_mu_);
-  load_error_ = error;
+  Put(State{Served{}, error});
 }
 
 absl::StatusOr<Served> ModelRegistry::Get(int64_t version) {
@@ -201,7 +205,7 @@ absl::StatusOr<Served> ModelRegistry::Get(int64_t version) {
   if (std::shared_ptr<const Model> hit = cache_.Find(version)) {
     return Served{std::move(hit), version, 0};
   }
-  absl::StatusOr<std::shared_ptr<const Model>> m = Load(version);
+  absl::StatusOr<std::shared_ptr<const Model>> m = LoadVersion(version);
   if (!m.ok()) return m.status();
   cache_.Put(version, *m);
   return Served{*m, version, 0};
@@ -252,10 +256,13 @@ absl::StatusOr<ModelRegistry::Published> ModelRegistry::PublishFull(
 bool ModelRegistry::ReplaceInMemory(const std::shared_ptr<const Model>& base,
                                     std::shared_ptr<const Model> next,
                                     uint64_t online_seq) {
-  std::lock_guard<std::mutex> lock(served_mu_);
-  if (served_.model != base) return false;
-  served_.model = std::move(next);
-  served_.online_seq = online_seq;
+  std::lock_guard<std::mutex> publish(publish_mu_);
+  std::shared_ptr<const State> state = Load();
+  if (state == nullptr || state->served.model != base) return false;
+  State updated = *state;
+  updated.served.model = std::move(next);
+  updated.served.online_seq = online_seq;
+  Put(std::move(updated));
   return true;
 }
 
@@ -268,11 +275,7 @@ absl::StatusOr<int64_t> ModelRegistry::PublishOnline(
   }
   absl::StatusOr<int64_t> v = store_->InsertModel(meta, blob, true);
   if (!v.ok()) return v.status();
-  {
-    std::lock_guard<std::mutex> lock(served_mu_);
-    served_.version = *v;
-    load_error_.clear();
-  }
+  SetServed(Served{model, *v, Current().online_seq});
   RetainLocked();
   return *v;
 }
@@ -285,7 +288,7 @@ absl::StatusOr<store::ModelInfo> ModelRegistry::Activate(int64_t version,
   }
   std::shared_ptr<const Model> model = cache_.Find(version);
   if (model == nullptr) {
-    absl::StatusOr<std::shared_ptr<const Model>> m = Load(version);
+    absl::StatusOr<std::shared_ptr<const Model>> m = LoadVersion(version);
     if (!m.ok()) {
       if (absl::IsDataLoss(m.status())) {
         Log(LogLevel::kError, "activate_model_corrupt",

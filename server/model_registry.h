@@ -5,12 +5,12 @@
 //
 // Serving. The served snapshot is an immutable std::shared_ptr<const Model>
 // with its version and the online-sequence number it includes (Served);
-// Current() copies it under a mutex that is only ever held for a pointer
-// copy or swap, so readers never wait for training, publishing or a store
-// call.
+// Current() reads it with std::atomic_load of a shared_ptr (no registry
+// lock), so readers never wait for training, publishing or a store call.
 //
-// Publishing (a full model, an online snapshot, ActivateModel, DeleteModel,
-// PinModel, PruneModels) is serialized by a second mutex, held across the
+// Publishing (a full model, an online snapshot, an in-memory online
+// replacement, ActivateModel, DeleteModel, PinModel, PruneModels) is
+// serialized by the registry's one mutex, held across the
 // store writes of one operation (never across decoding or serializing a
 // model). After every publish the retention policy is applied
 // (Store::PruneModels): the active version, pinned ones, the newest
@@ -28,7 +28,8 @@
 // marked active in the store, and load_error() says what happened (also
 // when no version could be loaded).
 //
-// Thread-safe: every public method may be called from any thread.
+// Thread-safe: every public method may be called from any thread. Mutexes:
+// the registry's publish mutex and the VersionCache's own.
 
 #include <cstddef>
 #include <cstdint>
@@ -174,8 +175,10 @@ class ModelRegistry {
   size_t cached_bytes() const { return cache_.bytes(); }
 
  private:
-  absl::StatusOr<std::shared_ptr<const Model>> Load(int64_t version) const;
+  absl::StatusOr<std::shared_ptr<const Model>> LoadVersion(
+      int64_t version) const;
   absl::StatusOr<store::ModelInfo> Info(int64_t version) const;
+  // Serves `s` and clears load_error. REQUIRES publish_mu_ held.
   void SetServed(Served s);
   // Retention after a publish; failures are logged.
   void RetainLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(publish_mu_);
@@ -186,10 +189,17 @@ class ModelRegistry {
   store::Store* const store_;
   const RegistryOptions options_;
 
-  // Held only to copy or swap served_ (lock order: publish_mu_ first).
-  mutable std::mutex served_mu_;
-  Served served_ ABSL_GUARDED_BY(served_mu_);
-  std::string load_error_ ABSL_GUARDED_BY(served_mu_);
+  // What readers see, replaced as a whole: read with std::atomic_load (no
+  // lock, never waits for a publish), written with std::atomic_store while
+  // publish_mu_ is held.
+  struct State {
+    Served served;
+    std::string load_error;
+  };
+  std::shared_ptr<const State> Load() const;
+  // REQUIRES publish_mu_ held.
+  void Put(State next);
+  std::shared_ptr<const State> state_;
 
   // Serializes publishing and version management (store writes).
   std::mutex publish_mu_;
