@@ -132,7 +132,8 @@ absl::StatusOr<UserView> ReadCaches::Resolve(
   // (model item, rating index) in arrival order: stored ratings first, then
   // the ad-hoc ones, so that after a stable sort the last entry of an item
   // is the one that counts.
-  std::vector<std::pair<int32_t, uint8_t>> merged;
+  thread_local std::vector<std::pair<int32_t, uint8_t>> merged;
+  merged.clear();
   if (user_id.empty()) {
     if (ratings.empty()) {
       return absl::InvalidArgumentError(

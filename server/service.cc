@@ -370,11 +370,14 @@ absl::StatusOr<v1::PredictRatingsResponse> RbmrecService::PredictRatings(
   if (!user.ok()) return user.status();
 
   const int K = model.K();
-  std::vector<int32_t> query(static_cast<size_t>(n));
+  // Per-thread buffers: no allocation per request once warm.
+  thread_local std::vector<int32_t> query;
+  thread_local std::vector<float> probs;
+  thread_local std::vector<bool> fallback;
+  query.resize(static_cast<size_t>(n));
   for (int i = 0; i < n; ++i)
     query[static_cast<size_t>(i)] = model.items.Find(request.item_ids(i));
-  std::vector<float> probs(static_cast<size_t>(n) * static_cast<size_t>(K));
-  std::vector<bool> fallback;
+  probs.resize(static_cast<size_t>(n) * static_cast<size_t>(K));
   const VisibleSet v = user->ratings();
   model.Predict(user->model_user, v, query, *method, probs.data(), &fallback);
   const std::vector<std::string> titles =
