@@ -13,6 +13,9 @@
 // requests against ServiceOptions' limits and converts protos; it holds no
 // mutex of its own.
 //
+// Thread-safe: every method may be called concurrently from any thread,
+// except that one AddRatingsSession is used by one thread at a time.
+//
 // Limits. A request option over a limit fails with RESOURCE_EXHAUSTED and
 // reason LIMIT_EXCEEDED (core/error_reason.h), the message naming the field,
 // the value, the limit and its flag. Unknown enum values (method, rank_by,
