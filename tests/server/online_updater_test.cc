@@ -67,7 +67,9 @@ TEST_F(OnlineUpdaterTest, IncrementalAppliesEqualWholeCopies) {
   EXPECT_EQ(service_->online_for_test().full_copies(), 8);
   // Everything online updates change, bit for bit (the training summary's
   // wall time differs between the two services).
-  const Model& whole = *service_->registry_for_test().Current().model;
+  const std::shared_ptr<const Model> served =
+      service_->registry_for_test().Current().model;
+  const Model& whole = *served;
   ASSERT_EQ(whole.num_items(), incremental->num_items());
   ASSERT_EQ(whole.members.size(), incremental->members.size());
   for (size_t e = 0; e < whole.members.size(); ++e) {
@@ -83,7 +85,9 @@ TEST_F(OnlineUpdaterTest, IncrementalAppliesEqualWholeCopies) {
 TEST_F(OnlineUpdaterTest, HistogramDeltasComeFromPreviousRatings) {
   LoadSynthetic();
   TrainDone();
-  const Model& before = *service_->registry_for_test().Current().model;
+  const std::shared_ptr<const Model> held =
+      service_->registry_for_test().Current().model;
+  const Model& before = *held;
   const int32_t item = before.items.Find("i3");
   ASSERT_GE(item, 0);
   const int K = before.K();
@@ -99,7 +103,9 @@ TEST_F(OnlineUpdaterTest, HistogramDeltasComeFromPreviousRatings) {
   *b.add_ratings() = Row("newcomer", I(3), 5);
   ASSERT_TRUE(service_->AddRatings({b}).ok());
   service_->FlushOnlineForTest();
-  const Model& after = *service_->registry_for_test().Current().model;
+  const std::shared_ptr<const Model> now =
+      service_->registry_for_test().Current().model;
+  const Model& after = *now;
   std::vector<uint32_t> want = hist;
   uint32_t& removed = want[static_cast<size_t>(*before.scale.Index(old))];
   if (removed > 0) --removed;  // clamped at 0
