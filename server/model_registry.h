@@ -132,7 +132,9 @@ class ModelRegistry {
   };
   // Stores `model` (kind "full", serialized as `blob`) and activates it per
   // `policy` (kIfBetter compares model->summary.valid_rmse, 0 = none, with
-  // the served model's), then applies retention. `online_seq` as in Served.
+  // the served model's; an online snapshot carries the RMSE of the full
+  // model it grew from), then applies retention. Not activated: the model
+  // goes to the version cache. `online_seq` as in Served.
   // Errors: the store's, nothing published.
   absl::StatusOr<Published> PublishFull(std::shared_ptr<const Model> model,
                                         const store::ModelInfo& meta,

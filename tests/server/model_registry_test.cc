@@ -49,6 +49,16 @@ class RegistryTest : public ServiceFixture {
   }
 };
 
+TEST_F(RegistryTest, ServingOnlyWithAModel) {
+  EXPECT_FALSE(service_->Serving());
+  EXPECT_EQ(PredictS("u0", "i1").status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  LoadSynthetic();
+  TrainDone();
+  EXPECT_TRUE(service_->Serving());
+  EXPECT_TRUE(PredictS("u0", "i1").ok());
+}
+
 TEST_F(RegistryTest, RetentionBoundsVersionsAfterManyPublishes) {
   LoadSynthetic();
   for (int i = 0; i < 5; ++i) TrainDone(Always());
