@@ -1,6 +1,8 @@
 #include "core/online.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstddef>
 
 #include "core/rng.h"
 
@@ -132,6 +134,56 @@ void AdjustItemInput(Model* model, int32_t user, int32_t item, int k,
   if (model->ItemHiddenFresh()) {
     for (int j = 0; j < p.F; ++j) {
       model->item_hT(j, item) = 1.0f / (1.0f + std::exp(-x[j]));
+    }
+  }
+}
+
+bool SameShape(const Model& a, const Model& b) {
+  if (a.K() != b.K() || a.num_items() != b.num_items() ||
+      a.users.size() != b.users.size() ||
+      a.members.size() != b.members.size() ||
+      a.item_hist.size() != b.item_hist.size() ||
+      a.item_x.rows() != b.item_x.rows() ||
+      a.item_x.cols() != b.item_x.cols() ||
+      a.item_hT.rows() != b.item_hT.rows() ||
+      a.item_hT.cols() != b.item_hT.cols() ||
+      a.item_in_irbm.size() != b.item_in_irbm.size()) {
+    return false;
+  }
+  for (size_t e = 0; e < a.members.size(); ++e) {
+    const RbmParams& p = a.members[e];
+    const RbmParams& q = b.members[e];
+    if (p.W.rows() != q.W.rows() || p.W.cols() != q.W.cols() ||
+        p.b.size() != q.b.size() || p.c.size() != q.c.size()) {
+      return false;
+    }
+  }
+  return true;
+}
+
+void CopyItemState(const Model& src, const std::vector<int32_t>& items,
+                   Model* dst) {
+  const int K = src.K();
+  for (size_t e = 0; e < src.members.size(); ++e) {
+    const RbmParams& p = src.members[e];
+    RbmParams& q = dst->members[e];
+    for (const int32_t i : items) {
+      const Eigen::Index row = static_cast<Eigen::Index>(p.Row(i, 0));
+      q.W.middleRows(row, K) = p.W.middleRows(row, K);
+      q.b.segment(row, K) = p.b.segment(row, K);
+    }
+    q.c = p.c;
+  }
+  for (const int32_t i : items) {
+    const size_t h = static_cast<size_t>(i) * static_cast<size_t>(K);
+    std::copy(src.item_hist.begin() + static_cast<std::ptrdiff_t>(h),
+              src.item_hist.begin() + static_cast<std::ptrdiff_t>(h + K),
+              dst->item_hist.begin() + static_cast<std::ptrdiff_t>(h));
+    if (i < src.item_x.rows()) dst->item_x.row(i) = src.item_x.row(i);
+    if (i < src.item_hT.cols()) dst->item_hT.col(i) = src.item_hT.col(i);
+    if (static_cast<size_t>(i) < src.item_in_irbm.size()) {
+      dst->item_in_irbm[static_cast<size_t>(i)] =
+          src.item_in_irbm[static_cast<size_t>(i)];
     }
   }
 }

@@ -50,6 +50,22 @@ void AdjustHistogram(Model* model, int32_t item, int k, int delta);
 void AdjustItemInput(Model* model, int32_t user, int32_t item, int k,
                      int delta);
 
+// True when `a` and `b` have the same ids and parameter shapes, so that they
+// can differ only in parameter values (see CopyItemState).
+bool SameShape(const Model& a, const Model& b);
+
+// Copies from `src` into `dst` everything the online functions above change
+// for the items in `items` (model indices): each member's W rows and b
+// entries of the item, the item's histogram, I-RBM input row (item_x),
+// item_hT column and item_in_irbm flag, and every member's hidden biases c.
+// If `dst` equalled `src` except for changes that OnlineUserUpdate /
+// AdjustHistogram / AdjustItemInput made to these items (on either side),
+// `dst` equals `src` afterwards: the cost is proportional to the items, not
+// to the model. REQUIRES SameShape(src, *dst) and every index in range.
+// Not thread-safe on `dst`.
+void CopyItemState(const Model& src, const std::vector<int32_t>& items,
+                   Model* dst);
+
 }  // namespace rbmrec
 
 #endif  // RBMREC_CORE_ONLINE_H_

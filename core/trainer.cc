@@ -98,8 +98,8 @@ absl::Status ValidateTrainOptions(const TrainOptions& o) {
     return bad("weight-decay", "must be in [0, 1)");
   if (!(o.init_std > 0 && o.init_std < 10))
     return bad("init-std", "must be in (0, 10)");
-  if (!(o.validation_fraction >= 0 && o.validation_fraction < 0.5))
-    return bad("validation", "must be in [0, 0.5)");
+  if (!(o.validation_fraction >= 0 && o.validation_fraction <= 0.5))
+    return bad("validation", "must be in [0, 0.5]");
   if (o.patience < 1) return bad("patience", "must be >= 1");
   if (o.threads < 0 || o.threads > 256) return bad("threads", "must be 0..256");
   if (o.ensemble < 1 || o.ensemble > 64)
@@ -476,6 +476,66 @@ absl::StatusOr<TrainResult> TrainRbmSplit(const SparseRatings& train,
   result.best_valid_rmse = best;
   result.train_seconds = Seconds(t0);
   return result;
+}
+
+namespace {
+
+// Estimates are computed in double and clamped, so absurd option values
+// (2^31 - 1 hidden units) give INT64_MAX, never an overflow.
+int64_t ClampBytes(double bytes) {
+  constexpr double kMax = 9.0e18;
+  if (!(bytes < kMax)) return INT64_MAX;
+  return bytes < 0 ? 0 : static_cast<int64_t>(bytes);
+}
+
+// Floats of one RBM with `rows` visible units: W, b and c.
+double RbmFloats(double rows, double K, double F) {
+  return rows * K * F + rows * K + F;
+}
+
+}  // namespace
+
+int64_t EstimateModelBytes(const DataShape& shape,
+                           const TrainOptions& options) {
+  const double K = shape.K;
+  const double F = std::max(1, options.hidden);
+  const double m = static_cast<double>(std::max<int64_t>(0, shape.items));
+  const double n = static_cast<double>(std::max<int64_t>(0, shape.users));
+  const double ensemble = std::max(1, options.ensemble);
+  double floats = ensemble * RbmFloats(m, K, F);
+  if (options.item_based) floats += RbmFloats(n, K, F) + m * F;
+  const double hist = m * K * 4;
+  const double ids = (n + m) * (4 + shape.mean_id_bytes);
+  return ClampBytes(floats * 4 + hist + ids + 4096);
+}
+
+int64_t EstimateTrainingBytes(const DataShape& shape,
+                              const TrainOptions& options, int threads) {
+  const double K = shape.K;
+  const double F = std::max(1, options.hidden);
+  const double B = std::max(1, options.batch_size);
+  const double T = std::max(1, threads);
+  const double m = static_cast<double>(std::max<int64_t>(0, shape.items));
+  const double n = static_cast<double>(std::max<int64_t>(0, shape.users));
+  const double nnz = static_cast<double>(std::max<int64_t>(0, shape.ratings));
+  // One trainer over `rows` visible units and `cases` training cases.
+  auto trainer = [&](double rows) {
+    const double params = RbmFloats(rows, K, F) * 4;
+    return 4 * params +           // params, gradient, momentum, best copy
+           2 * B * F * 4 +        // h0 and hT of a mini-batch
+           T * (F + K) * 4 * 2 +  // Gibbs and validation scratch
+           nnz +                  // sampled visible states
+           rows * K + rows * 4;   // touched-row flags, per-item counts
+  };
+  const double ensemble = std::max(1, options.ensemble);
+  double bytes = ensemble * trainer(m);
+  if (options.item_based) bytes += trainer(n);
+  // Ratings: the Dataset (12 bytes a rating), by-user and by-item sparse
+  // copies of the whole set and of the train/validation parts (5 bytes a
+  // rating each), the validation pass's per-user sums.
+  bytes += nnz * (12 + 4 * 5) + (n + m) * 8 * 4;
+  bytes += static_cast<double>(EstimateModelBytes(shape, options));
+  return ClampBytes(bytes);
 }
 
 }  // namespace rbmrec

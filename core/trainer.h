@@ -57,6 +57,35 @@ struct TrainOptions {
 // Checks ranges; InvalidArgument naming the field otherwise.
 absl::Status ValidateTrainOptions(const TrainOptions& options);
 
+// The shape of a training data set, for the estimates below.
+struct DataShape {
+  int64_t users = 0;
+  int64_t items = 0;
+  int64_t ratings = 0;
+  int K = 5;                 // rating values
+  double mean_id_bytes = 8;  // average length of a user / item id
+};
+
+// Upper estimate of the serialized size (SerializeModel) of the Model that
+// FitModel builds from data of `shape` with `options`: ensemble user-based
+// RBMs ((items*K) x hidden floats each, plus biases), the item-based RBM
+// ((users*K) x hidden) and its per-item inputs (items x hidden), the item
+// histogram and the id maps. Pure; saturates at INT64_MAX instead of
+// overflowing (any option value is safe, e.g. hidden = 2^31 - 1).
+int64_t EstimateModelBytes(const DataShape& shape, const TrainOptions& options);
+
+// Upper estimate of FitModel's peak memory for `shape` and `options`, with
+// `threads` worker threads: the finished model (EstimateModelBytes, in
+// memory), for every RBM the trainer's parameters, gradient, momentum and
+// best-epoch copy (4x the parameters), its mini-batch buffers (2 x
+// batch_size x hidden floats) and per-thread scratch, plus the rating data
+// (the by-user and by-item sparse copies with their train/validation split)
+// and the validation pass. Counts all RBMs as if resident at once (the
+// item-based RBM trains beside the user-based ones). Pure; saturates at
+// INT64_MAX instead of overflowing.
+int64_t EstimateTrainingBytes(const DataShape& shape,
+                              const TrainOptions& options, int threads);
+
 struct EpochStats {
   int epoch = 0;
   int cd_steps = 1;

@@ -9,6 +9,8 @@
 //
 // Thread-safe (each thread uses its own scratch); `model` is only read.
 
+#include <vector>
+
 #include "core/model.h"
 
 namespace rbmrec::server {
@@ -27,6 +29,33 @@ void PredictAllFast(const Model& model, int32_t user, const VisibleSet& v,
 // REQUIRES: values has K entries; scores has num_items() entries.
 void ScoreAllMeanField(const Model& model, int32_t user, const VisibleSet& v,
                        const float* values, float* scores);
+
+// Recommend's ranking.
+struct RankOptions {
+  PredictMethod method = PredictMethod::kExact;
+  int n = 10;           // items wanted, >= 1
+  int candidates = 30;  // stage-2 candidates: max(candidates, 3n)
+  int k0 = -1;          // >= 0: rank by p(rating index >= k0), else by the
+                        // expected rating
+};
+struct Ranked {
+  int32_t item = 0;     // model index
+  float score = 0;      // the ranking score (expectation or probability)
+  double expected = 0;  // expected rating of the requested method
+};
+
+// The best opt.n items with training data (Model::Trained) that are not in
+// `excluded`, best first (ties by item id). Two stages: (1) every item gets
+// a mean-field score (ScoreAllMeanField), or with candidates == 0 and the
+// exact method the exact rule over all items (PredictAllFast); (2) the best
+// max(candidates, 3n) (n when stage 1 already used the requested method)
+// are scored again with the requested method, which gives the order and
+// the numbers. Distributions that are not finite are skipped.
+// Thread-safe (per-thread scratch).
+std::vector<Ranked> RankItems(const Model& model, int32_t user,
+                              const VisibleSet& v,
+                              const std::vector<int32_t>& excluded,
+                              const RankOptions& opt);
 
 }  // namespace rbmrec::server
 

@@ -105,10 +105,6 @@ class GrpcServer::Handler final : public HandlerBase {
                              v1::ModelInfo* response) override {
     return Reply(context, service_->ActivateModel(*request), response);
   }
-  // BIND AFTER MERGE: the model-retention RPCs, once RbmrecService has
-  // DeleteModel / PinModel / PruneModels (server branch). Enable by deleting
-  // the #if/#endif lines.
-#if 0
   grpc::Status DeleteModel(grpc::ServerContext* context,
                            const v1::DeleteModelRequest* request,
                            v1::DeleteModelResponse* response) override {
@@ -124,7 +120,6 @@ class GrpcServer::Handler final : public HandlerBase {
                            v1::PruneModelsResponse* response) override {
     return Reply(context, service_->PruneModels(*request), response);
   }
-#endif
   grpc::Status GetStats(grpc::ServerContext* context,
                         const v1::GetStatsRequest* request,
                         v1::GetStatsResponse* response) override {

@@ -180,26 +180,25 @@ int main(int argc, char** argv) {
   app.add_option("--log-level", log_level, "debug, info, warn or error")
       ->check(CLI::IsMember({"debug", "info", "warn", "warning", "error"}));
 
-  // BIND AFTER MERGE: limits, retention and activation, bound to the
-  // ServiceOptions fields added by the server branch (max_adhoc_ratings,
-  // max_train_memory_mb, max_model_mb, keep_full_models, keep_online_models,
-  // activation, activate_tolerance) and StoreOptions::max_bytes (store
-  // branch). Enable by deleting the #if/#endif lines once those fields exist
-  // (and pass `store_options` to Store::Open below).
-#if 0
+  // Limits, retention and activation (ServiceOptions) and the database
+  // size limit (StoreOptions::max_bytes).
   rbmrec::store::StoreOptions store_options;
   int64_t db_max_mb = 0;
+  int64_t max_train_memory_mb = so.max_train_memory_bytes >> 20;
+  int64_t max_model_mb = so.max_model_bytes >> 20;
+  int64_t version_cache_mb = so.version_cache_bytes >> 20;
   std::string activate = "if-better";
   app.add_option("--max-adhoc-ratings", so.max_adhoc_ratings,
                  "max ad-hoc ratings per PredictRatings / Recommend")
       ->check(CLI::Range(0, 10000000));
-  app.add_option("--max-train-memory-mb", so.max_train_memory_mb,
-                 "a Train job whose estimated memory is larger is refused "
-                 "(RESOURCE_EXHAUSTED, MEMORY_LIMIT)")
-      ->check(CLI::Range(1, 1 << 30));
-  app.add_option("--max-model-mb", so.max_model_mb,
+  app.add_option("--max-train-memory-mb", max_train_memory_mb,
+                 "a Train job whose estimated peak memory is larger is "
+                 "refused (RESOURCE_EXHAUSTED, MEMORY_LIMIT); 0 = half of "
+                 "min(RAM, cgroup memory.max)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 30));
+  app.add_option("--max-model-mb", max_model_mb,
                  "a Train job whose estimated model is larger is refused")
-      ->check(CLI::Range(1, 1 << 30));
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
   app.add_option("--keep-full-models", so.keep_full_models,
                  "stored full-training models kept (plus active and pinned)")
       ->check(CLI::Range(1, 1000000));
@@ -219,7 +218,9 @@ int main(int argc, char** argv) {
                  "database size limit in MiB; writes past it fail with "
                  "RESOURCE_EXHAUSTED, STORAGE_FULL (0 = unlimited)")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
-#endif
+  app.add_option("--version-cache-mb", version_cache_mb,
+                 "loaded non-active model versions kept in memory, MiB")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
 
   for (CLI::Option* opt : app.get_options()) {
     if (opt->get_name() == "--help" || opt->get_lnames().empty()) continue;
@@ -231,12 +232,14 @@ int main(int argc, char** argv) {
     return app.exit(e) == 0 ? 0 : 1;  // --help: 0; a usage error: 1
   }
 
-#if 0  // BIND AFTER MERGE (see above)
-  so.activation = activate == "always"      ? ActivationPolicy::kAlways
-                  : activate == "if-better" ? ActivationPolicy::kIfBetter
-                                            : ActivationPolicy::kNever;
-  store_options.max_bytes = db_max_mb * 1024 * 1024;
-#endif
+  using rbmrec::server::Activation;
+  so.activation = activate == "always"      ? Activation::kAlways
+                  : activate == "if-better" ? Activation::kIfBetter
+                                            : Activation::kNever;
+  so.max_train_memory_bytes = max_train_memory_mb << 20;
+  so.max_model_bytes = max_model_mb << 20;
+  so.version_cache_bytes = version_cache_mb << 20;
+  store_options.max_bytes = db_max_mb << 20;
 
   LogLevel level = LogLevel::kInfo;
   rbmrec::server::ParseLogLevel(log_level, &level);
@@ -265,7 +268,7 @@ int main(int argc, char** argv) {
   }
 
   absl::StatusOr<std::unique_ptr<rbmrec::store::Store>> store =
-      rbmrec::store::Store::Open(db);
+      rbmrec::store::Store::Open(db, store_options);
   if (!store.ok()) {
     Log(LogLevel::kError, "db_open_failed",
         {F("db", db), F("error", store.status().ToString())});
@@ -280,9 +283,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   // Readiness of "rbmrec.v1.Rbmrec" in grpc.health.v1.
-  // AFTER MERGE: `return svc->Serving();` (RbmrecService::Serving(), server
-  // branch: false also while no stored model loads).
-  go.serving = [svc = service->get()] { return svc->active_version() > 0; };
+  go.serving = [svc = service->get()] { return svc->Serving(); };
   absl::StatusOr<std::unique_ptr<rbmrec::server::GrpcServer>> server =
       rbmrec::server::GrpcServer::Start(service->get(), go);
   if (!server.ok()) {

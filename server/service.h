@@ -5,10 +5,22 @@
 // proto requests and returns absl::StatusOr<proto responses>; the gRPC layer
 // (server/grpc_server.h) only moves messages and maps statuses (status.h).
 //
-// Models. The active model is an immutable snapshot (std::shared_ptr<const
-// Model> plus its version) replaced atomically: a request takes a copy of the
-// pointer and never waits for training or online updates. Publishing (full
-// training, online updates, ActivateModel) is serialized by one mutex.
+// Parts (each header states its contract): ModelRegistry (served snapshot,
+// versions, activation policy, retention, fallback at start, cache of
+// non-active versions), TrainingJobs (the training slot, memory admission),
+// OnlineUpdater (incremental online updates and their publishing),
+// ReadCaches (stored ratings, resolved users, titles). This class validates
+// requests against ServiceOptions' limits and converts protos; it holds no
+// mutex of its own.
+//
+// Thread-safe: every method may be called concurrently from any thread,
+// except that one AddRatingsSession is used by one thread at a time.
+//
+// Limits. A request option over a limit fails with RESOURCE_EXHAUSTED and
+// reason LIMIT_EXCEEDED (core/error_reason.h), the message naming the field,
+// the value, the limit and its flag. Unknown enum values (method, rank_by,
+// activation) and ids with control characters (U+0000..U+001F, U+007F) are
+// INVALID_ARGUMENT (in AddRatings: a rejected row with the reason).
 //
 // Decisions (documented behaviour):
 // - AddRatings: rows are validated one by one (ids non-empty and at most 256
@@ -29,45 +41,37 @@
 //   max(recommend_candidates, 3n) are scored again with the requested
 //   method, which orders them and gives the answer's numbers
 //   (recommend_candidates = 0 with EXACT: every item exactly).
-// - Online updates: users whose ratings change are queued; a background
-//   thread applies AddItems / AdjustHistogram / AdjustItemInput (the
-//   item-based RBM's per-item inputs) / OnlineUserUpdate to a COPY of the
-//   active model and publishes it in memory (answers keep reporting the
-//   version it was based on until it is persisted). Every
-//   online_publish_seconds, and at shutdown, a changed snapshot is stored as
-//   a new version of kind "online" and activated. When a full Train
-//   publishes (or ActivateModel switches versions), queued updates that
-//   happened before the training snapshot (resp. the switch) are dropped -
-//   the full model already contains them - and later ones apply on top of
-//   the new model. Histogram and item-input deltas of concurrent writes to
-//   the SAME (user, item) are approximate.
+// - Online updates (server/online_updater.h): the histogram deltas of a
+//   write come from the store's UpsertResult::previous (each row's rating
+//   before it, read inside the write's transaction), so concurrent writes
+//   of the same (user, item) give exact deltas. DeleteRatings / DeleteUser
+//   read the user's ratings before deleting (approximate under concurrent
+//   writes of the same user).
 
-#include <atomic>
-#include <chrono>
-#include <condition_variable>
+#include <cstddef>
 #include <cstdint>
-#include <deque>
-#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "core/model.h"
 #include "core/rating_scale.h"
 #include "core/trainer.h"
 #include "proto/rbmrec.pb.h"
-#include "server/bounded_cache.h"
+#include "server/model_registry.h"
+#include "server/online_updater.h"
+#include "server/read_caches.h"
+#include "server/request_checks.h"
+#include "server/training_jobs.h"
 #include "store/store.h"
 
 namespace rbmrec::server {
 
 namespace v1 = ::rbmrec::v1;
 
+// Every knob of the service, with its default. main.cc binds them to flags.
 struct ServiceOptions {
   // The rating scale of AddRatings (and of training).
   RatingScale scale;
@@ -79,12 +83,37 @@ struct ServiceOptions {
   // by the job's workers), so that a full Train yields the cores to
   // serving. 0 = same priority as the RPCs; 19 = lowest.
   int train_nice = 10;
-  // Rows per AddRatings batch (and items per PutItems call).
+  // Admission of Train jobs: estimated peak memory of a job in bytes
+  // (--max-train-memory-mb); 0 = DefaultTrainMemoryBytes(), half of
+  // min(physical RAM, cgroup v2 memory.max).
+  int64_t max_train_memory_bytes = 0;
+  // Admission of Train jobs: estimated serialized model size in bytes
+  // (--max-model-mb).
+  int64_t max_model_bytes = int64_t{512} << 20;
+  // Activation policy of Train requests that set none (--activate), and
+  // the if-better tolerance in validation RMSE (--activate-tolerance).
+  Activation activation = Activation::kIfBetter;
+  double activate_tolerance = 0.005;
+  // Retention, applied after every publish: the newest keep_full_models
+  // "full" and keep_online_models "online" versions, plus the active and
+  // pinned ones (--keep-full-models, --keep-online-models).
+  int keep_full_models = 3;
+  int keep_online_models = 2;
+  // Byte budget of the cache of loaded non-active model versions
+  // (--version-cache-mb).
+  int64_t version_cache_bytes = int64_t{256} << 20;
+  // Byte budget of each read cache (stored ratings, resolved users).
+  int64_t read_cache_bytes = int64_t{256} << 20;
+  // Rows per AddRatings batch and items per PutItems call (--max-batch).
   int max_batch_rows = 10000;
-  // item_ids per PredictRatings request.
+  // item_ids per PredictRatings and per DeleteRatings request
+  // (--max-predict-items).
   int max_predict_items = 1000;
-  // Largest Recommend n.
+  // Largest Recommend n (--max-recommend-n).
   int max_recommend_n = 1000;
+  // Ad-hoc `ratings` per PredictRatings / Recommend request
+  // (--max-adhoc-ratings).
+  int max_adhoc_ratings = 10000;
   // Recommend: rank all items by mean field first and score the best
   // max(recommend_candidates, 3n) with the requested method. 0 with EXACT =
   // exact over all items (slower: m*K*F softplus evaluations per call).
@@ -96,27 +125,11 @@ struct ServiceOptions {
   double online_publish_seconds = 60;
 };
 
-namespace internal {
-// A user's ratings resolved against one model snapshot (service.cc).
-struct ResolvedRatings;
-// Estimated bytes of a read-cache entry (key and value).
-size_t CacheBytes(
-    const std::string& key,
-    const std::shared_ptr<const std::vector<store::UserRating>>& ratings);
-size_t CacheBytes(const std::string& key,
-                  const std::shared_ptr<const ResolvedRatings>& resolved);
-}  // namespace internal
-
-// Receives the messages of a Train stream. Returns false when the receiver
-// is gone (the job keeps running; no more messages are sent to it).
-using TrainWriter = std::function<bool(const v1::TrainProgress&)>;
-
 class RbmrecService {
  public:
-  // Takes ownership of `store`, loads the active model version (a corrupt or
-  // unreadable model row is logged and the service starts without a model)
-  // and starts the online-update thread. Errors: InvalidArgument for bad
-  // options.
+  // Takes ownership of `store`, loads the active model version (falling
+  // back to the newest intact version, see ModelRegistry) and starts the
+  // online-update thread. Errors: InvalidArgument for bad options.
   static absl::StatusOr<std::unique_ptr<RbmrecService>> Create(
       std::unique_ptr<store::Store> store, const ServiceOptions& options);
 
@@ -132,6 +145,10 @@ class RbmrecService {
   // online updates and persists a changed online snapshot. Idempotent.
   void Shutdown();
 
+  // True when a model can serve (requests with model_version 0 do not fail
+  // with FAILED_PRECONDITION). Cheap; the health check polls it.
+  bool Serving() const;
+
   // --- AddRatings: one session per stream. --------------------------------
   class AddRatingsSession {
    public:
@@ -145,14 +162,6 @@ class RbmrecService {
     explicit AddRatingsSession(RbmrecService* service) : service_(service) {}
     RbmrecService* service_;
     v1::AddRatingsResponse response_;
-    // Online bookkeeping: the stored ratings of the users this session has
-    // written (read once per user, then kept current with the session's own
-    // writes), valid while the service's ratings generation is known_gen_
-    // (no other write since). Saves re-reading every user of every batch.
-    absl::flat_hash_map<std::string, absl::flat_hash_map<std::string, double>>
-        known_;
-    uint64_t known_gen_ = 0;
-    size_t known_entries_ = 0;
   };
   AddRatingsSession StartAddRatings() { return AddRatingsSession(this); }
   // Convenience for tests: all batches in one call.
@@ -168,8 +177,9 @@ class RbmrecService {
 
   // Starts a job and sends its progress to `writer` until a terminal state;
   // returns OK once the terminal message was produced (whatever the state),
-  // or an error before the job starts (FAILED_PRECONDITION when a job runs
-  // or there are no ratings, INVALID_ARGUMENT naming an option).
+  // or an error before the job starts: FAILED_PRECONDITION (a job runs, no
+  // ratings), INVALID_ARGUMENT naming an option (LIMIT_EXCEEDED when over
+  // a hard cap), RESOURCE_EXHAUSTED + MEMORY_LIMIT (admission).
   absl::Status Train(const v1::TrainRequest& request,
                      const TrainWriter& writer);
   absl::StatusOr<v1::CancelTrainingResponse> CancelTraining(
@@ -184,6 +194,11 @@ class RbmrecService {
       const v1::ListModelsRequest& request);
   absl::StatusOr<v1::ModelInfo> ActivateModel(
       const v1::ActivateModelRequest& request);
+  absl::StatusOr<v1::DeleteModelResponse> DeleteModel(
+      const v1::DeleteModelRequest& request);
+  absl::StatusOr<v1::ModelInfo> PinModel(const v1::PinModelRequest& request);
+  absl::StatusOr<v1::PruneModelsResponse> PruneModels(
+      const v1::PruneModelsRequest& request);
   absl::StatusOr<v1::GetStatsResponse> GetStats(
       const v1::GetStatsRequest& request);
 
@@ -191,109 +206,27 @@ class RbmrecService {
   void FlushOnlineForTest();
   // For tests: persists the online snapshot now if it changed.
   absl::Status PersistOnlineForTest();
+  // For tests: the parts.
+  OnlineUpdater& online_for_test() { return *online_; }
+  ModelRegistry& registry_for_test() { return *registry_; }
   // The version serving model_version = 0 requests (0: none).
   int64_t active_version() const;
 
  private:
-  struct Served {
-    std::shared_ptr<const Model> model;
-    int64_t version = 0;
-  };
-  struct TrainJob;
-  struct HistDelta {
-    std::string item;
-    double rating = 0;  // on the server's scale
-    int delta = 0;      // +1 a new rating, -1 a removed one
-  };
-  struct OnlineEvent {
-    uint64_t seq = 0;
-    std::string user;
-    std::vector<HistDelta> deltas;
-    bool update = true;  // run OnlineUserUpdate for the user
-  };
-  struct UserView;
-  static constexpr size_t kCacheBytes = size_t{256} << 20;
-
   RbmrecService(std::unique_ptr<store::Store> store,
                 const ServiceOptions& options);
-
-  Served Current() const;
-  // Publishes in memory. REQUIRES publish_mu_ held.
-  void SetCurrent(std::shared_ptr<const Model> model, int64_t version);
-  absl::StatusOr<Served> ModelFor(int64_t version);
-  // The user's stored ratings merged with the request's ad-hoc ones, in the
-  // indices of `model`. A named user without ad-hoc ratings is resolved once
-  // per (user, model snapshot) and then served from resolved_cache_.
-  absl::StatusOr<UserView> ResolveUser(
-      const std::shared_ptr<const Model>& model, const std::string& user_id,
-      const google::protobuf::RepeatedPtrField<v1::ItemRating>& ratings);
-
-  void RunTrainJob(std::shared_ptr<TrainJob> job, TrainOptions options);
-  void OnlineLoop();
-  void Enqueue(std::vector<OnlineEvent> events);
-  // Applies queued events to a copy of the current model. REQUIRES
-  // publish_mu_ held.
-  void ApplyOnline(std::deque<OnlineEvent> events);
-  absl::Status PersistOnlineLocked();
-  bool OnlineActive() const;
+  // Checks the ad-hoc ratings of a request (count, ids, scale).
+  absl::Status CheckAdHoc(
+      const google::protobuf::RepeatedPtrField<v1::ItemRating>& ratings,
+      const RatingScale& scale) const;
 
   const std::unique_ptr<store::Store> store_;
   const ServiceOptions options_;
-
-  mutable std::mutex served_mu_;  // guards served_ (a pointer copy only)
-  Served served_;
-  // Why the stored active model failed to load at start; cleared by
-  // SetCurrent. Guarded by served_mu_.
-  std::string model_load_error_;
-
-  // Serializes publishing: full train, online updates, ActivateModel.
-  std::mutex publish_mu_;
-  // Lock order: publish_mu_ before queue_mu_ (never the reverse).
-  bool online_dirty_ = false;                          // guarded by publish_mu_
-  std::chrono::steady_clock::time_point dirty_since_;  // by publish_mu_
-
-  // Training slot.
-  std::mutex train_mu_;
-  std::shared_ptr<TrainJob> job_;  // the running job or null
-  std::thread train_thread_;
-  bool shutting_down_ = false;  // guarded by train_mu_
-
-  // Online queue.
-  std::mutex queue_mu_;
-  std::condition_variable queue_cv_;
-  std::condition_variable queue_idle_cv_;
-  std::deque<OnlineEvent> queue_;
-  uint64_t next_seq_ = 1;
-  // Events with seq < drop_before_seq_ are already part of the served model.
-  uint64_t drop_before_seq_ = 0;
-  bool online_busy_ = false;
-  bool stop_online_ = false;
-  std::thread online_thread_;
-  std::atomic<int64_t> online_updates_{0};
-
-  // Read-through caches for serving (the store's reads share one
-  // connection): stored ratings per user (null = unknown user) and titles.
-  // A write bumps a generation AFTER it commits and erases the entries it
-  // touched; a reader only inserts what it read if no write happened since
-  // it started reading, so the caches never hold stale data.
-  using UserRatingsPtr = std::shared_ptr<const std::vector<store::UserRating>>;
-  absl::StatusOr<UserRatingsPtr> CachedUserRatings(const std::string& user);
-  std::vector<std::string> CachedTitles(const std::vector<std::string>& ids);
-  void InvalidateUsers(const std::vector<std::string>& users);
-  std::mutex read_cache_mu_;
-  // Each bounded to kCacheBytes (estimated) of entries.
-  BoundedCache<UserRatingsPtr, &internal::CacheBytes> user_cache_{kCacheBytes};
-  BoundedCache<std::shared_ptr<const internal::ResolvedRatings>,
-               &internal::CacheBytes>
-      resolved_cache_{kCacheBytes};
-  absl::flat_hash_map<std::string, std::string> title_cache_;
-  uint64_t ratings_gen_ = 0;  // guarded by read_cache_mu_
-  uint64_t titles_gen_ = 0;   // guarded by read_cache_mu_
-
-  // Small cache of non-active versions requested explicitly.
-  std::mutex cache_mu_;
-  std::vector<Served> version_cache_;
-
+  // Built in dependency order, destroyed in reverse.
+  std::unique_ptr<ModelRegistry> registry_;
+  std::unique_ptr<ReadCaches> caches_;
+  std::unique_ptr<OnlineUpdater> online_;
+  std::unique_ptr<TrainingJobs> jobs_;
   std::once_flag shutdown_once_;
 };
 

@@ -1,6 +1,8 @@
 #include "core/trainer.h"
 
 #include <cmath>
+#include <cstdint>
+#include <limits>
 
 #include "core/fit.h"
 #include "core/model_file.h"
@@ -229,6 +231,55 @@ TEST(Fit, ItemHiddenCacheFollowsItemInputs) {
   }
   ASSERT_EQ(AddItems(&*model, {"brand-new-item"}, 1), 1);
   expect_fresh(*model);
+}
+
+TEST(Estimate, ModelBytesWithinAFactorOfTheRealBlob) {
+  auto s = testing_data::PlantedRatings(60, 30, 2, 0.4, 5);
+  for (const int hidden : {4, 32}) {
+    for (const int ensemble : {1, 2}) {
+      TrainOptions o;
+      o.hidden = hidden;
+      o.ensemble = ensemble;
+      o.max_epochs = 2;
+      o.threads = 1;
+      absl::StatusOr<Model> model = FitModel(s.train, o);
+      ASSERT_TRUE(model.ok()) << model.status();
+      const double real = static_cast<double>(SerializeModel(*model).size());
+      DataShape shape;
+      shape.users = s.train.users.size();
+      shape.items = s.train.items.size();
+      shape.ratings = static_cast<int64_t>(s.train.ratings.size());
+      shape.K = s.train.scale.K();
+      shape.mean_id_bytes = 3;
+      const double est = static_cast<double>(EstimateModelBytes(shape, o));
+      EXPECT_GE(est, real) << "hidden " << hidden << " ensemble " << ensemble;
+      EXPECT_LE(est, 1.5 * real + 8192)
+          << "hidden " << hidden << " ensemble " << ensemble;
+      // Training holds at least the model plus four copies of the
+      // parameters.
+      EXPECT_GT(EstimateTrainingBytes(shape, o, 1), 4 * real);
+    }
+  }
+}
+
+TEST(Estimate, SaturatesInsteadOfOverflowing) {
+  DataShape shape;
+  shape.users = 1000000;
+  shape.items = 100000;
+  shape.ratings = 100000000;
+  TrainOptions o;
+  o.hidden = std::numeric_limits<int>::max();
+  o.batch_size = std::numeric_limits<int>::max();
+  o.ensemble = std::numeric_limits<int>::max();
+  EXPECT_EQ(EstimateModelBytes(shape, o), INT64_MAX);
+  EXPECT_EQ(EstimateTrainingBytes(shape, o, 1 << 20), INT64_MAX);
+  // Monotone in the options that size buffers.
+  TrainOptions small;
+  TrainOptions big_batch = small;
+  big_batch.batch_size = 5000000;
+  EXPECT_GT(EstimateTrainingBytes(shape, big_batch, 4),
+            EstimateTrainingBytes(shape, small, 4) +
+                int64_t{2} * 5000000 * small.hidden * 4 - 1);
 }
 
 }  // namespace

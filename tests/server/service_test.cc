@@ -113,6 +113,9 @@ class ServiceTest : public ::testing::Test {
     o.max_train_threads = 1;
     o.max_batch_rows = 5000;
     o.online_publish_seconds = 3600;
+    // These tests publish every model they train; the if-better policy has
+    // its own tests (registry_test.cc).
+    o.activation = Activation::kAlways;
     return o;
   }
 
@@ -413,6 +416,7 @@ TEST_F(ServiceTest, FoldsInAUserAddedAfterTraining) {
   for (int i = 0; i < 20; i += 2) *b.add_ratings() = Row("late", I(i), 5);
   for (int i = 20; i < 40; i += 2) *b.add_ratings() = Row("late", I(i), 1);
   ASSERT_TRUE(service_->AddRatings({b}).ok());
+  service_->FlushOnlineForTest();  // answers from the updated model
   v1::PredictRatingsResponse r = Predict("late", {"i1", "i21"});
   EXPECT_TRUE(r.folded_in());
   ASSERT_EQ(r.predictions_size(), 2);
@@ -426,6 +430,7 @@ TEST_F(ServiceTest, ReadCachesSeeEveryWrite) {
   v1::AddRatingsRequest b;
   *b.add_ratings() = Row("cached", "i1", 5);
   ASSERT_TRUE(service_->AddRatings({b}).ok());
+  service_->FlushOnlineForTest();  // answers from the updated model
   v1::PutItemsRequest items;
   v1::Item* item = items.add_items();
   item->set_item_id("i2");
@@ -444,6 +449,7 @@ TEST_F(ServiceTest, ReadCachesSeeEveryWrite) {
   EXPECT_EQ(service_->PredictRatings(req).status().code(),
             absl::StatusCode::kNotFound);
   ASSERT_TRUE(service_->AddRatings({b}).ok());
+  service_->FlushOnlineForTest();  // answers from the updated model
   EXPECT_TRUE(service_->PredictRatings(req).ok());
 }
 
@@ -456,6 +462,7 @@ TEST_F(ServiceTest, ResolvedUserCacheFollowsRatingsAndModels) {
   v1::AddRatingsRequest b;
   for (int i = 0; i < 20; i += 2) *b.add_ratings() = Row("fan", I(i), 5);
   ASSERT_TRUE(service_->AddRatings({b}).ok());
+  service_->FlushOnlineForTest();  // answers from the updated model
   auto anonymous = [&](const v1::AddRatingsRequest& rows) {
     v1::PredictRatingsRequest req;
     for (const v1::Rating& r : rows.ratings()) {
@@ -476,6 +483,7 @@ TEST_F(ServiceTest, ResolvedUserCacheFollowsRatingsAndModels) {
   // New ratings of the same user change the answer (cache invalidated).
   for (int i = 20; i < 40; i += 2) *b.add_ratings() = Row("fan", I(i), 1);
   ASSERT_TRUE(service_->AddRatings({b}).ok());
+  service_->FlushOnlineForTest();  // answers from the updated model
   const double second =
       Predict("fan", {"i21"}).predictions(0).expected_rating();
   EXPECT_NE(second, first);
@@ -498,6 +506,7 @@ TEST_F(ServiceTest, ResolvedUserCacheFollowsRatingsAndModels) {
   v1::AddRatingsRequest one;
   *one.add_ratings() = Row("fan", "i39", 3);
   ASSERT_TRUE(service_->AddRatings({one}).ok());
+  service_->FlushOnlineForTest();  // answers from the updated model
   EXPECT_FALSE(recommended("i39"));
   *b.add_ratings() = Row("fan", "i39", 3);
 

@@ -1,0 +1,214 @@
+#ifndef RBMREC_SERVER_MODEL_REGISTRY_H_
+#define RBMREC_SERVER_MODEL_REGISTRY_H_
+
+// ModelRegistry: the served model snapshot and the stored model versions.
+//
+// Serving. The served snapshot is an immutable std::shared_ptr<const Model>
+// with its version and the online-sequence number it includes (Served);
+// Current() reads it with std::atomic_load of a shared_ptr (no registry
+// lock), so readers never wait for training, publishing or a store call.
+//
+// Publishing (a full model, an online snapshot, an in-memory online
+// replacement, ActivateModel, DeleteModel, PinModel, PruneModels) is
+// serialized by the registry's one mutex, held across the
+// store writes of one operation (never across decoding or serializing a
+// model). After every publish the retention policy is applied
+// (Store::PruneModels): the active version, pinned ones, the newest
+// keep_full "full" and the newest keep_online "online" versions stay.
+//
+// Non-active versions. Get(version) for a version other than the served one
+// answers from a byte-bounded LRU cache (VersionCache, its own mutex); on a
+// miss the CALLING thread reads and decodes the blob with no registry lock
+// held, then offers it to the cache. Two concurrent misses of the same
+// version may both decode it (the later insert replaces the earlier); a
+// version larger than the whole budget is served but not cached.
+//
+// Start. LoadAtStart() loads the store's active version; when it cannot be
+// read or decoded, the newest version that loads is served instead and
+// marked active in the store, and load_error() says what happened (also
+// when no version could be loaded).
+//
+// Thread-safe: every public method may be called from any thread. Mutexes:
+// the registry's publish mutex and the VersionCache's own.
+
+#include <cstddef>
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "core/model.h"
+#include "store/store.h"
+
+namespace rbmrec::server {
+
+// One served model. `online_seq` is the first online-update sequence number
+// NOT contained in `model` (see OnlineUpdater): updates numbered below it are
+// already part of it.
+struct Served {
+  std::shared_ptr<const Model> model;
+  int64_t version = 0;
+  uint64_t online_seq = 0;
+};
+
+enum class Activation { kAlways, kIfBetter, kNever };
+
+struct RegistryOptions {
+  // Default activation policy of published full models.
+  Activation activation = Activation::kIfBetter;
+  // kIfBetter: the new model is activated unless its validation RMSE is
+  // worse than the active one's by more than this (rating units).
+  double activate_tolerance = 0.005;
+  // Retention (see the top of this file). REQUIRES >= 0.
+  int keep_full = 3;
+  int keep_online = 2;
+  // Budget of the cache of loaded non-active versions (estimated bytes).
+  size_t version_cache_bytes = size_t{256} << 20;
+};
+
+// A byte-bounded LRU of loaded model versions. Thread-safe (one mutex).
+class VersionCache {
+ public:
+  explicit VersionCache(size_t max_bytes) : max_bytes_(max_bytes) {}
+  // The cached model of `version`, or null.
+  std::shared_ptr<const Model> Find(int64_t version);
+  // Inserts (evicting least recently used entries to stay under budget); a
+  // model larger than the whole budget is not kept.
+  void Put(int64_t version, std::shared_ptr<const Model> model);
+  void Erase(int64_t version);
+  size_t bytes() const;
+  size_t size() const;
+  // Estimated resident size of a model.
+  static size_t ModelBytes(const Model& model);
+
+ private:
+  struct Entry {
+    int64_t version;
+    std::shared_ptr<const Model> model;
+    size_t bytes;
+  };
+  mutable std::mutex mu_;
+  std::list<Entry> lru_ ABSL_GUARDED_BY(mu_);  // most recent first
+  size_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  const size_t max_bytes_;
+};
+
+class ModelRegistry {
+ public:
+  // `store` must outlive the registry.
+  ModelRegistry(store::Store* store, const RegistryOptions& options);
+  ModelRegistry(const ModelRegistry&) = delete;
+  ModelRegistry& operator=(const ModelRegistry&) = delete;
+
+  // Loads the active version with fallback (top of this file). Never fails:
+  // problems end up in load_error() and the log. Call once, before serving.
+  void LoadAtStart();
+
+  Served Current() const;
+  // True when a model is served.
+  bool Serving() const;
+  // Why the stored active version did not load at start (and what was done
+  // instead); "" when it loaded. Cleared by every publish or activation.
+  std::string load_error() const;
+
+  // version 0 or the served version: Current(). Another version: from the
+  // cache or loaded on the calling thread (no lock held). Errors:
+  // InvalidArgument for version < 0; FailedPrecondition when version is 0
+  // and no model is served; NotFound for an unknown version; DataLoss when
+  // its blob does not decode.
+  absl::StatusOr<Served> Get(int64_t version);
+
+  // Outcome of PublishFull.
+  struct Published {
+    int64_t version = 0;
+    bool activated = false;
+    std::string why_not;  // when !activated: the reason
+  };
+  // Stores `model` (kind "full", serialized as `blob`) and activates it per
+  // `policy` (kIfBetter compares model->summary.valid_rmse, 0 = none, with
+  // the served model's; an online snapshot carries the RMSE of the full
+  // model it grew from), then applies retention. Not activated: the model
+  // goes to the version cache. `online_seq` as in Served.
+  // Errors: the store's, nothing published.
+  absl::StatusOr<Published> PublishFull(std::shared_ptr<const Model> model,
+                                        const store::ModelInfo& meta,
+                                        const std::string& blob,
+                                        Activation policy, uint64_t online_seq);
+
+  // Serves `next` (same version) instead of `base` if `base` is still the
+  // served model; returns false (and changes nothing) otherwise.
+  bool ReplaceInMemory(const std::shared_ptr<const Model>& base,
+                       std::shared_ptr<const Model> next, uint64_t online_seq);
+
+  // Stores `model` (serialized `blob`) as a new active "online" version if
+  // it is still the served model, then applies retention. Returns the new
+  // version. Errors: Aborted when another model was published meanwhile
+  // (nothing stored); the store's.
+  absl::StatusOr<int64_t> PublishOnline(
+      const std::shared_ptr<const Model>& model, const store::ModelInfo& meta,
+      const std::string& blob);
+
+  // Loads and serves `version` and marks it active in the store. The blob is
+  // read and decoded before the publish lock is taken. Errors:
+  // InvalidArgument (version <= 0), NotFound, DataLoss when corrupt (the
+  // served model is unchanged), the store's.
+  absl::StatusOr<store::ModelInfo> Activate(int64_t version,
+                                            uint64_t online_seq);
+
+  // Deletes a stored version. Errors: InvalidArgument (version <= 0),
+  // NotFound, FailedPrecondition for the active version or (without force)
+  // a pinned one.
+  absl::StatusOr<int64_t> Delete(int64_t version, bool force);
+  // Pins / unpins; returns the version's info. Errors: InvalidArgument,
+  // NotFound.
+  absl::StatusOr<store::ModelInfo> Pin(int64_t version, bool pinned);
+  // Applies `policy` (or the registry's own when null). Errors:
+  // InvalidArgument for negative counts; the store's.
+  absl::StatusOr<store::PruneResult> Prune(
+      const store::RetentionPolicy* policy);
+
+  const RegistryOptions& options() const { return options_; }
+  size_t cached_bytes() const { return cache_.bytes(); }
+
+ private:
+  absl::StatusOr<std::shared_ptr<const Model>> LoadVersion(
+      int64_t version) const;
+  absl::StatusOr<store::ModelInfo> Info(int64_t version) const;
+  // Serves `s` and clears load_error. REQUIRES publish_mu_ held.
+  void SetServed(Served s);
+  // Retention after a publish; failures are logged.
+  void RetainLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(publish_mu_);
+  absl::StatusOr<store::PruneResult> PruneLocked(
+      const store::RetentionPolicy& policy)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(publish_mu_);
+
+  store::Store* const store_;
+  const RegistryOptions options_;
+
+  // What readers see, replaced as a whole: read with std::atomic_load (no
+  // lock, never waits for a publish), written with std::atomic_store while
+  // publish_mu_ is held.
+  struct State {
+    Served served;
+    std::string load_error;
+  };
+  std::shared_ptr<const State> Load() const;
+  // REQUIRES publish_mu_ held.
+  void Put(State next);
+  std::shared_ptr<const State> state_;
+
+  // Serializes publishing and version management (store writes).
+  std::mutex publish_mu_;
+
+  VersionCache cache_;
+};
+
+}  // namespace rbmrec::server
+
+#endif  // RBMREC_SERVER_MODEL_REGISTRY_H_

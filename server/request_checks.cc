@@ -1,0 +1,238 @@
+#include "server/request_checks.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <map>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "core/error_reason.h"
+
+namespace rbmrec::server {
+namespace {
+
+constexpr size_t kMaxIdBytes = store::kMaxIdBytes;
+
+// Reads a number field from our own flat metrics JSON ({"a":1,"b":2}).
+double JsonNumber(const std::string& json, absl::string_view key) {
+  const std::string needle = absl::StrCat("\"", key, "\":");
+  const size_t pos = json.find(needle);
+  if (pos == std::string::npos) return 0;
+  return std::strtod(json.c_str() + pos + needle.size(), nullptr);
+}
+
+}  // namespace
+
+std::string Truncated(const std::string& id) {
+  return id.size() <= kMaxIdBytes ? id : id.substr(0, kMaxIdBytes);
+}
+
+// Empty when the id is valid, else why not ("user_id is empty").
+std::string IdProblem(const std::string& id, absl::string_view field) {
+  if (id.empty()) return absl::StrCat(field, " is empty");
+  if (id.size() > kMaxIdBytes) {
+    return absl::StrCat(field, " is ", id.size(), " bytes long (limit ",
+                        kMaxIdBytes, ")");
+  }
+  for (size_t i = 0; i < id.size(); ++i) {
+    const auto c = static_cast<unsigned char>(id[i]);
+    if (c < 0x20 || c == 0x7f) {
+      return absl::StrFormat(
+          "%s contains the control character U+%04X at byte %d", field, c, i);
+    }
+  }
+  return "";
+}
+
+// Empty when `rating` is on `scale`, else why not.
+std::string RatingProblem(double rating, const RatingScale& scale) {
+  if (std::isnan(rating)) return "rating is NaN";
+  if (std::isinf(rating)) return "rating is infinite";
+  if (!scale.Index(rating).ok()) {
+    return absl::StrCat("rating ", rating, " is off the scale ",
+                        scale.ToString());
+  }
+  return "";
+}
+
+absl::Status OverLimit(absl::string_view what, int64_t value, int64_t limit,
+                       absl::string_view flag) {
+  return WithReason(absl::ResourceExhaustedError(absl::StrCat(
+                        what, " is ", value, ", over the server's limit of ",
+                        limit, " (", flag, ")")),
+                    kReasonLimitExceeded);
+}
+
+absl::StatusOr<PredictMethod> ToMethod(v1::Method m) {
+  switch (m) {
+    case v1::METHOD_UNSPECIFIED:
+    case v1::EXACT:
+      return PredictMethod::kExact;
+    case v1::MEAN_FIELD:
+      return PredictMethod::kMeanField;
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat("method ", static_cast<int>(m),
+                       " is not a known Method (EXACT = 1, MEAN_FIELD = 2)"));
+  }
+}
+
+void FillScale(const RatingScale& scale, v1::RatingScale* out) {
+  out->set_min(scale.min());
+  out->set_max(scale.max());
+  out->set_step(scale.step());
+  for (int k = 0; k < scale.K(); ++k) out->add_values(scale.Value(k));
+}
+
+v1::ModelInfo ToProto(const store::ModelInfo& m) {
+  v1::ModelInfo out;
+  out.set_version(m.version);
+  out.set_created_unix_ms(m.created_unix_ms);
+  out.set_kind(m.kind);
+  out.set_n_users(m.n_users);
+  out.set_n_items(m.n_items);
+  out.set_n_ratings(m.n_ratings);
+  out.set_validation_rmse(JsonNumber(m.metrics_json, "validation_rmse"));
+  out.set_epochs(static_cast<int32_t>(JsonNumber(m.metrics_json, "epochs")));
+  out.set_active(m.active);
+  out.set_size_bytes(m.size_bytes);
+  out.set_pinned(m.pinned);
+  return out;
+}
+
+// True when p is a distribution over K values (finite, >= 0, sum 1).
+bool SaneDistribution(const float* p, int K) {
+  double sum = 0;
+  for (int k = 0; k < K; ++k) {
+    if (!std::isfinite(p[k]) || p[k] < 0) return false;
+    sum += p[k];
+  }
+  return std::abs(sum - 1.0) < 1e-3;
+}
+
+// The JSON object of item attributes, keys sorted.
+std::string AttributesJson(
+    const google::protobuf::Map<std::string, std::string>& attributes) {
+  if (attributes.empty()) return "";
+  std::map<std::string, std::string> attrs(attributes.begin(),
+                                           attributes.end());
+  auto quote = [](const std::string& s) {
+    std::string out = "\"";
+    for (char c : s) {
+      const auto uc = static_cast<unsigned char>(c);
+      if (c == '"' || c == '\\') {
+        out.push_back('\\');
+        out.push_back(c);
+      } else if (uc < 0x20) {
+        out += absl::StrFormat("\\u%04x", static_cast<int>(uc));
+      } else {
+        out.push_back(c);
+      }
+    }
+    return out + "\"";
+  };
+  std::string json = "{";
+  for (const auto& [k, v] : attrs) {
+    if (json.size() > 1) json.push_back(',');
+    absl::StrAppend(&json, quote(k), ":", quote(v));
+  }
+  return json + "}";
+}
+
+absl::StatusOr<TrainJobRequest> TrainJobFromProto(
+    const v1::TrainRequest& request, const TrainOptions& defaults,
+    Activation default_policy, int max_threads) {
+  TrainOptions o = defaults;
+  const v1::TrainOptions& r = request.options();
+  auto bad = [](absl::string_view field, absl::string_view why) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("options.", field, " ", why));
+  };
+  // An int option in [lo, cap]: below lo INVALID_ARGUMENT, above the hard
+  // cap INVALID_ARGUMENT with reason LIMIT_EXCEEDED.
+  auto ranged = [&](absl::string_view field, int64_t v, int64_t lo,
+                    int64_t cap) -> absl::Status {
+    if (v < lo) return bad(field, absl::StrCat("must be >= ", lo, ", got ", v));
+    if (v > cap) {
+      return WithReason(bad(field, absl::StrCat("is ", v,
+                                                ", over the server's hard "
+                                                "limit of ",
+                                                cap)),
+                        kReasonLimitExceeded);
+    }
+    return absl::OkStatus();
+  };
+  absl::Status s;
+  if (r.has_hidden() && (s = ranged("hidden", r.hidden(), 1, kMaxHidden)).ok())
+    o.hidden = r.hidden();
+  if (s.ok() && r.has_epochs() &&
+      (s = ranged("epochs", r.epochs(), 1, kMaxEpochs)).ok())
+    o.max_epochs = r.epochs();
+  if (s.ok() && r.has_batch_size() &&
+      (s = ranged("batch_size", r.batch_size(), 1, kMaxBatchSize)).ok())
+    o.batch_size = r.batch_size();
+  if (s.ok() && r.has_cd_steps() &&
+      (s = ranged("cd_steps", r.cd_steps(), 1, kMaxCdSteps)).ok()) {
+    o.cd.steps = {{1, r.cd_steps()}};
+    o.cd.adaptive = false;
+  }
+  if (s.ok() && r.has_ensemble() &&
+      (s = ranged("ensemble", r.ensemble(), 1, kMaxEnsemble)).ok())
+    o.ensemble = r.ensemble();
+  if (s.ok() && r.has_threads() &&
+      (s = ranged("threads", r.threads(), 0, kMaxTrainThreads)).ok())
+    o.threads = r.threads();
+  if (!s.ok()) return s;
+  if (r.has_learning_rate()) {
+    if (!(r.learning_rate() > 0 && r.learning_rate() < 100))
+      return bad("learning_rate", "must be in (0, 100)");
+    o.learning_rate = static_cast<float>(r.learning_rate());
+  }
+  if (r.has_momentum()) {
+    if (!(r.momentum() >= 0 && r.momentum() < 1))
+      return bad("momentum", "must be in [0, 1)");
+    o.momentum = static_cast<float>(r.momentum());
+  }
+  if (r.has_weight_decay()) {
+    if (!(r.weight_decay() >= 0 && r.weight_decay() < 1))
+      return bad("weight_decay", "must be in [0, 1)");
+    o.weight_decay = static_cast<float>(r.weight_decay());
+  }
+  if (r.has_seed()) o.seed = r.seed();
+  if (r.has_validation_fraction()) {
+    if (!(r.validation_fraction() >= 0 && r.validation_fraction() <= 0.5))
+      return bad("validation_fraction", "must be in [0, 0.5]");
+    o.validation_fraction = r.validation_fraction();
+  }
+  Activation policy = default_policy;
+  switch (request.activation()) {
+    case v1::ACTIVATION_POLICY_UNSPECIFIED:
+      break;
+    case v1::ACTIVATE_ALWAYS:
+      policy = Activation::kAlways;
+      break;
+    case v1::ACTIVATE_IF_BETTER:
+      policy = Activation::kIfBetter;
+      break;
+    case v1::ACTIVATE_NEVER:
+      policy = Activation::kNever;
+      break;
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat("activation ", static_cast<int>(request.activation()),
+                       " is not a known ActivationPolicy (1..3)"));
+  }
+  int cap = max_threads;
+  if (cap == 0)
+    cap = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  if (o.threads == 0 || o.threads > cap) o.threads = cap;
+  if (absl::Status v = ValidateTrainOptions(o); !v.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("invalid training options: ", v.message()));
+  }
+  return TrainJobRequest{o, policy};
+}
+
+}  // namespace rbmrec::server

@@ -1,0 +1,151 @@
+// Request limits and validation of the service: every option over its
+// limit is RESOURCE_EXHAUSTED + LIMIT_EXCEEDED naming the field, value,
+// limit and flag; unknown enum numbers and ids with control characters are
+// INVALID_ARGUMENT.
+
+#include <string>
+
+#include "core/error_reason.h"
+#include "gtest/gtest.h"
+#include "server/service.h"
+#include "tests/server/service_fixture.h"
+
+namespace rbmrec::server {
+namespace {
+
+using testing::I;
+using testing::Row;
+using testing::ServiceFixture;
+
+class LimitsTest : public ServiceFixture {
+ protected:
+  void SetUp() override {
+    ServiceOptions o = DefaultOptions();
+    o.max_adhoc_ratings = 5;
+    o.max_predict_items = 3;
+    o.max_recommend_n = 4;
+    o.max_batch_rows = 10;
+    Start(nullptr, o);
+    LoadSyntheticSmall();
+    TrainDone();
+  }
+  void LoadSyntheticSmall() {
+    // The synthetic set in batches of at most 10 rows.
+    const v1::AddRatingsRequest all = testing::SyntheticBatch();
+    std::vector<v1::AddRatingsRequest> batches;
+    for (int i = 0; i < all.ratings_size(); ++i) {
+      if (i % 10 == 0) batches.emplace_back();
+      *batches.back().add_ratings() = all.ratings(i);
+    }
+    ASSERT_TRUE(service_->AddRatings(batches).ok());
+  }
+  static void ExpectLimit(const absl::Status& s, const std::string& flag,
+                          const std::string& value) {
+    EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
+    EXPECT_EQ(ReasonOf(s), kReasonLimitExceeded) << s;
+    EXPECT_NE(s.message().find(flag), std::string::npos) << s;
+    EXPECT_NE(s.message().find(value), std::string::npos) << s;
+  }
+};
+
+TEST_F(LimitsTest, AdHocRatingsAreLimited) {
+  v1::PredictRatingsRequest p;
+  p.add_item_ids(I(1));
+  for (int i = 0; i < 6; ++i) {
+    v1::ItemRating* r = p.add_ratings();
+    r->set_item_id(I(i));
+    r->set_rating(4);
+  }
+  ExpectLimit(service_->PredictRatings(p).status(), "--max-adhoc-ratings", "6");
+  v1::RecommendRequest rec;
+  *rec.mutable_ratings() = p.ratings();
+  ExpectLimit(service_->Recommend(rec).status(), "--max-adhoc-ratings", "6");
+  p.mutable_ratings()->RemoveLast();  // 5: at the limit
+  EXPECT_TRUE(service_->PredictRatings(p).ok());
+}
+
+TEST_F(LimitsTest, EveryCountIsLimited) {
+  v1::PredictRatingsRequest p;
+  p.set_user_id("u0");
+  for (int i = 0; i < 4; ++i) p.add_item_ids(I(i));
+  ExpectLimit(service_->PredictRatings(p).status(), "--max-predict-items", "4");
+  v1::RecommendRequest rec;
+  rec.set_user_id("u0");
+  rec.set_n(5);
+  ExpectLimit(service_->Recommend(rec).status(), "--max-recommend-n", "5");
+  v1::AddRatingsRequest b;
+  for (int i = 0; i < 11; ++i) *b.add_ratings() = Row("u0", I(i), 3);
+  ExpectLimit(service_->AddRatings({b}).status(), "--max-batch", "11");
+  v1::PutItemsRequest items;
+  for (int i = 0; i < 11; ++i) items.add_items()->set_item_id(I(i));
+  ExpectLimit(service_->PutItems(items).status(), "--max-batch", "11");
+  v1::DeleteRatingsRequest del;
+  del.set_user_id("u0");
+  for (int i = 0; i < 4; ++i) del.add_item_ids(I(i));
+  ExpectLimit(service_->DeleteRatings(del).status(), "--max-predict-items",
+              "4");
+}
+
+TEST_F(LimitsTest, UnknownEnumValuesAreInvalid) {
+  v1::PredictRatingsRequest p;
+  p.set_user_id("u0");
+  p.add_item_ids(I(1));
+  p.set_method(static_cast<v1::Method>(7));
+  absl::Status s = service_->PredictRatings(p).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_NE(s.message().find("method 7"), std::string::npos) << s;
+  v1::RecommendRequest rec;
+  rec.set_user_id("u0");
+  rec.set_method(static_cast<v1::Method>(7));
+  EXPECT_EQ(service_->Recommend(rec).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  rec.set_method(v1::MEAN_FIELD);
+  rec.set_rank_by(static_cast<v1::RankBy>(9));
+  s = service_->Recommend(rec).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_NE(s.message().find("rank_by 9"), std::string::npos) << s;
+  rec.set_rank_by(v1::PROBABILITY_AT_LEAST);
+  rec.set_threshold(4);
+  EXPECT_TRUE(service_->Recommend(rec).ok());
+}
+
+TEST_F(LimitsTest, ControlCharactersInIdsAreRejected) {
+  for (const std::string& bad : {std::string("a\0b", 3), std::string("esc\x1b"),
+                                 std::string("cr\r"), std::string("del\x7f")}) {
+    v1::AddRatingsRequest b;
+    *b.add_ratings() = Row(bad, I(1), 3);
+    *b.add_ratings() = Row("u0", bad, 3);
+    *b.add_ratings() = Row("u0", I(1), 3);
+    absl::StatusOr<v1::AddRatingsResponse> r = service_->AddRatings({b});
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->accepted(), 1);
+    EXPECT_EQ(r->rejected(), 2);
+    ASSERT_EQ(r->rejected_rows_size(), 2);
+    EXPECT_NE(r->rejected_rows(0).reason().find("user_id contains the control"),
+              std::string::npos)
+        << r->rejected_rows(0).reason();
+    EXPECT_NE(r->rejected_rows(1).reason().find("item_id contains the control"),
+              std::string::npos);
+    v1::PredictRatingsRequest p;
+    p.set_user_id(bad);
+    p.add_item_ids(I(1));
+    EXPECT_EQ(service_->PredictRatings(p).status().code(),
+              absl::StatusCode::kInvalidArgument);
+    p.set_user_id("u0");
+    p.set_item_ids(0, bad);
+    EXPECT_EQ(service_->PredictRatings(p).status().code(),
+              absl::StatusCode::kInvalidArgument);
+    v1::DeleteUserRequest du;
+    du.set_user_id(bad);
+    EXPECT_EQ(service_->DeleteUser(du).status().code(),
+              absl::StatusCode::kInvalidArgument);
+    v1::PutItemsRequest items;
+    items.add_items()->set_item_id(bad);
+    EXPECT_EQ(service_->PutItems(items).status().code(),
+              absl::StatusCode::kInvalidArgument);
+  }
+  EXPECT_TRUE(service_->Serving());
+}
+
+}  // namespace
+}  // namespace rbmrec::server

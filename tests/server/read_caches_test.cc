@@ -1,0 +1,91 @@
+// ReadCaches on a store: read-through, invalidation by writes, and user
+// resolution against a model snapshot.
+
+#include "server/read_caches.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "store/store.h"
+
+namespace rbmrec::server {
+namespace {
+
+class ReadCachesTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    absl::StatusOr<std::unique_ptr<store::Store>> st =
+        store::Store::Open(":memory:");
+    ASSERT_TRUE(st.ok());
+    store_ = std::move(*st);
+    caches_ = std::make_unique<ReadCaches>(store_.get(), 1 << 20);
+    ASSERT_TRUE(
+        store_->UpsertRatings({{"ann", "a", 4, 0}, {"ann", "b", 2, 0}}).ok());
+    auto model = std::make_shared<Model>();
+    model->scale = *RatingScale::Create(1, 5, 1);
+    model->items.GetOrAdd("a");
+    model->items.GetOrAdd("b");
+    model_ = std::move(model);
+  }
+  std::unique_ptr<store::Store> store_;
+  std::unique_ptr<ReadCaches> caches_;
+  std::shared_ptr<const Model> model_;
+  google::protobuf::RepeatedPtrField<v1::ItemRating> none_;
+};
+
+TEST_F(ReadCachesTest, ReadsThroughAndForgetsOnInvalidation) {
+  absl::StatusOr<ReadCaches::UserRatingsPtr> r = caches_->UserRatings("ann");
+  ASSERT_TRUE(r.ok());
+  ASSERT_NE(*r, nullptr);
+  EXPECT_EQ((*r)->size(), 2u);
+  // A write the cache is not told about is not seen (served from cache)...
+  ASSERT_TRUE(store_->UpsertRatings({{"ann", "c", 5, 0}}).ok());
+  EXPECT_EQ((*caches_->UserRatings("ann"))->size(), 2u);
+  // ...until the writer invalidates.
+  caches_->InvalidateUsers({"ann"});
+  EXPECT_EQ((*caches_->UserRatings("ann"))->size(), 3u);
+  r = caches_->UserRatings("nobody");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(*r, nullptr);
+}
+
+TEST_F(ReadCachesTest, ResolvesAgainstTheModelAndCachesPerSnapshot) {
+  absl::StatusOr<UserView> v = caches_->Resolve(model_, "ann", none_);
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_TRUE(v->folded_in);
+  ASSERT_EQ(v->resolved->ratings.items.size(), 2u);
+  EXPECT_EQ(v->resolved->ratings.ks[0], 3);  // rating 4 on 1..5
+  absl::StatusOr<UserView> again = caches_->Resolve(model_, "ann", none_);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->resolved, v->resolved);  // cached
+  auto other = std::make_shared<const Model>(*model_);
+  absl::StatusOr<UserView> fresh = caches_->Resolve(other, "ann", none_);
+  ASSERT_TRUE(fresh.ok());
+  EXPECT_NE(fresh->resolved, v->resolved);  // another snapshot
+  EXPECT_EQ(caches_->Resolve(model_, "nobody", none_).status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ(caches_->Resolve(model_, "", none_).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  google::protobuf::RepeatedPtrField<v1::ItemRating> adhoc;
+  v1::ItemRating* r = adhoc.Add();
+  r->set_item_id("a");
+  r->set_rating(1);
+  absl::StatusOr<UserView> merged = caches_->Resolve(model_, "ann", adhoc);
+  ASSERT_TRUE(merged.ok());
+  EXPECT_EQ(merged->resolved->ratings.ks[0], 0);  // the ad-hoc rating wins
+}
+
+TEST_F(ReadCachesTest, TitlesFollowInvalidation) {
+  ASSERT_TRUE(store_->PutItems({{"a", "Alpha", ""}}).ok());
+  EXPECT_EQ(caches_->Titles({"a", "zz"}),
+            (std::vector<std::string>{"Alpha", ""}));
+  ASSERT_TRUE(store_->PutItems({{"a", "Beta", ""}}).ok());
+  EXPECT_EQ(caches_->Titles({"a"})[0], "Alpha");
+  caches_->InvalidateTitles({"a"});
+  EXPECT_EQ(caches_->Titles({"a"})[0], "Beta");
+}
+
+}  // namespace
+}  // namespace rbmrec::server
