@@ -5,7 +5,7 @@
 #                the batch); the server is SIGKILLed after a random number of
 #                acknowledgements plus a random jitter, then restarted.
 #   import-cli   `rbmrec import` (a multi-batch stream) with the server
-#                SIGKILLed at a random moment; the CLI's "N rows certainly
+#                SIGKILLed at a random moment; the CLI's "N rows ... certainly
 #                committed" (when it prints it) must be <= the rows stored,
 #                and the stored batches must be a leading run of the stream.
 #   train        SIGKILL at a random moment of `rbmrec train` (half of the

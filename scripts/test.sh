@@ -4,7 +4,11 @@
 #   2. builds everything from scratch in Release with -Werror and runs ctest,
 #   3. builds the core engine, the store and the transport-free service with
 #      AddressSanitizer + UndefinedBehaviorSanitizer and runs their tests again
-#      (the gRPC, CLI and end-to-end suites only in step 2).
+#      (the gRPC, CLI and end-to-end suites only in step 2),
+#   4. runs the long suites in their short CI modes: fault injection
+#      (bench/faults.sh --ci), soak (bench/soak.sh --ci) and fuzzing
+#      (bench/fuzz.sh --ci, 30 s per libFuzzer target). Their full modes are
+#      run from bench/ (see README, "Robustness").
 # Usage: scripts/test.sh            (from anywhere; build dirs under build-test*)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -24,10 +28,16 @@ rm -rf build-test-asan
 cmake -S . -B build-test-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRBMREC_WERROR=ON \
   -DRBMREC_SANITIZE=ON >/dev/null
 asan_targets=$(cmake --build build-test-asan --target help | sed -n -E \
-  's/^\.\.\. ((core|store)_[a-z_]*_test|rbmrec_service_test|rbmrec_fast_predict_test)$/\1/p')
+  's/^\.\.\. ((core|store)_[a-z_]*_test|rbmrec_(service|fast_predict|model_registry|training_jobs|online_updater|read_caches|limits)_test)$/\1/p')
 cmake --build build-test-asan -j"$jobs" --target $asan_targets
 # Suites of targets not built here are listed by ctest as *_NOT_BUILT.
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
   ctest --test-dir build-test-asan --output-on-failure -j"$jobs" \
   -E '_NOT_BUILT|e2e|python'
+echo "=== fault injection (short mode)"
+BUILD="$root/build-test" bash bench/faults.sh --ci
+echo "=== soak (short mode)"
+BUILD="$root/build-test" bash bench/soak.sh --ci
+echo "=== fuzzing (short mode)"
+bash bench/fuzz.sh --ci
 echo "=== all tests passed"

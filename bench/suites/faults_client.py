@@ -18,7 +18,7 @@ Subcommands (each prints one line of key=value results on stdout):
                --kill-after-acks K acks (+ random jitter) or after
                --kill-after-seconds S
   cli-import   `rbmrec import` of a slice (multi-batch stream), SIGKILLs the
-               server after S seconds, keeps the CLI's "N rows certainly
+               server after S seconds, keeps the CLI's "N rows ... certainly
                committed"
   verify       PRAGMA integrity_check (read-only) and the journal against the
                stored ratings
@@ -224,7 +224,11 @@ def cmd_cli_import(a):
     seconds = time.monotonic() - t0
     if timer is not None:
         timer.join()
-    m = re.search(r"([\d,]+) rows? (?:are )?certainly committed", stderr)
+    # The CLI's statement after a failure: "committed: N rows in the first B
+    # of S batches sent are certainly stored ..." or, without the server's
+    # counts, "... 0 rows are certainly stored ...".
+    m = (re.search(r"committed: ([\d,]+) rows? in the first", stderr) or
+         re.search(r"([\d,]+) rows? are certainly stored", stderr))
     committed = int(m.group(1).replace(",", "")) if m else None
     j.append({"cli": a.id, "batches": ids, "rc": proc.returncode,
               "committed": committed})
