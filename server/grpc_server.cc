@@ -37,7 +37,8 @@ class GrpcServer::Handler final : public HandlerBase {
   // messages. MarkMethodStreamed is the Service hook that replaces a sync
   // method's handler (it marks the method BIDI_STREAMING, which the server
   // treats like CLIENT_STREAMING: no message is read before the handler).
-  explicit Handler(RbmrecService* service) : service_(service) {
+  Handler(RbmrecService* service, GrpcServer* owner)
+      : service_(service), owner_(owner) {
     MarkMethodStreamed(
         kAddRatingsMethodIndex,
         new grpc::internal::ClientStreamingHandler<Handler, grpc::ByteBuffer,
@@ -71,6 +72,8 @@ class GrpcServer::Handler final : public HandlerBase {
                      grpc::ServerWriter<v1::TrainProgress>* writer) override {
     // The job keeps running when the client goes away (see the .proto).
     absl::Status s = service_->Train(*request, [&](const v1::TrainProgress& p) {
+      // Readiness first, so a client that sees SUCCEEDED sees SERVING.
+      if (p.state() == v1::TrainProgress::SUCCEEDED) owner_->RefreshHealth();
       if (context->IsCancelled()) return false;
       return writer->Write(p);
     });
@@ -103,7 +106,10 @@ class GrpcServer::Handler final : public HandlerBase {
   grpc::Status ActivateModel(grpc::ServerContext* context,
                              const v1::ActivateModelRequest* request,
                              v1::ModelInfo* response) override {
-    return Reply(context, service_->ActivateModel(*request), response);
+    grpc::Status status =
+        Reply(context, service_->ActivateModel(*request), response);
+    owner_->RefreshHealth();
+    return status;
   }
   grpc::Status DeleteModel(grpc::ServerContext* context,
                            const v1::DeleteModelRequest* request,
@@ -215,6 +221,7 @@ class GrpcServer::Handler final : public HandlerBase {
   }
 
   RbmrecService* service_;
+  GrpcServer* owner_;  // for RefreshHealth after a publish
 };
 
 absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(
@@ -222,7 +229,7 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(
   std::unique_ptr<GrpcServer> server(new GrpcServer());
   server->options_ = options;
   if (server->options_.health_poll_ms < 1) server->options_.health_poll_ms = 1;
-  server->handler_ = std::make_unique<Handler>(service);
+  server->handler_ = std::make_unique<Handler>(service, server.get());
   // Links health.proto's generated code into the binary, which registers
   // grpc.health.v1 in the generated descriptor pool: reflection resolves the
   // health service (gRPC's built-in health service has no descriptor).
@@ -251,6 +258,7 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(
   // readiness is set now and then kept current by the health thread.
   if (grpc::HealthCheckServiceInterface* health =
           server->server_->GetHealthCheckService()) {
+    absl::MutexLock lock(&server->health_mu_);
     server->serving_ = !server->options_.serving || server->options_.serving();
     health->SetServingStatus(v1::Rbmrec::service_full_name(), server->serving_);
     if (server->options_.serving) {
@@ -262,7 +270,6 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(
 }
 
 void GrpcServer::HealthLoop() {
-  grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService();
   while (true) {
     {
       absl::MutexLock lock(&health_mu_);
@@ -272,14 +279,23 @@ void GrpcServer::HealthLoop() {
         return;
       }
     }
-    const bool now = options_.serving();
-    if (now == serving_) continue;
-    serving_ = now;
-    health->SetServingStatus(v1::Rbmrec::service_full_name(), now);
-    Log(LogLevel::kInfo, "health_changed",
-        {F("service", v1::Rbmrec::service_full_name()),
-         F("status", now ? "SERVING" : "NOT_SERVING")});
+    RefreshHealth();
   }
+}
+
+void GrpcServer::RefreshHealth() {
+  if (!options_.serving || server_ == nullptr) return;
+  grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService();
+  if (health == nullptr) return;
+  absl::MutexLock lock(&health_mu_);
+  if (health_stop_) return;
+  const bool now = options_.serving();
+  if (now == serving_) return;
+  serving_ = now;
+  health->SetServingStatus(v1::Rbmrec::service_full_name(), now);
+  Log(LogLevel::kInfo, "health_changed",
+      {F("service", v1::Rbmrec::service_full_name()),
+       F("status", now ? "SERVING" : "NOT_SERVING")});
 }
 
 void GrpcServer::StopHealthLoop() {

@@ -23,7 +23,9 @@
 //   predictions (GrpcServerOptions::serving), NOT_SERVING while none can
 //   (before the first training, or when no stored model loads) and after
 //   shutdown has begun. It follows the service within
-//   GrpcServerOptions::health_poll_ms.
+//   GrpcServerOptions::health_poll_ms, and at once when a Train job
+//   succeeds (before its SUCCEEDED message is sent) or ActivateModel
+//   answers.
 //
 // Reflection (GrpcServerOptions::reflection): grpc.reflection.v1 and
 // v1alpha, both resolving every service of the server, grpc.health.v1.Health
@@ -83,6 +85,11 @@ class GrpcServer {
   GrpcServer() = default;
   // Polls options_.serving and updates the health status of the service.
   void HealthLoop();
+  // Sets the readiness of "rbmrec.v1.Rbmrec" from options_.serving() now.
+  // Called by the health thread and, so that a client sees the new state as
+  // soon as a call that publishes or activates a model answers, by those
+  // handlers. Thread-safe.
+  void RefreshHealth() ABSL_LOCKS_EXCLUDED(health_mu_);
   void StopHealthLoop();
 
   GrpcServerOptions options_;
@@ -94,7 +101,7 @@ class GrpcServer {
   bool health_stop_ ABSL_GUARDED_BY(health_mu_) = false;
   // The status last set for "rbmrec.v1.Rbmrec"; health thread only after
   // Start.
-  bool serving_ = false;
+  bool serving_ ABSL_GUARDED_BY(health_mu_) = false;
   std::thread health_thread_;
 };
 

@@ -163,7 +163,9 @@ bool HasService(const google::protobuf::FileDescriptorProto& file,
 
 class GrpcServerTest : public ::testing::Test {
  protected:
-  void Start(bool reflection = true) {
+  // real_serving: readiness from the service itself, polled only once a
+  // minute (so that only the refresh after a publish can change it).
+  void Start(bool reflection = true, bool real_serving = false) {
     absl::StatusOr<std::unique_ptr<store::Store>> store =
         store::Store::Open(":memory:");
     ASSERT_TRUE(store.ok()) << store.status();
@@ -179,6 +181,10 @@ class GrpcServerTest : public ::testing::Test {
     go.reflection = reflection;
     go.serving = [this] { return serving_.load(); };
     go.health_poll_ms = 10;
+    if (real_serving) {
+      go.serving = [svc = service_.get()] { return svc->Serving(); };
+      go.health_poll_ms = 60000;
+    }
     absl::StatusOr<std::unique_ptr<GrpcServer>> server =
         GrpcServer::Start(service_.get(), go);
     ASSERT_TRUE(server.ok()) << server.status();
@@ -316,6 +322,41 @@ TEST_F(GrpcServerTest, ServiceHealthFollowsServingOverallStaysLive) {
   serving_ = false;
   EXPECT_TRUE(HealthBecomes("rbmrec.v1.Rbmrec", HS::NOT_SERVING));
   EXPECT_EQ(Health(""), HS::SERVING);
+}
+
+TEST_F(GrpcServerTest, ServiceIsServingAsSoonAsTrainSaysSucceeded) {
+  using HS = grpc::health::v1::HealthCheckResponse;
+  Start(/*reflection=*/true, /*real_serving=*/true);
+  EXPECT_EQ(Health("rbmrec.v1.Rbmrec"), HS::NOT_SERVING);
+  {
+    grpc::ClientContext context;
+    v1::AddRatingsResponse response;
+    auto writer = stub_->AddRatings(&context, &response);
+    for (int u = 0; u < 20; ++u) {
+      v1::AddRatingsRequest batch;
+      for (int i = 0; i < 10; ++i) {
+        v1::Rating* r = batch.add_ratings();
+        r->set_user_id(absl::StrCat("u", u));
+        r->set_item_id(absl::StrCat("i", (u * 7 + i * 3) % 15));
+        r->set_rating(1 + (u + i) % 5);
+      }
+      ASSERT_TRUE(writer->Write(batch));
+    }
+    writer->WritesDone();
+    grpc::Status s = writer->Finish();
+    ASSERT_TRUE(s.ok()) << s.error_message();
+  }
+  v1::TrainRequest request;
+  request.mutable_options()->set_hidden(4);
+  request.mutable_options()->set_epochs(3);
+  grpc::ClientContext context;
+  auto reader = stub_->Train(&context, request);
+  v1::TrainProgress progress, last;
+  while (reader->Read(&progress)) last = progress;
+  ASSERT_TRUE(reader->Finish().ok());
+  ASSERT_EQ(last.state(), v1::TrainProgress::SUCCEEDED) << last.message();
+  // No polling within the next minute: the publish itself refreshed it.
+  EXPECT_EQ(Health("rbmrec.v1.Rbmrec"), HS::SERVING);
 }
 
 TEST_F(GrpcServerTest, ReflectionV1AndV1alphaListAndResolveTheServices) {
