@@ -13,54 +13,12 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
+#include "core/utf8.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/util/json_util.h"
 
 namespace rbmrec::client {
 namespace {
-
-// The length (2..4) of the well-formed multi-byte UTF-8 sequence at the start
-// of `s`, or 0 when it does not start with one.
-size_t Utf8SequenceLength(absl::string_view s) {
-  if (s.empty()) return 0;
-  const auto c = static_cast<unsigned char>(s[0]);
-  size_t n;
-  uint32_t cp;
-  if (c >= 0xC2 && c <= 0xDF) {
-    n = 2;
-    cp = c & 0x1Fu;
-  } else if (c >= 0xE0 && c <= 0xEF) {
-    n = 3;
-    cp = c & 0x0Fu;
-  } else if (c >= 0xF0 && c <= 0xF4) {
-    n = 4;
-    cp = c & 0x07u;
-  } else {
-    return 0;
-  }
-  if (s.size() < n) return 0;
-  for (size_t i = 1; i < n; ++i) {
-    const auto b = static_cast<unsigned char>(s[i]);
-    if ((b & 0xC0) != 0x80) return 0;
-    cp = (cp << 6) | (b & 0x3Fu);
-  }
-  if ((n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000) ||
-      (cp >= 0xD800 && cp <= 0xDFFF) || cp > 0x10FFFF) {
-    return 0;
-  }
-  return n;
-}
-
-// The code point of a well-formed sequence of `n` bytes.
-uint32_t DecodeUtf8(absl::string_view s, size_t n) {
-  uint32_t cp = static_cast<unsigned char>(s[0]) & (n == 2   ? 0x1Fu
-                                                    : n == 3 ? 0x0Fu
-                                                             : 0x07u);
-  for (size_t i = 1; i < n; ++i) {
-    cp = (cp << 6) | (static_cast<unsigned char>(s[i]) & 0x3Fu);
-  }
-  return cp;
-}
 
 std::string PadLeft(absl::string_view s, size_t width) {
   const size_t w = DisplayWidth(s);
@@ -150,13 +108,14 @@ std::string TerminalSafe(absl::string_view s) {
       ++i;
       continue;
     }
-    const size_t n = Utf8SequenceLength(s.substr(i));
+    const std::string_view rest(s.data() + i, s.size() - i);
+    const size_t n = Utf8SequenceLength(rest);
     if (n == 0) {
       absl::StrAppend(&out, absl::StrFormat("\\x%02x", c));
       ++i;
       continue;
     }
-    const uint32_t cp = DecodeUtf8(s.substr(i), n);
+    const uint32_t cp = DecodeUtf8(rest, n);
     if ((cp >= 0x80 && cp <= 0x9F) || (cp >= 0x202A && cp <= 0x202E) ||
         (cp >= 0x2066 && cp <= 0x2069)) {
       absl::StrAppend(&out, absl::StrFormat("\\u%04x", cp));
@@ -529,7 +488,8 @@ std::string JsonQuote(absl::string_view s) {
   size_t i = 0;
   while (i < s.size()) {
     const auto c = static_cast<unsigned char>(s[i]);
-    const size_t n = c < 0x80 ? 1 : Utf8SequenceLength(s.substr(i));
+    const size_t n =
+        Utf8SequenceLength(std::string_view(s.data() + i, s.size() - i));
     if (n == 0) {  // not part of valid UTF-8
       absl::StrAppend(&out, absl::StrFormat("\\u%04x", c));
       ++i;

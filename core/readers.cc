@@ -22,6 +22,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
+#include "core/utf8.h"
 
 namespace rbmrec {
 namespace {
@@ -205,51 +206,6 @@ void SplitWhitespace(std::string_view line,
 bool IsNumber(std::string_view s) {
   double unused;
   return absl::SimpleAtod(AV(s), &unused);
-}
-
-// The byte offset of the first byte of `s` that does not start a well-formed
-// UTF-8 sequence (overlong forms, surrogates and code points above U+10FFFF
-// are ill-formed), or npos when all of `s` is well-formed.
-size_t FirstInvalidUtf8(std::string_view s) {
-  const auto* begin = reinterpret_cast<const unsigned char*>(s.data());
-  const auto* p = begin;
-  const auto* end = p + s.size();
-  while (p < end) {
-    const unsigned char c = *p;
-    if (c < 0x80) {
-      ++p;
-      continue;
-    }
-    int extra;
-    uint32_t cp;
-    if (c >= 0xC2 && c <= 0xDF) {
-      extra = 1;
-      cp = c & 0x1Fu;
-    } else if (c >= 0xE0 && c <= 0xEF) {
-      extra = 2;
-      cp = c & 0x0Fu;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-      extra = 3;
-      cp = c & 0x07u;
-    } else {
-      return static_cast<size_t>(p - begin);
-    }
-    if (end - p <= extra) return static_cast<size_t>(p - begin);
-    for (int i = 1; i <= extra; ++i) {
-      if ((p[i] & 0xC0) != 0x80) return static_cast<size_t>(p - begin);
-      cp = (cp << 6) | (p[i] & 0x3Fu);
-    }
-    if ((extra == 2 && cp < 0x800) || (extra == 3 && cp < 0x10000) ||
-        (cp >= 0xD800 && cp <= 0xDFFF) || cp > 0x10FFFF) {
-      return static_cast<size_t>(p - begin);
-    }
-    p += extra + 1;
-  }
-  return std::string_view::npos;
-}
-
-bool IsValidUtf8(std::string_view s) {
-  return FirstInvalidUtf8(s) == std::string_view::npos;
 }
 
 // Describes the first invalid UTF-8 byte of `line` (which has one), e.g.
