@@ -17,7 +17,9 @@
 # of memory; the input is kept under build-fuzz/fuzz-artifacts/TARGET/ (the
 # path is printed, with the log). Builds build-fuzz/ with clang (ccache when
 # present); installs tests/fuzz/packages.txt through scripts/install-deps.sh
-# when missing. Environment: FUZZ_BUILD_JOBS (default 2), FUZZ_BUILD_DIR.
+# when missing. Environment: FUZZ_BUILD_JOBS (default 2), FUZZ_BUILD_DIR;
+# RBMREC_FUZZ_TRAIN_EXTREMES=1 lets fuzz_requests send Train options
+# >= 1,000,000 unchanged (see tests/fuzz/fuzz_requests.cc).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${FUZZ_BUILD_DIR:-$root/build-fuzz}

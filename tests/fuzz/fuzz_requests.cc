@@ -47,7 +47,7 @@ namespace {
 namespace v1 = ::rbmrec::v1;
 using server::RbmrecService;
 
-constexpr int64_t kResetEvery = 20000;
+constexpr int64_t kResetEvery = 5000;
 constexpr int kTrainsPerService = 20;
 constexpr double kMin = 1.0;
 constexpr double kMax = 5.0;
