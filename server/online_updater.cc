@@ -248,7 +248,8 @@ void OnlineUpdater::Apply(const std::deque<OnlineEvent>& events) {
 void OnlineUpdater::Loop() {
   const auto period = std::chrono::duration_cast<Clock::duration>(
       std::chrono::duration<double>(options_.publish_seconds));
-  constexpr auto kMinGap = std::chrono::milliseconds(200);
+  const auto min_gap = std::chrono::duration_cast<Clock::duration>(
+      std::chrono::duration<double>(options_.min_apply_gap_seconds));
   Clock::time_point next_apply = Clock::now();
   while (true) {
     std::optional<Clock::time_point> deadline;
@@ -277,7 +278,7 @@ void OnlineUpdater::Loop() {
       const Clock::time_point t0 = Clock::now();
       Apply(batch);
       const Clock::time_point t1 = Clock::now();
-      next_apply = t1 + std::max<Clock::duration>(kMinGap, 4 * (t1 - t0));
+      next_apply = t1 + std::max<Clock::duration>(min_gap, 4 * (t1 - t0));
     }
     bool persist = false;
     {

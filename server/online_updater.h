@@ -80,6 +80,10 @@ struct OnlineUpdaterOptions {
   float learning_rate = 0.01f;
   int steps = 1;
   double publish_seconds = 60;
+  // Least time between two applies (the next waits max(this, 4x the last
+  // apply's duration)), so a stream of writes is coalesced instead of
+  // applied one by one. 0: apply as soon as events arrive (tests, fuzzing).
+  double min_apply_gap_seconds = 0.2;
   uint64_t seed = 1;  // new items' parameters, CD sampling
 };
 

@@ -53,11 +53,12 @@ absl::StatusOr<std::unique_ptr<RbmrecService>> RbmrecService::Create(
   if (options.max_train_threads < 0 || options.max_train_memory_bytes < 0 ||
       options.keep_full_models < 0 || options.keep_online_models < 0 ||
       options.version_cache_bytes < 0 || options.read_cache_bytes < 0 ||
-      !(options.activate_tolerance >= 0)) {
+      !(options.activate_tolerance >= 0) ||
+      !(options.online_min_apply_gap_seconds >= 0)) {
     return absl::InvalidArgumentError(
         "max_train_threads, max_train_memory_bytes, keep_full_models, "
-        "keep_online_models, version_cache_bytes, read_cache_bytes and "
-        "activate_tolerance must be >= 0");
+        "keep_online_models, version_cache_bytes, read_cache_bytes, "
+        "activate_tolerance and online_min_apply_gap_seconds must be >= 0");
   }
   if (absl::Status s = ValidateTrainOptions(options.train_defaults); !s.ok()) {
     return absl::InvalidArgumentError(
@@ -81,6 +82,7 @@ absl::StatusOr<std::unique_ptr<RbmrecService>> RbmrecService::Create(
   oo.learning_rate = options.online_learning_rate;
   oo.steps = options.online_steps;
   oo.publish_seconds = options.online_publish_seconds;
+  oo.min_apply_gap_seconds = options.online_min_apply_gap_seconds;
   oo.seed = options.train_defaults.seed;
   svc->online_ = std::make_unique<OnlineUpdater>(st, svc->registry_.get(), oo);
   TrainingJobsOptions to;

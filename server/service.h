@@ -123,6 +123,9 @@ struct ServiceOptions {
   float online_learning_rate = 0.01f;
   int online_steps = 1;
   double online_publish_seconds = 60;
+  // Least time between two online applies (OnlineUpdaterOptions); 0 applies
+  // at once (tests, fuzzing).
+  double online_min_apply_gap_seconds = 0.2;
 };
 
 class RbmrecService {

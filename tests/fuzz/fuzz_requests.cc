@@ -101,6 +101,7 @@ struct State {
     o.train_nice = 0;
     o.max_batch_rows = 5000;
     o.online_publish_seconds = 3600;
+    o.online_min_apply_gap_seconds = 0;  // FlushOnlineForTest returns at once
     absl::StatusOr<std::unique_ptr<RbmrecService>> svc =
         RbmrecService::Create(std::move(*st), o);
     CheckOk(svc.status(), "creating the service");
