@@ -11,6 +11,7 @@
 #include "core/model_file.h"
 #include "core/online.h"
 #include "server/log.h"
+#include "server/memory.h"
 
 namespace rbmrec::server {
 
@@ -286,7 +287,10 @@ void OnlineUpdater::Loop() {
       persist =
           dirty_ != nullptr && (stop || Clock::now() >= dirty_since_ + period);
     }
-    if (persist) (void)PersistNow();
+    if (persist) {
+      (void)PersistNow();
+      ReleaseFreeMemory();  // the serialized copy and replaced models
+    }
     {
       std::lock_guard<std::mutex> lock(queue_mu_);
       busy_ = false;

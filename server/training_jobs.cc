@@ -22,6 +22,7 @@
 #include "core/fit.h"
 #include "core/model_file.h"
 #include "server/log.h"
+#include "server/memory.h"
 
 namespace rbmrec::server {
 namespace {
@@ -214,7 +215,10 @@ absl::Status TrainingJobs::Run(const TrainOptions& o, Activation policy,
     queued.set_state(v1::TrainProgress::QUEUED);
     queued.set_max_epochs(o.max_epochs);
     job->Push(queued, false);
-    thread_ = std::thread([this, job, o, policy] { RunJob(job, o, policy); });
+    thread_ = std::thread([this, job, o, policy] {
+      RunJob(job, o, policy);
+      ReleaseFreeMemory();  // the job's buffers and snapshot are freed now
+    });
   }
   if (finished.joinable()) finished.join();
   Log(LogLevel::kInfo, "train_started",
