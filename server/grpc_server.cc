@@ -1,5 +1,6 @@
 #include "server/grpc_server.h"
 
+#include <functional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -11,6 +12,7 @@
 #include "grpcpp/support/method_handler.h"
 #include "proto/health.pb.h"
 #include "proto/rbmrec.grpc.pb.h"
+#include "server/blocking_executor.h"
 #include "server/log.h"
 #include "server/reflection_v1.h"
 #include "server/status.h"
@@ -19,12 +21,15 @@ namespace rbmrec::server {
 
 // Each handler: call the service, copy the response, map the status.
 //
-// PredictRatings and Recommend use the callback API: they never block (model
-// snapshot + in-memory caches; at most one short read-connection query on a
-// cache miss), so they run inline on gRPC's event threads - no hand-off to a
-// sync-server worker thread, which on 2 cores cost more CPU than the
-// prediction itself. Everything that writes SQLite (fsync) or streams for a
-// long time stays on the synchronous thread pool.
+// PredictRatings and Recommend use the callback API: with a resident model
+// they never block (model snapshot + in-memory caches; at most one short
+// point query on the read connection on a cache miss), so they run inline on
+// gRPC's event threads - no hand-off to a sync-server worker thread, which on
+// 2 cores cost more CPU than the prediction itself. A request for a stored
+// version that is not loaded (reading and decoding it takes milliseconds to
+// seconds) runs on a loader thread instead (Offload). Everything that writes
+// SQLite (fsync) or streams for a long time stays on the synchronous thread
+// pool.
 using HandlerBase = v1::Rbmrec::WithCallbackMethod_PredictRatings<
     v1::Rbmrec::WithCallbackMethod_Recommend<v1::Rbmrec::Service>>;
 
@@ -89,14 +94,25 @@ class GrpcServer::Handler final : public HandlerBase {
       grpc::CallbackServerContext* context,
       const v1::PredictRatingsRequest* request,
       v1::PredictRatingsResponse* response) override {
-    return FinishNow(
-        context, Reply(context, service_->PredictRatings(*request), response));
+    if (service_->ModelResident(request->model_version())) {
+      return FinishNow(
+          context,
+          Reply(context, service_->PredictRatings(*request), response));
+    }
+    return Offload(context, [=] {
+      return Reply(context, service_->PredictRatings(*request), response);
+    });
   }
   grpc::ServerUnaryReactor* Recommend(
       grpc::CallbackServerContext* context, const v1::RecommendRequest* request,
       v1::RecommendResponse* response) override {
-    return FinishNow(context,
-                     Reply(context, service_->Recommend(*request), response));
+    if (service_->ModelResident(request->model_version())) {
+      return FinishNow(context,
+                       Reply(context, service_->Recommend(*request), response));
+    }
+    return Offload(context, [=] {
+      return Reply(context, service_->Recommend(*request), response);
+    });
   }
   grpc::Status ListModels(grpc::ServerContext* context,
                           const v1::ListModelsRequest* request,
@@ -133,6 +149,25 @@ class GrpcServer::Handler final : public HandlerBase {
   }
 
  private:
+  // Runs `call` (which loads a stored model version, a blocking read and
+  // decode) on the loader threads and finishes the call from there.
+  // RESOURCE_EXHAUSTED when kMaxQueuedLoads calls already wait.
+  grpc::ServerUnaryReactor* Offload(grpc::CallbackServerContext* context,
+                                    std::function<grpc::Status()> call) {
+    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+    if (!loader_.TrySubmit(
+            [reactor, call = std::move(call)] { reactor->Finish(call()); })) {
+      reactor->Finish(ToGrpcStatus(
+          WithReason(absl::ResourceExhaustedError(absl::StrCat(
+                         "more than ", kMaxQueuedLoads,
+                         " requests for model versions that are not loaded "
+                         "are waiting; retry later")),
+                     kReasonLimitExceeded),
+          context));
+    }
+    return reactor;
+  }
+
   static grpc::ServerUnaryReactor* FinishNow(
       grpc::CallbackServerContext* context, const grpc::Status& status) {
     grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
@@ -220,8 +255,14 @@ class GrpcServer::Handler final : public HandlerBase {
     return grpc::Status::OK;
   }
 
+  static constexpr size_t kMaxQueuedLoads = 64;
+
   RbmrecService* service_;
   GrpcServer* owner_;  // for RefreshHealth after a publish
+  // Loads of non-resident model versions (one thread: they are rare, and
+  // a second load of the same version then finds it cached). Declared last:
+  // destroyed first, after running every accepted task.
+  BlockingExecutor loader_{1, kMaxQueuedLoads};
 };
 
 absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(

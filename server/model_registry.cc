@@ -211,6 +211,11 @@ absl::StatusOr<Served> ModelRegistry::Get(int64_t version) {
   return Served{*m, version, 0};
 }
 
+bool ModelRegistry::Resident(int64_t version) {
+  if (version <= 0 || version == Current().version) return true;
+  return cache_.Find(version) != nullptr;
+}
+
 absl::StatusOr<ModelRegistry::Published> ModelRegistry::PublishFull(
     std::shared_ptr<const Model> model, const store::ModelInfo& meta,
     const std::string& blob, Activation policy, uint64_t online_seq) {

@@ -123,6 +123,10 @@ class ModelRegistry {
   // and no model is served; NotFound for an unknown version; DataLoss when
   // its blob does not decode.
   absl::StatusOr<Served> Get(int64_t version);
+  // True when Get(version) answers from memory without reading the store
+  // (version 0, the served version, a cached one, or a negative version,
+  // which Get refuses at once). Thread-safe; never blocks on the store.
+  bool Resident(int64_t version);
 
   // Outcome of PublishFull.
   struct Published {

@@ -111,6 +111,10 @@ void RbmrecService::Shutdown() {
 
 bool RbmrecService::Serving() const { return registry_->Serving(); }
 
+bool RbmrecService::ModelResident(int64_t model_version) {
+  return registry_->Resident(model_version);
+}
+
 int64_t RbmrecService::active_version() const {
   return registry_->Current().version;
 }

@@ -151,6 +151,10 @@ class RbmrecService {
   // True when a model can serve (requests with model_version 0 do not fail
   // with FAILED_PRECONDITION). Cheap; the health check polls it.
   bool Serving() const;
+  // True when PredictRatings / Recommend for `model_version` answer from
+  // memory; false when they would first read and decode a stored version
+  // (the gRPC layer then runs them off its event threads).
+  bool ModelResident(int64_t model_version);
 
   // --- AddRatings: one session per stream. --------------------------------
   class AddRatingsSession {

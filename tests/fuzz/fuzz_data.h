@@ -38,8 +38,11 @@ enum class Rpc : unsigned char {
   kListModels = 8,
   kGetStats = 9,
   kCancelTraining = 10,
+  kDeleteModel = 11,
+  kPinModel = 12,
+  kPruneModels = 13,
 };
-inline constexpr int kNumRpcs = 11;
+inline constexpr int kNumRpcs = 14;
 
 }  // namespace rbmrec::fuzz
 

@@ -69,6 +69,17 @@ void CheckOk(const absl::Status& s, const char* what) {
   }
 }
 
+// Whether ListModels lists `version`.
+bool IsStored(RbmrecService* service, int64_t version) {
+  absl::StatusOr<v1::ListModelsResponse> r =
+      service->ListModels(v1::ListModelsRequest());
+  CheckOk(r.status(), "ListModels failed");
+  for (const v1::ModelInfo& m : r->models()) {
+    if (m.version() == version) return true;
+  }
+  return false;
+}
+
 bool TrainOk(RbmrecService* service, const v1::TrainRequest& request) {
   bool succeeded = false;
   const absl::Status s =
@@ -366,6 +377,39 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       v1::CancelTrainingRequest req;
       if (!f::Parse(data, size, &req)) return 0;
       (void)svc->CancelTraining(req);
+      break;
+    }
+    case f::Rpc::kDeleteModel: {
+      v1::DeleteModelRequest req;
+      if (!f::Parse(data, size, &req)) return 0;
+      const int64_t active = svc->active_version();
+      absl::StatusOr<v1::DeleteModelResponse> r = svc->DeleteModel(req);
+      if (r.ok()) {
+        f::Check(req.version() != active || active == 0,
+                 "DeleteModel: deleted the active version");
+        f::Check(!f::IsStored(svc, req.version()),
+                 "DeleteModel: the version is still listed");
+      }
+      break;
+    }
+    case f::Rpc::kPinModel: {
+      v1::PinModelRequest req;
+      if (!f::Parse(data, size, &req)) return 0;
+      absl::StatusOr<v1::ModelInfo> r = svc->PinModel(req);
+      if (r.ok()) {
+        f::Check(r->version() == req.version() && r->pinned() == req.pinned(),
+                 "PinModel: answered another version or pin state");
+      }
+      break;
+    }
+    case f::Rpc::kPruneModels: {
+      v1::PruneModelsRequest req;
+      if (!f::Parse(data, size, &req)) return 0;
+      const int64_t active = svc->active_version();
+      if (svc->PruneModels(req).ok() && active > 0) {
+        f::Check(f::IsStored(svc, active),
+                 "PruneModels: deleted the active version");
+      }
       break;
     }
   }

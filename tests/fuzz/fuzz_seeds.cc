@@ -206,6 +206,23 @@ bool RequestSeeds(const std::string& dir) {
                      Request(Rpc::kGetStats, v1::GetStatsRequest()));
   seeds.emplace_back(
       "cancel", Request(Rpc::kCancelTraining, v1::CancelTrainingRequest()));
+  {
+    v1::DeleteModelRequest r;
+    r.set_version(1);
+    seeds.emplace_back("delete_model", Request(Rpc::kDeleteModel, r));
+  }
+  {
+    v1::PinModelRequest r;
+    r.set_version(1);
+    r.set_pinned(true);
+    seeds.emplace_back("pin_model", Request(Rpc::kPinModel, r));
+  }
+  {
+    v1::PruneModelsRequest r;
+    r.set_keep_full(1);
+    r.set_keep_online(0);
+    seeds.emplace_back("prune_models", Request(Rpc::kPruneModels, r));
+  }
   for (const auto& [name, bytes] : seeds) {
     if (!Write(dir, name, bytes)) return false;
   }

@@ -202,6 +202,43 @@ class GrpcServerTest : public ::testing::Test {
     if (service_ != nullptr) service_->Shutdown();
   }
 
+  // 200 ratings of 20 users on 15 items.
+  void AddSomeRatings() {
+    grpc::ClientContext context;
+    v1::AddRatingsResponse response;
+    auto writer = stub_->AddRatings(&context, &response);
+    for (int u = 0; u < 20; ++u) {
+      v1::AddRatingsRequest batch;
+      for (int i = 0; i < 10; ++i) {
+        v1::Rating* r = batch.add_ratings();
+        r->set_user_id(absl::StrCat("u", u));
+        r->set_item_id(absl::StrCat("i", (u * 7 + i * 3) % 15));
+        r->set_rating(1 + (u + i) % 5);
+      }
+      ASSERT_TRUE(writer->Write(batch));
+    }
+    writer->WritesDone();
+    grpc::Status s = writer->Finish();
+    ASSERT_TRUE(s.ok()) << s.error_message();
+  }
+
+  // Trains a tiny model that always becomes active; returns its version
+  // (0 when the job did not succeed).
+  int64_t TrainOnce() {
+    v1::TrainRequest request;
+    request.mutable_options()->set_hidden(4);
+    request.mutable_options()->set_epochs(3);
+    request.set_activation(v1::ACTIVATE_ALWAYS);
+    grpc::ClientContext context;
+    auto reader = stub_->Train(&context, request);
+    v1::TrainProgress progress, last;
+    while (reader->Read(&progress)) last = progress;
+    EXPECT_TRUE(reader->Finish().ok());
+    EXPECT_EQ(last.state(), v1::TrainProgress::SUCCEEDED) << last.message();
+    return last.state() == v1::TrainProgress::SUCCEEDED ? last.model_version()
+                                                        : 0;
+  }
+
   int64_t StoredRatings() {
     grpc::ClientContext context;
     v1::GetStatsResponse stats;
@@ -328,35 +365,42 @@ TEST_F(GrpcServerTest, ServiceIsServingAsSoonAsTrainSaysSucceeded) {
   using HS = grpc::health::v1::HealthCheckResponse;
   Start(/*reflection=*/true, /*real_serving=*/true);
   EXPECT_EQ(Health("rbmrec.v1.Rbmrec"), HS::NOT_SERVING);
-  {
-    grpc::ClientContext context;
-    v1::AddRatingsResponse response;
-    auto writer = stub_->AddRatings(&context, &response);
-    for (int u = 0; u < 20; ++u) {
-      v1::AddRatingsRequest batch;
-      for (int i = 0; i < 10; ++i) {
-        v1::Rating* r = batch.add_ratings();
-        r->set_user_id(absl::StrCat("u", u));
-        r->set_item_id(absl::StrCat("i", (u * 7 + i * 3) % 15));
-        r->set_rating(1 + (u + i) % 5);
-      }
-      ASSERT_TRUE(writer->Write(batch));
-    }
-    writer->WritesDone();
-    grpc::Status s = writer->Finish();
-    ASSERT_TRUE(s.ok()) << s.error_message();
-  }
-  v1::TrainRequest request;
-  request.mutable_options()->set_hidden(4);
-  request.mutable_options()->set_epochs(3);
-  grpc::ClientContext context;
-  auto reader = stub_->Train(&context, request);
-  v1::TrainProgress progress, last;
-  while (reader->Read(&progress)) last = progress;
-  ASSERT_TRUE(reader->Finish().ok());
-  ASSERT_EQ(last.state(), v1::TrainProgress::SUCCEEDED) << last.message();
+  AddSomeRatings();
+  ASSERT_EQ(TrainOnce(), 1);
   // No polling within the next minute: the publish itself refreshed it.
   EXPECT_EQ(Health("rbmrec.v1.Rbmrec"), HS::SERVING);
+}
+
+TEST_F(GrpcServerTest, AStoredVersionThatIsNotLoadedIsServedFromALoaderThread) {
+  Start(/*reflection=*/true, /*real_serving=*/true);
+  AddSomeRatings();
+  ASSERT_EQ(TrainOnce(), 1);
+  ASSERT_EQ(TrainOnce(), 2);
+  ASSERT_EQ(service_->active_version(), 2);
+  // Version 1 is stored, not active and not cached: answering it means a
+  // store read and a decode, which the handler hands to the loader.
+  EXPECT_FALSE(service_->ModelResident(1));
+  for (int version : {1, 1, 2, 0}) {
+    grpc::ClientContext context;
+    v1::PredictRatingsRequest request;
+    request.set_user_id("u3");
+    request.add_item_ids("i1");
+    request.set_model_version(version);
+    v1::PredictRatingsResponse response;
+    grpc::Status s = stub_->PredictRatings(&context, request, &response);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+    EXPECT_EQ(response.model_version(), version == 0 ? 2 : version);
+    ASSERT_EQ(response.predictions_size(), 1);
+  }
+  EXPECT_TRUE(service_->ModelResident(1));  // cached by the first call
+  grpc::ClientContext context;
+  v1::RecommendRequest request;
+  request.set_user_id("u3");
+  request.set_model_version(1);
+  v1::RecommendResponse response;
+  grpc::Status s = stub_->Recommend(&context, request, &response);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(response.model_version(), 1);
 }
 
 TEST_F(GrpcServerTest, ReflectionV1AndV1alphaListAndResolveTheServices) {

@@ -66,8 +66,7 @@ TEST_F(TrainingJobsTest, MemoryAdmissionRefusesWithTheEstimateAndTheLimit) {
   EXPECT_EQ(ReasonOf(s), kReasonMemoryLimit);
   EXPECT_NE(s.message().find("estimated"), std::string::npos) << s;
   EXPECT_NE(s.message().find("64.0 MiB"), std::string::npos) << s;
-  EXPECT_NE(s.message().find("--max-train-memory-mb"), std::string::npos)
-      << s;
+  EXPECT_NE(s.message().find("--max-train-memory-mb"), std::string::npos) << s;
   // The model-size limit.
   options.max_train_memory_bytes = int64_t{1} << 40;
   options.max_model_bytes = 100000;
