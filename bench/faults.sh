@@ -49,19 +49,9 @@ while [ $# -gt 0 ]; do
   esac
   shift
 done
-if [ -z "$ml" ]; then  # ../shared of the repo root (of the main worktree)
-  ml=$root/../shared/data/movielens/ml-100k
-  main=$(git -C "$root" rev-parse --path-format=absolute --git-common-dir 2>/dev/null || true)
-  [ -d "$ml" ] || [ -z "$main" ] || ml=$(dirname "$main")/../shared/data/movielens/ml-100k
-fi
-data=$ml/u.data
-[ -r "$data" ] || { echo "faults: missing $data" >&2; exit 1; }
-build=${BUILD:-build}
-case $build in /*) ;; *) build=$root/$build ;; esac
-bin=$build/bin
-for t in rbmrec-server rbmrec; do
-  [ -x "$bin/$t" ] || { echo "faults: missing $bin/$t (cmake --build $build --target $t)" >&2; exit 1; }
-done
+# shellcheck source=suites/paths.sh
+source "$root/bench/suites/paths.sh"
+suite_paths faults "$ml" rbmrec-server rbmrec
 PY=python3
 if ! python3 -c 'import grpc' 2>/dev/null; then PY=/usr/bin/python3; fi
 RANDOM=$((seed % 32768))

@@ -37,19 +37,9 @@ while [ $# -gt 0 ]; do
   esac
   shift
 done
-if [ -z "$ml" ]; then  # ../shared of the repo root (of the main worktree)
-  ml=$root/../shared/data/movielens/ml-100k
-  main=$(git -C "$root" rev-parse --path-format=absolute --git-common-dir 2>/dev/null || true)
-  [ -d "$ml" ] || [ -z "$main" ] || ml=$(dirname "$main")/../shared/data/movielens/ml-100k
-fi
-data=$ml/u.data
-[ -r "$data" ] || { echo "soak: missing $data" >&2; exit 1; }
-build=${BUILD:-build}
-case $build in /*) ;; *) build=$root/$build ;; esac
-bin=$build/bin
-for t in rbmrec-server rbmrec rbmrec-loadgen; do
-  [ -x "$bin/$t" ] || { echo "soak: missing $bin/$t (cmake --build $build --target $t)" >&2; exit 1; }
-done
+# shellcheck source=suites/paths.sh
+source "$root/bench/suites/paths.sh"
+suite_paths soak "$ml" rbmrec-server rbmrec rbmrec-loadgen
 conc=${CONCURRENCY:-4}
 train_every=120
 [ "$ci" = 1 ] && train_every=$((duration / 3))
