@@ -113,9 +113,12 @@ inline int SampleCategorical(const float* probs, int K, float u) {
   return K - 1;
 }
 
-// Per-thread buffers for CdChain (F and K floats).
+// One worker's buffers for CdChain and the predictors: h (F floats), logits
+// (K) and probs (n*K for a visible set of n items; grown on demand, never
+// shrunk). Not thread-safe: one per thread, passed explicitly.
 struct GibbsScratch {
   Eigen::VectorXf h, logits;
+  std::vector<float> probs;
   GibbsScratch(int F, int K) : h(F), logits(K) {}
 };
 

@@ -166,10 +166,13 @@ VisibleSet RowOf(const SparseRatings& s, int32_t u) {
   return v;
 }
 
-// Scratch buffers owned by one worker.
+// Scratch buffers owned by one worker: the Gibbs chain's, a hidden input
+// (validation) and one row's gradient (Update).
 struct Scratch : GibbsScratch {
   Eigen::VectorXf x;
-  Scratch(int F, int K) : GibbsScratch(F, K), x(F) {}
+  std::vector<float> grad;
+  Scratch(int F, int K)
+      : GibbsScratch(F, K), x(F), grad(static_cast<size_t>(F)) {}
 };
 
 class CdTrainer {
@@ -191,13 +194,12 @@ class CdTrainer {
       }
     }
     InitVisibleBiases(train, &p_);
-    grad_w_.setZero(p_.W.rows(), p_.W.cols());
     vel_w_.setZero(p_.W.rows(), p_.W.cols());
     grad_b_.setZero(p_.b.size());
     vel_b_.setZero(p_.b.size());
     vel_c_.setZero(p_.F);
     count_.assign(static_cast<size_t>(train.cols), 0);
-    row_flag_.assign(static_cast<size_t>(p_.W.rows()), 0);
+    row_slot_.assign(static_cast<size_t>(p_.W.rows()), -1);
     for (int t = 0; t < pool_.size(); ++t) scratch_.emplace_back(p_.F, K);
     vt_.resize(static_cast<size_t>(train.nnz()));
   }
@@ -289,67 +291,87 @@ class CdTrainer {
                          vt_.data() + train_.offsets[u]);
   }
 
-  // Phase B: sums the batch's statistics into the gradient buffers in batch
-  // order (deterministic); parallel over disjoint hidden-unit columns.
-  // Records the rows (i, k) that received a gradient and how many batch
-  // users rated each item.
+  // Phase B: collects the batch's gradient terms by row of W. Each rating
+  // r of batch user s adds h0[s] to row (i, k_r) and subtracts hT[s] from
+  // row (i, vt_r); the terms of every row are listed in batch order (users,
+  // then ratings, the positive term first), so Update sums them in exactly
+  // that order whatever the thread count. Also sums the bias gradients,
+  // records the rows touched (first-touch order) and how many batch users
+  // rated each item.
   void Accumulate(const int32_t* users, size_t nb) {
-    const int F = p_.F;
     touched_rows_.clear();
     touched_items_.clear();
-    gc_.setZero(F);
-    auto touch = [&](int64_t row) {
-      if (!row_flag_[static_cast<size_t>(row)]) {
-        row_flag_[static_cast<size_t>(row)] = 1;
+    term_slot_.clear();
+    term_code_.clear();
+    gc_.setZero(p_.F);
+    auto add = [&](int64_t row, int32_t code) {
+      int32_t& slot = row_slot_[static_cast<size_t>(row)];
+      if (slot < 0) {
+        slot = static_cast<int32_t>(touched_rows_.size());
         touched_rows_.push_back(row);
       }
+      term_slot_.push_back(slot);
+      term_code_.push_back(code);
     };
     for (size_t s = 0; s < nb; ++s) {
       const int32_t u = users[s];
+      const int32_t pos_code = static_cast<int32_t>(2 * s);
       for (int64_t r = train_.offsets[u]; r < train_.offsets[u + 1]; ++r) {
         const int32_t i = train_.col[r];
         if (count_[static_cast<size_t>(i)]++ == 0) touched_items_.push_back(i);
         const int64_t pos = p_.Row(i, train_.k[r]);
         const int64_t neg = p_.Row(i, vt_[static_cast<size_t>(r)]);
-        touch(pos);
-        touch(neg);
+        add(pos, pos_code);
+        add(neg, pos_code + 1);
         grad_b_[pos] += 1.0f;
         grad_b_[neg] -= 1.0f;
       }
       gc_ += h0_.row(static_cast<Eigen::Index>(s)).transpose() -
              ht_.row(static_cast<Eigen::Index>(s)).transpose();
     }
-    pool_.ParallelFor(F, [&](int, int64_t fb, int64_t fe) {
-      const int64_t len = fe - fb;
-      for (size_t s = 0; s < nb; ++s) {
-        const int32_t u = users[s];
-        const float* h0 = h0_.row(static_cast<Eigen::Index>(s)).data() + fb;
-        const float* ht = ht_.row(static_cast<Eigen::Index>(s)).data() + fb;
-        for (int64_t r = train_.offsets[u]; r < train_.offsets[u + 1]; ++r) {
-          const int32_t i = train_.col[r];
-          float* gp = grad_w_.row(p_.Row(i, train_.k[r])).data() + fb;
-          for (int64_t j = 0; j < len; ++j) gp[j] += h0[j];
-          float* gn =
-              grad_w_.row(p_.Row(i, vt_[static_cast<size_t>(r)])).data() + fb;
-          for (int64_t j = 0; j < len; ++j) gn[j] -= ht[j];
-        }
-      }
-    });
+    // Counting sort of the terms by slot, stable (keeps batch order).
+    const size_t rows = touched_rows_.size();
+    term_start_.assign(rows + 1, 0);
+    for (int32_t slot : term_slot_)
+      ++term_start_[static_cast<size_t>(slot) + 1];
+    for (size_t t = 0; t < rows; ++t) term_start_[t + 1] += term_start_[t];
+    fill_.assign(term_start_.begin(), term_start_.end() - 1);
+    sorted_code_.resize(term_code_.size());
+    for (size_t t = 0; t < term_code_.size(); ++t) {
+      sorted_code_[static_cast<size_t>(
+          fill_[static_cast<size_t>(term_slot_[t])]++)] = term_code_[t];
+    }
   }
 
-  // Phase C: momentum + weight-decay update of the rows that received a
-  // gradient, and of the hidden biases; clears the gradient buffers. Rows
-  // without a gradient in this batch keep their weights and velocity
-  // (sparse momentum), so the cost follows the batch's ratings, not m*K.
+  // Phase C: for every touched row (in parallel; rows are disjoint), sums
+  // its gradient terms into a per-thread buffer and applies the momentum +
+  // weight-decay update to the row and its visible bias; then the hidden
+  // biases. Rows without a gradient in this batch keep their weights and
+  // velocity (sparse momentum), so the cost follows the batch's ratings,
+  // not m*K.
   void Update(size_t nb, float lr) {
     const int K = p_.K;
     const int F = p_.F;
     const float mom = o_.momentum, decay = lr * o_.weight_decay;
     pool_.ParallelFor(
         static_cast<int64_t>(touched_rows_.size()),
-        [&](int, int64_t b, int64_t e) {
+        [&](int thread, int64_t b, int64_t e) {
+          float* g = scratch_[static_cast<size_t>(thread)].grad.data();
           for (int64_t t = b; t < e; ++t) {
             const int64_t row = touched_rows_[static_cast<size_t>(t)];
+            std::fill(g, g + F, 0.0f);
+            for (int64_t x = term_start_[static_cast<size_t>(t)];
+                 x < term_start_[static_cast<size_t>(t) + 1]; ++x) {
+              const int32_t code = sorted_code_[static_cast<size_t>(x)];
+              const Eigen::Index s = code >> 1;
+              if (code & 1) {
+                const float* h = ht_.row(s).data();
+                for (int j = 0; j < F; ++j) g[j] -= h[j];
+              } else {
+                const float* h = h0_.row(s).data();
+                for (int j = 0; j < F; ++j) g[j] += h[j];
+              }
+            }
             const size_t item = static_cast<size_t>(row / K);
             const float n = o_.per_item_normalize
                                 ? static_cast<float>(count_[item])
@@ -357,16 +379,14 @@ class CdTrainer {
             const float scale = lr / n;
             float* w = p_.W.row(row).data();
             float* vw = vel_w_.row(row).data();
-            float* g = grad_w_.row(row).data();
             for (int j = 0; j < F; ++j) {
               vw[j] = mom * vw[j] + scale * g[j] - decay * w[j];
               w[j] += vw[j];
-              g[j] = 0.0f;
             }
             vel_b_[row] = mom * vel_b_[row] + scale * grad_b_[row];
             p_.b[row] += vel_b_[row];
             grad_b_[row] = 0;
-            row_flag_[static_cast<size_t>(row)] = 0;
+            row_slot_[static_cast<size_t>(row)] = -1;
           }
         });
     for (int32_t i : touched_items_) count_[static_cast<size_t>(i)] = 0;
@@ -379,12 +399,18 @@ class CdTrainer {
   const TrainOptions& o_;
   ThreadPool pool_;
   RbmParams p_;
-  RowMatrixXf grad_w_, vel_w_, h0_, ht_;
+  RowMatrixXf vel_w_, h0_, ht_;
   Eigen::VectorXf grad_b_, vel_b_, vel_c_, gc_;
   std::vector<int32_t> count_;
   std::vector<int32_t> touched_items_;
   std::vector<int64_t> touched_rows_;
-  std::vector<uint8_t> row_flag_;  // 1 while a row is in touched_rows_
+  // Slot of each row of W in touched_rows_, -1 when not touched.
+  std::vector<int32_t> row_slot_;
+  // The batch's gradient terms: slot and code (2 * batch position, +1 for a
+  // negative term) in batch order, then the codes sorted by slot, with the
+  // terms of slot t at [term_start_[t], term_start_[t + 1]).
+  std::vector<int32_t> term_slot_, term_code_, sorted_code_;
+  std::vector<int64_t> term_start_, fill_;
   std::vector<Scratch> scratch_;
   std::vector<uint8_t> vt_;
   std::vector<double> sq_err_;
