@@ -17,6 +17,13 @@
 
 namespace rbmrec::kernels {
 
+// Asks the CPU to start loading `bytes` bytes from p into the caches (a
+// hint: no effect on results; a no-op where unsupported).
+inline void PrefetchBytes(const void* p, int64_t bytes) {
+  const char* c = static_cast<const char*>(p);
+  for (int64_t off = 0; off < bytes; off += 64) __builtin_prefetch(c + off);
+}
+
 // x[0..F) = c[0..F) + sum over r < n of rows[r][0..F).
 inline void SumRows(const float* c, const float* const* rows, int64_t n, int F,
                     float* x) {
@@ -101,12 +108,33 @@ inline bool WithCompileTimeK(int K, Fn&& fn) {
 }
 
 #ifdef RBMREC_AVX2
-// RowDots for a compile-time K, so the K accumulators live in registers.
+// Lane l of the result = the sum of the 8 lanes of a[l], for l < 8: three
+// levels of pairwise adds instead of eight separate horizontal sums.
+inline __m256 HorizontalSums8(const __m256* a) {
+  const __m256 t0 = _mm256_hadd_ps(a[0], a[1]);
+  const __m256 t1 = _mm256_hadd_ps(a[2], a[3]);
+  const __m256 t2 = _mm256_hadd_ps(a[4], a[5]);
+  const __m256 t3 = _mm256_hadd_ps(a[6], a[7]);
+  const __m256 u0 = _mm256_hadd_ps(t0, t1);  // 0..3 of both 128-bit halves
+  const __m256 u1 = _mm256_hadd_ps(t2, t3);  // 4..7
+  return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20),
+                       _mm256_permute2f128_ps(u0, u1, 0x31));
+}
+
+// The lanes below `n` (0..8) of an 8-lane mask.
+inline __m256i LaneMask(int n) {
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(n),
+                            _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+// RowDots for a compile-time K: the K accumulators in registers, the tail
+// of F (F % 8 floats) as one masked step, and all K horizontal sums at
+// once when K <= 8.
 template <int K>
 inline void RowDotsK(const float* w, const float* bias, int F, const float* h,
                      float* out) {
-  __m256 acc[K];
-  for (int k = 0; k < K; ++k) acc[k] = _mm256_setzero_ps();
+  __m256 acc[K < 8 ? 8 : K];
+  for (int k = 0; k < (K < 8 ? 8 : K); ++k) acc[k] = _mm256_setzero_ps();
   int j = 0;
   for (; j + 8 <= F; j += 8) {
     const __m256 hv = _mm256_loadu_ps(h + j);
@@ -114,13 +142,68 @@ inline void RowDotsK(const float* w, const float* bias, int F, const float* h,
       acc[k] = _mm256_fmadd_ps(_mm256_loadu_ps(w + k * F + j), hv, acc[k]);
     }
   }
-  for (int k = 0; k < K; ++k) {
-    float s = HorizontalSum(acc[k]);
-    for (int jj = j; jj < F; ++jj) s += w[k * F + jj] * h[jj];
-    out[k] = bias[k] + s;
+  if (j < F) {
+    const __m256i mask = LaneMask(F - j);
+    const __m256 hv = _mm256_maskload_ps(h + j, mask);
+    for (int k = 0; k < K; ++k) {
+      acc[k] =
+          _mm256_fmadd_ps(_mm256_maskload_ps(w + k * F + j, mask), hv, acc[k]);
+    }
+  }
+  if constexpr (K <= 8) {
+    alignas(32) float sums[8];
+    _mm256_store_ps(sums, HorizontalSums8(acc));
+    for (int k = 0; k < K; ++k) out[k] = bias[k] + sums[k];
+  } else {
+    for (int k = 0; k < K; ++k) out[k] = bias[k] + HorizontalSum(acc[k]);
   }
 }
 #endif
+
+#ifdef RBMREC_AVX2
+// RowDotsK for two hidden vectors at once: each 8-float block of the K rows
+// is loaded once for both. Each output is RowDotsK's, bit for bit (the same
+// per-lane accumulation and reduction). REQUIRES K <= 8.
+template <int K>
+inline void RowDots2K(const float* w, const float* bias, int F, const float* h1,
+                      const float* h2, float* out1, float* out2) {
+  static_assert(K <= 8);
+  __m256 a1[8], a2[8];
+  for (int k = 0; k < 8; ++k) a1[k] = a2[k] = _mm256_setzero_ps();
+  int j = 0;
+  for (; j + 8 <= F; j += 8) {
+    const __m256 g1 = _mm256_loadu_ps(h1 + j), g2 = _mm256_loadu_ps(h2 + j);
+    for (int k = 0; k < K; ++k) {
+      const __m256 wk = _mm256_loadu_ps(w + k * F + j);
+      a1[k] = _mm256_fmadd_ps(wk, g1, a1[k]);
+      a2[k] = _mm256_fmadd_ps(wk, g2, a2[k]);
+    }
+  }
+  if (j < F) {
+    const __m256i mask = LaneMask(F - j);
+    const __m256 g1 = _mm256_maskload_ps(h1 + j, mask);
+    const __m256 g2 = _mm256_maskload_ps(h2 + j, mask);
+    for (int k = 0; k < K; ++k) {
+      const __m256 wk = _mm256_maskload_ps(w + k * F + j, mask);
+      a1[k] = _mm256_fmadd_ps(wk, g1, a1[k]);
+      a2[k] = _mm256_fmadd_ps(wk, g2, a2[k]);
+    }
+  }
+  alignas(32) float s1[8], s2[8];
+  _mm256_store_ps(s1, HorizontalSums8(a1));
+  _mm256_store_ps(s2, HorizontalSums8(a2));
+  for (int k = 0; k < K; ++k) {
+    out1[k] = bias[k] + s1[k];
+    out2[k] = bias[k] + s2[k];
+  }
+}
+#endif
+
+// RowDots(w, bias, K, F, h1, out1) and RowDots(.., h2, out2), bit for bit,
+// reading w once where the vector path allows.
+inline void RowDots2(const float* w, const float* bias, int K, int F,
+                     const float* h1, const float* h2, float* out1,
+                     float* out2);
 
 // out[k] = bias[k] + dot(w + k*F, h) for k < K: the K logits of one
 // softmax visible unit (rows of W are contiguous, F floats each).
@@ -193,6 +276,22 @@ inline void ColumnDots(const float* w, const float* bias, int K, int F,
   }
 #endif
   ColumnDotsScalar(w, bias, K, F, hT, ld, 0, n, out);
+}
+
+inline void RowDots2(const float* w, const float* bias, int K, int F,
+                     const float* h1, const float* h2, float* out1,
+                     float* out2) {
+#ifdef RBMREC_AVX2
+  if (K <= 8 && WithCompileTimeK(K, [&](auto k) {
+        if constexpr (decltype(k)::value <= 8) {
+          RowDots2K<decltype(k)::value>(w, bias, F, h1, h2, out1, out2);
+        }
+      })) {
+    return;
+  }
+#endif
+  RowDots(w, bias, K, F, h1, out1);
+  RowDots(w, bias, K, F, h2, out2);
 }
 
 }  // namespace rbmrec::kernels

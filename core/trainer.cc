@@ -9,6 +9,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "core/kernels.h"
 #include "core/rng.h"
 #include "core/thread_pool.h"
 
@@ -22,6 +23,9 @@ double Seconds(Clock::time_point since) {
 }
 
 constexpr int kAdaptiveSteps[] = {1, 3, 5, 9};
+
+// How many rows ahead Update prefetches.
+constexpr int64_t kPrefetchRows = 3;
 
 }  // namespace
 
@@ -202,6 +206,7 @@ class CdTrainer {
     row_slot_.assign(static_cast<size_t>(p_.W.rows()), -1);
     for (int t = 0; t < pool_.size(); ++t) scratch_.emplace_back(p_.F, K);
     vt_.resize(static_cast<size_t>(train.nnz()));
+    item_slot_.assign(static_cast<size_t>(train.cols), -1);
   }
 
   RbmParams& params() { return p_; }
@@ -222,20 +227,14 @@ class CdTrainer {
     const size_t B = static_cast<size_t>(o_.batch_size);
     h0_.setZero(static_cast<Eigen::Index>(B), F);
     ht_.setZero(static_cast<Eigen::Index>(B), F);
+    hs_.setZero(static_cast<Eigen::Index>(B), F);
     sq_err_.assign(B, 0.0);
     double sse = 0;
     for (size_t start = 0; start < order.size(); start += B) {
       const size_t nb = std::min(B, order.size() - start);
       const int32_t* users = order.data() + start;
-      // Phase A: per-user Gibbs chains, in parallel. Each user has its own
-      // RNG stream, so the result does not depend on the thread count.
-      pool_.ParallelFor(static_cast<int64_t>(nb),
-                        [&](int t, int64_t b, int64_t e) {
-                          for (int64_t s = b; s < e; ++s) {
-                            UserChain(epoch, users[s], static_cast<size_t>(s),
-                                      cd_steps, &scratch_[t]);
-                          }
-                        });
+      // Phase A: the batch's Gibbs chains (BatchChains).
+      BatchChains(epoch, users, nb, cd_steps);
       for (size_t s = 0; s < nb; ++s) sse += sq_err_[s];
       Accumulate(users, nb);
       Update(nb, lr);
@@ -279,16 +278,169 @@ class CdTrainer {
   }
 
  private:
-  // Positive phase, T Gibbs steps and the negative-phase statistics for
-  // user u, into h0_ row s, ht_ row s and vt_ at the user's ratings.
-  void UserChain(int epoch, int32_t u, size_t s, int cd_steps,
-                 GibbsScratch* sc) {
-    Rng rng(StreamSeed(o_.seed, static_cast<uint64_t>(epoch) << 1 | 1,
-                       static_cast<uint64_t>(u)));
-    sq_err_[s] = CdChain(p_, RowOf(train_, u), cd_steps, &rng, sc,
-                         h0_.row(static_cast<Eigen::Index>(s)).data(),
-                         ht_.row(static_cast<Eigen::Index>(s)).data(),
-                         vt_.data() + train_.offsets[u]);
+  // The CD-T chains of batch users users[0..nb), with exactly CdChain's
+  // arithmetic and random draws for every user (so the same bits), into
+  // h0_ row s, ht_ row s, vt_ at the user's ratings and sq_err_[s]; but the
+  // reconstruction runs item by item: every batch rating of item i is done
+  // while item i's K rows of W are in L1, instead of once per rating
+  // scattered over W. Per step:
+  //   1. per user (parallel): the step's uniforms from the user's own
+  //      stream (F for the hidden sample, then one per rating, in rating
+  //      order: CdChain's order) and the binary hidden sample hs_;
+  //   2. per item (parallel): the logits of each batch rating of the item,
+  //      their softmaxes (SoftmaxRows: bit-identical to one per row), the
+  //      visible sample with the rating's uniform, and at step 1 the
+  //      squared error of the reconstruction's expectation;
+  //   3. per user (parallel): ht = sigmoid(c + sum of the sampled rows),
+  //      summed in rating order as HiddenInput does.
+  void BatchChains(int epoch, const int32_t* users, size_t nb, int cd_steps) {
+    const int F = p_.F, K = p_.K;
+    // Batch-local rating positions and the item-major index of the batch.
+    local_start_.resize(nb + 1);
+    local_start_[0] = 0;
+    batch_items_.clear();
+    for (size_t s = 0; s < nb; ++s) {
+      const int32_t u = users[s];
+      local_start_[s + 1] = local_start_[s] + train_.RowSize(u);
+      for (int64_t r = train_.offsets[u]; r < train_.offsets[u + 1]; ++r) {
+        int32_t& slot = item_slot_[static_cast<size_t>(train_.col[r])];
+        if (slot < 0) {
+          slot = static_cast<int32_t>(batch_items_.size());
+          batch_items_.push_back(train_.col[r]);
+        }
+      }
+    }
+    const size_t n_items = batch_items_.size();
+    const int64_t n_local = local_start_[nb];
+    entry_start_.assign(n_items + 1, 0);
+    for (size_t s = 0; s < nb; ++s) {
+      const int32_t u = users[s];
+      for (int64_t r = train_.offsets[u]; r < train_.offsets[u + 1]; ++r) {
+        ++entry_start_[static_cast<size_t>(
+                           item_slot_[static_cast<size_t>(train_.col[r])]) +
+                       1];
+      }
+    }
+    for (size_t t = 0; t < n_items; ++t) entry_start_[t + 1] += entry_start_[t];
+    entry_fill_.assign(entry_start_.begin(), entry_start_.end() - 1);
+    entries_.resize(static_cast<size_t>(n_local));
+    for (size_t s = 0; s < nb; ++s) {
+      const int32_t u = users[s];
+      for (int64_t r = train_.offsets[u]; r < train_.offsets[u + 1]; ++r) {
+        const size_t slot =
+            static_cast<size_t>(item_slot_[static_cast<size_t>(train_.col[r])]);
+        entries_[static_cast<size_t>(entry_fill_[slot]++)] =
+            Entry{static_cast<int32_t>(s), r};
+      }
+    }
+    for (int32_t i : batch_items_) item_slot_[static_cast<size_t>(i)] = -1;
+    uniforms_.resize(nb * static_cast<size_t>(F) +
+                     static_cast<size_t>(n_local));
+    d2_.resize(static_cast<size_t>(n_local));
+    rngs_.clear();
+    for (size_t s = 0; s < nb; ++s) {
+      rngs_.emplace_back(StreamSeed(o_.seed,
+                                    static_cast<uint64_t>(epoch) << 1 | 1,
+                                    static_cast<uint64_t>(users[s])));
+    }
+    // The uniforms of batch user s: F for the hidden sample, then one per
+    // rating (at local_start_[s] past the hidden ones).
+    auto hidden_u = [&](size_t s) {
+      return uniforms_.data() + s * static_cast<size_t>(F);
+    };
+    auto visible_u = [&](size_t s) {
+      return uniforms_.data() + nb * static_cast<size_t>(F) + local_start_[s];
+    };
+    auto sample_hidden = [&](size_t s, const float* hp) {
+      Rng& rng = rngs_[s];
+      float* uh = hidden_u(s);
+      for (int j = 0; j < F; ++j) uh[j] = rng.Uniform();
+      float* uv = visible_u(s);
+      const int64_t n = local_start_[s + 1] - local_start_[s];
+      for (int64_t r = 0; r < n; ++r) uv[r] = rng.Uniform();
+      float* h = hs_.row(static_cast<Eigen::Index>(s)).data();
+      for (int j = 0; j < F; ++j) h[j] = uh[j] < hp[j] ? 1.f : 0.f;
+    };
+    // Positive phase and the first hidden sample.
+    pool_.ParallelFor(static_cast<int64_t>(nb), [&](int, int64_t b, int64_t e) {
+      for (int64_t s = b; s < e; ++s) {
+        float* h0 = h0_.row(static_cast<Eigen::Index>(s)).data();
+        HiddenInput(p_, RowOf(train_, users[s]), h0);
+        SigmoidInPlace(h0, F);
+        sample_hidden(static_cast<size_t>(s), h0);
+      }
+    });
+    for (int step = 0; step < cd_steps; ++step) {
+      pool_.ParallelFor(static_cast<int64_t>(n_items), [&](int t, int64_t b,
+                                                           int64_t e) {
+        // Logits of all the chunk's entries item by item, one
+        // SoftmaxRows over them all, then the draws.
+        std::vector<float>& probs = scratch_[static_cast<size_t>(t)].probs;
+        const int64_t e0 = entry_start_[static_cast<size_t>(b)];
+        const int64_t n = entry_start_[static_cast<size_t>(e)] - e0;
+        const size_t need = static_cast<size_t>(n * K);
+        if (probs.size() < need) probs.resize(need);
+        for (int64_t x = b; x < e; ++x) {
+          const int32_t item = batch_items_[static_cast<size_t>(x)];
+          const int64_t row0 = p_.Row(item, 0);
+          const float* w = p_.W.row(row0).data();
+          const float* bias = p_.b.data() + row0;
+          const int64_t q1 = entry_start_[static_cast<size_t>(x) + 1];
+          int64_t q = entry_start_[static_cast<size_t>(x)];
+          // Two entries per pass over the item's K rows.
+          for (; q + 1 < q1; q += 2) {
+            kernels::RowDots2(
+                w, bias, K, F,
+                hs_.row(entries_[static_cast<size_t>(q)].s).data(),
+                hs_.row(entries_[static_cast<size_t>(q + 1)].s).data(),
+                probs.data() + (q - e0) * K, probs.data() + (q + 1 - e0) * K);
+          }
+          if (q < q1) {
+            kernels::RowDots(w, bias, K, F,
+                             hs_.row(entries_[static_cast<size_t>(q)].s).data(),
+                             probs.data() + (q - e0) * K);
+          }
+        }
+        SoftmaxRows(probs.data(), n, K);
+        for (int64_t q = 0; q < n; ++q) {
+          const Entry& en = entries_[static_cast<size_t>(e0 + q)];
+          const size_t s = static_cast<size_t>(en.s);
+          const int64_t local = en.r - train_.offsets[users[s]];
+          const float* pr = probs.data() + q * K;
+          vt_[static_cast<size_t>(en.r)] = static_cast<uint8_t>(
+              SampleCategorical(pr, K, visible_u(s)[local]));
+          if (step == 0) {
+            double mean = 0;
+            for (int k = 0; k < K; ++k) {
+              mean += static_cast<double>(k) * pr[k];
+            }
+            const double d = mean - train_.k[static_cast<size_t>(en.r)];
+            d2_[static_cast<size_t>(local_start_[s] + local)] = d * d;
+          }
+        }
+      });
+      const bool last = step + 1 == cd_steps;
+      pool_.ParallelFor(static_cast<int64_t>(nb), [&](int, int64_t b,
+                                                      int64_t e) {
+        for (int64_t s64 = b; s64 < e; ++s64) {
+          const size_t s = static_cast<size_t>(s64);
+          const int32_t u = users[s];
+          float* ht = ht_.row(static_cast<Eigen::Index>(s)).data();
+          const VisibleSet v = RowOf(train_, u);
+          HiddenInput(
+              p_, VisibleSet{v.items, vt_.data() + train_.offsets[u], v.n}, ht);
+          SigmoidInPlace(ht, F);
+          if (step == 0) {
+            double sq = 0;
+            for (int64_t l = local_start_[s]; l < local_start_[s + 1]; ++l) {
+              sq += d2_[static_cast<size_t>(l)];
+            }
+            sq_err_[s] = sq;
+          }
+          if (!last) sample_hidden(s, ht);
+        }
+      });
+    }
   }
 
   // Phase B: collects the batch's gradient terms by row of W. Each rating
@@ -357,8 +509,17 @@ class CdTrainer {
         static_cast<int64_t>(touched_rows_.size()),
         [&](int thread, int64_t b, int64_t e) {
           float* g = scratch_[static_cast<size_t>(thread)].grad.data();
+          const int64_t row_bytes = static_cast<int64_t>(F) * 4;
           for (int64_t t = b; t < e; ++t) {
             const int64_t row = touched_rows_[static_cast<size_t>(t)];
+            // The rows are scattered over W: start loading a later row's
+            // weights and velocity while this one is computed.
+            if (t + kPrefetchRows < e) {
+              const int64_t next =
+                  touched_rows_[static_cast<size_t>(t + kPrefetchRows)];
+              kernels::PrefetchBytes(p_.W.row(next).data(), row_bytes);
+              kernels::PrefetchBytes(vel_w_.row(next).data(), row_bytes);
+            }
             std::fill(g, g + F, 0.0f);
             for (int64_t x = term_start_[static_cast<size_t>(t)];
                  x < term_start_[static_cast<size_t>(t) + 1]; ++x) {
@@ -399,7 +560,7 @@ class CdTrainer {
   const TrainOptions& o_;
   ThreadPool pool_;
   RbmParams p_;
-  RowMatrixXf vel_w_, h0_, ht_;
+  RowMatrixXf vel_w_, h0_, ht_, hs_;
   Eigen::VectorXf grad_b_, vel_b_, vel_c_, gc_;
   std::vector<int32_t> count_;
   std::vector<int32_t> touched_items_;
@@ -414,6 +575,21 @@ class CdTrainer {
   std::vector<Scratch> scratch_;
   std::vector<uint8_t> vt_;
   std::vector<double> sq_err_;
+  // BatchChains' state: the batch's items (first-touch order) and each
+  // item's slot in that list (-1 outside a batch); the batch's ratings by
+  // item (entries_[entry_start_[t] ..) for batch item t, in batch order);
+  // each batch user's first batch-local rating position; the users' random
+  // streams, the step's uniforms and the squared reconstruction errors.
+  struct Entry {
+    int32_t s;  // batch position of the user
+    int64_t r;  // index of the rating in train_
+  };
+  std::vector<int32_t> batch_items_, item_slot_;
+  std::vector<int64_t> entry_start_, entry_fill_, local_start_;
+  std::vector<Entry> entries_;
+  std::vector<Rng> rngs_;
+  std::vector<float> uniforms_;
+  std::vector<double> d2_;
 };
 
 }  // namespace

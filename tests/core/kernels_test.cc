@@ -43,6 +43,25 @@ TEST(Kernels, RowDotsMatchesReference) {
   }
 }
 
+TEST(Kernels, RowDots2IsRowDotsTwiceBitForBit) {
+  Rng rng(4);
+  for (int K : {1, 2, 5, 8, 10, 11}) {
+    for (int F : {1, 8, 13, 100}) {
+      const std::vector<float> w = Random(static_cast<size_t>(K * F), &rng);
+      const std::vector<float> b = Random(static_cast<size_t>(K), &rng);
+      const std::vector<float> h1 = Random(static_cast<size_t>(F), &rng);
+      const std::vector<float> h2 = Random(static_cast<size_t>(F), &rng);
+      std::vector<float> o1(static_cast<size_t>(K)), o2(o1), r1(o1), r2(o1);
+      RowDots2(w.data(), b.data(), K, F, h1.data(), h2.data(), o1.data(),
+               o2.data());
+      RowDots(w.data(), b.data(), K, F, h1.data(), r1.data());
+      RowDots(w.data(), b.data(), K, F, h2.data(), r2.data());
+      EXPECT_EQ(o1, r1) << "K " << K << " F " << F;
+      EXPECT_EQ(o2, r2) << "K " << K << " F " << F;
+    }
+  }
+}
+
 TEST(Kernels, ColumnDotsIsRowDotsForEveryColumn) {
   Rng rng(5);
   for (int K : {1, 3, 5, 10, 11}) {
