@@ -19,6 +19,7 @@
 #include "grpcpp/support/sync_stream.h"
 #include "gtest/gtest.h"
 #include "proto/rbmrec.grpc.pb.h"
+#include "proto/reflection_v1.grpc.pb.h"
 #include "server/grpc_server.h"
 #include "server/service.h"
 #include "store/store.h"
@@ -101,6 +102,33 @@ inline grpc::Status CallEmpty(const std::shared_ptr<grpc::Channel>& channel,
       path.c_str(), grpc::internal::RpcMethod::NORMAL_RPC, channel);
   return grpc::internal::BlockingUnaryCall<grpc::ByteBuffer, grpc::ByteBuffer>(
       channel.get(), rpc, &context, request, &response);
+}
+
+// One reflection list_services exchange on `path` with `header`.
+inline grpc::Status ListServices(const std::shared_ptr<grpc::Channel>& channel,
+                                 const char* path, const std::string& header,
+                                 int* services) {
+  using ::grpc::reflection::v1::ServerReflectionRequest;
+  using ::grpc::reflection::v1::ServerReflectionResponse;
+  grpc::ClientContext context;
+  if (!header.empty()) context.AddMetadata("authorization", header);
+  const grpc::internal::RpcMethod method(
+      path, grpc::internal::RpcMethod::BIDI_STREAMING, channel);
+  std::unique_ptr<grpc::ClientReaderWriter<ServerReflectionRequest,
+                                           ServerReflectionResponse>>
+      stream(grpc::internal::ClientReaderWriterFactory<
+             ServerReflectionRequest,
+             ServerReflectionResponse>::Create(channel.get(), method,
+                                               &context));
+  ServerReflectionRequest request;
+  request.set_list_services("");
+  ServerReflectionResponse response;
+  *services = 0;
+  if (stream->Write(request) && stream->Read(&response)) {
+    *services = response.list_services_response().service_size();
+  }
+  stream->WritesDone();
+  return stream->Finish();
 }
 
 }  // namespace rbmrec::server

@@ -18,7 +18,6 @@
 #include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
 #include "proto/health.grpc.pb.h"
-#include "proto/reflection_v1.grpc.pb.h"
 #include "security_fixture.h"
 #include "server/auth.h"
 
@@ -164,33 +163,6 @@ TEST_F(SecurityTest, HealthNeedsNoToken) {
     grpc::Status s = health->Check(&context, request, &response);
     EXPECT_TRUE(s.ok()) << name << ": " << s.error_message();
   }
-}
-
-// One reflection list_services exchange on `path` with `header`.
-grpc::Status ListServices(const std::shared_ptr<grpc::Channel>& channel,
-                          const char* path, const std::string& header,
-                          int* services) {
-  using ::grpc::reflection::v1::ServerReflectionRequest;
-  using ::grpc::reflection::v1::ServerReflectionResponse;
-  grpc::ClientContext context;
-  if (!header.empty()) context.AddMetadata("authorization", header);
-  const grpc::internal::RpcMethod method(
-      path, grpc::internal::RpcMethod::BIDI_STREAMING, channel);
-  std::unique_ptr<grpc::ClientReaderWriter<ServerReflectionRequest,
-                                           ServerReflectionResponse>>
-      stream(grpc::internal::ClientReaderWriterFactory<
-             ServerReflectionRequest,
-             ServerReflectionResponse>::Create(channel.get(), method,
-                                               &context));
-  ServerReflectionRequest request;
-  request.set_list_services("");
-  ServerReflectionResponse response;
-  *services = 0;
-  if (stream->Write(request) && stream->Read(&response)) {
-    *services = response.list_services_response().service_size();
-  }
-  stream->WritesDone();
-  return stream->Finish();
 }
 
 TEST_F(SecurityTest, ReflectionNeedsTheReadRole) {
