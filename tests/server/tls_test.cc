@@ -6,6 +6,8 @@
 
 #include "server/tls.h"
 
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
@@ -37,16 +39,21 @@ void WriteText(const std::string& path, const std::string& text) {
 
 class TlsTest : public ::testing::Test {
  protected:
+  // One directory per process: ctest runs the cases as parallel processes.
   static void SetUpTestSuite() {
-    dir_ =
-        new std::string(absl::StrCat(::testing::TempDir(), "/tls_test_certs"));
+    dir_ = new std::string(
+        absl::StrCat(::testing::TempDir(), "/tls_test_certs.", getpid()));
     const std::string command =
         absl::StrCat("bash '", RBMREC_MAKE_TEST_CERTS, "' '", *dir_, "'");
-    ASSERT_EQ(std::system(command.c_str()), 0) << command;
+    certs_made_ = std::system(command.c_str()) == 0;
   }
   static void TearDownTestSuite() {
     std::system(absl::StrCat("rm -rf '", *dir_, "'").c_str());
     delete dir_;
+  }
+  void SetUp() override {
+    ASSERT_TRUE(certs_made_) << "make_test_certs.sh failed (is openssl "
+                                "installed?)";
   }
   static std::string File(const std::string& name) {
     return absl::StrCat(*dir_, "/", name);
@@ -113,10 +120,12 @@ class TlsTest : public ::testing::Test {
   }
 
   static std::string* dir_;
+  static bool certs_made_;
   std::unique_ptr<TlsCredentials> tls_;  // outlives server_ (declared first)
   TestServer server_;
 };
 std::string* TlsTest::dir_ = nullptr;
+bool TlsTest::certs_made_ = false;
 
 TEST_F(TlsTest, AClientNeedsTheCaAndHealthAndReflectionWorkOverTls) {
   Start(/*mtls=*/false);
