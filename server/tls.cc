@@ -257,6 +257,9 @@ absl::StatusOr<std::unique_ptr<TlsCredentials>> TlsCredentials::Create(
 }
 
 TlsCredentials::~TlsCredentials() {
+  // Our reference to gRPC's provider (and its watcher) goes before the
+  // descriptors it reads.
+  credentials_.reset();
   if (identity_fd_ >= 0) close(identity_fd_);
   if (ca_fd_ >= 0) close(ca_fd_);
 }
