@@ -17,13 +17,6 @@
 
 namespace rbmrec::kernels {
 
-// Asks the CPU to start loading `bytes` bytes from p into the caches (a
-// hint: no effect on results; a no-op where unsupported).
-inline void PrefetchBytes(const void* p, int64_t bytes) {
-  const char* c = static_cast<const char*>(p);
-  for (int64_t off = 0; off < bytes; off += 64) __builtin_prefetch(c + off);
-}
-
 // x[0..F) = c[0..F) + sum over r < n of rows[r][0..F).
 inline void SumRows(const float* c, const float* const* rows, int64_t n, int F,
                     float* x) {

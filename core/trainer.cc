@@ -24,9 +24,6 @@ double Seconds(Clock::time_point since) {
 
 constexpr int kAdaptiveSteps[] = {1, 3, 5, 9};
 
-// How many rows ahead Update prefetches.
-constexpr int64_t kPrefetchRows = 3;
-
 }  // namespace
 
 absl::StatusOr<CdSchedule> CdSchedule::Parse(std::string_view spec_in) {
@@ -171,12 +168,12 @@ VisibleSet RowOf(const SparseRatings& s, int32_t u) {
 }
 
 // Scratch buffers owned by one worker: the Gibbs chain's, a hidden input
-// (validation) and one row's gradient (Update).
+// (validation) and one item's K gradient rows (Update).
 struct Scratch : GibbsScratch {
   Eigen::VectorXf x;
   std::vector<float> grad;
   Scratch(int F, int K)
-      : GibbsScratch(F, K), x(F), grad(static_cast<size_t>(F)) {}
+      : GibbsScratch(F, K), x(F), grad(static_cast<size_t>(F) * K) {}
 };
 
 class CdTrainer {
@@ -199,11 +196,8 @@ class CdTrainer {
     }
     InitVisibleBiases(train, &p_);
     vel_w_.setZero(p_.W.rows(), p_.W.cols());
-    grad_b_.setZero(p_.b.size());
     vel_b_.setZero(p_.b.size());
     vel_c_.setZero(p_.F);
-    count_.assign(static_cast<size_t>(train.cols), 0);
-    row_slot_.assign(static_cast<size_t>(p_.W.rows()), -1);
     for (int t = 0; t < pool_.size(); ++t) scratch_.emplace_back(p_.F, K);
     vt_.resize(static_cast<size_t>(train.nnz()));
     item_slot_.assign(static_cast<size_t>(train.cols), -1);
@@ -236,7 +230,6 @@ class CdTrainer {
       // Phase A: the batch's Gibbs chains (BatchChains).
       BatchChains(epoch, users, nb, cd_steps);
       for (size_t s = 0; s < nb; ++s) sse += sq_err_[s];
-      Accumulate(users, nb);
       Update(nb, lr);
     }
     return std::sqrt(sse /
@@ -443,114 +436,75 @@ class CdTrainer {
     }
   }
 
-  // Phase B: collects the batch's gradient terms by row of W. Each rating
-  // r of batch user s adds h0[s] to row (i, k_r) and subtracts hT[s] from
-  // row (i, vt_r); the terms of every row are listed in batch order (users,
-  // then ratings, the positive term first), so Update sums them in exactly
-  // that order whatever the thread count. Also sums the bias gradients,
-  // records the rows touched (first-touch order) and how many batch users
-  // rated each item.
-  void Accumulate(const int32_t* users, size_t nb) {
-    touched_rows_.clear();
-    touched_items_.clear();
-    term_slot_.clear();
-    term_code_.clear();
-    gc_.setZero(p_.F);
-    auto add = [&](int64_t row, int32_t code) {
-      int32_t& slot = row_slot_[static_cast<size_t>(row)];
-      if (slot < 0) {
-        slot = static_cast<int32_t>(touched_rows_.size());
-        touched_rows_.push_back(row);
-      }
-      term_slot_.push_back(slot);
-      term_code_.push_back(code);
-    };
-    for (size_t s = 0; s < nb; ++s) {
-      const int32_t u = users[s];
-      const int32_t pos_code = static_cast<int32_t>(2 * s);
-      for (int64_t r = train_.offsets[u]; r < train_.offsets[u + 1]; ++r) {
-        const int32_t i = train_.col[r];
-        if (count_[static_cast<size_t>(i)]++ == 0) touched_items_.push_back(i);
-        const int64_t pos = p_.Row(i, train_.k[r]);
-        const int64_t neg = p_.Row(i, vt_[static_cast<size_t>(r)]);
-        add(pos, pos_code);
-        add(neg, pos_code + 1);
-        grad_b_[pos] += 1.0f;
-        grad_b_[neg] -= 1.0f;
-      }
-      gc_ += h0_.row(static_cast<Eigen::Index>(s)).transpose() -
-             ht_.row(static_cast<Eigen::Index>(s)).transpose();
-    }
-    // Counting sort of the terms by slot, stable (keeps batch order).
-    const size_t rows = touched_rows_.size();
-    term_start_.assign(rows + 1, 0);
-    for (int32_t slot : term_slot_)
-      ++term_start_[static_cast<size_t>(slot) + 1];
-    for (size_t t = 0; t < rows; ++t) term_start_[t + 1] += term_start_[t];
-    fill_.assign(term_start_.begin(), term_start_.end() - 1);
-    sorted_code_.resize(term_code_.size());
-    for (size_t t = 0; t < term_code_.size(); ++t) {
-      sorted_code_[static_cast<size_t>(
-          fill_[static_cast<size_t>(term_slot_[t])]++)] = term_code_[t];
-    }
-  }
-
-  // Phase C: for every touched row (in parallel; rows are disjoint), sums
-  // its gradient terms into a per-thread buffer and applies the momentum +
-  // weight-decay update to the row and its visible bias; then the hidden
-  // biases. Rows without a gradient in this batch keep their weights and
-  // velocity (sparse momentum), so the cost follows the batch's ratings,
-  // not m*K.
+  // Phase B: the update, item by item in parallel (an item's K rows are
+  // its own). For batch item i, each of its batch ratings (user s, rating
+  // k, sample vt) adds h0[s] to the gradient of row (i, k) and subtracts
+  // hT[s] from row (i, vt), in batch order with the positive term first:
+  // the order the terms had when they were summed over the whole batch, so
+  // the sums are the same bits whatever the thread count. Every row that got
+  // a term then takes the momentum + weight-decay step, with its visible
+  // bias; rows without a term in this batch keep their weights and velocity
+  // (sparse momentum), so the cost follows the batch's ratings, not m*K.
+  // Last, the hidden biases.
   void Update(size_t nb, float lr) {
     const int K = p_.K;
     const int F = p_.F;
     const float mom = o_.momentum, decay = lr * o_.weight_decay;
     pool_.ParallelFor(
-        static_cast<int64_t>(touched_rows_.size()),
+        static_cast<int64_t>(batch_items_.size()),
         [&](int thread, int64_t b, int64_t e) {
           float* g = scratch_[static_cast<size_t>(thread)].grad.data();
-          const int64_t row_bytes = static_cast<int64_t>(F) * 4;
-          for (int64_t t = b; t < e; ++t) {
-            const int64_t row = touched_rows_[static_cast<size_t>(t)];
-            // The rows are scattered over W: start loading a later row's
-            // weights and velocity while this one is computed.
-            if (t + kPrefetchRows < e) {
-              const int64_t next =
-                  touched_rows_[static_cast<size_t>(t + kPrefetchRows)];
-              kernels::PrefetchBytes(p_.W.row(next).data(), row_bytes);
-              kernels::PrefetchBytes(vel_w_.row(next).data(), row_bytes);
-            }
-            std::fill(g, g + F, 0.0f);
-            for (int64_t x = term_start_[static_cast<size_t>(t)];
-                 x < term_start_[static_cast<size_t>(t) + 1]; ++x) {
-              const int32_t code = sorted_code_[static_cast<size_t>(x)];
-              const Eigen::Index s = code >> 1;
-              if (code & 1) {
-                const float* h = ht_.row(s).data();
-                for (int j = 0; j < F; ++j) g[j] -= h[j];
-              } else {
-                const float* h = h0_.row(s).data();
-                for (int j = 0; j < F; ++j) g[j] += h[j];
+          float gb[256];
+          for (int64_t x = b; x < e; ++x) {
+            const int32_t item = batch_items_[static_cast<size_t>(x)];
+            const int64_t q0 = entry_start_[static_cast<size_t>(x)];
+            const int64_t q1 = entry_start_[static_cast<size_t>(x) + 1];
+            uint64_t touched[4] = {0, 0, 0, 0};  // bit k: row (item, k)
+            auto touch = [&](int k) {
+              float* gk = g + static_cast<int64_t>(k) * F;
+              if (!(touched[k >> 6] >> (k & 63) & 1)) {
+                touched[k >> 6] |= uint64_t{1} << (k & 63);
+                std::fill(gk, gk + F, 0.0f);
+                gb[k] = 0.0f;
               }
+              return gk;
+            };
+            for (int64_t q = q0; q < q1; ++q) {
+              const Entry& en = entries_[static_cast<size_t>(q)];
+              const int kp = train_.k[static_cast<size_t>(en.r)];
+              const int kn = vt_[static_cast<size_t>(en.r)];
+              float* gp = touch(kp);
+              const float* h0 = h0_.row(en.s).data();
+              for (int j = 0; j < F; ++j) gp[j] += h0[j];
+              gb[kp] += 1.0f;
+              float* gn = touch(kn);
+              const float* ht = ht_.row(en.s).data();
+              for (int j = 0; j < F; ++j) gn[j] -= ht[j];
+              gb[kn] -= 1.0f;
             }
-            const size_t item = static_cast<size_t>(row / K);
-            const float n = o_.per_item_normalize
-                                ? static_cast<float>(count_[item])
-                                : static_cast<float>(nb);
+            const float n = o_.per_item_normalize ? static_cast<float>(q1 - q0)
+                                                  : static_cast<float>(nb);
             const float scale = lr / n;
-            float* w = p_.W.row(row).data();
-            float* vw = vel_w_.row(row).data();
-            for (int j = 0; j < F; ++j) {
-              vw[j] = mom * vw[j] + scale * g[j] - decay * w[j];
-              w[j] += vw[j];
+            for (int k = 0; k < K; ++k) {
+              if (!(touched[k >> 6] >> (k & 63) & 1)) continue;
+              const int64_t row = p_.Row(item, k);
+              const float* gk = g + static_cast<int64_t>(k) * F;
+              float* w = p_.W.row(row).data();
+              float* vw = vel_w_.row(row).data();
+              for (int j = 0; j < F; ++j) {
+                vw[j] = mom * vw[j] + scale * gk[j] - decay * w[j];
+                w[j] += vw[j];
+              }
+              vel_b_[row] = mom * vel_b_[row] + scale * gb[k];
+              p_.b[row] += vel_b_[row];
             }
-            vel_b_[row] = mom * vel_b_[row] + scale * grad_b_[row];
-            p_.b[row] += vel_b_[row];
-            grad_b_[row] = 0;
-            row_slot_[static_cast<size_t>(row)] = -1;
           }
         });
-    for (int32_t i : touched_items_) count_[static_cast<size_t>(i)] = 0;
+    gc_.setZero(F);
+    for (size_t s = 0; s < nb; ++s) {
+      gc_ += h0_.row(static_cast<Eigen::Index>(s)).transpose() -
+             ht_.row(static_cast<Eigen::Index>(s)).transpose();
+    }
     vel_c_ = mom * vel_c_ + (lr / static_cast<float>(nb)) * gc_;
     p_.c += vel_c_;
   }
@@ -561,17 +515,7 @@ class CdTrainer {
   ThreadPool pool_;
   RbmParams p_;
   RowMatrixXf vel_w_, h0_, ht_, hs_;
-  Eigen::VectorXf grad_b_, vel_b_, vel_c_, gc_;
-  std::vector<int32_t> count_;
-  std::vector<int32_t> touched_items_;
-  std::vector<int64_t> touched_rows_;
-  // Slot of each row of W in touched_rows_, -1 when not touched.
-  std::vector<int32_t> row_slot_;
-  // The batch's gradient terms: slot and code (2 * batch position, +1 for a
-  // negative term) in batch order, then the codes sorted by slot, with the
-  // terms of slot t at [term_start_[t], term_start_[t + 1]).
-  std::vector<int32_t> term_slot_, term_code_, sorted_code_;
-  std::vector<int64_t> term_start_, fill_;
+  Eigen::VectorXf vel_b_, vel_c_, gc_;
   std::vector<Scratch> scratch_;
   std::vector<uint8_t> vt_;
   std::vector<double> sq_err_;
