@@ -277,7 +277,7 @@ int Run(int argc, char** argv) {
     }
   }
   const double rps =
-      static_cast<double>(model->summary.rating_epochs) / train_seconds;
+      static_cast<double>(model->summary().rating_epochs) / train_seconds;
   if (a.json) {
     const TrainOptions& o = a.o;
     std::printf(
@@ -293,15 +293,15 @@ int Run(int argc, char** argv) {
         "\"predict\": \"%s\", \"seed\": %llu, \"threads\": "
         "%d}}\n",
         m.rmse, m.mae, static_cast<long long>(m.n),
-        static_cast<long long>(m.n_fallback), model->summary.epochs_run,
-        model->summary.best_epoch, model->summary.valid_rmse, train_seconds,
-        static_cast<long long>(model->summary.train_ratings), rps, PeakRssMb(),
-        JsonEscape(scale.ToString()).c_str(), o.hidden, o.max_epochs,
-        o.batch_size, o.learning_rate, o.lr_decay, o.momentum, o.weight_decay,
-        o.init_std, JsonEscape(o.cd.ToString()).c_str(),
+        static_cast<long long>(m.n_fallback), model->summary().epochs_run,
+        model->summary().best_epoch, model->summary().valid_rmse, train_seconds,
+        static_cast<long long>(model->summary().train_ratings), rps,
+        PeakRssMb(), JsonEscape(scale.ToString()).c_str(), o.hidden,
+        o.max_epochs, o.batch_size, o.learning_rate, o.lr_decay, o.momentum,
+        o.weight_decay, o.init_std, JsonEscape(o.cd.ToString()).c_str(),
         o.per_item_normalize ? "true" : "false", o.validation_fraction,
         o.patience, o.ensemble, o.item_based ? "true" : "false",
-        static_cast<double>(model->user_weight),
+        static_cast<double>(model->user_weight()),
         o.predict == PredictMethod::kExact ? "exact" : "meanfield",
         static_cast<unsigned long long>(o.seed), o.threads);
   } else {
@@ -310,8 +310,8 @@ int Run(int argc, char** argv) {
         "best_epoch %d  train_seconds %.2f  train_ratings_per_second %.0f  "
         "peak_rss_mb %.1f\n",
         m.rmse, m.mae, static_cast<long long>(m.n),
-        static_cast<long long>(m.n_fallback), model->summary.epochs_run,
-        model->summary.best_epoch, train_seconds, rps, PeakRssMb());
+        static_cast<long long>(m.n_fallback), model->summary().epochs_run,
+        model->summary().best_epoch, train_seconds, rps, PeakRssMb());
   }
   return 0;
 }

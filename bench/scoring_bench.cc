@@ -126,9 +126,9 @@ int Main(int argc, char** argv) {
   for (int32_t u = 0;
        u < by_user.rows && static_cast<int>(users.size()) < n_users; ++u) {
     User user;
-    user.index = model->users.Find(ds->users.Name(u));
+    user.index = model->users().Find(ds->users.Name(u));
     for (int64_t r = by_user.offsets[u]; r < by_user.offsets[u + 1]; ++r) {
-      const int32_t item = model->items.Find(ds->items.Name(by_user.col[r]));
+      const int32_t item = model->items().Find(ds->items.Name(by_user.col[r]));
       if (item < 0) continue;
       user.ratings.items.push_back(item);
       user.ratings.ks.push_back(by_user.k[r]);
@@ -170,7 +170,7 @@ int Main(int argc, char** argv) {
       scores(static_cast<size_t>(m));
   for (int k = 0; k < K; ++k) {
     rating_values[static_cast<size_t>(k)] =
-        static_cast<float>(model->scale.Value(k));
+        static_cast<float>(model->scale().Value(k));
   }
   const double scorem = TimeUs(users, rounds, [&](const User& u) {
     server::ScoreAllMeanField(*model, u.index, u.ratings.view(),
@@ -227,7 +227,7 @@ int Main(int argc, char** argv) {
         "\"all_meanfield_us\":%.2f,\"score_all_meanfield_us\":%.2f,"
         "\"all_exact_us\":%.2f,"
         "\"rescore50_exact_us\":%.2f,\"top10_recall_by_candidates\":{%s}}\n",
-        m, K, model->members.empty() ? 0 : model->members[0].F,
+        m, K, model->members().empty() ? 0 : model->members()[0].F,
         static_cast<int>(users.size()), p10e, p10m, allm, scorem, alle, r50,
         rec.c_str());
   } else {

@@ -41,38 +41,43 @@ VisibleSet Row(const SparseRatings& s, int32_t r) {
 }
 
 // item_x.row(i) = I-RBM hidden input of item i's ratings in `by_item`.
-void ComputeItemInputs(const SparseRatings& by_item, Model* model) {
-  const RbmParams& p = model->item_rbm;
-  model->item_x.setZero(by_item.rows, p.F);
-  model->item_in_irbm.assign(static_cast<size_t>(by_item.rows), 0);
+void ComputeItemInputs(const SparseRatings& by_item, ModelParams* params) {
+  const RbmParams& p = params->item_rbm;
+  params->item_x.setZero(by_item.rows, p.F);
+  params->item_in_irbm.assign(static_cast<size_t>(by_item.rows), 0);
   for (int32_t i = 0; i < by_item.rows; ++i) {
-    HiddenInput(p, Row(by_item, i), model->item_x.row(i).data());
-    model->item_in_irbm[static_cast<size_t>(i)] = by_item.RowSize(i) > 0;
+    HiddenInput(p, Row(by_item, i), params->item_x.row(i).data());
+    params->item_in_irbm[static_cast<size_t>(i)] = by_item.RowSize(i) > 0;
   }
-  model->RefreshItemHidden();
 }
 
-// Picks the U/I mixing weight with the lowest RMSE on the validation part.
-// Returns the weight; *rmse gets the mixed prediction's validation RMSE.
-float PickUserWeight(Model* model, const SparseRatings& train_part,
+// Picks the U/I mixing weight with the lowest RMSE on the validation part,
+// from the U-RBM part (a model with user_weight 1) and the I-RBM part (user
+// weight 0) of every validation prediction. Returns the weight; *rmse gets
+// the mixed prediction's validation RMSE. Builds two serving models from
+// `params` (restored before returning).
+float PickUserWeight(ModelParams* params, const SparseRatings& train_part,
                      const SparseRatings& valid, PredictMethod method,
                      double* rmse) {
-  const int K = model->K();
+  const int K = params->scale.K();
   std::vector<float> pu, pi;
   std::vector<int32_t> query;
   std::vector<float> buf;
-  for (int32_t u = 0; u < valid.rows; ++u) {
-    if (valid.RowSize(u) == 0) continue;
-    query.assign(valid.col.begin() + valid.offsets[u],
-                 valid.col.begin() + valid.offsets[u + 1]);
-    buf.resize(query.size() * K);
-    model->user_weight = 1.0f;
-    model->Predict(u, Row(train_part, u), query, method, buf.data(), nullptr);
-    pu.insert(pu.end(), buf.begin(), buf.end());
-    model->user_weight = 0.0f;
-    model->Predict(u, Row(train_part, u), query, method, buf.data(), nullptr);
-    pi.insert(pi.end(), buf.begin(), buf.end());
+  for (const float weight : {1.0f, 0.0f}) {
+    params->user_weight = weight;
+    Model model(std::move(*params));
+    std::vector<float>& part = weight == 1.0f ? pu : pi;
+    for (int32_t u = 0; u < valid.rows; ++u) {
+      if (valid.RowSize(u) == 0) continue;
+      query.assign(valid.col.begin() + valid.offsets[u],
+                   valid.col.begin() + valid.offsets[u + 1]);
+      buf.resize(query.size() * K);
+      model.Predict(u, Row(train_part, u), query, method, buf.data(), nullptr);
+      part.insert(part.end(), buf.begin(), buf.end());
+    }
+    *params = std::move(model).TakeParams();
   }
+  const RatingScale& scale = params->scale;
   float best_w = 1.0f;
   double best = std::numeric_limits<double>::infinity();
   for (int step = 0; step <= 20; ++step) {
@@ -82,9 +87,9 @@ float PickUserWeight(Model* model, const SparseRatings& train_part,
       double mean = 0;
       for (int k = 0; k < K; ++k) {
         const size_t x = static_cast<size_t>(e * K + k);
-        mean += model->scale.Value(k) * (w * pu[x] + (1 - w) * pi[x]);
+        mean += scale.Value(k) * (w * pu[x] + (1 - w) * pi[x]);
       }
-      const double d = mean - model->scale.Value(valid.k[e]);
+      const double d = mean - scale.Value(valid.k[e]);
       sse += d * d;
     }
     if (sse < best - 1e-12) {
@@ -103,14 +108,14 @@ absl::StatusOr<Model> FitModel(const Dataset& train,
                                const TrainOptions& options,
                                const FitProgressFn& progress) {
   if (absl::Status s = ValidateTrainOptions(options); !s.ok()) return s;
-  Model model;
-  model.scale = train.scale;
-  model.users = train.users;
-  model.items = train.items;
-  model.options = options;
+  ModelParams params;
+  params.scale = train.scale;
+  params.users = train.users;
+  params.items = train.items;
+  params.options = options;
   const int K = train.scale.K();
   const SparseRatings by_user = train.ByUser();
-  model.item_hist = ItemHistogramCounts(by_user, K);
+  params.item_hist = ItemHistogramCounts(by_user, K);
   SparseRatings train_part, valid;
   CarveValidation(by_user, options.validation_fraction, options.seed,
                   &train_part, &valid);
@@ -177,7 +182,7 @@ absl::StatusOr<Model> FitModel(const Dataset& train,
     member.threads = side_by_side ? threads - threads / 2 : threads;
     absl::StatusOr<RbmParams> p = run(e, train_part, valid, member);
     if (p.ok()) {
-      model.members.push_back(*std::move(p));
+      params.members.push_back(*std::move(p));
     } else {
       user_status = p.status();
     }
@@ -188,31 +193,31 @@ absl::StatusOr<Model> FitModel(const Dataset& train,
   if (options.item_based) {
     if (!side_by_side) train_item(threads);
     if (!item_params.ok()) return item_params.status();
-    model.item_rbm = *std::move(item_params);
+    params.item_rbm = *std::move(item_params);
     // Weight chosen with I-RBM inputs from the training part only; served
     // with inputs from all training ratings.
-    ComputeItemInputs(train_by_item, &model);
+    ComputeItemInputs(train_by_item, &params);
     if (valid.nnz() > 0) {
-      model.user_weight = PickUserWeight(&model, train_part, valid,
-                                         options.predict, &mixed_valid_rmse);
+      params.user_weight = PickUserWeight(&params, train_part, valid,
+                                          options.predict, &mixed_valid_rmse);
     } else {
-      model.user_weight = 0.3f;
+      params.user_weight = 0.3f;
     }
-    ComputeItemInputs(by_user.Transpose(), &model);
+    ComputeItemInputs(by_user.Transpose(), &params);
   }
   double valid_sum = 0;
   for (const Done& d : done) {
-    model.summary.epochs_run += d.epochs_run;
-    model.summary.best_epoch = d.best_epoch;
-    model.summary.train_ratings = d.train_ratings;
-    model.summary.train_seconds += d.train_seconds;
-    model.summary.rating_epochs += d.train_ratings * d.epochs_run;
+    params.summary.epochs_run += d.epochs_run;
+    params.summary.best_epoch = d.best_epoch;
+    params.summary.train_ratings = d.train_ratings;
+    params.summary.train_seconds += d.train_seconds;
+    params.summary.rating_epochs += d.train_ratings * d.epochs_run;
     valid_sum += d.valid_rmse;
   }
   // The validation RMSE of what is served: the U/I mix when there is one.
-  model.summary.valid_rmse =
+  params.summary.valid_rmse =
       mixed_valid_rmse >= 0 ? mixed_valid_rmse : valid_sum / n_models;
-  return model;
+  return Model(std::move(params));
 }
 
 EvalMetrics Evaluate(const Model& model, const SparseRatings& train_by_user,
@@ -235,11 +240,12 @@ EvalMetrics Evaluate(const Model& model, const SparseRatings& train_by_user,
   std::vector<double> pred(test.size(), 0.0);
   std::vector<char> fell(test.size(), 0);
   double global = 0, total = 0;
-  for (size_t x = 0; x < model.item_hist.size(); ++x) {
-    global += model.item_hist[x] * model.scale.Value(static_cast<int>(x % K));
-    total += model.item_hist[x];
+  for (size_t x = 0; x < model.item_hist().size(); ++x) {
+    global +=
+        model.item_hist()[x] * model.scale().Value(static_cast<int>(x % K));
+    total += model.item_hist()[x];
   }
-  global = total > 0 ? global / total : model.scale.Value(K / 2);
+  global = total > 0 ? global / total : model.scale().Value(K / 2);
   ThreadPool pool(threads > 0
                       ? threads
                       : static_cast<int>(std::thread::hardware_concurrency()));

@@ -18,13 +18,13 @@ std::vector<uint32_t> ItemHistogramCounts(const SparseRatings& by_user, int K) {
 uint32_t Model::ItemCount(int32_t i) const {
   uint32_t n = 0;
   for (int k = 0; k < K(); ++k)
-    n += item_hist[static_cast<size_t>(i) * K() + k];
+    n += p_.item_hist[static_cast<size_t>(i) * K() + k];
   return n;
 }
 
 double Model::Expectation(const float* probs) const {
   double e = 0;
-  for (int k = 0; k < K(); ++k) e += probs[k] * scale.Value(k);
+  for (int k = 0; k < K(); ++k) e += probs[k] * p_.scale.Value(k);
   return e;
 }
 
@@ -34,7 +34,8 @@ void Model::FallbackDistribution(const VisibleSet& v, float* out) const {
   if (v.n > 0) {
     for (int64_t r = 0; r < v.n; ++r) h[v.ks[r]] += 1;
   } else {
-    for (size_t x = 0; x < item_hist.size(); ++x) h[x % K] += item_hist[x];
+    for (size_t x = 0; x < p_.item_hist.size(); ++x)
+      h[x % K] += p_.item_hist[x];
   }
   double total = 0;
   for (double x : h) total += x;
@@ -48,15 +49,19 @@ void Model::ItemHistogram(int32_t i, float* out) const {
   const int K = this->K();
   const double n = ItemCount(i);
   for (int k = 0; k < K; ++k) {
-    out[k] = static_cast<float>(item_hist[static_cast<size_t>(i) * K + k] /
+    out[k] = static_cast<float>(p_.item_hist[static_cast<size_t>(i) * K + k] /
                                 std::max(1.0, n));
   }
 }
 
+Model::Model(ModelParams params) : p_(std::move(params)) {
+  RefreshItemHidden();
+}
+
 void Model::RefreshItemHidden() {
-  item_hT = item_x.transpose();
-  if (item_hT.size() > 0) {
-    SigmoidInPlace(item_hT.data(), static_cast<int>(item_hT.size()));
+  item_hT_ = p_.item_x.transpose();
+  if (item_hT_.size() > 0) {
+    SigmoidInPlace(item_hT_.data(), static_cast<int>(item_hT_.size()));
   }
 }
 
@@ -65,15 +70,10 @@ namespace {
 // p_I(v_user | item's training ratings) from the I-RBM.
 void ItemRbmDistribution(const Model& m, int32_t user, int32_t item,
                          PredictMethod method, float* h, float* probs) {
-  const RbmParams& p = m.item_rbm;
-  const float* x = m.item_x.row(item).data();
+  const RbmParams& p = m.item_rbm();
+  const float* x = m.item_x().row(item).data();
   if (method == PredictMethod::kMeanField) {
-    if (m.ItemHiddenFresh()) {
-      for (int j = 0; j < p.F; ++j) h[j] = m.item_hT(j, item);
-    } else {
-      std::copy(x, x + p.F, h);
-      SigmoidInPlace(h, p.F);
-    }
+    for (int j = 0; j < p.F; ++j) h[j] = m.item_hT()(j, item);
     PredictMeanField(p, h, user, probs);
   } else {
     PredictExact(p, x, user, probs);
@@ -91,9 +91,9 @@ void Model::Predict(int32_t user, const VisibleSet& v,
   FallbackDistribution(v, fb.data());
   std::fill(out, out + query.size() * K, 0.0f);
   const float inv =
-      members.empty() ? 0.f : 1.0f / static_cast<float>(members.size());
+      p_.members.empty() ? 0.f : 1.0f / static_cast<float>(p_.members.size());
   std::vector<float> probs(static_cast<size_t>(K));
-  for (const RbmParams& p : members) {
+  for (const RbmParams& p : p_.members) {
     Eigen::VectorXf x(p.F);
     HiddenInput(p, v, x.data());
     if (method == PredictMethod::kMeanField) SigmoidInPlace(x.data(), p.F);
@@ -107,9 +107,9 @@ void Model::Predict(int32_t user, const VisibleSet& v,
       for (int k = 0; k < K; ++k) out[q * K + k] += inv * probs[k];
     }
   }
-  if (item_rbm.F > 0) {
-    std::vector<float> h(static_cast<size_t>(item_rbm.F));
-    const float w = user_weight;
+  if (p_.item_rbm.F > 0) {
+    std::vector<float> h(static_cast<size_t>(p_.item_rbm.F));
+    const float w = p_.user_weight;
     for (size_t q = 0; q < query.size(); ++q) {
       if (!Trained(query[q]) || !UsesItemRbm(user, query[q])) continue;
       ItemRbmDistribution(*this, user, query[q], method, h.data(),
@@ -120,7 +120,7 @@ void Model::Predict(int32_t user, const VisibleSet& v,
     }
   }
   for (size_t q = 0; q < query.size(); ++q) {
-    bool use_fallback = !Trained(query[q]) || members.empty();
+    bool use_fallback = !Trained(query[q]) || p_.members.empty();
     for (int k = 0; k < K && !use_fallback; ++k) {
       if (!std::isfinite(out[q * K + k])) use_fallback = true;
     }
@@ -132,26 +132,21 @@ void Model::Predict(int32_t user, const VisibleSet& v,
 }
 
 void Model::ItemRbmMeanFieldLogits(int32_t user, RowMatrixXf* logits) const {
-  thread_local RowMatrixXf hT_local;
-  const RowMatrixXf* hT = &item_hT;
-  if (!ItemHiddenFresh()) {
-    hT_local = (1.0f + (-item_x.transpose().array()).exp()).inverse().matrix();
-    hT = &hT_local;
-  }
-  const int64_t row0 = item_rbm.Row(user, 0);
+  const RowMatrixXf* hT = &item_hT_;
+  const int64_t row0 = p_.item_rbm.Row(user, 0);
   logits->resize(num_items(), K());
-  kernels::ColumnDots(item_rbm.W.row(row0).data(), item_rbm.b.data() + row0,
-                      K(), item_rbm.F, hT->data(), hT->cols(), num_items(),
-                      logits->data());
+  kernels::ColumnDots(p_.item_rbm.W.row(row0).data(),
+                      p_.item_rbm.b.data() + row0, K(), p_.item_rbm.F,
+                      hT->data(), hT->cols(), num_items(), logits->data());
 }
 
-void Model::MixItemRbm(int32_t user, PredictMethod method,
-                       RowMatrixXf* out) const {
+void Model::MixItemRbm(int32_t user, PredictMethod method, RowMatrixXf* out,
+                       Scratch* scratch) const {
   if (!ItemRbmServes(user)) return;
   const int K = this->K();
-  const float w = user_weight;
+  const float w = p_.user_weight;
   if (method == PredictMethod::kMeanField) {
-    thread_local RowMatrixXf logits;
+    RowMatrixXf& logits = scratch->logits;
     ItemRbmMeanFieldLogits(user, &logits);
     SoftmaxRows(logits.data(), num_items(), K);
     for (int32_t i = 0; i < num_items(); ++i) {
@@ -160,7 +155,7 @@ void Model::MixItemRbm(int32_t user, PredictMethod method,
     }
     return;
   }
-  std::vector<float> h(static_cast<size_t>(item_rbm.F)),
+  std::vector<float> h(static_cast<size_t>(p_.item_rbm.F)),
       probs(static_cast<size_t>(K));
   for (int32_t i = 0; i < num_items(); ++i) {
     if (!UsesItemRbm(user, i)) continue;
@@ -172,13 +167,13 @@ void Model::MixItemRbm(int32_t user, PredictMethod method,
 }
 
 void Model::PredictAll(int32_t user, const VisibleSet& v, PredictMethod method,
-                       RowMatrixXf* out) const {
+                       RowMatrixXf* out, Scratch* scratch) const {
   const int K = this->K();
   const int32_t m = num_items();
   out->setZero(m, K);
   const float inv =
-      members.empty() ? 0.f : 1.0f / static_cast<float>(members.size());
-  for (const RbmParams& p : members) {
+      p_.members.empty() ? 0.f : 1.0f / static_cast<float>(p_.members.size());
+  for (const RbmParams& p : p_.members) {
     Eigen::VectorXf x(p.F);
     HiddenInput(p, v, x.data());
     Eigen::VectorXf scores(p.W.rows());
@@ -197,11 +192,11 @@ void Model::PredictAll(int32_t user, const VisibleSet& v, PredictMethod method,
           inv * scores.segment(static_cast<int64_t>(i) * K, K).transpose();
     }
   }
-  MixItemRbm(user, method, out);
+  MixItemRbm(user, method, out, scratch);
   std::vector<float> fb(static_cast<size_t>(K));
   FallbackDistribution(v, fb.data());
   for (int32_t i = 0; i < m; ++i) {
-    if (!Trained(i) || members.empty() || !out->row(i).allFinite()) {
+    if (!Trained(i) || p_.members.empty() || !out->row(i).allFinite()) {
       for (int k = 0; k < K; ++k) (*out)(i, k) = fb[static_cast<size_t>(k)];
     }
   }

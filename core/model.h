@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -36,21 +37,15 @@ struct TrainingSummary {
   int64_t rating_epochs = 0;  // sum over all RBMs of ratings x epochs run
 };
 
-// A trained model: the RBM ensemble and everything needed to serve it.
-// Immutable once built; all const methods are thread-safe.
-//
-// Prediction for (user V, item q):
-//   * q known to the model and trained on (item_count(q) > 0): the RBM's
-//     distribution p(v_q | V) by the exact rule or mean field, averaged over
-//     the ensemble members. V may be empty (a user with no ratings).
-//   * Fallback (q unknown or never rated in training), documented: the
-//     user's own rating histogram when V is non-empty (its expectation is
-//     the user's mean), else the global training histogram (global mean).
-//   * Evaluation tools (rbmrec-eval) also use the item's histogram (item
-//     mean) for a user with no training ratings, as the benchmark protocol
-//     says; see ItemHistogram().
-class Model {
- public:
+struct OnlineOptions;  // core/online.h
+
+// Everything a trained model consists of: what FitModel produces, what the
+// model file stores (core/model_file.h) and what the online functions
+// (core/online.h) edit. A plain value type with no invariants of its own;
+// Model checks nothing either, so builders keep the shapes consistent:
+// members and item_rbm over the same K, item_hist num_items*K, item_x and
+// item_in_irbm one row/entry per item when item_rbm.F > 0.
+struct ModelParams {
   RatingScale scale;
   IdMap users;  // users seen in training (for offline evaluation)
   IdMap items;  // item id <-> index of the RBM's visible units
@@ -67,27 +62,69 @@ class Model {
   // item_x.row(q). Users the I-RBM does not know (new users folded in) and
   // items without I-RBM data get p_U alone. F = 0 when not trained.
   RbmParams item_rbm;
-  RowMatrixXf item_x;  // num_items x item_rbm.F
-  // sigmoid(item_x) transposed: item_hT(j, i) = sigmoid(item_x(i, j)), the
-  // I-RBM's mean-field hidden probabilities of item i in column i (F x
-  // num_items, so all-item scoring runs over items in SIMD lanes). Derived
-  // from item_x: whoever changes item_x calls RefreshItemHidden() (FitModel,
-  // DeserializeModel and AddItems do); when the shapes do not match the
-  // scorers compute sigmoid(item_x) themselves.
-  RowMatrixXf item_hT;
+  RowMatrixXf item_x;                 // num_items x item_rbm.F
   std::vector<uint8_t> item_in_irbm;  // 1 where item_x's row is valid
   float user_weight = 1.0f;           // w above, chosen on validation data
+};
+
+// A trained model ready to serve: built from ModelParams and immutable
+// afterwards (only the online functions of core/online.h, which keep its
+// derived state in step, edit a Model, and only one that is not published
+// yet). All const methods are thread-safe.
+//
+// Prediction for (user V, item q):
+//   * q known to the model and trained on (item_count(q) > 0): the RBM's
+//     distribution p(v_q | V) by the exact rule or mean field, averaged over
+//     the ensemble members. V may be empty (a user with no ratings).
+//   * Fallback (q unknown or never rated in training), documented: the
+//     user's own rating histogram when V is non-empty (its expectation is
+//     the user's mean), else the global training histogram (global mean).
+//   * Evaluation tools (rbmrec-eval) also use the item's histogram (item
+//     mean) for a user with no training ratings, as the benchmark protocol
+//     says; see ItemHistogram().
+class Model {
+ public:
+  // Buffers for the all-item scorers, owned by one thread and passed
+  // explicitly (no hidden thread_local state). Not thread-safe.
+  struct Scratch {
+    RowMatrixXf logits;
+  };
+
+  Model() = default;
+  // Takes the parameters and derives the serving state (item_hT).
+  explicit Model(ModelParams params);
+
+  const ModelParams& params() const { return p_; }
+  // The parameters, moved out (e.g. to edit and build a new Model).
+  ModelParams TakeParams() && { return std::move(p_); }
+
+  const RatingScale& scale() const { return p_.scale; }
+  const IdMap& users() const { return p_.users; }
+  const IdMap& items() const { return p_.items; }
+  const TrainOptions& options() const { return p_.options; }
+  const TrainingSummary& summary() const { return p_.summary; }
+  const std::vector<RbmParams>& members() const { return p_.members; }
+  const std::vector<uint32_t>& item_hist() const { return p_.item_hist; }
+  const RbmParams& item_rbm() const { return p_.item_rbm; }
+  const RowMatrixXf& item_x() const { return p_.item_x; }
+  const std::vector<uint8_t>& item_in_irbm() const { return p_.item_in_irbm; }
+  float user_weight() const { return p_.user_weight; }
+  // sigmoid(item_x) transposed: item_hT(j, i) = sigmoid(item_x(i, j)), the
+  // I-RBM's mean-field hidden probabilities of item i in column i (F x
+  // num_items, so all-item scoring runs over items in SIMD lanes). Always in
+  // step with item_x.
+  const RowMatrixXf& item_hT() const { return item_hT_; }
 
   // True when the I-RBM part applies to model user u and item i.
   bool UsesItemRbm(int32_t user, int32_t item) const {
     return ItemRbmServes(user) && item >= 0 &&
-           item < static_cast<int32_t>(item_in_irbm.size()) &&
-           item_in_irbm[static_cast<size_t>(item)] != 0;
+           item < static_cast<int32_t>(p_.item_in_irbm.size()) &&
+           p_.item_in_irbm[static_cast<size_t>(item)] != 0;
   }
   // True when the I-RBM part applies to model user u for some items.
   bool ItemRbmServes(int32_t user) const {
-    return item_rbm.F > 0 && user >= 0 && user < item_rbm.num_items &&
-           user_weight < 1.0f;
+    return p_.item_rbm.F > 0 && user >= 0 && user < p_.item_rbm.num_items &&
+           p_.user_weight < 1.0f;
   }
   // The I-RBM's mean-field logits of every item for model user u:
   // logits(i, k) = b_I[u, k] + sum_j W_I[u, k, j] * sigmoid(item_x(i, j))
@@ -95,15 +132,8 @@ class Model {
   // REQUIRES ItemRbmServes(user).
   void ItemRbmMeanFieldLogits(int32_t user, RowMatrixXf* logits) const;
 
-  // item_hT = sigmoid(item_x)^T.
-  void RefreshItemHidden();
-  // True when item_hT has the shape of item_x^T (see item_hT).
-  bool ItemHiddenFresh() const {
-    return item_hT.rows() == item_x.cols() && item_hT.cols() == item_x.rows();
-  }
-
-  int K() const { return scale.K(); }
-  int32_t num_items() const { return items.size(); }
+  int K() const { return p_.scale.K(); }
+  int32_t num_items() const { return p_.items.size(); }
   // Training ratings of item i. REQUIRES 0 <= i < num_items().
   uint32_t ItemCount(int32_t i) const;
   // True when item i has parameters trained on data.
@@ -131,16 +161,17 @@ class Model {
   // matrix-vector product per member for mean field. Rows of untrained items
   // hold the fallback.
   void PredictAll(int32_t user, const VisibleSet& v, PredictMethod method,
-                  RowMatrixXf* out) const;
-  void PredictAll(const VisibleSet& v, PredictMethod method,
-                  RowMatrixXf* out) const {
-    PredictAll(-1, v, method, out);
+                  RowMatrixXf* out, Scratch* scratch) const;
+  void PredictAll(const VisibleSet& v, PredictMethod method, RowMatrixXf* out,
+                  Scratch* scratch) const {
+    PredictAll(-1, v, method, out, scratch);
   }
 
   // Mixes the I-RBM part into `out` (num_items() x K distributions of the
   // user-based part): row i becomes w*row + (1-w)*p_I for every item where
   // UsesItemRbm(user, i). Used by PredictAll and by faster scorers.
-  void MixItemRbm(int32_t user, PredictMethod method, RowMatrixXf* out) const;
+  void MixItemRbm(int32_t user, PredictMethod method, RowMatrixXf* out,
+                  Scratch* scratch) const;
 
   // Expected rating of a distribution of K probabilities.
   double Expectation(const float* probs) const;
@@ -150,6 +181,25 @@ class Model {
   // The item's training histogram, normalised (K entries).
   // REQUIRES Trained(i).
   void ItemHistogram(int32_t i, float* out) const;
+
+ private:
+  // The online functions edit a Model that is not published yet and keep
+  // item_hT_ in step with what they change.
+  friend int AddItems(Model* model, const std::vector<std::string>& item_ids,
+                      uint64_t seed);
+  friend void OnlineUserUpdate(Model* model, const VisibleSet& v,
+                               const OnlineOptions& options, uint64_t user_key);
+  friend void AdjustHistogram(Model* model, int32_t item, int k, int delta);
+  friend void AdjustItemInput(Model* model, int32_t user, int32_t item, int k,
+                              int delta);
+  friend void CopyItemState(const Model& src, const std::vector<int32_t>& items,
+                            Model* dst);
+
+  // item_hT_ = sigmoid(item_x)^T.
+  void RefreshItemHidden();
+
+  ModelParams p_;
+  RowMatrixXf item_hT_;
 };
 
 // Builds the item histogram from training ratings (rows users, cols items).

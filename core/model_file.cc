@@ -165,7 +165,8 @@ absl::Status Corrupt(absl::string_view what) {
 
 }  // namespace
 
-std::string SerializeModel(const Model& m) {
+std::string SerializeModel(const Model& model) {
+  const ModelParams& m = model.params();
   Writer payload;
   payload.Put<double>(m.scale.min());
   payload.Put<double>(m.scale.max());
@@ -236,7 +237,7 @@ absl::StatusOr<Model> DeserializeModel(std::string_view bytes) {
   }
   // Format version 1 is the only one so far; later versions upgrade here.
   Reader r(bytes.substr(kHeaderSize, length));
-  Model m;
+  ModelParams m;
   double smin, smax, sstep;
   if (!(r.Get(&smin) && r.Get(&smax) && r.Get(&sstep))) {
     return Corrupt("truncated scale");
@@ -285,10 +286,9 @@ absl::StatusOr<Model> DeserializeModel(std::string_view bytes) {
     if (!r.Get(&m.user_weight) || !(m.user_weight >= 0 && m.user_weight <= 1)) {
       return Corrupt("bad user weight");
     }
-    m.RefreshItemHidden();
   }
   if (!r.done()) return Corrupt("unexpected bytes at the end of the payload");
-  return m;
+  return Model(std::move(m));
 }
 
 absl::Status SaveModelFile(const Model& model, const std::string& path) {

@@ -24,36 +24,36 @@ int AddItems(Model* model, const std::vector<std::string>& item_ids,
              uint64_t seed) {
   std::vector<std::string> fresh;
   for (const std::string& id : item_ids) {
-    if (model->items.Find(id) < 0) {
-      model->items.GetOrAdd(id);
+    if (model->p_.items.Find(id) < 0) {
+      model->p_.items.GetOrAdd(id);
       fresh.push_back(id);
     }
   }
   if (fresh.empty()) return 0;
   const int K = model->K();
-  const int32_t m = model->items.size();
-  model->item_hist.resize(static_cast<size_t>(m) * K, 0);
-  if (model->item_rbm.F > 0) {
+  const int32_t m = model->p_.items.size();
+  model->p_.item_hist.resize(static_cast<size_t>(m) * K, 0);
+  if (model->p_.item_rbm.F > 0) {
     // New items have no I-RBM inputs until the next full training.
-    RowMatrixXf x = RowMatrixXf::Zero(m, model->item_rbm.F);
-    x.topRows(model->item_x.rows()) = model->item_x;
-    model->item_x = std::move(x);
+    RowMatrixXf x = RowMatrixXf::Zero(m, model->p_.item_rbm.F);
+    x.topRows(model->p_.item_x.rows()) = model->p_.item_x;
+    model->p_.item_x = std::move(x);
     model->RefreshItemHidden();
-    model->item_in_irbm.resize(static_cast<size_t>(m), 0);
+    model->p_.item_in_irbm.resize(static_cast<size_t>(m), 0);
   }
-  for (RbmParams& p : model->members) {
+  for (RbmParams& p : model->p_.members) {
     const int32_t old_m = p.num_items;
     RowMatrixXf w(static_cast<Eigen::Index>(m) * K, p.F);
     w.topRows(p.W.rows()) = p.W;
     Eigen::VectorXf b(static_cast<Eigen::Index>(m) * K);
     b.head(p.b.size()) = p.b;
     for (int32_t i = old_m; i < m; ++i) {
-      Rng rng(StreamSeed(seed, HashId(model->items.Name(i))));
+      Rng rng(StreamSeed(seed, HashId(model->p_.items.Name(i))));
       for (int k = 0; k < K; ++k) {
         const int64_t row = static_cast<int64_t>(i) * K + k;
         for (int j = 0; j < p.F; ++j) {
           w(row, j) =
-              static_cast<float>(rng.Normal() * model->options.init_std);
+              static_cast<float>(rng.Normal() * model->p_.options.init_std);
         }
         b[row] = -std::log(static_cast<float>(K));
       }
@@ -69,9 +69,9 @@ void OnlineUserUpdate(Model* model, const VisibleSet& v,
                       const OnlineOptions& options, uint64_t user_key) {
   if (v.n == 0) return;
   const float lr = options.learning_rate;
-  const float wd = model->options.weight_decay;
-  for (size_t e = 0; e < model->members.size(); ++e) {
-    RbmParams& p = model->members[e];
+  const float wd = model->p_.options.weight_decay;
+  for (size_t e = 0; e < model->p_.members.size(); ++e) {
+    RbmParams& p = model->p_.members[e];
     const int F = p.F, K = p.K;
     Eigen::VectorXf h0(F), hs(F), ht(F), logits(K);
     std::vector<uint8_t> vt(static_cast<size_t>(v.n));
@@ -111,7 +111,7 @@ void OnlineUserUpdate(Model* model, const VisibleSet& v,
 }
 
 void AdjustHistogram(Model* model, int32_t item, int k, int delta) {
-  uint32_t& c = model->item_hist[static_cast<size_t>(item) * model->K() + k];
+  uint32_t& c = model->p_.item_hist[static_cast<size_t>(item) * model->K() + k];
   if (delta < 0 && c < static_cast<uint32_t>(-delta)) {
     c = 0;
   } else {
@@ -121,38 +121,36 @@ void AdjustHistogram(Model* model, int32_t item, int k, int delta) {
 
 void AdjustItemInput(Model* model, int32_t user, int32_t item, int k,
                      int delta) {
-  RbmParams& p = model->item_rbm;
+  RbmParams& p = model->p_.item_rbm;
   if (p.F == 0 || user < 0 || user >= p.num_items || delta == 0) return;
-  uint8_t& in_irbm = model->item_in_irbm[static_cast<size_t>(item)];
-  auto x = model->item_x.row(item);
+  uint8_t& in_irbm = model->p_.item_in_irbm[static_cast<size_t>(item)];
+  auto x = model->p_.item_x.row(item);
   if (!in_irbm) {
     if (delta < 0) return;  // nothing of this item is in the I-RBM
     x = p.c.transpose();
     in_irbm = 1;
   }
   x += static_cast<float>(delta) * p.W.row(p.Row(user, k));
-  if (model->ItemHiddenFresh()) {
-    for (int j = 0; j < p.F; ++j) {
-      model->item_hT(j, item) = 1.0f / (1.0f + std::exp(-x[j]));
-    }
+  for (int j = 0; j < p.F; ++j) {
+    model->item_hT_(j, item) = 1.0f / (1.0f + std::exp(-x[j]));
   }
 }
 
 bool SameShape(const Model& a, const Model& b) {
   if (a.K() != b.K() || a.num_items() != b.num_items() ||
-      a.users.size() != b.users.size() ||
-      a.members.size() != b.members.size() ||
-      a.item_hist.size() != b.item_hist.size() ||
-      a.item_x.rows() != b.item_x.rows() ||
-      a.item_x.cols() != b.item_x.cols() ||
-      a.item_hT.rows() != b.item_hT.rows() ||
-      a.item_hT.cols() != b.item_hT.cols() ||
-      a.item_in_irbm.size() != b.item_in_irbm.size()) {
+      a.params().users.size() != b.params().users.size() ||
+      a.params().members.size() != b.params().members.size() ||
+      a.params().item_hist.size() != b.params().item_hist.size() ||
+      a.params().item_x.rows() != b.params().item_x.rows() ||
+      a.params().item_x.cols() != b.params().item_x.cols() ||
+      a.item_hT().rows() != b.item_hT().rows() ||
+      a.item_hT().cols() != b.item_hT().cols() ||
+      a.params().item_in_irbm.size() != b.params().item_in_irbm.size()) {
     return false;
   }
-  for (size_t e = 0; e < a.members.size(); ++e) {
-    const RbmParams& p = a.members[e];
-    const RbmParams& q = b.members[e];
+  for (size_t e = 0; e < a.params().members.size(); ++e) {
+    const RbmParams& p = a.params().members[e];
+    const RbmParams& q = b.params().members[e];
     if (p.W.rows() != q.W.rows() || p.W.cols() != q.W.cols() ||
         p.b.size() != q.b.size() || p.c.size() != q.c.size()) {
       return false;
@@ -164,9 +162,9 @@ bool SameShape(const Model& a, const Model& b) {
 void CopyItemState(const Model& src, const std::vector<int32_t>& items,
                    Model* dst) {
   const int K = src.K();
-  for (size_t e = 0; e < src.members.size(); ++e) {
-    const RbmParams& p = src.members[e];
-    RbmParams& q = dst->members[e];
+  for (size_t e = 0; e < src.p_.members.size(); ++e) {
+    const RbmParams& p = src.p_.members[e];
+    RbmParams& q = dst->p_.members[e];
     for (const int32_t i : items) {
       const Eigen::Index row = static_cast<Eigen::Index>(p.Row(i, 0));
       q.W.middleRows(row, K) = p.W.middleRows(row, K);
@@ -176,14 +174,14 @@ void CopyItemState(const Model& src, const std::vector<int32_t>& items,
   }
   for (const int32_t i : items) {
     const size_t h = static_cast<size_t>(i) * static_cast<size_t>(K);
-    std::copy(src.item_hist.begin() + static_cast<std::ptrdiff_t>(h),
-              src.item_hist.begin() + static_cast<std::ptrdiff_t>(h + K),
-              dst->item_hist.begin() + static_cast<std::ptrdiff_t>(h));
-    if (i < src.item_x.rows()) dst->item_x.row(i) = src.item_x.row(i);
-    if (i < src.item_hT.cols()) dst->item_hT.col(i) = src.item_hT.col(i);
-    if (static_cast<size_t>(i) < src.item_in_irbm.size()) {
-      dst->item_in_irbm[static_cast<size_t>(i)] =
-          src.item_in_irbm[static_cast<size_t>(i)];
+    std::copy(src.p_.item_hist.begin() + static_cast<std::ptrdiff_t>(h),
+              src.p_.item_hist.begin() + static_cast<std::ptrdiff_t>(h + K),
+              dst->p_.item_hist.begin() + static_cast<std::ptrdiff_t>(h));
+    if (i < src.p_.item_x.rows()) dst->p_.item_x.row(i) = src.p_.item_x.row(i);
+    if (i < src.item_hT_.cols()) dst->item_hT_.col(i) = src.item_hT_.col(i);
+    if (static_cast<size_t>(i) < src.p_.item_in_irbm.size()) {
+      dst->p_.item_in_irbm[static_cast<size_t>(i)] =
+          src.p_.item_in_irbm[static_cast<size_t>(i)];
     }
   }
 }

@@ -165,8 +165,8 @@ void SoftmaxDotRows(const float* z, int64_t rows, int K, const float* values,
     }
   }
 #endif
-  thread_local std::vector<float> p;
-  p.resize(static_cast<size_t>(K));
+  std::vector<float> p;  // the rows left over (< 8 with AVX2)
+  if (r < rows) p.resize(static_cast<size_t>(K));
   for (; r < rows; ++r) {
     std::copy(z + r * K, z + (r + 1) * K, p.begin());
     SoftmaxInPlace(p.data(), K);

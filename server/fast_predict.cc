@@ -15,6 +15,7 @@ struct Scratch {
   std::vector<float> fallback;
   std::vector<float> part;  // per-item scores of one RBM
   RowMatrixXf logits;
+  Model::Scratch model;
 };
 
 // s->scores = the K logits of every item (item-major) of one user-based RBM
@@ -45,21 +46,21 @@ void PredictAllFast(const Model& model, int32_t user, const VisibleSet& v,
   const int K = model.K();
   const int32_t m = model.num_items();
   out->setZero(m, K);
-  const float inv = model.members.empty()
+  const float inv = model.members().empty()
                         ? 0.f
-                        : 1.0f / static_cast<float>(model.members.size());
-  for (const RbmParams& p : model.members) {
+                        : 1.0f / static_cast<float>(model.members().size());
+  for (const RbmParams& p : model.members()) {
     MemberLogits(p, v, method, &s);
     SoftmaxRows(s.scores.data(), m, K);
     // out (m x K, row-major) += inv * scores, viewed as the same shape.
     out->array() +=
         inv * Eigen::Map<const RowMatrixXf>(s.scores.data(), m, K).array();
   }
-  model.MixItemRbm(user, method, out);
+  model.MixItemRbm(user, method, out, &s.model);
   s.fallback.resize(static_cast<size_t>(K));
   bool have_fallback = false;
   for (int32_t i = 0; i < m; ++i) {
-    if (!model.Trained(i) || model.members.empty() ||
+    if (!model.Trained(i) || model.members().empty() ||
         !out->row(i).allFinite()) {
       if (!have_fallback) {
         model.FallbackDistribution(v, s.fallback.data());
@@ -81,10 +82,10 @@ void ScoreAllMeanField(const Model& model, int32_t user, const VisibleSet& v,
   s.part.resize(static_cast<size_t>(m));
   // The score is linear in the distribution, so the ensemble average and
   // the U/I mix apply to the per-RBM scores.
-  const float inv = model.members.empty()
+  const float inv = model.members().empty()
                         ? 0.f
-                        : 1.0f / static_cast<float>(model.members.size());
-  for (const RbmParams& p : model.members) {
+                        : 1.0f / static_cast<float>(model.members().size());
+  for (const RbmParams& p : model.members()) {
     MemberLogits(p, v, PredictMethod::kMeanField, &s);
     SoftmaxDotRows(s.scores.data(), m, K, values, s.part.data());
     for (int32_t i = 0; i < m; ++i) scores[i] += inv * s.part[i];
@@ -92,7 +93,7 @@ void ScoreAllMeanField(const Model& model, int32_t user, const VisibleSet& v,
   if (model.ItemRbmServes(user)) {
     model.ItemRbmMeanFieldLogits(user, &s.logits);
     SoftmaxDotRows(s.logits.data(), m, K, values, s.part.data());
-    const float w = model.user_weight;
+    const float w = model.user_weight();
     for (int32_t i = 0; i < m; ++i) {
       if (model.UsesItemRbm(user, i)) {
         scores[i] = w * scores[i] + (1 - w) * s.part[i];
@@ -100,7 +101,7 @@ void ScoreAllMeanField(const Model& model, int32_t user, const VisibleSet& v,
     }
   }
   for (int32_t i = 0; i < m; ++i) {
-    if (!model.Trained(i) || model.members.empty()) scores[i] = NAN;
+    if (!model.Trained(i) || model.members().empty()) scores[i] = NAN;
   }
 }
 
@@ -117,7 +118,7 @@ std::vector<Ranked> RankItems(const Model& model, int32_t user,
   for (int k = 0; k < K; ++k) {
     values[static_cast<size_t>(k)] =
         by_prob ? (k >= opt.k0 ? 1.0f : 0.0f)
-                : static_cast<float>(model.scale.Value(k));
+                : static_cast<float>(model.scale().Value(k));
   }
   auto score_of = [&](const float* p) {
     float score = 0;
@@ -144,7 +145,7 @@ std::vector<Ranked> RankItems(const Model& model, int32_t user,
   auto better = [&](const std::pair<float, int32_t>& a,
                     const std::pair<float, int32_t>& b) {
     if (a.first != b.first) return a.first > b.first;
-    return model.items.Name(a.second) < model.items.Name(b.second);
+    return model.items().Name(a.second) < model.items().Name(b.second);
   };
   thread_local std::vector<float> first;
   thread_local RowMatrixXf all;

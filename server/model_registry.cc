@@ -14,16 +14,16 @@ namespace rbmrec::server {
 
 size_t VersionCache::ModelBytes(const Model& m) {
   size_t floats = 0;
-  for (const RbmParams& p : m.members) {
+  for (const RbmParams& p : m.members()) {
     floats += static_cast<size_t>(p.W.size() + p.b.size() + p.c.size());
   }
-  floats += static_cast<size_t>(m.item_rbm.W.size() + m.item_rbm.b.size() +
-                                m.item_rbm.c.size());
-  floats += static_cast<size_t>(m.item_x.size() + m.item_hT.size());
+  floats += static_cast<size_t>(m.item_rbm().W.size() + m.item_rbm().b.size() +
+                                m.item_rbm().c.size());
+  floats += static_cast<size_t>(m.item_x().size() + m.item_hT().size());
   const size_t ids =
-      static_cast<size_t>(m.users.size() + m.items.size()) * (32 + 16);
-  return floats * sizeof(float) + m.item_hist.size() * sizeof(uint32_t) +
-         m.item_in_irbm.size() + ids + 4096;
+      static_cast<size_t>(m.users().size() + m.items().size()) * (32 + 16);
+  return floats * sizeof(float) + m.item_hist().size() * sizeof(uint32_t) +
+         m.item_in_irbm().size() + ids + 4096;
 }
 
 std::shared_ptr<const Model> VersionCache::Find(int64_t version) {
@@ -222,7 +222,7 @@ absl::StatusOr<ModelRegistry::Published> ModelRegistry::PublishFull(
   std::lock_guard<std::mutex> publish(publish_mu_);
   const Served cur = Current();
   Published out;
-  const double new_rmse = model->summary.valid_rmse;
+  const double new_rmse = model->summary().valid_rmse;
   switch (policy) {
     case Activation::kAlways:
       out.activated = true;
@@ -232,7 +232,7 @@ absl::StatusOr<ModelRegistry::Published> ModelRegistry::PublishFull(
       break;
     case Activation::kIfBetter: {
       const double old_rmse =
-          cur.model != nullptr ? cur.model->summary.valid_rmse : 0;
+          cur.model != nullptr ? cur.model->summary().valid_rmse : 0;
       if (cur.model == nullptr || !HasRmse(new_rmse) || !HasRmse(old_rmse) ||
           new_rmse <= old_rmse + options_.activate_tolerance) {
         out.activated = true;

@@ -135,7 +135,7 @@ class ModelRegistry {
     std::string why_not;  // when !activated: the reason
   };
   // Stores `model` (kind "full", serialized as `blob`) and activates it per
-  // `policy` (kIfBetter compares model->summary.valid_rmse, 0 = none, with
+  // `policy` (kIfBetter compares model->summary().valid_rmse, 0 = none, with
   // the served model's; an online snapshot carries the RMSE of the full
   // model it grew from), then applies retention. Not activated: the model
   // goes to the version cache. `online_seq` as in Served.

@@ -115,9 +115,9 @@ absl::Status OnlineUpdater::PersistNow() {
   const std::string blob = SerializeModel(*model);
   store::ModelInfo meta;
   meta.kind = "online";
-  meta.n_users = model->users.size();
+  meta.n_users = model->users().size();
   meta.n_items = model->num_items();
-  meta.n_ratings = model->summary.train_ratings;
+  meta.n_ratings = model->summary().train_ratings;
   meta.metrics_json = absl::StrFormat(
       "{\"validation_rmse\":0,\"epochs\":0,\"train_seconds\":0,"
       "\"base_version\":%d}",
@@ -166,12 +166,12 @@ void OnlineUpdater::Apply(const std::deque<OnlineEvent>& events) {
     }
     if (live.empty()) return;
     std::shared_ptr<Model> w = WorkingCopy(base);
-    const RatingScale& scale = w->scale;
+    const RatingScale& scale = w->scale();
     std::vector<std::string> new_items;
     absl::flat_hash_set<std::string> seen;
     for (const OnlineEvent* ev : live) {
       for (const HistDelta& d : ev->deltas) {
-        if (d.delta > 0 && w->items.Find(d.item) < 0 &&
+        if (d.delta > 0 && w->items().Find(d.item) < 0 &&
             seen.insert(d.item).second) {
           new_items.push_back(d.item);
         }
@@ -180,9 +180,9 @@ void OnlineUpdater::Apply(const std::deque<OnlineEvent>& events) {
     if (!new_items.empty()) AddItems(w.get(), new_items, options_.seed);
     absl::flat_hash_set<int32_t> touched;
     for (const OnlineEvent* ev : live) {
-      const int32_t model_user = w->users.Find(ev->user);
+      const int32_t model_user = w->users().Find(ev->user);
       for (const HistDelta& d : ev->deltas) {
-        const int32_t idx = w->items.Find(d.item);
+        const int32_t idx = w->items().Find(d.item);
         absl::StatusOr<int> k = scale.Index(d.rating);
         if (idx < 0 || !k.ok()) continue;
         AdjustHistogram(w.get(), idx, *k, d.delta);
@@ -203,7 +203,7 @@ void OnlineUpdater::Apply(const std::deque<OnlineEvent>& events) {
       if (!ratings.ok()) continue;
       std::map<int32_t, uint8_t> merged;
       for (const store::UserRating& u : *ratings) {
-        const int32_t idx = w->items.Find(u.item);
+        const int32_t idx = w->items().Find(u.item);
         absl::StatusOr<int> k = scale.Index(u.rating);
         if (idx < 0 || !k.ok()) continue;
         merged[idx] = static_cast<uint8_t>(*k);

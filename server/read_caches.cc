@@ -114,7 +114,7 @@ absl::StatusOr<UserView> ReadCaches::Resolve(
   const bool cacheable = !user_id.empty() && ratings.empty();
   uint64_t gen = 0;
   if (!user_id.empty()) {
-    view.model_user = model.users.Find(user_id);
+    view.model_user = model.users().Find(user_id);
     view.folded_in = view.model_user < 0;
     if (cacheable) {
       std::lock_guard<std::mutex> lock(mu_);
@@ -154,19 +154,19 @@ absl::StatusOr<UserView> ReadCaches::Resolve(
     } else {
       merged.reserve((*stored)->size() + static_cast<size_t>(ratings.size()));
       for (const store::UserRating& u : **stored) {
-        const int32_t idx = model.items.Find(u.item);
+        const int32_t idx = model.items().Find(u.item);
         if (idx < 0) continue;
         resolved->rated_items.push_back(idx);
-        absl::StatusOr<int> k = model.scale.Index(u.rating);
+        absl::StatusOr<int> k = model.scale().Index(u.rating);
         if (!k.ok()) continue;
         merged.emplace_back(idx, static_cast<uint8_t>(*k));
       }
     }
   }
   for (const v1::ItemRating& r : ratings) {
-    const int32_t idx = model.items.Find(r.item_id());
+    const int32_t idx = model.items().Find(r.item_id());
     if (idx < 0) continue;
-    absl::StatusOr<int> k = model.scale.Index(r.rating());
+    absl::StatusOr<int> k = model.scale().Index(r.rating());
     if (!k.ok()) continue;
     resolved->rated_items.push_back(idx);
     merged.emplace_back(idx, static_cast<uint8_t>(*k));

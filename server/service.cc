@@ -404,7 +404,7 @@ absl::StatusOr<v1::PredictRatingsResponse> RbmrecService::PredictRatings(
   thread_local std::vector<bool> fallback;
   query.resize(static_cast<size_t>(n));
   for (int i = 0; i < n; ++i)
-    query[static_cast<size_t>(i)] = model.items.Find(request.item_ids(i));
+    query[static_cast<size_t>(i)] = model.items().Find(request.item_ids(i));
   probs.resize(static_cast<size_t>(n) * static_cast<size_t>(K));
   const VisibleSet v = user->ratings();
   model.Predict(user->model_user, v, query, *method, probs.data(), &fallback);
@@ -414,7 +414,7 @@ absl::StatusOr<v1::PredictRatingsResponse> RbmrecService::PredictRatings(
 
   v1::PredictRatingsResponse resp;
   resp.set_model_version(served->version);
-  FillScale(model.scale, resp.mutable_scale());
+  FillScale(model.scale(), resp.mutable_scale());
   resp.set_folded_in(user->folded_in);
   resp.mutable_predictions()->Reserve(n);
   for (int i = 0; i < n; ++i) {
@@ -476,14 +476,14 @@ absl::StatusOr<v1::RecommendResponse> RbmrecService::Recommend(
   ro.candidates = options_.recommend_candidates;
   if (request.rank_by() == v1::PROBABILITY_AT_LEAST) {
     const double t = request.threshold();
-    if (!std::isfinite(t) || t < model.scale.min() - 1e-9 ||
-        t > model.scale.max() + 1e-9) {
+    if (!std::isfinite(t) || t < model.scale().min() - 1e-9 ||
+        t > model.scale().max() + 1e-9) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "threshold ", t, " is outside the scale ", model.scale.ToString()));
+          "threshold ", t, " is outside the scale ", model.scale().ToString()));
     }
     ro.k0 = std::clamp(
         static_cast<int>(
-            std::ceil((t - model.scale.min()) / model.scale.step() - 1e-6)),
+            std::ceil((t - model.scale().min()) / model.scale().step() - 1e-6)),
         0, model.K() - 1);
   }
   absl::StatusOr<UserView> user =
@@ -493,7 +493,7 @@ absl::StatusOr<v1::RecommendResponse> RbmrecService::Recommend(
       model, user->model_user, user->ratings(), user->rated_items(), ro);
   std::vector<std::string> ids;
   ids.reserve(ranked.size());
-  for (const Ranked& r : ranked) ids.push_back(model.items.Name(r.item));
+  for (const Ranked& r : ranked) ids.push_back(model.items().Name(r.item));
   const std::vector<std::string> titles = caches_->Titles(ids);
   v1::RecommendResponse resp;
   resp.set_model_version(served->version);

@@ -368,9 +368,15 @@ void TrainingJobs::RunJob(std::shared_ptr<Job> job, TrainOptions options,
     finish(v1::TrainProgress::FAILED, model.status().ToString(), 0);
     return;
   }
-  if (!validation) model->summary.valid_rmse = 0;
-  const double valid_rmse =
-      std::isfinite(model->summary.valid_rmse) ? model->summary.valid_rmse : 0;
+  if (!validation) {
+    // No validation part: nothing was measured.
+    ModelParams params = std::move(*model).TakeParams();
+    params.summary.valid_rmse = 0;
+    *model = Model(std::move(params));
+  }
+  const double valid_rmse = std::isfinite(model->summary().valid_rmse)
+                                ? model->summary().valid_rmse
+                                : 0;
   const int max_epoch =
       std::min(options.max_epochs,
                *std::max_element(epochs_of.begin(), epochs_of.end()));
@@ -390,11 +396,11 @@ void TrainingJobs::RunJob(std::shared_ptr<Job> job, TrainOptions options,
   const std::string blob = SerializeModel(*model);
   store::ModelInfo meta;
   meta.kind = "full";
-  meta.n_users = model->users.size();
+  meta.n_users = model->users().size();
   meta.n_items = model->num_items();
   meta.n_ratings = static_cast<int64_t>(ds.ratings.size());
   meta.metrics_json =
-      MetricsJson(valid_rmse, max_epoch, model->summary.train_seconds);
+      MetricsJson(valid_rmse, max_epoch, model->summary().train_seconds);
   absl::StatusOr<ModelRegistry::Published> pub =
       registry_->PublishFull(std::make_shared<const Model>(std::move(*model)),
                              meta, blob, policy, snapshot_seq);

@@ -21,26 +21,26 @@ Model SmallModel() {
 }
 
 void ExpectSameModel(const Model& a, const Model& b) {
-  EXPECT_EQ(a.scale, b.scale);
-  EXPECT_TRUE(a.users == b.users);
-  EXPECT_TRUE(a.items == b.items);
-  EXPECT_EQ(a.item_hist, b.item_hist);
-  ASSERT_EQ(a.members.size(), b.members.size());
-  for (size_t e = 0; e < a.members.size(); ++e) {
-    EXPECT_TRUE(a.members[e] == b.members[e]);
+  EXPECT_EQ(a.scale(), b.scale());
+  EXPECT_TRUE(a.users() == b.users());
+  EXPECT_TRUE(a.items() == b.items());
+  EXPECT_EQ(a.item_hist(), b.item_hist());
+  ASSERT_EQ(a.members().size(), b.members().size());
+  for (size_t e = 0; e < a.members().size(); ++e) {
+    EXPECT_TRUE(a.members()[e] == b.members()[e]);
   }
-  EXPECT_GT(a.item_rbm.F, 0);
-  EXPECT_TRUE(a.item_rbm == b.item_rbm);
-  EXPECT_TRUE(a.item_x == b.item_x);
-  EXPECT_EQ(a.item_in_irbm, b.item_in_irbm);
-  EXPECT_EQ(a.user_weight, b.user_weight);
-  EXPECT_EQ(a.options.item_based, b.options.item_based);
-  EXPECT_EQ(a.summary.rating_epochs, b.summary.rating_epochs);
-  EXPECT_EQ(a.options.hidden, b.options.hidden);
-  EXPECT_EQ(a.options.seed, b.options.seed);
-  EXPECT_EQ(a.options.ensemble, b.options.ensemble);
-  EXPECT_EQ(a.options.cd.ToString(), b.options.cd.ToString());
-  EXPECT_EQ(a.summary.epochs_run, b.summary.epochs_run);
+  EXPECT_GT(a.item_rbm().F, 0);
+  EXPECT_TRUE(a.item_rbm() == b.item_rbm());
+  EXPECT_TRUE(a.item_x() == b.item_x());
+  EXPECT_EQ(a.item_in_irbm(), b.item_in_irbm());
+  EXPECT_EQ(a.user_weight(), b.user_weight());
+  EXPECT_EQ(a.options().item_based, b.options().item_based);
+  EXPECT_EQ(a.summary().rating_epochs, b.summary().rating_epochs);
+  EXPECT_EQ(a.options().hidden, b.options().hidden);
+  EXPECT_EQ(a.options().seed, b.options().seed);
+  EXPECT_EQ(a.options().ensemble, b.options().ensemble);
+  EXPECT_EQ(a.options().cd.ToString(), b.options().cd.ToString());
+  EXPECT_EQ(a.summary().epochs_run, b.summary().epochs_run);
 }
 
 TEST(ModelFile, RoundTripIsBitExact) {

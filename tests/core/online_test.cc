@@ -13,9 +13,9 @@ namespace {
 // what FitModel computes as item_x for an item with those ratings.
 Eigen::VectorXf ItemInputOf(
     const Model& m, const std::vector<std::pair<int32_t, int>>& raters) {
-  Eigen::VectorXf x = m.item_rbm.c;
+  Eigen::VectorXf x = m.item_rbm().c;
   for (const auto& [u, k] : raters) {
-    x += m.item_rbm.W.row(m.item_rbm.Row(u, k)).transpose();
+    x += m.item_rbm().W.row(m.item_rbm().Row(u, k)).transpose();
   }
   return x;
 }
@@ -28,34 +28,34 @@ TEST(Online, AdjustItemInputFollowsTheItemsRatings) {
   o.threads = 1;
   auto model = FitModel(s.train, o);
   ASSERT_TRUE(model.ok()) << model.status();
-  ASSERT_GT(model->item_rbm.F, 0);
+  ASSERT_GT(model->item_rbm().F, 0);
   Model& m = *model;
 
   // Item 0's raters in the training data, as the model indexes them.
-  const int32_t item = m.items.Find("i0");
+  const int32_t item = m.items().Find("i0");
   ASSERT_GE(item, 0);
   std::vector<std::pair<int32_t, int>> raters;
-  std::vector<bool> rated(static_cast<size_t>(m.users.size()), false);
+  std::vector<bool> rated(static_cast<size_t>(m.users().size()), false);
   for (const Rating& r : s.train.ratings) {
     if (s.train.items.Name(r.item) != "i0") continue;
-    const int32_t u = m.users.Find(s.train.users.Name(r.user));
+    const int32_t u = m.users().Find(s.train.users.Name(r.user));
     raters.emplace_back(u, r.k);
     rated[static_cast<size_t>(u)] = true;
   }
   ASSERT_FALSE(raters.empty());
   auto expect_input = [&](const std::vector<std::pair<int32_t, int>>& want) {
     const Eigen::VectorXf x = ItemInputOf(m, want);
-    EXPECT_LT((m.item_x.row(item).transpose() - x).cwiseAbs().maxCoeff(),
+    EXPECT_LT((m.item_x().row(item).transpose() - x).cwiseAbs().maxCoeff(),
               1e-5f);
-    for (int j = 0; j < m.item_rbm.F; ++j) {
-      EXPECT_NEAR(m.item_hT(j, item), 1.0f / (1.0f + std::exp(-x[j])), 1e-6f);
+    for (int j = 0; j < m.item_rbm().F; ++j) {
+      EXPECT_NEAR(m.item_hT()(j, item), 1.0f / (1.0f + std::exp(-x[j])), 1e-6f);
     }
   };
   expect_input(raters);
 
   // A training user who had not rated the item rates it 5 (index 4) ...
   int32_t newcomer = -1;
-  for (int32_t u = 0; u < m.users.size(); ++u) {
+  for (int32_t u = 0; u < m.users().size(); ++u) {
     if (!rated[static_cast<size_t>(u)]) newcomer = u;
   }
   ASSERT_GE(newcomer, 0);
@@ -68,21 +68,21 @@ TEST(Online, AdjustItemInputFollowsTheItemsRatings) {
   expect_input(raters);
 
   // Users the I-RBM does not know change nothing.
-  const RowMatrixXf before = m.item_x;
+  const RowMatrixXf before = m.item_x();
   AdjustItemInput(&m, -1, item, 2, +1);
-  AdjustItemInput(&m, m.item_rbm.num_items, item, 2, +1);
-  EXPECT_TRUE(m.item_x == before);
+  AdjustItemInput(&m, m.item_rbm().num_items, item, 2, +1);
+  EXPECT_TRUE(m.item_x() == before);
 
   // A new item starts from c_I on its first rating by a training user.
   ASSERT_EQ(AddItems(&m, {"fresh"}, 1), 1);
-  const int32_t fresh = m.items.Find("fresh");
+  const int32_t fresh = m.items().Find("fresh");
   EXPECT_FALSE(m.UsesItemRbm(newcomer, fresh));
   AdjustItemInput(&m, newcomer, fresh, 1, -1);  // nothing to remove
   EXPECT_FALSE(m.UsesItemRbm(newcomer, fresh));
   AdjustItemInput(&m, newcomer, fresh, 1, +1);
-  EXPECT_TRUE(m.UsesItemRbm(newcomer, fresh) || m.user_weight >= 1.0f);
+  EXPECT_TRUE(m.UsesItemRbm(newcomer, fresh) || m.user_weight() >= 1.0f);
   const Eigen::VectorXf want = ItemInputOf(m, {{newcomer, 1}});
-  EXPECT_LT((m.item_x.row(fresh).transpose() - want).cwiseAbs().maxCoeff(),
+  EXPECT_LT((m.item_x().row(fresh).transpose() - want).cwiseAbs().maxCoeff(),
             1e-6f);
 }
 

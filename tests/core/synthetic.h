@@ -6,6 +6,7 @@
 // group high and others low, with noise. Deterministic for a seed.
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/fit.h"
@@ -46,5 +47,16 @@ inline Split PlantedRatings(int users, int items, int groups, double density,
 }
 
 }  // namespace rbmrec::testing_data
+
+namespace rbmrec {
+
+// `model` with another U/I mixing weight (ModelParams::user_weight).
+inline Model WithUserWeight(Model model, float weight) {
+  ModelParams params = std::move(model).TakeParams();
+  params.user_weight = weight;
+  return Model(std::move(params));
+}
+
+}  // namespace rbmrec
 
 #endif  // RBMREC_TESTS_CORE_SYNTHETIC_H_

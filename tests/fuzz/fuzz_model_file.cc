@@ -74,7 +74,7 @@ void CheckPredictions(const rbmrec::Model& m) {
   if (n > 5) query.push_back(n - 1);
   query.push_back(-1);  // an item the model does not know
   std::vector<float> out(query.size() * static_cast<size_t>(K));
-  const int32_t users[2] = {-1, m.users.size() > 0 ? 0 : -1};
+  const int32_t users[2] = {-1, m.users().size() > 0 ? 0 : -1};
   for (int32_t u : users) {
     for (rbmrec::PredictMethod method :
          {rbmrec::PredictMethod::kExact, rbmrec::PredictMethod::kMeanField}) {
@@ -96,9 +96,9 @@ void CheckPredictions(const rbmrec::Model& m) {
           }
           Check(std::fabs(sum - 1.0) <= 1e-4, "probabilities do not sum to 1");
           const double e = m.Expectation(p);
-          const double slack = 1e-4 * (m.scale.max() - m.scale.min());
-          Check(std::isfinite(e) && e >= m.scale.min() - slack &&
-                    e <= m.scale.max() + slack,
+          const double slack = 1e-4 * (m.scale().max() - m.scale().min());
+          Check(std::isfinite(e) && e >= m.scale().min() - slack &&
+                    e <= m.scale().max() + slack,
                 "expected rating off the scale");
         }
       }

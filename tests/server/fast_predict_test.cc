@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/fit.h"
 #include "gtest/gtest.h"
+#include "tests/core/synthetic.h"
 
 namespace rbmrec::server {
 namespace {
@@ -34,19 +35,20 @@ TEST(PredictAllFast, MatchesModelPredictAll) {
   UserRatings user;
   user.items = {0, 3, 7};
   user.ks = {4, 0, 2};
-  ASSERT_GT(model->item_rbm.F, 0);
+  ASSERT_GT(model->item_rbm().F, 0);
   // A new user (U-RBM alone) and a training user (U and I mixed).
   for (int32_t model_user : {-1, 3}) {
     for (PredictMethod method :
          {PredictMethod::kExact, PredictMethod::kMeanField}) {
       RowMatrixXf want, got, u_only;
-      model->PredictAll(model_user, user.view(), method, &want);
+      Model::Scratch scratch;
+      model->PredictAll(model_user, user.view(), method, &want, &scratch);
       PredictAllFast(*model, model_user, user.view(), method, &got);
       ASSERT_EQ(want.rows(), got.rows());
       ASSERT_EQ(want.cols(), got.cols());
       EXPECT_LT((want - got).cwiseAbs().maxCoeff(), 1e-5f);
-      model->PredictAll(-1, user.view(), method, &u_only);
-      if (model_user >= 0 && model->user_weight < 1.0f) {
+      model->PredictAll(-1, user.view(), method, &u_only, &scratch);
+      if (model_user >= 0 && model->user_weight() < 1.0f) {
         // The item-based part really changes the answer.
         EXPECT_GT((want - u_only).cwiseAbs().maxCoeff(), 1e-4f);
       }
@@ -75,7 +77,7 @@ TEST(ScoreAllMeanField, IsTheExpectationOfPredictAll) {
     o.ensemble = ensemble;
     absl::StatusOr<Model> model = FitModel(ds, o);
     ASSERT_TRUE(model.ok()) << model.status();
-    model->user_weight = 0.4f;  // exercise the mix
+    *model = WithUserWeight(*std::move(model), 0.4f);  // exercise the mix
     UserRatings user;
     user.items = {1, 4, 9};
     user.ks = {0, 4, 2};
@@ -86,8 +88,9 @@ TEST(ScoreAllMeanField, IsTheExpectationOfPredictAll) {
     for (int32_t model_user : {-1, 2}) {
       for (const std::vector<float>& values : all_values) {
         RowMatrixXf probs;
+        Model::Scratch scratch;
         model->PredictAll(model_user, user.view(), PredictMethod::kMeanField,
-                          &probs);
+                          &probs, &scratch);
         std::vector<float> scores(static_cast<size_t>(model->num_items()));
         ScoreAllMeanField(*model, model_user, user.view(), values.data(),
                           scores.data());

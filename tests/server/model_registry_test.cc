@@ -274,9 +274,9 @@ TEST(RegistryStartTest, CorruptActiveBlobFallsBackToTheNewestIntactVersion) {
 
 TEST(VersionCacheTest, StaysUnderItsByteBudgetLeastRecentlyUsedFirst) {
   auto model = [](int items) {
-    auto m = std::make_shared<Model>();
-    m->item_x.setZero(items, 100);  // 400 bytes an item
-    return std::shared_ptr<const Model>(std::move(m));
+    ModelParams params;
+    params.item_x.setZero(items, 100);  // 400 bytes an item
+    return std::make_shared<const Model>(std::move(params));
   };
   const size_t one = VersionCache::ModelBytes(*model(100));
   VersionCache cache(2 * one + one / 2);

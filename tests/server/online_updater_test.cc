@@ -71,15 +71,15 @@ TEST_F(OnlineUpdaterTest, IncrementalAppliesEqualWholeCopies) {
       service_->registry_for_test().Current().model;
   const Model& whole = *served;
   ASSERT_EQ(whole.num_items(), incremental->num_items());
-  ASSERT_EQ(whole.members.size(), incremental->members.size());
-  for (size_t e = 0; e < whole.members.size(); ++e) {
-    EXPECT_TRUE(whole.members[e] == incremental->members[e]) << "member " << e;
+  ASSERT_EQ(whole.members().size(), incremental->members().size());
+  for (size_t e = 0; e < whole.members().size(); ++e) {
+    EXPECT_TRUE(whole.members()[e] == incremental->members()[e]) << "member " << e;
   }
-  EXPECT_TRUE(whole.item_hist == incremental->item_hist);
-  EXPECT_TRUE(whole.item_x == incremental->item_x);
-  EXPECT_TRUE(whole.item_hT == incremental->item_hT);
-  EXPECT_TRUE(whole.item_in_irbm == incremental->item_in_irbm);
-  EXPECT_TRUE(whole.item_rbm == incremental->item_rbm);
+  EXPECT_TRUE(whole.item_hist() == incremental->item_hist());
+  EXPECT_TRUE(whole.item_x() == incremental->item_x());
+  EXPECT_TRUE(whole.item_hT() == incremental->item_hT());
+  EXPECT_TRUE(whole.item_in_irbm() == incremental->item_in_irbm());
+  EXPECT_TRUE(whole.item_rbm() == incremental->item_rbm());
 }
 
 TEST_F(OnlineUpdaterTest, HistogramDeltasComeFromPreviousRatings) {
@@ -88,11 +88,11 @@ TEST_F(OnlineUpdaterTest, HistogramDeltasComeFromPreviousRatings) {
   const std::shared_ptr<const Model> held =
       service_->registry_for_test().Current().model;
   const Model& before = *held;
-  const int32_t item = before.items.Find("i3");
+  const int32_t item = before.items().Find("i3");
   ASSERT_GE(item, 0);
   const int K = before.K();
-  std::vector<uint32_t> hist(before.item_hist.begin() + item * K,
-                             before.item_hist.begin() + (item + 1) * K);
+  std::vector<uint32_t> hist(before.item_hist().begin() + item * K,
+                             before.item_hist().begin() + (item + 1) * K);
   // u0's stored rating of i3 is replaced twice in one batch (1, then 2) and
   // a new user rates i3 5: -1 at the old value, +1 at 2 and at 5.
   ASSERT_TRUE(testing::Rated(0, 3));
@@ -107,12 +107,12 @@ TEST_F(OnlineUpdaterTest, HistogramDeltasComeFromPreviousRatings) {
       service_->registry_for_test().Current().model;
   const Model& after = *now;
   std::vector<uint32_t> want = hist;
-  uint32_t& removed = want[static_cast<size_t>(*before.scale.Index(old))];
+  uint32_t& removed = want[static_cast<size_t>(*before.scale().Index(old))];
   if (removed > 0) --removed;  // clamped at 0
-  want[static_cast<size_t>(*before.scale.Index(2))] += 1;
-  want[static_cast<size_t>(*before.scale.Index(5))] += 1;
-  std::vector<uint32_t> got(after.item_hist.begin() + item * K,
-                            after.item_hist.begin() + (item + 1) * K);
+  want[static_cast<size_t>(*before.scale().Index(2))] += 1;
+  want[static_cast<size_t>(*before.scale().Index(5))] += 1;
+  std::vector<uint32_t> got(after.item_hist().begin() + item * K,
+                            after.item_hist().begin() + (item + 1) * K);
   EXPECT_EQ(got, want);
 }
 

@@ -23,11 +23,11 @@ class ReadCachesTest : public ::testing::Test {
     caches_ = std::make_unique<ReadCaches>(store_.get(), 1 << 20);
     ASSERT_TRUE(
         store_->UpsertRatings({{"ann", "a", 4, 0}, {"ann", "b", 2, 0}}).ok());
-    auto model = std::make_shared<Model>();
-    model->scale = *RatingScale::Create(1, 5, 1);
-    model->items.GetOrAdd("a");
-    model->items.GetOrAdd("b");
-    model_ = std::move(model);
+    ModelParams params;
+    params.scale = *RatingScale::Create(1, 5, 1);
+    params.items.GetOrAdd("a");
+    params.items.GetOrAdd("b");
+    model_ = std::make_shared<const Model>(std::move(params));
   }
   std::unique_ptr<store::Store> store_;
   std::unique_ptr<ReadCaches> caches_;
