@@ -73,7 +73,8 @@ TEST_F(OnlineUpdaterTest, IncrementalAppliesEqualWholeCopies) {
   ASSERT_EQ(whole.num_items(), incremental->num_items());
   ASSERT_EQ(whole.members().size(), incremental->members().size());
   for (size_t e = 0; e < whole.members().size(); ++e) {
-    EXPECT_TRUE(whole.members()[e] == incremental->members()[e]) << "member " << e;
+    EXPECT_TRUE(whole.members()[e] == incremental->members()[e])
+        << "member " << e;
   }
   EXPECT_TRUE(whole.item_hist() == incremental->item_hist());
   EXPECT_TRUE(whole.item_x() == incremental->item_x());
