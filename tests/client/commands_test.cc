@@ -141,7 +141,7 @@ class FakeRbmrec final : public v1::Rbmrec::Service {
     p.set_state(fail_training ? v1::TrainProgress::FAILED
                               : v1::TrainProgress::SUCCEEDED);
     if (fail_training) {
-      p.set_message("disk full");
+      p.set_message(fail_message);
     } else {
       p.set_model_version(7);
       p.set_activated(req->activation() != v1::ACTIVATE_NEVER);
@@ -301,6 +301,7 @@ class FakeRbmrec final : public v1::Rbmrec::Service {
   int put_items_fail_at_call = 0;  // > 0: that PutItems call fails
   std::vector<v1::PredictRatingsRequest> predict_requests;
   bool fail_training = false;
+  std::string fail_message = "disk full";  // of a FAILED training job
   // rbmrec-server refuses an anonymous user without ratings (as the fake
   // does by default); a server that answers with the model's prior instead
   // is simulated by setting this.
@@ -524,6 +525,18 @@ TEST_F(CommandsTest, TrainJsonAndFailures) {
   EXPECT_EQ(Run({"train"}), kExitRpc);
   EXPECT_THAT(out_.str(), HasSubstr("training failed after 3 epochs"));
   EXPECT_THAT(err_.str(), HasSubstr("error: training FAILED: disk full"));
+}
+
+TEST_F(CommandsTest, TrainFailureMessageIsEscapedOnTheTerminal) {
+  service_.fail_training = true;
+  service_.fail_message =
+      "disk \x1b]0;pwned\x07"
+      "full";
+  EXPECT_EQ(Run({"train"}), kExitRpc);
+  EXPECT_THAT(out_.str() + err_.str(), Not(HasSubstr("\x1b")));
+  EXPECT_THAT(err_.str(), HasSubstr("error: training FAILED: disk "
+                                    "\\x1b]0;pwned\\x07full\n"));
+  EXPECT_THAT(out_.str(), HasSubstr("disk \\x1b]0;pwned\\x07full"));
 }
 
 TEST_F(CommandsTest, PredictDrawsDistributions) {
