@@ -6,13 +6,16 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "core/error_reason.h"
+#include "google/protobuf/descriptor.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/support/byte_buffer.h"
 #include "grpcpp/support/method_handler.h"
 #include "proto/health.pb.h"
 #include "proto/rbmrec.grpc.pb.h"
+#include "server/auth.h"
 #include "server/blocking_executor.h"
+#include "server/call_guard.h"
 #include "server/log.h"
 #include "server/reflection_v1.h"
 #include "server/status.h"
@@ -42,8 +45,8 @@ class GrpcServer::Handler final : public HandlerBase {
   // messages. MarkMethodStreamed is the Service hook that replaces a sync
   // method's handler (it marks the method BIDI_STREAMING, which the server
   // treats like CLIENT_STREAMING: no message is read before the handler).
-  Handler(RbmrecService* service, GrpcServer* owner)
-      : service_(service), owner_(owner) {
+  Handler(RbmrecService* service, GrpcServer* owner, const CallGuard* guard)
+      : service_(service), owner_(owner), guard_(guard) {
     MarkMethodStreamed(
         kAddRatingsMethodIndex,
         new grpc::internal::ClientStreamingHandler<Handler, grpc::ByteBuffer,
@@ -59,22 +62,26 @@ class GrpcServer::Handler final : public HandlerBase {
   grpc::Status DeleteRatings(grpc::ServerContext* context,
                              const v1::DeleteRatingsRequest* request,
                              v1::DeleteRatingsResponse* response) override {
+    if (grpc::Status s = Guard(context, "DeleteRatings"); !s.ok()) return s;
     return Reply(context, service_->DeleteRatings(*request), response);
   }
   grpc::Status DeleteUser(grpc::ServerContext* context,
                           const v1::DeleteUserRequest* request,
                           v1::DeleteUserResponse* response) override {
+    if (grpc::Status s = Guard(context, "DeleteUser"); !s.ok()) return s;
     return Reply(context, service_->DeleteUser(*request), response);
   }
   grpc::Status PutItems(grpc::ServerContext* context,
                         const v1::PutItemsRequest* request,
                         v1::PutItemsResponse* response) override {
+    if (grpc::Status s = Guard(context, "PutItems"); !s.ok()) return s;
     return Reply(context, service_->PutItems(*request), response);
   }
 
   grpc::Status Train(grpc::ServerContext* context,
                      const v1::TrainRequest* request,
                      grpc::ServerWriter<v1::TrainProgress>* writer) override {
+    if (grpc::Status s = Guard(context, "Train"); !s.ok()) return s;
     // The job keeps running when the client goes away (see the .proto).
     absl::Status s = service_->Train(*request, [&](const v1::TrainProgress& p) {
       // Readiness first, so a client that sees SUCCEEDED sees SERVING.
@@ -88,12 +95,16 @@ class GrpcServer::Handler final : public HandlerBase {
   grpc::Status CancelTraining(grpc::ServerContext* context,
                               const v1::CancelTrainingRequest* request,
                               v1::CancelTrainingResponse* response) override {
+    if (grpc::Status s = Guard(context, "CancelTraining"); !s.ok()) return s;
     return Reply(context, service_->CancelTraining(*request), response);
   }
   grpc::ServerUnaryReactor* PredictRatings(
       grpc::CallbackServerContext* context,
       const v1::PredictRatingsRequest* request,
       v1::PredictRatingsResponse* response) override {
+    if (grpc::Status s = Guard(context, "PredictRatings"); !s.ok()) {
+      return FinishNow(context, s);
+    }
     if (service_->ModelResident(request->model_version())) {
       return FinishNow(
           context,
@@ -106,6 +117,9 @@ class GrpcServer::Handler final : public HandlerBase {
   grpc::ServerUnaryReactor* Recommend(
       grpc::CallbackServerContext* context, const v1::RecommendRequest* request,
       v1::RecommendResponse* response) override {
+    if (grpc::Status s = Guard(context, "Recommend"); !s.ok()) {
+      return FinishNow(context, s);
+    }
     if (service_->ModelResident(request->model_version())) {
       return FinishNow(context,
                        Reply(context, service_->Recommend(*request), response));
@@ -117,11 +131,13 @@ class GrpcServer::Handler final : public HandlerBase {
   grpc::Status ListModels(grpc::ServerContext* context,
                           const v1::ListModelsRequest* request,
                           v1::ListModelsResponse* response) override {
+    if (grpc::Status s = Guard(context, "ListModels"); !s.ok()) return s;
     return Reply(context, service_->ListModels(*request), response);
   }
   grpc::Status ActivateModel(grpc::ServerContext* context,
                              const v1::ActivateModelRequest* request,
                              v1::ModelInfo* response) override {
+    if (grpc::Status s = Guard(context, "ActivateModel"); !s.ok()) return s;
     grpc::Status status =
         Reply(context, service_->ActivateModel(*request), response);
     owner_->RefreshHealth();
@@ -130,21 +146,25 @@ class GrpcServer::Handler final : public HandlerBase {
   grpc::Status DeleteModel(grpc::ServerContext* context,
                            const v1::DeleteModelRequest* request,
                            v1::DeleteModelResponse* response) override {
+    if (grpc::Status s = Guard(context, "DeleteModel"); !s.ok()) return s;
     return Reply(context, service_->DeleteModel(*request), response);
   }
   grpc::Status PinModel(grpc::ServerContext* context,
                         const v1::PinModelRequest* request,
                         v1::ModelInfo* response) override {
+    if (grpc::Status s = Guard(context, "PinModel"); !s.ok()) return s;
     return Reply(context, service_->PinModel(*request), response);
   }
   grpc::Status PruneModels(grpc::ServerContext* context,
                            const v1::PruneModelsRequest* request,
                            v1::PruneModelsResponse* response) override {
+    if (grpc::Status s = Guard(context, "PruneModels"); !s.ok()) return s;
     return Reply(context, service_->PruneModels(*request), response);
   }
   grpc::Status GetStats(grpc::ServerContext* context,
                         const v1::GetStatsRequest* request,
                         v1::GetStatsResponse* response) override {
+    if (grpc::Status s = Guard(context, "GetStats"); !s.ok()) return s;
     return Reply(context, service_->GetStats(*request), response);
   }
 
@@ -168,6 +188,17 @@ class GrpcServer::Handler final : public HandlerBase {
     return reactor;
   }
 
+  // The token check of `method` (a method of rbmrec.v1.Rbmrec) for the
+  // role the role table (server/auth.h) gives it; OK when tokens are off.
+  grpc::Status Guard(grpc::ServerContextBase* context,
+                     absl::string_view method) const {
+    if (!guard_->enabled()) return grpc::Status::OK;
+    // Start() checked that every method of the service has a role; a
+    // missing one would need admin.
+    return guard_->Check(context, v1::Rbmrec::service_full_name(), method,
+                         RequiredRole(method).value_or(Role::kAdmin));
+  }
+
   static grpc::ServerUnaryReactor* FinishNow(
       grpc::CallbackServerContext* context, const grpc::Status& status) {
     grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
@@ -181,6 +212,8 @@ class GrpcServer::Handler final : public HandlerBase {
   grpc::Status AddRatingsRaw(grpc::ServerContext* context,
                              grpc::ServerReader<grpc::ByteBuffer>* reader,
                              grpc::ByteBuffer* response) {
+    // Before any message of the stream is read.
+    if (grpc::Status s = Guard(context, "AddRatings"); !s.ok()) return s;
     RbmrecService::AddRatingsSession session = service_->StartAddRatings();
     grpc::ByteBuffer raw;
     v1::AddRatingsRequest batch;
@@ -258,7 +291,8 @@ class GrpcServer::Handler final : public HandlerBase {
   static constexpr size_t kMaxQueuedLoads = 64;
 
   RbmrecService* service_;
-  GrpcServer* owner_;  // for RefreshHealth after a publish
+  GrpcServer* owner_;       // for RefreshHealth after a publish
+  const CallGuard* guard_;  // owned by owner_
   // Loads of non-resident model versions (one thread: they are rare, and
   // a second load of the same version then finds it cached). Declared last:
   // destroyed first, after running every accepted task.
@@ -270,15 +304,29 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(
   std::unique_ptr<GrpcServer> server(new GrpcServer());
   server->options_ = options;
   if (server->options_.health_poll_ms < 1) server->options_.health_poll_ms = 1;
-  server->handler_ = std::make_unique<Handler>(service, server.get());
+  // Every method of the service must have a role (server/auth.h).
+  const google::protobuf::ServiceDescriptor* descriptor =
+      google::protobuf::DescriptorPool::generated_pool()->FindServiceByName(
+          v1::Rbmrec::service_full_name());
+  if (descriptor == nullptr) {
+    return absl::InternalError(
+        absl::StrCat("no descriptor for ", v1::Rbmrec::service_full_name()));
+  }
+  if (absl::Status s = CheckRoleTable(*descriptor); !s.ok()) return s;
+  server->guard_ = std::make_unique<CallGuard>(options.authorizer);
+  server->handler_ =
+      std::make_unique<Handler>(service, server.get(), server->guard_.get());
   // Links health.proto's generated code into the binary, which registers
   // grpc.health.v1 in the generated descriptor pool: reflection resolves the
   // health service (gRPC's built-in health service has no descriptor).
   (void)grpc::health::v1::HealthCheckRequest::descriptor();
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
-  SetServerReflection(&builder, options.reflection);
-  builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials(),
+  SetServerReflection(&builder, options.reflection, server->guard_.get());
+  builder.AddListeningPort(options.listen,
+                           options.credentials != nullptr
+                               ? options.credentials
+                               : grpc::InsecureServerCredentials(),
                            &server->port_);
   builder.RegisterService(server->handler_.get());
   const int max_bytes = options.max_message_mb * 1024 * 1024;

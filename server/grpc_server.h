@@ -40,7 +40,10 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server.h"
+#include "server/auth.h"
+#include "server/call_guard.h"
 #include "server/service.h"
 
 namespace rbmrec::server {
@@ -53,8 +56,19 @@ struct GrpcServerOptions {
   int threads = 0;
   // Maximum size of a received and of a sent message, in MiB.
   int max_message_mb = 64;
-  // Serve server reflection (grpc.reflection.v1 and v1alpha).
+  // Serve server reflection (grpc.reflection.v1 and v1alpha). With an
+  // authorizer, reflection needs the read role.
   bool reflection = true;
+  // Transport credentials of the listening port (TLS: server/tls.h); null
+  // = plaintext.
+  std::shared_ptr<grpc::ServerCredentials> credentials;
+  // Client tokens and roles: every rbmrec.v1.Rbmrec call and reflection
+  // need a token with the method's role (server/auth.h), checked before the
+  // handler does any work (for unary methods gRPC has parsed the request
+  // message by then; AddRatings is checked before its first message is
+  // read). grpc.health.v1 needs no token. Null: every call is open. The
+  // caller may Reload() it while the server runs.
+  std::shared_ptr<const Authorizer> authorizer;
   // Whether a model can serve predictions: the health status of
   // "rbmrec.v1.Rbmrec" is SERVING while it returns true. Called from the
   // health thread every health_poll_ms; must be thread-safe and cheap. Empty:
@@ -68,7 +82,8 @@ struct GrpcServerOptions {
 class GrpcServer {
  public:
   // Binds and starts serving `service` (not owned; must outlive the server).
-  // Unavailable when the address cannot be bound.
+  // Unavailable when the address cannot be bound; Internal when a method
+  // of rbmrec.v1.Rbmrec has no role in the role table (server/auth.h).
   static absl::StatusOr<std::unique_ptr<GrpcServer>> Start(
       RbmrecService* service, const GrpcServerOptions& options);
   // Shuts down now (no grace) if Shutdown() was not called.
@@ -93,6 +108,7 @@ class GrpcServer {
   void StopHealthLoop();
 
   GrpcServerOptions options_;
+  std::unique_ptr<CallGuard> guard_;
   std::unique_ptr<Handler> handler_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;

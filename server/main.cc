@@ -5,11 +5,17 @@
 // overrides the environment, which overrides the default. `--help` lists
 // them all with their variables and defaults.
 //
-// Signals: SIGTERM/SIGINT are blocked before any thread starts and collected
-// with sigwait() (the server may run as PID 1 in a container); on either the
-// server stops accepting calls, lets in-flight calls finish (up to
-// --shutdown-grace-seconds), cancels a running training job, persists pending
-// online updates and exits 0.
+// Signals: SIGTERM/SIGINT/SIGHUP are blocked before any thread starts and
+// collected with sigwait() (the server may run as PID 1 in a container). On
+// SIGTERM or SIGINT the server stops accepting calls, lets in-flight calls
+// finish (up to --shutdown-grace-seconds), cancels a running training job,
+// persists pending online updates and exits 0. On SIGHUP it re-reads the
+// --auth-tokens file and the TLS files (server/auth.h, server/tls.h); a file
+// that fails to load is logged and the one in use stays.
+//
+// Subcommands (no server is started):
+//   rbmrec-server token new NAME ROLE   a fresh token and its token-file line
+//   rbmrec-server token hash            the token-file hash of a token (stdin)
 
 #include <signal.h>
 
@@ -18,6 +24,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <memory>
 #include <string>
 
 #include "CLI/CLI.hpp"
@@ -29,10 +36,13 @@
 #include "core/cpu_check.h"
 #include "core/rating_scale.h"
 #include "core/trainer.h"
+#include "server/auth.h"
 #include "server/grpc_server.h"
+#include "server/listen_policy.h"
 #include "server/log.h"
 #include "server/memory.h"
 #include "server/service.h"
+#include "server/tls.h"
 #include "store/store.h"
 
 namespace {
@@ -69,9 +79,65 @@ int UsageError(const std::string& message) {
   return 1;
 }
 
+constexpr char kTokenUsage[] =
+    "usage: rbmrec-server token new NAME ROLE   (ROLE: read, write or admin)\n"
+    "       rbmrec-server token hash            (reads the token on stdin)\n";
+
+// `rbmrec-server token ...` (argv[1] == "token").
+int TokenCommand(int argc, char** argv) {
+  using rbmrec::server::Role;
+  const std::string sub = argc >= 3 ? argv[2] : "";
+  if (sub == "new" && argc == 5) {
+    const std::string name = argv[3];
+    Role role;
+    if (!rbmrec::server::ValidClientName(name)) {
+      std::cerr << "rbmrec-server token new: NAME must be 1-64 characters of "
+                   "A-Z a-z 0-9 . _ @ -, got '"
+                << name << "'\n";
+      return 1;
+    }
+    if (!rbmrec::server::ParseRole(argv[4], &role)) {
+      std::cerr << "rbmrec-server token new: ROLE must be read, write or "
+                   "admin, got '"
+                << argv[4] << "'\n";
+      return 1;
+    }
+    absl::StatusOr<std::string> token = rbmrec::server::NewToken();
+    if (!token.ok()) {
+      std::cerr << "rbmrec-server token new: " << token.status().message()
+                << "\n";
+      return 1;
+    }
+    std::cout << *token << "\n"
+              << name << " " << rbmrec::server::RoleName(role) << " "
+              << rbmrec::server::TokenHashText(*token) << "\n";
+    std::cerr << "Line 1 is the token: give it to the client '" << name
+              << "' (rbmrec --token-file, or RBMREC_TOKEN); it is shown only "
+                 "this once.\nLine 2 goes into the server's --auth-tokens "
+                 "file; send the server SIGHUP to load it.\n";
+    return 0;
+  }
+  if (sub == "hash" && argc == 3) {
+    std::string token;
+    std::getline(std::cin, token);
+    absl::string_view trimmed = absl::StripAsciiWhitespace(token);
+    if (trimmed.empty()) {
+      std::cerr << "rbmrec-server token hash: no token on stdin\n";
+      return 1;
+    }
+    std::cout << rbmrec::server::TokenHashText(trimmed) << "\n";
+    return 0;
+  }
+  std::cerr << kTokenUsage;
+  return 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc >= 2 && std::strcmp(argv[1], "token") == 0) {
+    return TokenCommand(argc, argv);
+  }
   if (!rbmrec::CpuSupported("rbmrec-server")) return 1;
   // Debian's Abseil is built without NDEBUG, so every absl::Mutex lock
   // (gRPC's own included) would update the deadlock-detection graph; that
@@ -85,6 +151,7 @@ int main(int argc, char** argv) {
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
@@ -174,9 +241,26 @@ int main(int argc, char** argv) {
                  "how often a changed online model is stored as a new "
                  "version (> 0)")
       ->check(Finite());
-  app.add_option("--reflection", go.reflection,
-                 "serve gRPC server reflection v1 and v1alpha (true/false)")
-      ->default_str("true");
+  std::string reflection = "auto";
+  app.add_option("--reflection", reflection,
+                 "serve gRPC server reflection v1 and v1alpha: auto (on when "
+                 "--listen is a loopback address), on or off; needs the "
+                 "read role when --auth-tokens is set")
+      ->check(CLI::IsMember({"auto", "on", "off", "true", "false"}));
+  rbmrec::server::TlsFiles tls_files;
+  std::string auth_tokens;
+  bool insecure = false;
+  app.add_option("--tls-cert", tls_files.cert,
+                 "serve TLS with this PEM certificate chain (with --tls-key)");
+  app.add_option("--tls-key", tls_files.key, "PEM private key of --tls-cert");
+  app.add_option("--tls-client-ca", tls_files.client_ca,
+                 "PEM CA bundle: require client certificates signed by it "
+                 "(mTLS)");
+  app.add_option("--auth-tokens", auth_tokens,
+                 "token file (lines 'NAME ROLE sha256:HEX'): every call "
+                 "except health needs a token with the method's role");
+  app.add_flag("--insecure", insecure,
+               "allow a non-loopback --listen without TLS and tokens");
   app.add_option("--shutdown-grace-seconds", grace,
                  "how long in-flight RPCs may run after SIGTERM")
       ->check(Finite());
@@ -270,6 +354,64 @@ int main(int argc, char** argv) {
     return UsageError(absl::StrCat("training defaults: ", s.message()));
   }
 
+  // Secure defaults, checked before anything is opened or bound.
+  if (tls_files.cert.empty() != tls_files.key.empty()) {
+    return UsageError(
+        "--tls-cert and --tls-key go together: set both or "
+        "neither");
+  }
+  if (!tls_files.client_ca.empty() && tls_files.cert.empty()) {
+    return UsageError("--tls-client-ca needs --tls-cert and --tls-key");
+  }
+  const bool tls_on = !tls_files.cert.empty();
+  const bool tokens_on = !auth_tokens.empty();
+  if (std::string refusal =
+          rbmrec::server::RefusalLine(go.listen, tls_on, tokens_on, insecure);
+      !refusal.empty()) {
+    std::cerr << refusal << "\n";
+    return 1;
+  }
+  if (!rbmrec::server::IsLoopbackListen(go.listen) && !(tls_on && tokens_on)) {
+    Log(LogLevel::kWarn, "insecure_listen",
+        {F("listen", go.listen), F("tls", tls_on ? "on" : "off"),
+         F("tokens", tokens_on ? "on" : "off"),
+         F("message",
+           "INSECURE: --insecure serves this API to the network without "
+           "TLS and client tokens; anyone who can connect can read, "
+           "change and delete data and models")});
+  }
+  go.reflection = rbmrec::server::ReflectionEnabled(reflection, go.listen);
+  std::shared_ptr<rbmrec::server::Authorizer> authorizer;
+  if (tokens_on) {
+    absl::StatusOr<std::unique_ptr<rbmrec::server::Authorizer>> a =
+        rbmrec::server::Authorizer::Create(auth_tokens);
+    if (!a.ok()) {
+      std::cerr << "rbmrec-server: --auth-tokens: " << a.status().message()
+                << "\n";
+      return 1;
+    }
+    authorizer = std::move(*a);
+    go.authorizer = authorizer;
+    Log(LogLevel::kInfo, "auth_tokens_loaded",
+        {F("file", auth_tokens),
+         F("clients", authorizer->table()->entries().size())});
+  }
+  std::unique_ptr<rbmrec::server::TlsCredentials> tls;
+  if (tls_on) {
+    absl::StatusOr<std::unique_ptr<rbmrec::server::TlsCredentials>> created =
+        rbmrec::server::TlsCredentials::Create(tls_files);
+    if (!created.ok()) {
+      std::cerr << "rbmrec-server: " << created.status().message() << "\n";
+      return 1;
+    }
+    tls = std::move(*created);
+    go.credentials = tls->server_credentials();
+    Log(LogLevel::kInfo, "tls_loaded",
+        {F("cert", tls_files.cert), F("certificate", tls->summary()),
+         F("client_certificates",
+           tls_files.client_ca.empty() ? "not requested" : "required (mTLS)")});
+  }
+
   absl::StatusOr<std::unique_ptr<rbmrec::store::Store>> store =
       rbmrec::store::Store::Open(db, store_options);
   if (!store.ok()) {
@@ -301,10 +443,40 @@ int main(int argc, char** argv) {
        F("scale", so.scale.ToString()),
        F("active_model_version", (*service)->active_version()),
        F("online", so.online ? "true" : "false"),
-       F("reflection", go.reflection ? "true" : "false")});
+       F("reflection", go.reflection ? "true" : "false"),
+       F("tls", !tls_on                       ? "off"
+                : tls_files.client_ca.empty() ? "on"
+                                              : "mtls"),
+       F("tokens", tokens_on ? "on" : "off")});
 
   int sig = 0;
-  while (sigwait(&signals, &sig) != 0) {
+  while (true) {
+    if (sigwait(&signals, &sig) != 0) continue;
+    if (sig != SIGHUP) break;
+    Log(LogLevel::kInfo, "reload_started", {F("signal", strsignal(sig))});
+    if (authorizer != nullptr) {
+      if (absl::Status s = authorizer->Reload(); s.ok()) {
+        Log(LogLevel::kInfo, "auth_tokens_reloaded",
+            {F("file", auth_tokens),
+             F("clients", authorizer->table()->entries().size())});
+      } else {
+        Log(LogLevel::kError, "auth_tokens_reload_failed",
+            {F("file", auth_tokens), F("error", s.message()),
+             F("kept", "the previous token table stays in use")});
+      }
+    }
+    if (tls != nullptr) {
+      if (absl::Status s = tls->Reload(); s.ok()) {
+        Log(LogLevel::kInfo, "tls_reloaded",
+            {F("certificate", tls->summary()),
+             F("effective",
+               "new connections within 1 s; open connections keep theirs")});
+      } else {
+        Log(LogLevel::kError, "tls_reload_failed",
+            {F("error", s.message()),
+             F("kept", "the certificate in use stays")});
+      }
+    }
   }
   Log(LogLevel::kInfo, "shutdown_started", {F("signal", strsignal(sig))});
   (*service)->BeginShutdown();  // Train streams end CANCELLED
@@ -314,6 +486,7 @@ int main(int argc, char** argv) {
   (*service)->Shutdown();  // joins training, persists online updates
   server->reset();
   service->reset();  // closes the store (WAL checkpoint)
+  tls.reset();       // after the server: gRPC's watcher reads its files
   Log(LogLevel::kInfo, "shutdown_complete");
   return 0;
 }

@@ -9,10 +9,10 @@
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/descriptor.pb.h"
-#include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/impl/server_builder_option.h"
 #include "grpcpp/impl/server_builder_plugin.h"
 #include "grpcpp/impl/server_initializer.h"
+#include "grpcpp/support/method_handler.h"
 
 namespace rbmrec::server {
 namespace {
@@ -47,24 +47,60 @@ void AddFileAndDeps(const pb::FileDescriptor* file,
   }
 }
 
-// Registers ReflectionV1Service on the server being built and hands it the
-// server's service list.
-class ReflectionV1Plugin final : public grpc::ServerBuilderPlugin {
+constexpr char kV1Service[] = "grpc.reflection.v1.ServerReflection";
+constexpr char kV1alphaService[] = "grpc.reflection.v1alpha.ServerReflection";
+constexpr char kV1alphaMethod[] =
+    "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo";
+
+// grpc.reflection.v1alpha.ServerReflection: routes its one method to a
+// ReflectionV1Service (the messages are the same on the wire).
+class ReflectionV1alphaService final : public grpc::Service {
  public:
-  std::string name() override { return "rbmrec_reflection_v1"; }
+  explicit ReflectionV1alphaService(const CallGuard* guard)
+      : impl_(kV1alphaService, guard) {
+    AddMethod(new grpc::internal::RpcServiceMethod(
+        kV1alphaMethod, grpc::internal::RpcMethod::BIDI_STREAMING,
+        new grpc::internal::BidiStreamingHandler<ReflectionV1Service,
+                                                 ServerReflectionRequest,
+                                                 ServerReflectionResponse>(
+            [](ReflectionV1Service* service, grpc::ServerContext* context,
+               grpc::ServerReaderWriter<ServerReflectionResponse,
+                                        ServerReflectionRequest>* stream) {
+              return service->ServerReflectionInfo(context, stream);
+            },
+            &impl_)));
+  }
+  void SetServiceList(const std::vector<std::string>* services) {
+    impl_.SetServiceList(services);
+  }
+
+ private:
+  ReflectionV1Service impl_;
+};
+
+// Registers both reflection services on the server being built and hands
+// them the server's service list.
+class ReflectionPlugin final : public grpc::ServerBuilderPlugin {
+ public:
+  explicit ReflectionPlugin(const CallGuard* guard)
+      : v1_(std::make_shared<ReflectionV1Service>(kV1Service, guard)),
+        v1alpha_(std::make_shared<ReflectionV1alphaService>(guard)) {}
+  std::string name() override { return "rbmrec_reflection"; }
   void InitServer(grpc::ServerInitializer* si) override {
-    si->RegisterService(service_);
+    si->RegisterService(v1_);
+    si->RegisterService(v1alpha_);
   }
   void Finish(grpc::ServerInitializer* si) override {
-    service_->SetServiceList(si->GetServiceList());
+    v1_->SetServiceList(si->GetServiceList());
+    v1alpha_->SetServiceList(si->GetServiceList());
   }
   void ChangeArguments(const std::string&, void*) override {}
   bool has_sync_methods() const override { return true; }
   bool has_async_methods() const override { return false; }
 
  private:
-  std::shared_ptr<ReflectionV1Service> service_ =
-      std::make_shared<ReflectionV1Service>();
+  std::shared_ptr<ReflectionV1Service> v1_;
+  std::shared_ptr<ReflectionV1alphaService> v1alpha_;
 };
 
 // The name of gRPC's v1alpha plugin. libgrpc++_reflection registers it for
@@ -74,7 +110,8 @@ constexpr char kV1alphaPluginName[] = "proto_server_reflection";
 // Sets one builder's reflection plugins: both versions, or none.
 class ReflectionOption final : public grpc::ServerBuilderOption {
  public:
-  explicit ReflectionOption(bool enabled) : enabled_(enabled) {}
+  ReflectionOption(bool enabled, const CallGuard* guard)
+      : enabled_(enabled), guard_(guard) {}
   void UpdateArguments(grpc::ChannelArguments*) override {}
   void UpdatePlugins(std::vector<std::unique_ptr<grpc::ServerBuilderPlugin>>*
                          plugins) override {
@@ -85,21 +122,25 @@ class ReflectionOption final : public grpc::ServerBuilderOption {
                        }),
         plugins->end());
     if (!enabled_) return;
-    plugins->push_back(
-        std::make_unique<grpc::reflection::ProtoServerReflectionPlugin>());
-    plugins->push_back(std::make_unique<ReflectionV1Plugin>());
+    plugins->push_back(std::make_unique<ReflectionPlugin>(guard_));
   }
 
  private:
   const bool enabled_;
+  const CallGuard* const guard_;
 };
 
 }  // namespace
 
 grpc::Status ReflectionV1Service::ServerReflectionInfo(
-    grpc::ServerContext*,
+    grpc::ServerContext* context,
     grpc::ServerReaderWriter<ServerReflectionResponse, ServerReflectionRequest>*
         stream) {
+  if (guard_ != nullptr) {
+    grpc::Status s = guard_->Check(context, service_name_,
+                                   "ServerReflectionInfo", kReflectionRole);
+    if (!s.ok()) return s;
+  }
   const pb::DescriptorPool* pool = pb::DescriptorPool::generated_pool();
   absl::flat_hash_set<std::string> sent;  // files sent on this stream
   ServerReflectionRequest request;
@@ -190,8 +231,9 @@ grpc::Status ReflectionV1Service::ServerReflectionInfo(
   return grpc::Status::OK;
 }
 
-void SetServerReflection(grpc::ServerBuilder* builder, bool enabled) {
-  builder->SetOption(std::make_unique<ReflectionOption>(enabled));
+void SetServerReflection(grpc::ServerBuilder* builder, bool enabled,
+                         const CallGuard* guard) {
+  builder->SetOption(std::make_unique<ReflectionOption>(enabled, guard));
 }
 
 }  // namespace rbmrec::server
