@@ -35,6 +35,8 @@ if [ $# -gt 0 ]; then
   [ "$1" = --tokens ] && [ $# -ge 2 ] || usage
   shift
   server_cmd=("$@")
+  # A relative binary path still works after the cd below.
+  case ${server_cmd[0]} in */*) server_cmd[0]=$(cd "$(dirname "${server_cmd[0]}")" && pwd)/$(basename "${server_cmd[0]}") ;; esac
 fi
 command -v openssl >/dev/null || { echo "make-certs.sh: openssl not found (apt-get install openssl)" >&2; exit 1; }
 mkdir -p "$out"
@@ -72,8 +74,9 @@ if [ ${#server_cmd[@]} -gt 0 ]; then
   : >"$tmp/tokens"
   for who in admin:admin reader:read; do
     name=${who%%:*} role=${who#*:}
-    "${server_cmd[@]}" token new "$name" "$role" >"$tmp/new" 2>/dev/null ||
-      { echo "make-certs.sh: '${server_cmd[*]} token new $name $role' failed" >&2; exit 1; }
+    "${server_cmd[@]}" token new "$name" "$role" >"$tmp/new" 2>"$tmp/new.err" ||
+      { echo "make-certs.sh: '${server_cmd[*]} token new $name $role' failed:" >&2
+        cat "$tmp/new.err" >&2; exit 1; }
     [ "$(wc -l <"$tmp/new")" -eq 2 ] ||
       { echo "make-certs.sh: '${server_cmd[*]} token new' did not print two lines" >&2; exit 1; }
     sed -n 1p "$tmp/new" >"$name.token"
