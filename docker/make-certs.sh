@@ -21,12 +21,12 @@
 #   rbmrec-server token new NAME ROLE   (line 1: the token -> a file for --token-file;
 #                                        line 2: the line to append to the tokens file)
 #
-# Permissions: the private keys and token files are 0600. The files the server reads
-# (server.key, tokens) are given to uid RBMREC_UID (default 10001, the image's user) when this
-# runs as root; otherwise they are made 0644 so the container's user can read a bind mount of
-# them, and a note says so.
+# Permissions: the private keys and token files are 0600. The files the container reads
+# (server.key, tokens, and client.key for the image's HEALTHCHECK under mTLS) are given to uid
+# RBMREC_UID (default 10001, the image's user) when this runs as root; otherwise they are made
+# 0644 so the container's user can read a bind mount of them, and a note says so.
 set -euo pipefail
-usage() { sed -n '2,28p' "$0" >&2; exit 2; }
+usage() { sed -n '2,/^set /{/^set /d;p}' "$0" >&2; exit 2; }
 [ $# -ge 1 ] || usage
 out=$1
 shift
@@ -86,7 +86,7 @@ if [ ${#server_cmd[@]} -gt 0 ]; then
     cat "$tmp/tokens"; } >tokens
 fi
 
-server_files=(server.key)
+server_files=(server.key client.key)
 [ -f tokens ] && [ ${#server_cmd[@]} -gt 0 ] && server_files+=(tokens)
 if [ "$(id -u)" -eq 0 ]; then
   chown "${RBMREC_UID:-10001}" "${server_files[@]}"
