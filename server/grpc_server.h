@@ -27,6 +27,11 @@
 //   succeeds (before its SUCCEEDED message is sent) or ActivateModel
 //   answers.
 //
+// Security: the listening port uses GrpcServerOptions::credentials (TLS,
+// server/tls.h) or plaintext; with GrpcServerOptions::authorizer every
+// rbmrec.v1.Rbmrec method and reflection check the call's token and role
+// first (server/call_guard.h, roles in server/auth.h); health never does.
+//
 // Reflection (GrpcServerOptions::reflection): grpc.reflection.v1 and
 // v1alpha, both resolving every service of the server, grpc.health.v1.Health
 // included (server/reflection_v1.h).

@@ -36,11 +36,25 @@ std::string IdProblem(const std::string& id, absl::string_view field) {
     return absl::StrCat(field, " is ", id.size(), " bytes long (limit ",
                         kMaxIdBytes, ")");
   }
-  for (size_t i = 0; i < id.size(); ++i) {
-    const auto c = static_cast<unsigned char>(id[i]);
+  return ControlCharacterProblem(id, field);
+}
+
+std::string ControlCharacterProblem(absl::string_view text,
+                                    absl::string_view field) {
+  for (size_t i = 0; i < text.size(); ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
     if (c < 0x20 || c == 0x7f) {
       return absl::StrFormat(
           "%s contains the control character U+%04X at byte %d", field, c, i);
+    }
+    // U+0080..U+009F (C1 controls; 8-bit CSI is U+009B): C2 80..C2 9F.
+    if (c == 0xc2 && i + 1 < text.size()) {
+      const auto next = static_cast<unsigned char>(text[i + 1]);
+      if (next >= 0x80 && next <= 0x9f) {
+        return absl::StrFormat(
+            "%s contains the control character U+%04X at byte %d", field, next,
+            i);
+      }
     }
   }
   return "";

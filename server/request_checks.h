@@ -32,9 +32,15 @@ inline constexpr int kMaxTrainThreads = 256;
 // `id` cut to store::kMaxIdBytes (for echoing a rejected id).
 std::string Truncated(const std::string& id);
 // "" when `id` is valid (non-empty, at most store::kMaxIdBytes bytes, no
-// control character U+0000..U+001F or U+007F), else why not, naming
+// control character: ControlCharacterProblem), else why not, naming
 // `field` ("user_id is empty").
 std::string IdProblem(const std::string& id, absl::string_view field);
+// "" when `text` holds no control character (U+0000..U+001F, U+007F,
+// U+0080..U+009F), else "FIELD contains the control character U+XXXX at
+// byte N". Ids and item metadata (titles, attributes) must pass: a client
+// that prints them cannot be sent terminal escape sequences.
+std::string ControlCharacterProblem(absl::string_view text,
+                                    absl::string_view field);
 // "" when `rating` is on `scale`, else why not.
 std::string RatingProblem(double rating, const RatingScale& scale);
 // RESOURCE_EXHAUSTED + LIMIT_EXCEEDED: "<what> is <value>, over the

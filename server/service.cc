@@ -204,6 +204,13 @@ absl::StatusOr<v1::DeleteRatingsResponse> RbmrecService::DeleteRatings(
     return OverLimit("the number of item_ids", request.item_ids_size(),
                      options_.max_predict_items, "--max-predict-items");
   }
+  for (int i = 0; i < request.item_ids_size(); ++i) {
+    if (std::string why = IdProblem(request.item_ids(i), "item_id");
+        !why.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("item_ids[", i, "]: ", why));
+    }
+  }
   std::vector<std::string> items(request.item_ids().begin(),
                                  request.item_ids().end());
   const bool online = online_->Active() && !items.empty();
@@ -285,6 +292,21 @@ absl::StatusOr<v1::PutItemsResponse> RbmrecService::PutItems(
     const v1::Item& item = request.items(i);
     if (std::string why = IdProblem(item.item_id(), "item_id"); !why.empty()) {
       return absl::InvalidArgumentError(absl::StrCat("items[", i, "]: ", why));
+    }
+    if (std::string why = ControlCharacterProblem(item.title(), "title");
+        !why.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("items[", i, "]: ", why));
+    }
+    for (const auto& [key, value] : item.attributes()) {
+      std::string why = ControlCharacterProblem(key, "an attributes key");
+      if (why.empty()) {
+        why = ControlCharacterProblem(value,
+                                      absl::StrCat("attributes['", key, "']"));
+      }
+      if (!why.empty()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("items[", i, "]: ", why));
+      }
     }
     rows.push_back(store::ItemRow{item.item_id(), item.title(),
                                   AttributesJson(item.attributes())});

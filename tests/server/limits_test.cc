@@ -5,6 +5,7 @@
 
 #include <string>
 
+#include "absl/strings/escaping.h"
 #include "core/error_reason.h"
 #include "gtest/gtest.h"
 #include "server/service.h"
@@ -110,8 +111,11 @@ TEST_F(LimitsTest, UnknownEnumValuesAreInvalid) {
 }
 
 TEST_F(LimitsTest, ControlCharactersInIdsAreRejected) {
-  for (const std::string& bad : {std::string("a\0b", 3), std::string("esc\x1b"),
-                                 std::string("cr\r"), std::string("del\x7f")}) {
+  for (const std::string& bad :
+       {std::string("a\0b", 3), std::string("esc\x1b"), std::string("cr\r"),
+        std::string("del\x7f"), std::string("csi\xc2\x9b"),
+        std::string("\xc2\x80")}) {
+    SCOPED_TRACE(absl::CEscape(bad));
     v1::AddRatingsRequest b;
     *b.add_ratings() = Row(bad, I(1), 3);
     *b.add_ratings() = Row("u0", bad, 3);
@@ -143,7 +147,53 @@ TEST_F(LimitsTest, ControlCharactersInIdsAreRejected) {
     items.add_items()->set_item_id(bad);
     EXPECT_EQ(service_->PutItems(items).status().code(),
               absl::StatusCode::kInvalidArgument);
+    // Item metadata: the title, attribute keys and values.
+    for (int field = 0; field < 3; ++field) {
+      v1::PutItemsRequest meta;
+      v1::Item* item = meta.add_items();
+      item->set_item_id(I(2));
+      if (field == 0) item->set_title(bad);
+      if (field == 1) (*item->mutable_attributes())[bad] = "v";
+      if (field == 2) (*item->mutable_attributes())["genre"] = bad;
+      absl::Status ms = service_->PutItems(meta).status();
+      EXPECT_EQ(ms.code(), absl::StatusCode::kInvalidArgument) << field;
+      EXPECT_NE(ms.message().find("contains the control character"),
+                std::string::npos)
+          << ms;
+    }
+    v1::DeleteRatingsRequest dr;
+    dr.set_user_id(bad);
+    EXPECT_EQ(service_->DeleteRatings(dr).status().code(),
+              absl::StatusCode::kInvalidArgument);
+    dr.set_user_id("u0");
+    dr.add_item_ids(I(1));
+    dr.add_item_ids(bad);
+    absl::Status ds = service_->DeleteRatings(dr).status();
+    EXPECT_EQ(ds.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(ds.message().find("item_ids[1]"), std::string::npos) << ds;
+    v1::RecommendRequest rec;
+    rec.set_user_id(bad);
+    EXPECT_EQ(service_->Recommend(rec).status().code(),
+              absl::StatusCode::kInvalidArgument);
+    // Ad-hoc ratings of Predict and Recommend.
+    v1::RecommendRequest adhoc;
+    v1::ItemRating* ir = adhoc.add_ratings();
+    ir->set_item_id(bad);
+    ir->set_rating(3);
+    EXPECT_EQ(service_->Recommend(adhoc).status().code(),
+              absl::StatusCode::kInvalidArgument);
+    v1::PredictRatingsRequest padhoc;
+    padhoc.add_item_ids(I(1));
+    *padhoc.add_ratings() = *ir;
+    EXPECT_EQ(service_->PredictRatings(padhoc).status().code(),
+              absl::StatusCode::kInvalidArgument);
   }
+  // Printable non-ASCII text stays valid.
+  v1::PutItemsRequest ok;
+  v1::Item* item = ok.add_items();
+  item->set_item_id("caf\xc3\xa9");
+  item->set_title("Am\xc3\xa9lie (2001)\xc2\xa0");
+  EXPECT_TRUE(service_->PutItems(ok).ok());
   EXPECT_TRUE(service_->Serving());
 }
 
