@@ -32,7 +32,7 @@ out=$1
 shift
 server_cmd=()
 if [ $# -gt 0 ]; then
-  [ "$1" = --tokens ] && [ $# -ge 2 ] || usage
+  { [ "$1" = --tokens ] && [ $# -ge 2 ]; } || usage
   shift
   server_cmd=("$@")
   # A relative binary path still works after the cd below.
@@ -95,4 +95,4 @@ else
   echo "make-certs.sh: ${server_files[*]} made readable by every user (0644) so that the" \
     "image's user can read a bind mount; fine for throwaway local certificates" >&2
 fi
-echo "make-certs.sh: wrote $(ls | tr '\n' ' ')into $(pwd)" >&2
+echo "make-certs.sh: wrote $(printf '%s ' *)into $(pwd)" >&2
