@@ -169,7 +169,7 @@ if [ "$mode" = tls ]; then
     echo "service_bench: the TLS + token server answered without a token" >&2
     exit 1
   fi
-  declare -A k_qps_all k_ratios
+  declare -A k_qps_all k_ratios k_cpu_all
   echo
   for r in $(seq "$repeat"); do
     for k in "${kinds[@]}"; do
@@ -184,17 +184,24 @@ if [ "$mode" = tls ]; then
       err=$(json "$tmp/$k.json" 'd["rpcs"][0]["errors"]')
       first=$(json "$tmp/$k.json" 'd["rpcs"][0]["first_error"]')
       kr=$(ratio "$qps" "$p_qps")
-      printf '(f) run %s: PredictRatings 10 items, c=%s, %-6s QPS %s, p99 %s ms, errors %s%s; /plain %s; CPU %s\n' \
-        "$r" "$conc" "$k:" "$qps" "$p99" "$err" "${first:+ (first: $first)}" "$kr" "$(cat "$tmp/$k.json.cpu")"
+      # CPU (server + loadgen) per call, less sensitive than QPS to what else
+      # runs on the machine: the CPU of the whole run (warmup included) over
+      # QPS x (duration + warmup).
+      cpu_us=$(python3 -c "import re,sys; s,l=map(float,re.findall(r'([0-9.]+) s',open(sys.argv[1]).read())); print('%.0f' % ((s+l)*1e6/(float(sys.argv[2])*(float(sys.argv[3])+1))))" \
+        "$tmp/$k.json.cpu" "$qps" "$duration")
+      printf '(f) run %s: PredictRatings 10 items, c=%s, %-6s QPS %s, p99 %s ms, errors %s%s; /plain %s; CPU %s, ~%s us/call\n' \
+        "$r" "$conc" "$k:" "$qps" "$p99" "$err" "${first:+ (first: $first)}" "$kr" "$(cat "$tmp/$k.json.cpu")" "$cpu_us"
       k_qps_all[$k]="${k_qps_all[$k]:-} $qps"
       k_ratios[$k]="${k_ratios[$k]:-} $kr"
+      k_cpu_all[$k]="${k_cpu_all[$k]:-} $cpu_us"
     done
   done
   echo "(f) median of $repeat (ratio to the plain run of the same round):"
   for k in "${kinds[@]}"; do
     # shellcheck disable=SC2086 # word lists
-    printf '    %-24s QPS %s, ratio %s\n' "$k$([ "$k" = both ] && echo ' (TLS + read token)'):" \
-      "$(median ${k_qps_all[$k]})" "$(median ${k_ratios[$k]})"
+    printf '    %-24s QPS %s, ratio %s; CPU (server + loadgen) ~%s us/call\n' \
+      "$k$([ "$k" = both ] && echo ' (TLS + read token)'):" \
+      "$(median ${k_qps_all[$k]})" "$(median ${k_ratios[$k]})" "$(median ${k_cpu_all[$k]})"
   done
   # shellcheck disable=SC2086
   tr=$(median ${k_ratios[both]})
