@@ -15,9 +15,10 @@
 // whose required role is at most its own (RequiredRole).
 //
 // A presented token is looked up by hashing it with SHA-256 and comparing
-// the digest with every entry's digest using CRYPTO_memcmp, without stopping
-// at a match: the time taken depends on the number of clients only, not on
-// the token, on which entry matches or on how many leading bytes agree.
+// the digest with every entry's digest using CRYPTO_memcmp (constant time
+// per comparison), without stopping at a match: the time taken depends on
+// the number of clients, not on how many leading bytes of the token or of
+// its digest agree with a stored one.
 // (A map keyed by the digest would also leak nothing useful about a token -
 // an attacker cannot choose a digest's bytes - but the linear scan needs no
 // such argument, and token files hold few clients.)

@@ -173,7 +173,11 @@ int main(int argc, char** argv) {
   app.option_defaults()->always_capture_default();
   app.footer(
       "Each flag may also be set by the environment variable shown (flag > "
-      "env > default).");
+      "env > default).\n\nClient tokens (--auth-tokens):\n"
+      "  rbmrec-server token new NAME ROLE   print a new token and its "
+      "token-file line\n"
+      "  rbmrec-server token hash            print the token-file hash of the "
+      "token on stdin");
   app.add_option("--listen", go.listen, "address to listen on (host:port)");
   app.add_option("--db", db, "SQLite database file (created on first start)");
   app.add_option("--threads", go.threads,

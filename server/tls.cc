@@ -228,6 +228,15 @@ absl::StatusOr<std::unique_ptr<TlsCredentials>> TlsCredentials::Create(
     absl::MutexLock lock(&tls->mu_);
     if (absl::Status s = tls->Install(*material); !s.ok()) return s;
   }
+  // gRPC's watcher reads the in-memory files by path: check it can.
+  if (absl::StatusOr<std::string> back =
+          ReadFile("TLS in-memory file", ProcPath(tls->identity_fd_));
+      !back.ok() || back->empty()) {
+    return absl::InternalError(
+        absl::StrCat("cannot read back ", ProcPath(tls->identity_fd_),
+                     " (TLS needs /proc mounted): ",
+                     back.ok() ? "empty" : back.status().message()));
+  }
   std::shared_ptr<grpc::experimental::CertificateProviderInterface> provider;
   if (tls->ca_fd_ >= 0) {
     provider =
@@ -257,6 +266,9 @@ absl::StatusOr<std::unique_ptr<TlsCredentials>> TlsCredentials::Create(
 }
 
 TlsCredentials::~TlsCredentials() {
+  // Our reference to gRPC's provider (and its watcher) goes before the
+  // descriptors it reads.
+  credentials_.reset();
   if (identity_fd_ >= 0) close(identity_fd_);
   if (ca_fd_ >= 0) close(ca_fd_);
 }
