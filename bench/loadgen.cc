@@ -12,6 +12,10 @@
 // completed in the measured window.
 //
 // Loopback only: the --server host must be 127.0.0.1, localhost or [::1].
+// TLS and tokens as in the rbmrec CLI (client/security.h): --tls-ca,
+// --tls-cert/--tls-key, --tls-server-name, --token-file and the matching
+// RBMREC_TLS_* / RBMREC_TOKEN* variables; the token goes with every call
+// except health.
 
 #include <algorithm>
 #include <atomic>
@@ -25,6 +29,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
@@ -39,6 +44,8 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "client/client.h"
+#include "client/security.h"
 #include "core/cpu_check.h"
 #include "core/readers.h"
 #include "grpcpp/client_context.h"
@@ -75,6 +82,8 @@ struct Flags {
   bool json = false;
   std::string mode = "callback";
   bool threads = false;  // mode == "threads"
+  // --tls-ca, ... as given (nullopt when absent).
+  rbmrec::client::SecuritySettings security;
 };
 
 [[noreturn]] void Die(const std::string& message) {
@@ -129,12 +138,37 @@ int ParseFlags(int argc, char** argv, Flags* f) {
   app.add_option("--seed", f->seed, "random seed")
       ->check(CLI::Range(uint64_t{0}, uint64_t{2147483647}));
   app.add_flag("--json", f->json, "print one JSON object instead of a table");
+  std::string tls_ca, tls_cert, tls_key, tls_server_name, token_file;
+  app.add_option("--tls-ca", tls_ca,
+                 "use TLS, verifying the server against this PEM CA (default "
+                 "$RBMREC_TLS_CA)");
+  app.add_option("--tls-cert", tls_cert,
+                 "client certificate for mTLS (default $RBMREC_TLS_CERT)");
+  app.add_option("--tls-key", tls_key,
+                 "its private key (default $RBMREC_TLS_KEY)");
+  app.add_option("--tls-server-name", tls_server_name,
+                 "name expected in the server's certificate (default "
+                 "$RBMREC_TLS_SERVER_NAME, else the --server host)");
+  app.add_option("--token-file", token_file,
+                 "token sent with every call but health: first line of FILE "
+                 "(default $RBMREC_TOKEN, else $RBMREC_TOKEN_FILE)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 1;
   }
   f->threads = f->mode == "threads";
+  const std::pair<const char*,
+                  std::pair<std::string*, std::optional<std::string>*>>
+      given[] = {{"--tls-ca", {&tls_ca, &f->security.tls_ca}},
+                 {"--tls-cert", {&tls_cert, &f->security.tls_cert}},
+                 {"--tls-key", {&tls_key, &f->security.tls_key}},
+                 {"--tls-server-name",
+                  {&tls_server_name, &f->security.tls_server_name}},
+                 {"--token-file", {&token_file, &f->security.token_file}}};
+  for (const auto& [name, value] : given) {
+    if (app.count(name) > 0) *value.second = *value.first;
+  }
   return -1;
 }
 
@@ -198,6 +232,7 @@ struct Workload {
   int n = 10;
   v1::Method method = v1::METHOD_UNSPECIFIED;
   std::chrono::milliseconds timeout{5000};
+  rbmrec::client::ClientSecurity security;  // its token goes with each call
 };
 
 struct Channel {
@@ -297,6 +332,7 @@ class Slot {
     type_ = pick_type_(rng_);
     ctx_ = std::make_unique<grpc::ClientContext>();
     ctx_->set_deadline(std::chrono::system_clock::now() + w_.timeout);
+    if (type_ != kHealth) rbmrec::client::AddToken(w_.security, ctx_.get());
     switch (type_) {
       case kPredict: {
         predict_.Clear();
@@ -485,12 +521,17 @@ int main(int argc, char** argv) {
   Flags flags;
   if (const int rc = ParseFlags(argc, argv, &flags); rc >= 0) return rc;
   CheckLoopback(flags.server);
+  absl::StatusOr<rbmrec::client::ClientSecurity> security =
+      rbmrec::client::LoadSecurity(flags.security,
+                                   rbmrec::client::SecurityEnvFromProcess());
+  if (!security.ok()) Die(std::string(security.status().message()));
 
   Workload w;
   w.weights = ParseMix(flags.mix);
   w.items_per_predict = flags.items_per_predict;
   w.n = flags.n;
   w.timeout = std::chrono::milliseconds(flags.timeout_ms);
+  w.security = *std::move(security);
   if (flags.method == "exact") w.method = v1::EXACT;
   if (flags.method == "mean_field") w.method = v1::MEAN_FIELD;
 
@@ -530,11 +571,18 @@ int main(int argc, char** argv) {
     args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
     args.SetInt("rbmrec.loadgen.channel", static_cast<int>(c));
     args.SetMaxReceiveMessageSize(64 << 20);
-    channels[c].channel = grpc::CreateCustomChannel(
-        flags.server, grpc::InsecureChannelCredentials(), args);
+    channels[c].channel =
+        rbmrec::client::CreateSecureChannel(flags.server, w.security, args);
     if (!channels[c].channel->WaitForConnected(
             std::chrono::system_clock::now() + std::chrono::seconds(5))) {
-      Die("cannot connect to " + flags.server);
+      // One health call for the reason (e.g. a failed TLS handshake).
+      rbmrec::client::RbmrecClient probe(
+          channels[c].channel, rbmrec::client::RbmrecClient::Options());
+      const absl::Status status = probe.Health("").status();
+      const std::string hint = rbmrec::client::SecurityHint(status, w.security);
+      Die(absl::StrCat(
+          "cannot connect to ", flags.server, ": ", status.ToString(),
+          hint.empty() ? "" : absl::StrCat(" (hint: ", hint, ")")));
     }
     channels[c].stub = v1::Rbmrec::NewStub(channels[c].channel);
     channels[c].health = grpc::health::v1::Health::NewStub(channels[c].channel);
@@ -608,11 +656,14 @@ int main(int argc, char** argv) {
         "{\"server\":%s,\"mode\":%s,\"concurrency\":%d,\"channels\":%d,"
         "\"duration_s\":%g,"
         "\"warmup_s\":%g,\"mix\":%s,\"users\":%d,\"items\":%d,"
-        "\"items_per_predict\":%d,\"n\":%d,\"rpcs\":[",
+        "\"items_per_predict\":%d,\"n\":%d,\"tls\":%s,\"token\":%s,"
+        "\"rpcs\":[",
         JsonString(flags.server),
         JsonString(flags.threads ? "threads" : "callback"), flags.concurrency,
         flags.channels, flags.duration, flags.warmup, JsonString(flags.mix),
-        w.users.size(), w.items.size(), flags.items_per_predict, flags.n);
+        w.users.size(), w.items.size(), flags.items_per_predict, flags.n,
+        w.security.tls ? "true" : "false",
+        w.security.token.empty() ? "false" : "true");
     for (size_t i = 0; i < summaries.size(); ++i) {
       absl::StrAppend(&out, i ? "," : "", SummaryJson(summaries[i]));
     }
@@ -621,10 +672,11 @@ int main(int argc, char** argv) {
     std::printf(
         "server %s  mode %s  concurrency %d  channels %d  duration %gs (+%gs "
         "warmup)  "
-        "mix %s  users %zu  items %zu\n",
+        "mix %s  users %zu  items %zu  tls %s  token %s\n",
         flags.server.c_str(), flags.threads ? "threads" : "callback",
         flags.concurrency, flags.channels, flags.duration, flags.warmup,
-        flags.mix.c_str(), w.users.size(), w.items.size());
+        flags.mix.c_str(), w.users.size(), w.items.size(),
+        w.security.tls ? "on" : "off", w.security.token.empty() ? "no" : "yes");
     std::printf("%-10s %9s %10s %9s %8s %8s %8s %8s %8s\n", "rpc", "count",
                 "errors", "qps", "p50_ms", "p90_ms", "p99_ms", "p999_ms",
                 "max_ms");

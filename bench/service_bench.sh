@@ -11,17 +11,30 @@
 #   (d) Recommend top 10, concurrency 16: p99
 #   (e) PredictRatings while full Train jobs run back to back: errors and p99
 #       vs the idle p99 of a load run just before (ratio)
+# With --tls, only:
+#   (f) PredictRatings, 10 items, concurrency 16, on one trained database
+#       served by four servers at once (copies): plain, TLS only, token only,
+#       TLS + token (throwaway certificates and a read token from
+#       docker/make-certs.sh; the loadgen sends --tls-ca / --token-file).
+#       Each round runs the four in turn; every run is printed with its QPS
+#       ratio to the plain run of the same round; the verdict uses the
+#       median ratio of TLS + token (target >= 0.8). Runs in ~1.5 min.
 # Starts its own servers on free ports with temporary databases and removes
 # them on exit. Data is read from ../shared/data/movielens/ml-100k (relative
 # to the repository root; never copied into the repo). Runs in ~2.5 min.
 #
-# Usage: bench/service_bench.sh [ML100K_DIR]
+# Usage: bench/service_bench.sh [--tls] [ML100K_DIR]
 # Env:   DURATION=5 (seconds per load run), CONCURRENCY=16, REPEAT=3 (rounds
 #        of (c), (d) and (e); every round is printed, verdicts use medians),
 #        OLD_SERVER=path/to/rbmrec-server (optional: also time the
 #        with-model import on this binary, e.g. a build before a change)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
+mode=all
+if [ "${1:-}" = --tls ]; then
+  mode=tls
+  shift
+fi
 ml=${1:-$root/../shared/data/movielens/ml-100k}
 bin=$root/build/bin
 duration=${DURATION:-5}
@@ -32,13 +45,15 @@ for f in u.data u1.base u1.test; do
   [ -r "$ml/$f" ] || { echo "service_bench: missing $ml/$f" >&2; exit 1; }
 done
 need=()
-for t in rbmrec rbmrec-server rbmrec-loadgen rbmrec-eval; do
+tools=(rbmrec rbmrec-server rbmrec-loadgen)
+[ "$mode" = tls ] || tools+=(rbmrec-eval)
+for t in "${tools[@]}"; do
   [ -x "$bin/$t" ] || need+=(--target "$t")
 done
 if [ ${#need[@]} -gt 0 ]; then
   cmake --build "$root/build" -j2 "${need[@]}" >&2
 fi
-if ! command -v sqlite3 >/dev/null; then
+if [ "$mode" = all ] && ! command -v sqlite3 >/dev/null; then
   echo "service_bench: sqlite3 not found; installing it with apt-get" >&2
   apt-get install -y sqlite3 >/dev/null
 fi
@@ -65,17 +80,21 @@ verdict() { python3 -c "import sys; print('MET' if eval(sys.argv[1]) else 'MISSE
 
 server_pid=
 port=
+# Extra flags of the next start_server (e.g. TLS) and of the CLI and loadgen
+# calls against it (e.g. --tls-ca, --token-file).
+server_extra=()
+client_extra=()
 # start_server DB [SERVER_BINARY]
 start_server() {
   port=$(free_port)
   "${2:-$bin/rbmrec-server}" --listen "127.0.0.1:$port" --db "$1" \
-    >"$tmp/server-$port.log" 2>&1 &
+    ${server_extra[@]+"${server_extra[@]}"} >"$tmp/server-$port.log" 2>&1 &
   server_pid=$!
   pids+=("$server_pid")
   local i
   for i in $(seq 100); do
-    if "$bin/rbmrec" --server "127.0.0.1:$port" --timeout 1 health \
-      >/dev/null 2>&1; then return 0; fi
+    if "$bin/rbmrec" --server "127.0.0.1:$port" --timeout 1 \
+      ${client_extra[@]+"${client_extra[@]}"} health >/dev/null 2>&1; then return 0; fi
     sleep 0.1
   done
   echo "service_bench: server did not start; log:" >&2
@@ -86,7 +105,7 @@ stop_server() {
   kill -TERM "$server_pid" 2>/dev/null || true
   wait "$server_pid" 2>/dev/null || true
 }
-cli() { "$bin/rbmrec" --server "127.0.0.1:$port" "$@"; }
+cli() { "$bin/rbmrec" --server "127.0.0.1:$port" ${client_extra[@]+"${client_extra[@]}"} "$@"; }
 server_cpu_ticks() { awk '{print $14 + $15}' "/proc/$server_pid/stat"; }
 # loadgen OUT_JSON [loadgen flags]; also writes OUT_JSON.cpu: "server S
 # loadgen L" CPU seconds used during the run (both share the same cores).
@@ -96,7 +115,8 @@ loadgen() {
   s0=$(server_cpu_ticks)
   /usr/bin/time -f "%U %S" -o "$out.time" \
     "$bin/rbmrec-loadgen" --server "127.0.0.1:$port" --concurrency "$conc" \
-    --duration "$duration" --warmup 1 --json "$@" >"$out"
+    --duration "$duration" --warmup 1 --json \
+    ${client_extra[@]+"${client_extra[@]}"} "$@" >"$out"
   s1=$(server_cpu_ticks)
   python3 -c "import sys; s=(int(sys.argv[2])-int(sys.argv[1]))/int(sys.argv[3]); u,k=map(float,open(sys.argv[4]).read().split()[-2:]); print('server %.1f s, loadgen %.1f s' % (s, u+k))" \
     "$s0" "$s1" "$(getconf CLK_TCK)" "$out.time" >"$out.cpu"
@@ -112,6 +132,82 @@ time_import() {
 
 echo "rbmrec service benchmark: $(nproc) cores, concurrency $conc, ${duration}s per load run"
 echo "data: $ml"
+median() { python3 -c "import statistics,sys; print(statistics.median(map(float,sys.argv[1:])))" "$@"; }
+
+if [ "$mode" = tls ]; then
+  # ---- (f) PredictRatings plain vs TLS + token ------------------------------
+  bash "$root/docker/make-certs.sh" "$tmp/certs" --tokens "$bin/rbmrec-server" 2>/dev/null
+  start_server "$tmp/f.db"
+  cli import "$ml/u1.base" >/dev/null 2>&1
+  cli train >/dev/null 2>&1
+  stop_server
+  certs=$tmp/certs
+  tls_server=(--tls-cert "$certs/server.pem" --tls-key "$certs/server.key")
+  tls_client=(--tls-ca "$certs/ca.pem")
+  token_server=(--auth-tokens "$certs/tokens")
+  token_client=(--token-file "$certs/reader.token")
+  # Four servers on copies of the database: plain, TLS only, token only
+  # (allowed without TLS on loopback), TLS + token.
+  kinds=(plain tls token both)
+  declare -A k_port k_pid k_client
+  for k in "${kinds[@]}"; do
+    for f in "$tmp"/f.db*; do cp "$f" "$tmp/f-$k.db${f#"$tmp"/f.db}"; done
+    case $k in
+      plain) server_extra=() client_extra=() ;;
+      tls) server_extra=("${tls_server[@]}") client_extra=("${tls_client[@]}") ;;
+      token) server_extra=("${token_server[@]}") client_extra=("${token_client[@]}") ;;
+      both) server_extra=("${tls_server[@]}" "${token_server[@]}")
+        client_extra=("${tls_client[@]}" "${token_client[@]}") ;;
+    esac
+    start_server "$tmp/f-$k.db"
+    k_port[$k]=$port k_pid[$k]=$server_pid k_client[$k]="${client_extra[*]}"
+  done
+  # The read token must be enough, and no token must be refused.
+  cli stats >/dev/null
+  if "$bin/rbmrec" --server "127.0.0.1:$port" "${tls_client[@]}" --token-file '' \
+    stats >/dev/null 2>&1; then
+    echo "service_bench: the TLS + token server answered without a token" >&2
+    exit 1
+  fi
+  declare -A k_qps_all k_ratios k_cpu_all
+  echo
+  for r in $(seq "$repeat"); do
+    for k in "${kinds[@]}"; do
+      port=${k_port[$k]} server_pid=${k_pid[$k]}
+      read -r -a client_extra <<<"${k_client[$k]}"
+      loadgen "$tmp/$k.json" --mix predict=1 --items-per-predict 10 --ratings "$ml/u1.base"
+    done
+    p_qps=$(json "$tmp/plain.json" 'd["rpcs"][0]["qps"]')
+    for k in "${kinds[@]}"; do
+      qps=$(json "$tmp/$k.json" 'd["rpcs"][0]["qps"]')
+      p99=$(json "$tmp/$k.json" 'd["rpcs"][0]["p99_ms"]')
+      err=$(json "$tmp/$k.json" 'd["rpcs"][0]["errors"]')
+      first=$(json "$tmp/$k.json" 'd["rpcs"][0]["first_error"]')
+      kr=$(ratio "$qps" "$p_qps")
+      # CPU (server + loadgen) per call, less sensitive than QPS to what else
+      # runs on the machine: the CPU of the whole run (warmup included) over
+      # QPS x (duration + warmup).
+      cpu_us=$(python3 -c "import re,sys; s,l=map(float,re.findall(r'([0-9.]+) s',open(sys.argv[1]).read())); print('%.0f' % ((s+l)*1e6/(float(sys.argv[2])*(float(sys.argv[3])+1))))" \
+        "$tmp/$k.json.cpu" "$qps" "$duration")
+      printf '(f) run %s: PredictRatings 10 items, c=%s, %-6s QPS %s, p99 %s ms, errors %s%s; /plain %s; CPU %s, ~%s us/call\n' \
+        "$r" "$conc" "$k:" "$qps" "$p99" "$err" "${first:+ (first: $first)}" "$kr" "$(cat "$tmp/$k.json.cpu")" "$cpu_us"
+      k_qps_all[$k]="${k_qps_all[$k]:-} $qps"
+      k_ratios[$k]="${k_ratios[$k]:-} $kr"
+      k_cpu_all[$k]="${k_cpu_all[$k]:-} $cpu_us"
+    done
+  done
+  echo "(f) median of $repeat (ratio to the plain run of the same round):"
+  for k in "${kinds[@]}"; do
+    # shellcheck disable=SC2086 # word lists
+    printf '    %-24s QPS %s, ratio %s; CPU (server + loadgen) ~%s us/call\n' \
+      "$k$([ "$k" = both ] && echo ' (TLS + read token)'):" \
+      "$(median ${k_qps_all[$k]})" "$(median ${k_ratios[$k]})" "$(median ${k_cpu_all[$k]})"
+  done
+  # shellcheck disable=SC2086
+  tr=$(median ${k_ratios[both]})
+  echo "    target TLS + token / plain QPS >= 0.8:  $tr $(verdict "$tr >= 0.8")"
+  exit 0
+fi
 
 # ---- (a) import into a new database, vs sqlite3 .import --------------------
 start_server "$tmp/a.db"
@@ -175,7 +271,6 @@ sleep 1  # let the online updates of the import settle
 # The machine is shared and noisy: each load run is repeated $repeat times
 # (predict and health alternating, so each ratio comes from adjacent runs);
 # every run is printed and the verdicts use the medians.
-median() { python3 -c "import statistics,sys; print(statistics.median(map(float,sys.argv[1:])))" "$@"; }
 p_qps_all=() p_p99_all=() h_qps_all=() ratios=()
 echo
 for r in $(seq "$repeat"); do

@@ -260,6 +260,22 @@ std::vector<FlagSpec> MakeGlobalFlags() {
             absl::StrCat("deadline of each request (default ",
                          kDefaultTimeoutSeconds,
                          "; import and train streams have none)")),
+      Value("tls-ca", "FILE",
+            "use TLS, verifying the server's certificate against this PEM CA "
+            "(default $RBMREC_TLS_CA; without it: no TLS)"),
+      Value("tls-cert", "FILE",
+            "client certificate (PEM) for a server that requires one (mTLS; "
+            "default $RBMREC_TLS_CERT); needs --tls-key"),
+      Value("tls-key", "FILE",
+            "private key (PEM) of --tls-cert (default $RBMREC_TLS_KEY)"),
+      Value("tls-server-name", "NAME",
+            "the name expected in the server's certificate (default "
+            "$RBMREC_TLS_SERVER_NAME, else the host of --server)"),
+      Value("token-file", "FILE",
+            "send the token on the first line of FILE with every request "
+            "(default: $RBMREC_TOKEN, the token itself, else "
+            "$RBMREC_TOKEN_FILE); health needs none. A flag given as '' "
+            "ignores its variable"),
       FlagSpec{"help", 'h', FlagKind::kBool, "", "show help and exit"},
   };
 }
@@ -634,6 +650,16 @@ absl::StatusOr<ParsedArgs> ParseArgs(const std::vector<std::string>& args,
                        out.Get("timeout", ""), "'"));
     }
     out.global.timeout_seconds = *timeout;
+  }
+  SecuritySettings& security = out.global.security;
+  const std::pair<const char*, std::optional<std::string>*> security_flags[] = {
+      {"tls-ca", &security.tls_ca},
+      {"tls-cert", &security.tls_cert},
+      {"tls-key", &security.tls_key},
+      {"tls-server-name", &security.tls_server_name},
+      {"token-file", &security.token_file}};
+  for (const auto& [name, value] : security_flags) {
+    if (out.Has(name)) *value = out.Get(name, "");
   }
   if (out.help) return out;
 

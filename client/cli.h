@@ -26,6 +26,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "client/security.h"
 #include "proto/rbmrec.pb.h"
 
 namespace rbmrec::client {
@@ -65,7 +66,8 @@ struct CommandSpec {
 
 // Every subcommand, in the order of the top-level usage text.
 const std::vector<CommandSpec>& Commands();
-// The flags accepted by every command (--server, --json, --timeout, --help).
+// The flags accepted by every command (--server, --json, --timeout, the TLS
+// and token flags of client/security.h, --help).
 const std::vector<FlagSpec>& GlobalFlags();
 
 // Values of the global flags, after defaults.
@@ -73,6 +75,10 @@ struct GlobalOptions {
   std::string server;  // --server, else $RBMREC_SERVER, else kDefaultServer
   bool json = false;
   double timeout_seconds = kDefaultTimeoutSeconds;  // > 0
+  // --tls-ca, --tls-cert, --tls-key, --tls-server-name, --token-file as
+  // given (nullopt when absent; "" when given empty); resolved over the
+  // environment by LoadSecurity. `token` is never set from a flag.
+  SecuritySettings security;
 };
 
 // A parsed command line.

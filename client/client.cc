@@ -10,8 +10,6 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "grpcpp/client_context.h"
-#include "grpcpp/create_channel.h"
-#include "grpcpp/security/credentials.h"
 #include "grpcpp/support/channel_arguments.h"
 
 namespace rbmrec::client {
@@ -34,8 +32,7 @@ std::shared_ptr<grpc::Channel> MakeChannel(
     const std::string& target, const RbmrecClient::Options& options) {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(options.max_receive_message_bytes);
-  return grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(),
-                                   args);
+  return CreateSecureChannel(target, options.security, std::move(args));
 }
 
 RbmrecClient::Options WithTimeout(absl::Duration timeout) {
@@ -108,10 +105,12 @@ RbmrecClient::RbmrecClient(std::shared_ptr<grpc::Channel> channel,
 
 void RbmrecClient::SetUnaryDeadline(grpc::ClientContext* context) const {
   SetDeadline(context, options_.timeout);
+  AddToken(options_.security, context);
 }
 
 void RbmrecClient::SetStreamDeadline(grpc::ClientContext* context) const {
   SetDeadline(context, options_.stream_timeout);
+  AddToken(options_.security, context);
 }
 
 absl::StatusOr<v1::AddRatingsResponse> RbmrecClient::AddRatings(
@@ -330,7 +329,8 @@ absl::StatusOr<v1::GetStatsResponse> RbmrecClient::GetStats() {
 absl::StatusOr<grpc::health::v1::HealthCheckResponse> RbmrecClient::Health(
     const std::string& service) {
   grpc::ClientContext context;
-  SetUnaryDeadline(&context);
+  // Health never needs a token: none is sent.
+  SetDeadline(&context, options_.timeout);
   grpc::health::v1::HealthCheckRequest request;
   request.set_service(service);
   grpc::health::v1::HealthCheckResponse response;

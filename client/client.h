@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "client/security.h"
 #include "core/readers.h"
 #include "grpcpp/channel.h"
 #include "grpcpp/client_context.h"
@@ -91,13 +92,18 @@ class RbmrecClient {
     absl::Duration stream_timeout = absl::InfiniteDuration();
     // Largest response accepted, in bytes.
     int max_receive_message_bytes = 64 << 20;
+    // TLS (when security.tls) and the token sent with every call except
+    // Health (when security.token is not empty); see client/security.h.
+    ClientSecurity security;
   };
 
   // Connects (lazily, on the first call) to `target` ("host:port", or any
-  // gRPC target such as "unix:/path") without TLS.
+  // gRPC target such as "unix:/path"), with TLS when options.security.tls.
   RbmrecClient(const std::string& target, const Options& options);
   RbmrecClient(const std::string& target, absl::Duration timeout);
-  // Uses an existing channel (for tests: an in-process server's channel).
+  // Uses an existing channel (for tests: an in-process server's channel);
+  // options.security.token is still sent, the channel's credentials are the
+  // caller's.
   RbmrecClient(std::shared_ptr<grpc::Channel> channel, const Options& options);
 
   RbmrecClient(const RbmrecClient&) = delete;
@@ -158,7 +164,8 @@ class RbmrecClient {
       const std::string& service);
 
  private:
-  // Set the deadline of a call from options_ (nothing when infinite).
+  // Set the deadline of a call from options_ (nothing when infinite) and add
+  // the token's metadata.
   void SetUnaryDeadline(grpc::ClientContext* context) const;
   void SetStreamDeadline(grpc::ClientContext* context) const;
 

@@ -26,6 +26,7 @@
 #include "client/cli.h"
 #include "client/client.h"
 #include "client/format.h"
+#include "client/security.h"
 
 namespace rbmrec::client {
 namespace {
@@ -64,8 +65,12 @@ struct ErrorDetails {
 class Context {
  public:
   Context(const ParsedArgs& args, const Environment& env, std::ostream& out,
-          std::ostream& err)
-      : args_(args), env_(env), out_(out), err_(err) {}
+          std::ostream& err, ClientSecurity security = {})
+      : args_(args),
+        env_(env),
+        out_(out),
+        err_(err),
+        security_(std::move(security)) {}
 
   const ParsedArgs& args() const { return args_; }
   const Environment& env() const { return env_; }
@@ -82,6 +87,7 @@ class Context {
     if (client_ == nullptr) {
       RbmrecClient::Options options;
       options.timeout = absl::Seconds(args_.global.timeout_seconds);
+      options.security = security_;
       client_ = std::make_unique<RbmrecClient>(args_.global.server, options);
     }
     return *client_;
@@ -135,13 +141,16 @@ class Context {
                 TerminalSafe(status.message()));
   }
   // A failed RPC: exit 2, "error: <CODE>: <message>", then a hint for the
-  // server's error reason (if any).
+  // server's error reason or for the connection's TLS/token settings (if
+  // any).
   int RpcError(const absl::Status& status, ErrorDetails details = {}) {
     details.reason = ErrorReasonOf(status);
     const int code = Fail(kExitRpc, absl::StatusCodeToString(status.code()),
                           TerminalSafe(status.message()), details);
-    const std::string hint = ReasonHint(details.reason);
-    if (!hint.empty()) err_ << "hint: " << hint << "\n";
+    for (const std::string& hint :
+         {ReasonHint(details.reason), SecurityHint(status, security_)}) {
+      if (!hint.empty()) err_ << "hint: " << TerminalSafe(hint) << "\n";
+    }
     return code;
   }
   // Prints a proto as the JSON output, or `text` otherwise; returns 0.
@@ -159,6 +168,7 @@ class Context {
   const Environment& env_;
   std::ostream& out_;
   std::ostream& err_;
+  const ClientSecurity security_;
   std::unique_ptr<RbmrecClient> client_;
 };
 
@@ -540,7 +550,9 @@ int RunTrain(Context& ctx) {
         }
         absl::StatusOr<v1::CancelTrainingResponse> r = client.CancelTraining();
         std::lock_guard<std::mutex> lock(mu);
-        if (!r.ok()) ctx.err() << "error: " << r.status().message() << "\n";
+        if (!r.ok()) {
+          ctx.err() << "error: " << TerminalSafe(r.status().message()) << "\n";
+        }
       }
       if (!live) continue;
       std::lock_guard<std::mutex> lock(mu);
@@ -604,7 +616,9 @@ int RunTrain(Context& ctx) {
   }
   if (!succeeded) {
     ctx.err() << "error: training " << TrainStateName(last->state());
-    if (!last->message().empty()) ctx.err() << ": " << last->message();
+    if (!last->message().empty()) {
+      ctx.err() << ": " << TerminalSafe(last->message());
+    }
     ctx.err() << "\n";
     return kExitRpc;
   }
@@ -961,7 +975,16 @@ int RunCli(const std::vector<std::string>& args, const Environment& env,
     out << HelpText(*parsed);
     return kExitOk;
   }
-  Context ctx(*parsed, env, out, err);
+  absl::StatusOr<ClientSecurity> security =
+      LoadSecurity(parsed->global.security, env.security_env);
+  if (!security.ok()) {
+    Context ctx(*parsed, env, out, err);
+    return ctx.InputError(security.status());
+  }
+  const std::string warning =
+      TokenOverPlaintextWarning(parsed->global.server, *security);
+  if (!warning.empty()) err << TerminalSafe(warning) << "\n";
+  Context ctx(*parsed, env, out, err, *std::move(security));
   Runner runner = FindRunner(parsed->command->path);
   if (runner == nullptr) {
     return ctx.UsageError(absl::InvalidArgumentError(

@@ -9,16 +9,20 @@
 #include <string>
 #include <vector>
 
+#include "client/security.h"
 #include "core/readers.h"
 
 namespace rbmrec::client {
 
 // Exit codes of the CLI.
 inline constexpr int kExitOk = 0;
-// Usage error (unknown command or flag, bad argument) or unreadable input
-// file; the message names the argument, flag or file line.
+// Usage error (unknown command or flag, bad argument), unreadable input
+// file, or unusable TLS/token setting (unreadable CA, certificate, key or
+// token file); the message names the argument, flag, variable or file line.
 inline constexpr int kExitUsage = 1;
-// An RPC failed ("error: <CODE>: <message>"), or the server answered but the
+// An RPC failed ("error: <CODE>: <message>", then a "hint: " line when there
+// is something to do: e.g. for UNAUTHENTICATED, PERMISSION_DENIED or a failed
+// TLS handshake, naming the flag to use), or the server answered but the
 // outcome is a failure (training FAILED/CANCELLED, health not SERVING, an
 // import whose counts do not add up to the rows sent). A failed import also
 // prints the rows certainly committed and that re-running it is safe.
@@ -29,7 +33,10 @@ inline constexpr int kExitRejected = 3;
 
 // What the CLI needs from the process environment.
 struct Environment {
-  std::string server_env;      // $RBMREC_SERVER, "" when unset
+  std::string server_env;  // $RBMREC_SERVER, "" when unset
+  // $RBMREC_TLS_CA, $RBMREC_TLS_CERT, ..., $RBMREC_TOKEN (client/security.h;
+  // SecurityEnvFromProcess).
+  SecuritySettings security_env;
   bool stderr_is_tty = false;  // redraw progress lines with '\r'
   bool unicode = true;         // bars with block characters, else ASCII
   // When true (main only), `train` catches SIGINT to cancel the job.

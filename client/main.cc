@@ -11,6 +11,7 @@
 #include "absl/strings/match.h"
 #include "client/commands.h"
 #include "core/cpu_check.h"
+#include "grpc/support/log.h"
 
 namespace {
 
@@ -29,10 +30,17 @@ bool LocaleIsUnicode() {
 
 int main(int argc, char** argv) {
   if (!rbmrec::CpuSupported("rbmrec")) return 1;
+  // gRPC's own log lines (e.g. "Handshake failed ...") repeat what the
+  // failed call's status says, which the CLI prints with a hint; they are
+  // shown only when asked for with GRPC_VERBOSITY.
+  if (std::getenv("GRPC_VERBOSITY") == nullptr) {
+    gpr_set_log_function([](gpr_log_func_args*) {});
+  }
   rbmrec::client::Environment env;
   if (const char* server = std::getenv("RBMREC_SERVER")) {
     env.server_env = server;
   }
+  env.security_env = rbmrec::client::SecurityEnvFromProcess();
   env.stderr_is_tty = isatty(STDERR_FILENO) == 1;
   env.unicode = LocaleIsUnicode();
   env.handle_signals = true;

@@ -1,19 +1,28 @@
 #!/usr/bin/env bash
-# Builds docker/Dockerfile, runs the image and checks it from the host CLI:
-#   1. container 1 (with ../shared/tools/container-smoke.sh: podman, host network, loopback):
-#      health, import of a generated ratings file (300 users x 80 items, planted taste
-#      groups), train (5 epochs, 16 hidden), predict, recommend, stats; then the image's
-#      HEALTHCHECK once and SIGTERM -> exit code 0;
-#   2. container 2, a new one on the same /data (a host directory owned by the image's uid):
-#      every rating (stats) and the stored/active model versions unchanged, predict and
-#      recommend still work, HEALTHCHECK; then a timed `podman stop` while a training job
-#      runs: exit code 0 within STOP_MAX_SECONDS (default 2).
+# Builds docker/Dockerfile, runs the image and checks it from the host CLI. Both containers
+# serve TLS with client tokens: throwaway certificates and an admin and a reader token from
+# docker/make-certs.sh, mounted read-only at /etc/rbmrec.
+#   1. container 1 (with ../shared/tools/container-smoke.sh: podman, host network, loopback;
+#      TLS + tokens): health without a token, import of a generated ratings file (300 users x
+#      80 items, planted taste groups), train (5 epochs, 16 hidden), predict, recommend, stats
+#      with the admin token; a call without a token fails with UNAUTHENTICATED, the reader
+#      token reads but cannot train or delete (PERMISSION_DENIED), a call without TLS fails;
+#      then the image's HEALTHCHECK once (over TLS) and SIGTERM -> exit code 0;
+#   2. the image's defaults (0.0.0.0, no TLS, no tokens): the server refuses to start, exit 1,
+#      with its "refusing to serve" line;
+#   3. container 2, a new one on the same /data (a host directory owned by the image's uid),
+#      requiring client certificates (mTLS): every rating (stats) and the stored/active model
+#      versions unchanged, predict and recommend still work, a call without the client
+#      certificate fails, HEALTHCHECK (with the client certificate); then a timed
+#      `podman stop` while a training job runs: exit code 0 within STOP_MAX_SECONDS (default 2).
 # Prints the image size, the wall time and the stop time.
 #
 # usage: docker/smoke-test.sh          (from anywhere; needs root to install podman)
 # env:   RBMREC_SMOKE_PORT (default 50091), RBMREC_SMOKE_IMAGE (default localhost/rbmrec:smoke),
 #        RBMREC_CLI (host rbmrec binary; default build-test/bin/rbmrec or build/bin/rbmrec,
-#        built into build/ when neither exists), STOP_MAX_SECONDS (default 2).
+#        built into build/ when neither exists), RBMREC_SERVER_BIN (host rbmrec-server, used
+#        for `token new`; default beside RBMREC_CLI, built when missing), STOP_MAX_SECONDS
+#        (default 2).
 # Without ../shared/tools/container-smoke.sh (no podman sandbox tooling), or when podman
 # cannot be installed, it prints the equivalent Docker commands and exits 0 with SKIP.
 set -euo pipefail
@@ -24,8 +33,20 @@ cd "$root"
 # command container-smoke.sh runs against container 1; retried by it, 10 s per try)
 if [ "${1:-}" = --phase1 ]; then
   : "${CLI:?}" "${ADDR:?}" "${SMOKE_DIR:?}"
-  rbm() { "$CLI" --server "$ADDR" "$@"; }
-  rbm health
+  sec=$SMOKE_DIR/secrets
+  rbm() { "$CLI" --server "$ADDR" --tls-ca "$sec/ca.pem" --token-file "$sec/admin.token" "$@"; }
+  # expect_fail CODE CLI-ARGS...: the call fails with CODE (the CLI's "error: CODE: ...").
+  expect_fail() {
+    local code=$1 out
+    shift
+    if out=$("$CLI" --server "$ADDR" --timeout 5 "$@" 2>&1); then
+      echo "expected $code from: rbmrec $*; got success: $out" >&2
+      return 1
+    fi
+    grep -q "^error: $code: " <<<"$out" || { echo "expected $code from: rbmrec $*; got: $out" >&2; return 1; }
+    echo "ok: $code from rbmrec $* ($(grep '^hint: ' <<<"$out" | head -n1))"
+  }
+  "$CLI" --server "$ADDR" --tls-ca "$sec/ca.pem" --token-file '' health
   rows=$(wc -l <"$SMOKE_DIR/ratings.data")
   rbm --json import "$SMOKE_DIR/ratings.data" >"$SMOKE_DIR/import.json"
   grep -q "\"accepted\":$rows," "$SMOKE_DIR/import.json" ||
@@ -36,6 +57,17 @@ if [ "${1:-}" = --phase1 ]; then
   rbm --json stats >"$SMOKE_DIR/stats1.json"
   rbm --json models >"$SMOKE_DIR/models1.json"
   cat "$SMOKE_DIR/stats1.json"; echo
+  # Tokens and roles, TLS.
+  expect_fail UNAUTHENTICATED --tls-ca "$sec/ca.pem" --token-file '' stats
+  echo rbmrec_not_a_known_token >"$SMOKE_DIR/unknown.token"
+  expect_fail UNAUTHENTICATED --tls-ca "$sec/ca.pem" --token-file "$SMOKE_DIR/unknown.token" stats
+  "$CLI" --server "$ADDR" --tls-ca "$sec/ca.pem" --token-file "$sec/reader.token" \
+    recommend u1 -n 3 >/dev/null
+  expect_fail PERMISSION_DENIED --tls-ca "$sec/ca.pem" --token-file "$sec/reader.token" \
+    train --epochs 1
+  expect_fail PERMISSION_DENIED --tls-ca "$sec/ca.pem" --token-file "$sec/reader.token" \
+    delete-user u1
+  expect_fail UNAVAILABLE --token-file "$sec/admin.token" health
   exit 0
 fi
 
@@ -51,15 +83,22 @@ docker_steps() {
   cat <<EOF
 The same steps with Docker (from the repository root):
   docker build -f docker/Dockerfile -t rbmrec:smoke .
+  sudo docker/make-certs.sh /tmp/rbmrec-secrets --tokens docker run --rm rbmrec:smoke
   mkdir -p /tmp/rbmrec-data && sudo chown $IMAGE_UID:$IMAGE_UID /tmp/rbmrec-data
-  docker run -d --name rbmrec-1 -p 127.0.0.1:$PORT:50051 -v /tmp/rbmrec-data:/data rbmrec:smoke
+  docker run -d --name rbmrec-1 -p 127.0.0.1:$PORT:50051 -v /tmp/rbmrec-data:/data \\
+    -v /tmp/rbmrec-secrets:/etc/rbmrec:ro -e RBMREC_TLS_CERT=/etc/rbmrec/server.pem \\
+    -e RBMREC_TLS_KEY=/etc/rbmrec/server.key -e RBMREC_AUTH_TOKENS=/etc/rbmrec/tokens rbmrec:smoke
+  export RBMREC_TLS_CA=/tmp/rbmrec-secrets/ca.pem RBMREC_TOKEN_FILE=/tmp/rbmrec-secrets/admin.token
   build/bin/rbmrec --server $ADDR health
   build/bin/rbmrec --server $ADDR import ratings.data     # any u.data/CSV ratings file
   build/bin/rbmrec --server $ADDR train --epochs 5 --hidden 16
   build/bin/rbmrec --server $ADDR predict USER ITEM...; build/bin/rbmrec --server $ADDR recommend USER -n 5
   build/bin/rbmrec --server $ADDR --json stats            # note ratings, active_model_version
+  build/bin/rbmrec --server $ADDR --token-file '' stats   # UNAUTHENTICATED
+  build/bin/rbmrec --server $ADDR --token-file /tmp/rbmrec-secrets/reader.token train  # PERMISSION_DENIED
   time docker stop rbmrec-1; docker inspect -f '{{.State.ExitCode}}' rbmrec-1   # 0, < 2 s
-  docker run -d --name rbmrec-2 -p 127.0.0.1:$PORT:50051 -v /tmp/rbmrec-data:/data rbmrec:smoke
+  docker run --rm rbmrec:smoke                            # exits 1: refusing to serve
+  docker run -d --name rbmrec-2 -p 127.0.0.1:$PORT:50051 -v /tmp/rbmrec-data:/data ... (as above)
   build/bin/rbmrec --server $ADDR --json stats            # same ratings and model version
   docker stop rbmrec-2; docker rm rbmrec-1 rbmrec-2
 EOF
@@ -85,20 +124,30 @@ if [ -z "${RBMREC_CLI:-}" ]; then
     [ -x "$c" ] && { RBMREC_CLI=$root/$c; break; }
   done
 fi
-if [ -z "${RBMREC_CLI:-}" ]; then
-  echo "=== building the host CLI (build/bin/rbmrec)"
+[ -n "${RBMREC_SERVER_BIN:-}" ] || [ -z "${RBMREC_CLI:-}" ] ||
+  RBMREC_SERVER_BIN=$(dirname "$RBMREC_CLI")/rbmrec-server
+if [ -z "${RBMREC_CLI:-}" ] || [ ! -x "$RBMREC_SERVER_BIN" ]; then
+  echo "=== building the host CLI and server (build/bin/rbmrec, build/bin/rbmrec-server)"
   bash scripts/install-deps.sh
   [ -f build/CMakeCache.txt ] ||
     cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DRBMREC_BUILD_TESTS=OFF >/dev/null
-  cmake --build build -j"$(nproc)" --target rbmrec
-  RBMREC_CLI=$root/build/bin/rbmrec
+  cmake --build build -j"$(nproc)" --target rbmrec rbmrec-server
+  RBMREC_CLI=${RBMREC_CLI:-$root/build/bin/rbmrec}
+  RBMREC_SERVER_BIN=$root/build/bin/rbmrec-server
 fi
-echo "=== host CLI: $RBMREC_CLI"
+echo "=== host CLI: $RBMREC_CLI; token maker: $RBMREC_SERVER_BIN"
 
 SMOKE_DIR=$(mktemp -d /tmp/rbmrec-smoke.XXXXXX)
+chmod 0755 "$SMOKE_DIR"
 DATA=$SMOKE_DIR/data
 mkdir -p "$DATA"
 chown "$IMAGE_UID:$IMAGE_UID" "$DATA"
+# Certificates and tokens; run as root, make-certs.sh gives the files the container reads
+# (server.key, client.key, tokens) to the image's uid.
+SECRETS=$SMOKE_DIR/secrets
+RBMREC_UID=$IMAGE_UID bash docker/make-certs.sh "$SECRETS" --tokens "$RBMREC_SERVER_BIN"
+TLS_RUN=(-v "$SECRETS:/etc/rbmrec:ro" -e RBMREC_TLS_CERT=/etc/rbmrec/server.pem
+  -e RBMREC_TLS_KEY=/etc/rbmrec/server.key -e RBMREC_AUTH_TOKENS=/etc/rbmrec/tokens)
 export WORK=${WORK:-/tmp/podman-smoke}
 cid2=""
 cleanup() {
@@ -130,7 +179,7 @@ echo "=== $rows synthetic ratings in $SMOKE_DIR/ratings.data"
 echo "=== container 1: build, run, check, HEALTHCHECK, SIGTERM ($SMOKE_TOOL)"
 export CLI=$RBMREC_CLI ADDR SMOKE_DIR
 bash "$SMOKE_TOOL" . docker/Dockerfile "$IMAGE" -- \
-  -e RBMREC_LISTEN="$ADDR" -v "$DATA:/data" "$IMAGE" \
+  -e RBMREC_LISTEN="$ADDR" -v "$DATA:/data" "${TLS_RUN[@]}" "$IMAGE" \
   --- bash "$root/docker/smoke-test.sh" --phase1 2>&1 | tee "$SMOKE_DIR/smoke1.log"
 [ -f "$SMOKE_DIR/stats1.json" ] || fail "container 1 checks did not complete"
 stop1=$(awk '/^=== \[[0-9]+s\] stop/{a=$2} /^=== \[[0-9]+s\] done/{b=$2}
@@ -143,11 +192,25 @@ version1=$(field active_model_version "$SMOKE_DIR/stats1.json")
 [ "$ratings1" = "$rows" ] || fail "container 1: stats ratings $ratings1, expected $rows"
 [ -n "$version1" ] && [ "$version1" != 0 ] || fail "container 1: no active model"
 
-# ------------------------------------------------------------------------- container 2
+# ------------------------------------------------------------ the image's insecure default
 export CONTAINERS_CONF=$WORK/containers.conf
-echo "=== container 2: a new container on the same /data"
-cid2=$(podman run -d --network=host -e RBMREC_LISTEN="$ADDR" -v "$DATA:/data" "$IMAGE")
-rbm() { "$RBMREC_CLI" --server "$ADDR" "$@"; }
+echo "=== the image's defaults (0.0.0.0, no TLS, no tokens): the server must refuse to start"
+set +e
+refusal=$(timeout 60 podman run --rm --network=host "$IMAGE" 2>&1)
+refusal_rc=$?
+set -e
+echo "$refusal" | tail -n 3
+[ "$refusal_rc" = 1 ] || fail "the image's defaults: exit $refusal_rc, want 1 (refusal)"
+grep -q "refusing to serve" <<<"$refusal" || fail "the image's defaults: no 'refusing to serve' line"
+
+# ------------------------------------------------------------------------- container 2
+echo "=== container 2: a new container on the same /data, requiring client certificates (mTLS)"
+cid2=$(podman run -d --network=host -e RBMREC_LISTEN="$ADDR" -v "$DATA:/data" "${TLS_RUN[@]}" \
+  -e RBMREC_TLS_CLIENT_CA=/etc/rbmrec/ca.pem "$IMAGE")
+rbm() {
+  "$RBMREC_CLI" --server "$ADDR" --tls-ca "$SECRETS/ca.pem" --tls-cert "$SECRETS/client.pem" \
+    --tls-key "$SECRETS/client.key" --token-file "$SECRETS/admin.token" "$@"
+}
 up=0
 for _ in $(seq 1 100); do
   if rbm health >/dev/null 2>&1; then up=1; break; fi
@@ -166,7 +229,13 @@ cmp -s "$SMOKE_DIR/models1.json" "$SMOKE_DIR/models2.json" ||
   fail "stored models changed: $(cat "$SMOKE_DIR/models1.json") -> $(cat "$SMOKE_DIR/models2.json")"
 rbm predict u1 i1 i2 i3 >/dev/null || fail "predict on container 2"
 rbm recommend u2 -n 5 >/dev/null || fail "recommend on container 2"
-podman healthcheck run "$cid2" || fail "HEALTHCHECK on container 2"
+if "$RBMREC_CLI" --server "$ADDR" --timeout 5 --tls-ca "$SECRETS/ca.pem" \
+  --token-file "$SECRETS/admin.token" stats >"$SMOKE_DIR/nocert.log" 2>&1; then
+  fail "container 2 answered a client without a certificate"
+fi
+grep -q "client certificate" "$SMOKE_DIR/nocert.log" ||
+  fail "no client-certificate hint: $(cat "$SMOKE_DIR/nocert.log")"
+podman healthcheck run "$cid2" || fail "HEALTHCHECK (mTLS) on container 2"
 echo "=== container 2: $ratings2 ratings, active model $version2 (unchanged)"
 
 # Stop while a training job runs (the server cancels it, drains and exits 0).
@@ -193,6 +262,9 @@ size=$(podman image ls --format '{{.Size}}' "$IMAGE" | head -n1)
 echo "=== docker/smoke-test.sh passed"
 echo "    image:            $IMAGE, $size (podman image ls)"
 echo "    ratings/model:    $ratings2 ratings, active model $version2, unchanged across containers"
+echo "    security:         TLS + tokens (container 1), mTLS + tokens (container 2); no token ->"
+echo "                      UNAUTHENTICATED, reader -> PERMISSION_DENIED on train/delete-user;"
+echo "                      image defaults (0.0.0.0, no TLS) -> refused, exit 1"
 echo "    stop (container 1, loaded): exit 0, ~${stop1:-?} s incl. log dump (1 s resolution)"
 echo "    stop (container 2, training running: $training): exit $rc in ${stop_ms} ms"
 echo "    wall time:        $((SECONDS - t_start)) s"

@@ -51,6 +51,29 @@ TEST(ParseArgsTest, GlobalFlagsAnywhereAndServerDefaults) {
   EXPECT_FALSE(p.global.json);
 }
 
+TEST(ParseArgsTest, TlsAndTokenFlagsAreGlobalAndMayBeEmpty) {
+  ParsedArgs p = ParseOk({"stats", "--tls-ca", "ca.pem", "--tls-cert=c.pem",
+                          "--tls-key", "c.key", "--tls-server-name", "rbmrec",
+                          "--token-file", "admin.token"});
+  EXPECT_THAT(Path(p), ElementsAre("stats"));
+  EXPECT_EQ(p.global.security.tls_ca, "ca.pem");
+  EXPECT_EQ(p.global.security.tls_cert, "c.pem");
+  EXPECT_EQ(p.global.security.tls_key, "c.key");
+  EXPECT_EQ(p.global.security.tls_server_name, "rbmrec");
+  EXPECT_EQ(p.global.security.token_file, "admin.token");
+  EXPECT_FALSE(p.global.security.token.has_value());
+
+  // Absent: nullopt (the environment applies); given empty: "" (it does
+  // not), in both spellings.
+  p = ParseOk({"--tls-cert", "", "--tls-key=", "health"});
+  EXPECT_THAT(Path(p), ElementsAre("health"));
+  EXPECT_FALSE(p.global.security.tls_ca.has_value());
+  EXPECT_EQ(p.global.security.tls_cert, "");
+  EXPECT_EQ(p.global.security.tls_key, "");
+  EXPECT_THAT(ParseError({"stats", "--token-file", "a", "--token-file", "b"}),
+              HasSubstr("--token-file given more than once"));
+}
+
 TEST(ParseArgsTest, PositionalsFlagsAndRepeatedFlags) {
   ParsedArgs p = ParseOk({"--server=h:1", "predict", "u", "i1", "--method",
                           "meanfield", "i2", "--rate", "50=4", "--rate=a=b=3"});

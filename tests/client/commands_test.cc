@@ -141,7 +141,7 @@ class FakeRbmrec final : public v1::Rbmrec::Service {
     p.set_state(fail_training ? v1::TrainProgress::FAILED
                               : v1::TrainProgress::SUCCEEDED);
     if (fail_training) {
-      p.set_message("disk full");
+      p.set_message(fail_message);
     } else {
       p.set_model_version(7);
       p.set_activated(req->activation() != v1::ACTIVATE_NEVER);
@@ -269,8 +269,9 @@ class FakeRbmrec final : public v1::Rbmrec::Service {
   grpc::Status DeleteUser(grpc::ServerContext*,
                           const v1::DeleteUserRequest* req,
                           v1::DeleteUserResponse* response) override {
-    if (req->user_id() == "nobody") {
-      return grpc::Status(grpc::StatusCode::NOT_FOUND, "no user 'nobody'");
+    if (req->user_id() == "nobody" || req->user_id().rfind("missing", 0) == 0) {
+      return grpc::Status(grpc::StatusCode::NOT_FOUND,
+                          absl::StrCat("no user '", req->user_id(), "'"));
     }
     response->set_deleted_ratings(12);
     return grpc::Status::OK;
@@ -301,6 +302,7 @@ class FakeRbmrec final : public v1::Rbmrec::Service {
   int put_items_fail_at_call = 0;  // > 0: that PutItems call fails
   std::vector<v1::PredictRatingsRequest> predict_requests;
   bool fail_training = false;
+  std::string fail_message = "disk full";  // of a FAILED training job
   // rbmrec-server refuses an anonymous user without ratings (as the fake
   // does by default); a server that answers with the model's prior instead
   // is simulated by setting this.
@@ -524,6 +526,33 @@ TEST_F(CommandsTest, TrainJsonAndFailures) {
   EXPECT_EQ(Run({"train"}), kExitRpc);
   EXPECT_THAT(out_.str(), HasSubstr("training failed after 3 epochs"));
   EXPECT_THAT(err_.str(), HasSubstr("error: training FAILED: disk full"));
+}
+
+TEST_F(CommandsTest, TrainFailureMessageIsEscapedOnTheTerminal) {
+  service_.fail_training = true;
+  service_.fail_message =
+      "disk \x1b]0;pwned\x07"
+      "full";
+  EXPECT_EQ(Run({"train"}), kExitRpc);
+  EXPECT_THAT(out_.str() + err_.str(), Not(HasSubstr("\x1b")));
+  EXPECT_THAT(err_.str(), HasSubstr("error: training FAILED: disk "
+                                    "\\x1b]0;pwned\\x07full\n"));
+  EXPECT_THAT(out_.str(), HasSubstr("disk \\x1b]0;pwned\\x07full"));
+}
+
+TEST_F(CommandsTest, IdsAreEscapedInOutputAndInErrors) {
+  // In the command's own output.
+  EXPECT_EQ(Run({"delete-user", "evil\x1b[2Jid"}), kExitOk);
+  EXPECT_EQ(out_.str(), "deleted 12 ratings of user evil\\x1b[2Jid\n");
+  // In the server's error message, which echoes the id.
+  EXPECT_EQ(Run({"delete-user", "missing\x1b]0;title\x07\xc2\x9b"}), kExitRpc);
+  EXPECT_EQ(err_.str(),
+            "error: NOT_FOUND: rpc DeleteUser: no user "
+            "'missing\\x1b]0;title\\x07\\u009b'\n");
+  // In a usage error naming the argument.
+  EXPECT_EQ(Run({"models", "activate", "1\x1b[31m"}), kExitUsage);
+  EXPECT_THAT(err_.str(),
+              AllOf(HasSubstr("1\\x1b[31m"), Not(HasSubstr("\x1b"))));
 }
 
 TEST_F(CommandsTest, PredictDrawsDistributions) {

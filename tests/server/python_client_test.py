@@ -6,9 +6,20 @@ Calls grpc.health.v1.Health/Check and rbmrec.v1.Rbmrec/PredictRatings (after
 loading a small synthetic data set and training), checks an error code, then
 stops the server with SIGTERM and expects exit code 0.
 
+With --server-bin this runs twice: a plain server, then one with TLS and
+client tokens (--tls-cert/--tls-key/--auth-tokens; certificates and an admin
+and a reader token from docker/make-certs.sh), which the client reaches with
+grpc.ssl_channel_credentials and the admin token as gRPC call credentials
+(`authorization: Bearer TOKEN`). That pass also checks that health needs no
+token, a call without a token (or with an unknown one) fails with
+UNAUTHENTICATED, the reader token predicts but cannot train
+(PERMISSION_DENIED), and a client without TLS cannot connect.
+
   python_client_test.py --server-bin build/bin/rbmrec-server [--proto-dir .]
+                        [--passes plain,tls]
   python_client_test.py --server 127.0.0.1:50051   # use a running server
-                                                   # (it must have ratings)
+                                                   # (it must have ratings;
+                                                   # plain pass only)
 
 Stub generation: Debian 12's python3-grpc-tools (1.14) bundles a protoc too
 old for proto3 `optional`, so the system protoc (protobuf-compiler) with
@@ -61,43 +72,47 @@ def free_port():
     return port
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--server-bin")
-    ap.add_argument("--server")
-    ap.add_argument("--proto-dir",
-                    default=os.path.join(os.path.dirname(__file__), "..", ".."))
-    args = ap.parse_args()
-    if not args.server and not args.server_bin:
-        ap.error("give --server-bin or --server")
+def run_pass(args, tmp, tls):
+    """One pass against a server (started here unless --server)."""
+    import grpc
+    from proto import health_pb2, health_pb2_grpc
+    from proto import rbmrec_pb2 as pb, rbmrec_pb2_grpc as pbg
 
-    try:
-        import grpc  # noqa: F401
-    except ImportError:
-        # pyenv & co. shadow Debian's python3, which has python3-grpcio.
-        if sys.executable != "/usr/bin/python3" and os.path.exists(
-                "/usr/bin/python3"):
-            os.execv("/usr/bin/python3", ["/usr/bin/python3"] + sys.argv)
-        raise
-
-    tmp = tempfile.mkdtemp(prefix="rbmrec-py-")
+    name = "tls" if tls else "plain"
     proc = None
+    log_path = os.path.join(tmp, f"server-{name}.log")
     try:
-        generate_stubs(os.path.abspath(args.proto_dir), tmp)
-        sys.path.insert(0, tmp)
-        import grpc
-        from proto import health_pb2, health_pb2_grpc
-        from proto import rbmrec_pb2 as pb, rbmrec_pb2_grpc as pbg
-
+        server_flags = []
+        if tls:
+            certs = os.path.join(tmp, "certs")
+            script = os.path.join(os.path.abspath(args.proto_dir), "docker",
+                                  "make-certs.sh")
+            subprocess.run(["bash", script, certs, "--tokens",
+                            os.path.abspath(args.server_bin)], check=True,
+                           capture_output=True)
+            read = lambda f: open(os.path.join(certs, f), "rb").read()  # noqa
+            admin = read("admin.token").decode().strip()
+            reader = read("reader.token").decode().strip()
+            server_flags = ["--tls-cert", os.path.join(certs, "server.pem"),
+                            "--tls-key", os.path.join(certs, "server.key"),
+                            "--auth-tokens", os.path.join(certs, "tokens")]
         addr = args.server
         if not addr:
             addr = f"127.0.0.1:{free_port()}"
-            log = open(os.path.join(tmp, "server.log"), "w")
+            log = open(log_path, "w")
             proc = subprocess.Popen(
                 [args.server_bin, "--listen", addr, "--db",
-                 os.path.join(tmp, "py.db"), "--hidden", "8", "--epochs", "10",
-                 "--train-threads", "1"], stdout=log, stderr=log)
-        channel = grpc.insecure_channel(addr)
+                 os.path.join(tmp, f"{name}.db"), "--hidden", "8",
+                 "--epochs", "10", "--train-threads", "1"] + server_flags,
+                stdout=log, stderr=log)
+        if tls:
+            ssl = grpc.ssl_channel_credentials(root_certificates=read("ca.pem"))
+            # The admin's channel: the token as standard call credentials.
+            channel = grpc.secure_channel(addr, grpc.composite_channel_credentials(
+                ssl, grpc.access_token_call_credentials(admin)))
+            bare = grpc.secure_channel(addr, ssl)  # TLS, no token
+        else:
+            channel = grpc.insecure_channel(addr)
         grpc.channel_ready_future(channel).result(timeout=15)
 
         health = health_pb2_grpc.HealthStub(channel)
@@ -113,9 +128,34 @@ def main():
         if proc is not None:
             assert check("rbmrec.v1.Rbmrec") == \
                 health_pb2.HealthCheckResponse.NOT_SERVING
-        print("health: SERVING (rbmrec.v1.Rbmrec: no model yet)")
+        print(f"[{name}] health: SERVING (rbmrec.v1.Rbmrec: no model yet)")
 
         stub = pbg.RbmrecStub(channel)
+        if tls:
+            # Health needs no token; everything else does.
+            bare_health = health_pb2_grpc.HealthStub(bare)
+            assert bare_health.Check(health_pb2.HealthCheckRequest(),
+                                     timeout=5).status == SERVING
+            bare_stub = pbg.RbmrecStub(bare)
+            for md in [None, [("authorization", "Bearer rbmrec_unknown")]]:
+                try:
+                    bare_stub.GetStats(pb.GetStatsRequest(), timeout=5,
+                                       metadata=md)
+                    raise AssertionError("GetStats without a token worked")
+                except grpc.RpcError as e:
+                    assert e.code() == grpc.StatusCode.UNAUTHENTICATED, e
+            print("[tls] health without a token: SERVING; GetStats without "
+                  "a known token: UNAUTHENTICATED")
+            # A plaintext client cannot talk to the TLS server.
+            plain = grpc.insecure_channel(addr)
+            try:
+                health_pb2_grpc.HealthStub(plain).Check(
+                    health_pb2.HealthCheckRequest(), timeout=3)
+                raise AssertionError("a plaintext client reached the TLS "
+                                     "server")
+            except grpc.RpcError as e:
+                assert e.code() == grpc.StatusCode.UNAVAILABLE, e
+            plain.close()
         if proc is not None:
             batches = []
             for u in range(40):
@@ -133,13 +173,13 @@ def main():
             for p in stub.Train(pb.TrainRequest(), timeout=120):
                 final = p
             assert final.state == pb.TrainProgress.SUCCEEDED, final
-            print(f"trained model v{final.model_version}")
+            print(f"[{name}] trained model v{final.model_version}")
 
         deadline = time.time() + 10
         while check("rbmrec.v1.Rbmrec") != SERVING:
             assert time.time() < deadline, "rbmrec.v1.Rbmrec not SERVING"
             time.sleep(0.05)
-        print("health of rbmrec.v1.Rbmrec: SERVING")
+        print(f"[{name}] health of rbmrec.v1.Rbmrec: SERVING")
 
         req = pb.PredictRatingsRequest(user_id="py0", item_ids=["m0", "m1"])
         resp = stub.PredictRatings(req, timeout=5)
@@ -150,7 +190,8 @@ def main():
             assert all(math.isfinite(x) and x >= 0 for x in p.probabilities)
             assert abs(sum(p.probabilities) - 1.0) < 1e-3, p
             assert resp.scale.min <= p.expected_rating <= resp.scale.max
-            print(f"predict py0 {p.item_id}: expected {p.expected_rating:.3f}")
+            print(f"[{name}] predict py0 {p.item_id}: "
+                  f"expected {p.expected_rating:.3f}")
 
         try:
             stub.PredictRatings(pb.PredictRatingsRequest(
@@ -159,6 +200,26 @@ def main():
         except grpc.RpcError as e:
             assert e.code() == grpc.StatusCode.NOT_FOUND, e
             assert "nobody-at-all" in e.details(), e.details()
+
+        if tls:
+            # The reader's token as explicit metadata: it reads, but cannot
+            # train.
+            md = [("authorization", f"Bearer {reader}")]
+            bare_stub = pbg.RbmrecStub(bare)
+            assert bare_stub.PredictRatings(req, timeout=5,
+                                            metadata=md).model_version > 0
+            try:
+                for _ in bare_stub.Train(pb.TrainRequest(), timeout=10,
+                                         metadata=md):
+                    pass
+                raise AssertionError("the reader could train")
+            except grpc.RpcError as e:
+                assert e.code() == grpc.StatusCode.PERMISSION_DENIED, e
+                assert "admin" in e.details(), e.details()
+                denied = e.details()
+            print("[tls] reader token: PredictRatings ok, Train "
+                  f"PERMISSION_DENIED ({denied})")
+            bare.close()
         channel.close()
 
         if proc is not None:
@@ -166,15 +227,50 @@ def main():
             rc = proc.wait(timeout=20)
             proc = None
             assert rc == 0, f"server exit code {rc} after SIGTERM"
-        print("PASS")
+        print(f"[{name}] PASS")
     finally:
         if proc is not None:
             proc.kill()
             proc.wait()
             try:
-                sys.stderr.write(open(os.path.join(tmp, "server.log")).read())
+                sys.stderr.write(open(log_path).read())
             except OSError:
                 pass
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--server-bin")
+    ap.add_argument("--server")
+    ap.add_argument("--passes", default="plain,tls",
+                    help="with --server-bin: plain, tls or plain,tls")
+    ap.add_argument("--proto-dir",
+                    default=os.path.join(os.path.dirname(__file__), "..", ".."))
+    args = ap.parse_args()
+    if not args.server and not args.server_bin:
+        ap.error("give --server-bin or --server")
+    passes = args.passes.split(",") if args.server_bin and not args.server \
+        else ["plain"]
+    if not set(passes) <= {"plain", "tls"}:
+        ap.error("--passes: plain, tls or plain,tls")
+
+    try:
+        import grpc  # noqa: F401
+    except ImportError:
+        # pyenv & co. shadow Debian's python3, which has python3-grpcio.
+        if sys.executable != "/usr/bin/python3" and os.path.exists(
+                "/usr/bin/python3"):
+            os.execv("/usr/bin/python3", ["/usr/bin/python3"] + sys.argv)
+        raise
+
+    tmp = tempfile.mkdtemp(prefix="rbmrec-py-")
+    try:
+        generate_stubs(os.path.abspath(args.proto_dir), tmp)
+        sys.path.insert(0, tmp)
+        for p in passes:
+            run_pass(args, tmp, p == "tls")
+        print("PASS")
+    finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
