@@ -665,17 +665,25 @@ int64_t EstimateTrainingBytes(const DataShape& shape,
   const double n = static_cast<double>(std::max<int64_t>(0, shape.users));
   const double nnz = static_cast<double>(std::max<int64_t>(0, shape.ratings));
   // One trainer over `rows` visible units and `cases` training cases.
-  auto trainer = [&](double rows) {
+  // One trainer over `rows` visible units and `cases` training cases.
+  auto trainer = [&](double rows, double cases) {
     const double params = RbmFloats(rows, K, F) * 4;
-    return 4 * params +           // params, gradient, momentum, best copy
-           2 * B * F * 4 +        // h0 and hT of a mini-batch
-           T * (F + K) * 4 * 2 +  // Gibbs and validation scratch
-           nnz +                  // sampled visible states
-           rows * K + rows * 4;   // touched-row flags, per-item counts
+    // The ratings of one mini-batch: batch_size cases of up to 8x the mean.
+    const double batch_ratings =
+        std::min(nnz, B * std::max(1.0, 8 * nnz / std::max(1.0, cases)));
+    return 3 * params +     // params, momentum, best copy
+           4 * B * F * 4 +  // h0, hT, hidden samples, uniforms
+           batch_ratings * (16 + 4 + 8 + 8) +  // item-major index, uniforms,
+                                               // errors, per-item starts
+           T * ((F + K) * 4 * 2 +              // Gibbs and validation scratch
+                K * F * 4 +                    // an item's gradient rows
+                batch_ratings * K * 4) +       // reconstruction probabilities
+           nnz +                               // sampled visible states
+           rows * 4;  // batch slots of the visible units
   };
   const double ensemble = std::max(1, options.ensemble);
-  double bytes = ensemble * trainer(m);
-  if (options.item_based) bytes += trainer(n);
+  double bytes = ensemble * trainer(m, n);
+  if (options.item_based) bytes += trainer(n, m);
   // Ratings: the Dataset (12 bytes a rating), by-user and by-item sparse
   // copies of the whole set and of the train/validation parts (5 bytes a
   // rating each), the validation pass's per-user sums.

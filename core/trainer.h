@@ -76,9 +76,10 @@ int64_t EstimateModelBytes(const DataShape& shape, const TrainOptions& options);
 
 // Upper estimate of FitModel's peak memory for `shape` and `options`, with
 // `threads` worker threads: the finished model (EstimateModelBytes, in
-// memory), for every RBM the trainer's parameters, gradient, momentum and
-// best-epoch copy (4x the parameters), its mini-batch buffers (2 x
-// batch_size x hidden floats) and per-thread scratch, plus the rating data
+// memory), for every RBM the trainer's parameters, momentum and best-epoch
+// copy (3x the parameters), its mini-batch buffers (4 x batch_size x hidden
+// floats, and per-rating buffers for a batch of batch_size cases of up to 8x
+// the mean number of ratings) and per-thread scratch, plus the rating data
 // (the by-user and by-item sparse copies with their train/validation split)
 // and the validation pass. Counts all RBMs as if resident at once (the
 // item-based RBM trains beside the user-based ones). Pure; saturates at

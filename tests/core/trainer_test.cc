@@ -248,7 +248,7 @@ TEST(Estimate, ModelBytesWithinAFactorOfTheRealBlob) {
       EXPECT_GE(est, real) << "hidden " << hidden << " ensemble " << ensemble;
       EXPECT_LE(est, 1.5 * real + 8192)
           << "hidden " << hidden << " ensemble " << ensemble;
-      // Training holds at least the model plus four copies of the
+      // Training holds at least the model plus three copies of the
       // parameters.
       EXPECT_GT(EstimateTrainingBytes(shape, o, 1), 4 * real);
     }
