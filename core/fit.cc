@@ -129,6 +129,19 @@ absl::StatusOr<Model> FitModel(const Dataset& train,
   std::vector<Done> done(static_cast<size_t>(n_models));
   std::mutex progress_mu;  // callbacks never run concurrently
   const double step = train.scale.step();
+  // The item-based RBM trains on its own threads beside the user-based ones
+  // when there are at least two threads: the two are independent, so this
+  // scales better than splitting each mini-batch, and results do not change.
+  // Whichever side finishes first hands its threads to the other (results
+  // do not depend on the thread count either).
+  const int threads =
+      options.threads > 0
+          ? options.threads
+          : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  const bool side_by_side = options.item_based && threads >= 2;
+  ThreadShare thread_share;
+  thread_share.total = threads;
+  ThreadShare* share = side_by_side ? &thread_share : nullptr;
   auto run = [&](int index, const SparseRatings& tr, const SparseRatings& va,
                  const TrainOptions& o) -> absl::StatusOr<RbmParams> {
     ProgressFn fn;
@@ -142,7 +155,7 @@ absl::StatusOr<Model> FitModel(const Dataset& train,
         return progress(index, scaled);
       };
     }
-    absl::StatusOr<TrainResult> r = TrainRbmSplit(tr, va, K, o, fn);
+    absl::StatusOr<TrainResult> r = TrainRbmSplit(tr, va, K, o, fn, share);
     if (!r.ok()) return r.status();
     if (r->cancelled) return absl::CancelledError("training cancelled");
     Done& d = done[static_cast<size_t>(index)];
@@ -153,14 +166,6 @@ absl::StatusOr<Model> FitModel(const Dataset& train,
     d.valid_rmse = r->best_valid_rmse * step;
     return std::move(r->params);
   };
-  // The item-based RBM trains on its own thread beside the user-based ones
-  // when there are at least two threads: the two are independent, so this
-  // scales better than splitting each mini-batch, and results do not change.
-  const int threads =
-      options.threads > 0
-          ? options.threads
-          : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-  const bool side_by_side = options.item_based && threads >= 2;
   absl::StatusOr<RbmParams> item_params = absl::UnknownError("not trained");
   std::thread item_thread;
   SparseRatings train_by_item, valid_by_item;
@@ -173,6 +178,7 @@ absl::StatusOr<Model> FitModel(const Dataset& train,
     item.seed = options.seed + 0x17e4;
     item.threads = item_threads;
     item_params = run(options.ensemble, train_by_item, valid_by_item, item);
+    thread_share.spare.fetch_add(item_threads);
   };
   if (side_by_side) item_thread = std::thread(train_item, threads / 2);
   absl::Status user_status;
@@ -187,6 +193,7 @@ absl::StatusOr<Model> FitModel(const Dataset& train,
       user_status = p.status();
     }
   }
+  thread_share.spare.fetch_add(threads - threads / 2);
   if (item_thread.joinable()) item_thread.join();
   if (!user_status.ok()) return user_status;
   double mixed_valid_rmse = -1;  // of the served (mixed) prediction

@@ -22,9 +22,17 @@ class ThreadPool {
 
   int size() const { return num_threads_; }
 
-  // Splits [0, n) into size() contiguous chunks (chunk t goes to worker t)
+  // From the next ParallelFor on, split the work over the first
+  // min(max(width, 1), size()) threads only (the others stay idle). Owner
+  // thread only, between ParallelFor calls.
+  void SetWidth(int width) {
+    width_ = width < 1 ? 1 : (width > num_threads_ ? num_threads_ : width);
+  }
+  int width() const { return width_; }
+
+  // Splits [0, n) into width() contiguous chunks (chunk t goes to worker t)
   // and runs fn(t, begin, end) for each, returning when all are done.
-  // Chunk boundaries depend on size(); callers that need results
+  // Chunk boundaries depend on width(); callers that need results
   // independent of the thread count must make fn's per-element work
   // independent of the chunking.
   void ParallelFor(int64_t n,
@@ -34,6 +42,8 @@ class ThreadPool {
   void Worker(int index);
 
   int num_threads_;
+  int width_;      // threads used by the next ParallelFor (owner only)
+  int parts_ = 1;  // chunks of the current ParallelFor (under mu_)
   std::vector<std::thread> threads_;
   std::mutex mu_;
   std::condition_variable work_cv_;

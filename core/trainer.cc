@@ -178,15 +178,15 @@ struct Scratch : GibbsScratch {
 
 class CdTrainer {
  public:
+  // A pool of `pool_threads` workers, of which the first `threads` are
+  // used until SetThreads says otherwise.
   CdTrainer(const SparseRatings& train, const SparseRatings& valid, int K,
-            const TrainOptions& o)
+            const TrainOptions& o, int threads, int pool_threads)
       : train_(train),
         valid_(valid),
         o_(o),
-        pool_(o.threads > 0
-                  ? o.threads
-                  : std::max(1, static_cast<int>(
-                                    std::thread::hardware_concurrency()))) {
+        pool_(std::max(threads, pool_threads)) {
+    pool_.SetWidth(threads);
     p_.Resize(train.cols, K, o.hidden);
     Rng rng(StreamSeed(o.seed, 0x1417));
     for (Eigen::Index r = 0; r < p_.W.rows(); ++r) {
@@ -204,6 +204,9 @@ class CdTrainer {
   }
 
   RbmParams& params() { return p_; }
+  // Threads used from the next parallel loop on (at most the pool's size).
+  // Results do not depend on it.
+  void SetThreads(int threads) { pool_.SetWidth(threads); }
 
   // One epoch of CD-T over all users in a seeded order; returns the
   // reconstruction RMSE of the training ratings.
@@ -550,7 +553,8 @@ absl::StatusOr<TrainResult> TrainRbm(const SparseRatings& by_user, int K,
 absl::StatusOr<TrainResult> TrainRbmSplit(const SparseRatings& train,
                                           const SparseRatings& valid, int K,
                                           const TrainOptions& o,
-                                          const ProgressFn& progress) {
+                                          const ProgressFn& progress,
+                                          ThreadShare* share) {
   if (absl::Status s = ValidateTrainOptions(o); !s.ok()) return s;
   if (train.rows != valid.rows || train.cols != valid.cols) {
     return absl::InvalidArgumentError(
@@ -572,13 +576,21 @@ absl::StatusOr<TrainResult> TrainRbmSplit(const SparseRatings& train,
   TrainResult result;
   result.train_ratings = train.nnz();
   result.valid_ratings = valid.nnz();
-  CdTrainer trainer(train, valid, K, o);
+  const int threads =
+      o.threads > 0
+          ? o.threads
+          : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  CdTrainer trainer(train, valid, K, o, threads,
+                    share != nullptr ? share->total : threads);
   const bool have_valid = valid.nnz() > 0;
   double best = std::numeric_limits<double>::infinity();
   int since_best = 0;
   int adaptive_level = 0;
   float lr = o.learning_rate;
   for (int epoch = 1; epoch <= o.max_epochs; ++epoch) {
+    if (share != nullptr) {
+      trainer.SetThreads(threads + share->spare.load());
+    }
     const auto te = Clock::now();
     EpochStats st;
     st.epoch = epoch;

@@ -1,6 +1,7 @@
 #ifndef RBMREC_CORE_TRAINER_H_
 #define RBMREC_CORE_TRAINER_H_
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -121,12 +122,25 @@ absl::StatusOr<TrainResult> TrainRbm(const SparseRatings& by_user, int K,
                                      const TrainOptions& options,
                                      const ProgressFn& progress = nullptr);
 
+// Threads that work running side by side hands on: whoever finishes adds
+// its threads to `spare`, and a running trainer given the ThreadShare uses
+// its own threads plus the spare ones from its next epoch on, up to
+// `total`. Results never depend on it (see TrainRbm).
+struct ThreadShare {
+  int total = 1;              // threads of all the work together
+  std::atomic<int> spare{0};  // threads of work that has finished
+};
+
 // Same, with the validation part given explicitly (rows and cols of `valid`
-// must match `train`); options.validation_fraction is ignored.
+// must match `train`); options.validation_fraction is ignored. With `share`
+// the trainer keeps a pool of share->total threads and uses options.threads
+// of them plus share->spare (see ThreadShare), read at the start of every
+// epoch; the caller adds to share->spare when its other work finishes.
 absl::StatusOr<TrainResult> TrainRbmSplit(const SparseRatings& train,
                                           const SparseRatings& valid, int K,
                                           const TrainOptions& options,
-                                          const ProgressFn& progress = nullptr);
+                                          const ProgressFn& progress = nullptr,
+                                          ThreadShare* share = nullptr);
 
 // Holds out about `fraction` of each row's entries (at least one kept),
 // seeded per row from `seed`.
