@@ -3,10 +3,10 @@
 // file). Prints microseconds per call (best of --rounds rounds, each over
 // --users users; thread CPU time) for
 //   predict10_exact / predict10_meanfield  Model::Predict of 10 items
-//   all_meanfield                         PredictAllFast, every item
+//   all_meanfield                         PredictAll, every item
 //   score_all_meanfield                   ScoreAllMeanField (Recommend's
 //                                         first stage: scores only)
-//   all_exact                             PredictAllFast, every item, Eq. 7
+//   all_exact                             PredictAll, every item, Eq. 7
 //   rescore50_exact                       Model::Predict of 50 items
 // and, for Recommend's two-stage ranking (mean field for all items, exact
 // for the best C), how many of the exact top 10 each C recovers.
@@ -28,7 +28,7 @@
 #include "core/fit.h"
 #include "core/model_file.h"
 #include "core/readers.h"
-#include "server/fast_predict.h"
+#include "core/scoring.h"
 
 namespace rbmrec {
 namespace {
@@ -148,6 +148,7 @@ int Main(int argc, char** argv) {
   std::vector<float> out(50 * static_cast<size_t>(K));
   RowMatrixXf all;
   double sink = 0;
+  ScoringScratch scratch;
   auto predict = [&](size_t n, PredictMethod method) {
     return [&, n, method](const User& u) {
       const std::vector<int32_t> q = query(n, u.index);
@@ -157,7 +158,7 @@ int Main(int argc, char** argv) {
   };
   auto score_all = [&](PredictMethod method) {
     return [&, method](const User& u) {
-      server::PredictAllFast(*model, u.index, u.ratings.view(), method, &all);
+      PredictAll(*model, u.index, u.ratings.view(), method, &all, &scratch);
       sink += all(0, 0);
     };
   };
@@ -173,8 +174,8 @@ int Main(int argc, char** argv) {
         static_cast<float>(model->scale().Value(k));
   }
   const double scorem = TimeUs(users, rounds, [&](const User& u) {
-    server::ScoreAllMeanField(*model, u.index, u.ratings.view(),
-                              rating_values.data(), scores.data());
+    ScoreAllMeanField(*model, u.index, u.ratings.view(), rating_values.data(),
+                      scores.data(), &scratch);
     sink += scores[0];
   });
   const double alle =
@@ -189,15 +190,15 @@ int Main(int argc, char** argv) {
   for (const User& u : users) {
     std::vector<uint8_t> rated(static_cast<size_t>(m), 0);
     for (int32_t i : u.ratings.items) rated[static_cast<size_t>(i)] = 1;
-    server::PredictAllFast(*model, u.index, u.ratings.view(),
-                           PredictMethod::kExact, &exact_all);
-    server::PredictAllFast(*model, u.index, u.ratings.view(),
-                           PredictMethod::kMeanField, &mf_all);
+    PredictAll(*model, u.index, u.ratings.view(), PredictMethod::kExact,
+               &exact_all, &scratch);
+    PredictAll(*model, u.index, u.ratings.view(), PredictMethod::kMeanField,
+               &mf_all, &scratch);
     const std::vector<int32_t> want = TopN(*model, exact_all, rated, 10);
     for (size_t c = 0; c < cs.size(); ++c) {
       const std::vector<int32_t> cand = TopN(*model, mf_all, rated, cs[c]);
       // Re-score the candidates exactly (rows copied from exact_all, which
-      // PredictAllFast computed with the same rule) and take their top 10.
+      // PredictAll computed with the same rule) and take their top 10.
       std::vector<std::pair<double, int32_t>> s;
       for (int32_t i : cand) {
         s.emplace_back(-model->Expectation(exact_all.row(i).data()), i);

@@ -166,40 +166,4 @@ void Model::MixItemRbm(int32_t user, PredictMethod method, RowMatrixXf* out,
   }
 }
 
-void Model::PredictAll(int32_t user, const VisibleSet& v, PredictMethod method,
-                       RowMatrixXf* out, Scratch* scratch) const {
-  const int K = this->K();
-  const int32_t m = num_items();
-  out->setZero(m, K);
-  const float inv =
-      p_.members.empty() ? 0.f : 1.0f / static_cast<float>(p_.members.size());
-  for (const RbmParams& p : p_.members) {
-    Eigen::VectorXf x(p.F);
-    HiddenInput(p, v, x.data());
-    Eigen::VectorXf scores(p.W.rows());
-    if (method == PredictMethod::kMeanField) {
-      SigmoidInPlace(x.data(), p.F);
-      scores.noalias() = p.W * x;  // one (m*K x F) matrix-vector product
-      scores += p.b;
-    } else {
-      for (Eigen::Index r = 0; r < p.W.rows(); ++r) {
-        scores[r] = p.b[r] + SoftplusSum(x.data(), p.W.row(r).data(), p.F);
-      }
-    }
-    SoftmaxRows(scores.data(), m, K);
-    for (int32_t i = 0; i < m; ++i) {
-      out->row(i) +=
-          inv * scores.segment(static_cast<int64_t>(i) * K, K).transpose();
-    }
-  }
-  MixItemRbm(user, method, out, scratch);
-  std::vector<float> fb(static_cast<size_t>(K));
-  FallbackDistribution(v, fb.data());
-  for (int32_t i = 0; i < m; ++i) {
-    if (!Trained(i) || p_.members.empty() || !out->row(i).allFinite()) {
-      for (int k = 0; k < K; ++k) (*out)(i, k) = fb[static_cast<size_t>(k)];
-    }
-  }
-}
-
 }  // namespace rbmrec

@@ -84,8 +84,8 @@ struct ModelParams {
 //     says; see ItemHistogram().
 class Model {
  public:
-  // Buffers for the all-item scorers, owned by one thread and passed
-  // explicitly (no hidden thread_local state). Not thread-safe.
+  // Buffers of MixItemRbm, owned by one thread and passed explicitly.
+  // Not thread-safe.
   struct Scratch {
     RowMatrixXf logits;
   };
@@ -157,19 +157,9 @@ class Model {
     Predict(-1, v, query, method, out, fallback);
   }
 
-  // Distributions for every model item (num_items() x K, row-major), one
-  // matrix-vector product per member for mean field. Rows of untrained items
-  // hold the fallback.
-  void PredictAll(int32_t user, const VisibleSet& v, PredictMethod method,
-                  RowMatrixXf* out, Scratch* scratch) const;
-  void PredictAll(const VisibleSet& v, PredictMethod method, RowMatrixXf* out,
-                  Scratch* scratch) const {
-    PredictAll(-1, v, method, out, scratch);
-  }
-
   // Mixes the I-RBM part into `out` (num_items() x K distributions of the
   // user-based part): row i becomes w*row + (1-w)*p_I for every item where
-  // UsesItemRbm(user, i). Used by PredictAll and by faster scorers.
+  // UsesItemRbm(user, i). Used by the all-item scorers (core/scoring.h).
   void MixItemRbm(int32_t user, PredictMethod method, RowMatrixXf* out,
                   Scratch* scratch) const;
 

@@ -12,7 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/error_reason.h"
-#include "server/fast_predict.h"
+#include "core/recommend.h"
 #include "server/log.h"
 #include "server/request_checks.h"
 
@@ -489,8 +489,11 @@ absl::StatusOr<v1::RecommendResponse> RbmrecService::Recommend(
   absl::StatusOr<UserView> user =
       caches_->Resolve(served->model, request.user_id(), request.ratings());
   if (!user.ok()) return user.status();
-  const std::vector<Ranked> ranked = RankItems(
-      model, user->model_user, user->ratings(), user->rated_items(), ro);
+  // Each RPC thread keeps its own scoring buffers, sized to the model.
+  thread_local ScoringScratch scratch;
+  const std::vector<Ranked> ranked =
+      RankItems(model, user->model_user, user->ratings(), user->rated_items(),
+                ro, &scratch);
   std::vector<std::string> ids;
   ids.reserve(ranked.size());
   for (const Ranked& r : ranked) ids.push_back(model.items().Name(r.item));

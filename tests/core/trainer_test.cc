@@ -160,41 +160,6 @@ TEST(Fit, FallbackForUnknownItemsAndUsers) {
 namespace rbmrec {
 namespace {
 
-TEST(Fit, PredictAllMatchesPredictForNewAndTrainingUsers) {
-  auto s = testing_data::PlantedRatings(60, 25, 2, 0.4, 13);
-  TrainOptions o;
-  o.hidden = 8;
-  o.max_epochs = 4;
-  auto model = FitModel(s.train, o);
-  ASSERT_TRUE(model.ok());
-  ASSERT_GT(model->item_rbm().F, 0);
-  *model = WithUserWeight(*std::move(model), 0.4f);  // exercise the mix
-  const SparseRatings by_user = s.train.ByUser();
-  const int K = model->K();
-  std::vector<int32_t> all(static_cast<size_t>(model->num_items()));
-  for (int32_t i = 0; i < model->num_items(); ++i)
-    all[static_cast<size_t>(i)] = i;
-  for (int32_t user : {-1, 5}) {
-    VisibleSet v{by_user.col.data() + by_user.offsets[5],
-                 by_user.k.data() + by_user.offsets[5], by_user.RowSize(5)};
-    for (PredictMethod method :
-         {PredictMethod::kExact, PredictMethod::kMeanField}) {
-      RowMatrixXf got;
-      Model::Scratch scratch;
-      model->PredictAll(user, v, method, &got, &scratch);
-      std::vector<float> want(all.size() * K);
-      model->Predict(user, v, all, method, want.data(), nullptr);
-      for (size_t i = 0; i < all.size(); ++i) {
-        for (int k = 0; k < K; ++k) {
-          EXPECT_NEAR(got(static_cast<Eigen::Index>(i), k), want[i * K + k],
-                      1e-5)
-              << "user " << user << " item " << i;
-        }
-      }
-    }
-  }
-}
-
 // item_hT is sigmoid(item_x)^T: building a model (fitting, loading, from
 // edited parameters) and AddItems keep it in step.
 TEST(Fit, ItemHiddenFollowsItemInputs) {

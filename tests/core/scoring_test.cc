@@ -1,4 +1,4 @@
-#include "server/fast_predict.h"
+#include "core/scoring.h"
 
 #include <cmath>
 #include <string>
@@ -9,10 +9,10 @@
 #include "gtest/gtest.h"
 #include "tests/core/synthetic.h"
 
-namespace rbmrec::server {
+namespace rbmrec {
 namespace {
 
-TEST(PredictAllFast, MatchesModelPredictAll) {
+TEST(PredictAll, MatchesModelPredictItemByItem) {
   Dataset ds;
   for (int u = 0; u < 50; ++u) {
     for (int i = 0; i < 30; ++i) {
@@ -36,21 +36,36 @@ TEST(PredictAllFast, MatchesModelPredictAll) {
   user.items = {0, 3, 7};
   user.ks = {4, 0, 2};
   ASSERT_GT(model->item_rbm().F, 0);
+  std::vector<int32_t> all(static_cast<size_t>(model->num_items()));
+  for (int32_t i = 0; i < model->num_items(); ++i) {
+    all[static_cast<size_t>(i)] = i;
+  }
+  const int K = model->K();
+  ScoringScratch scratch;
   // A new user (U-RBM alone) and a training user (U and I mixed).
   for (int32_t model_user : {-1, 3}) {
     for (PredictMethod method :
          {PredictMethod::kExact, PredictMethod::kMeanField}) {
-      RowMatrixXf want, got, u_only;
-      Model::Scratch scratch;
-      model->PredictAll(model_user, user.view(), method, &want, &scratch);
-      PredictAllFast(*model, model_user, user.view(), method, &got);
-      ASSERT_EQ(want.rows(), got.rows());
-      ASSERT_EQ(want.cols(), got.cols());
-      EXPECT_LT((want - got).cwiseAbs().maxCoeff(), 1e-5f);
-      model->PredictAll(-1, user.view(), method, &u_only, &scratch);
+      RowMatrixXf got, u_only;
+      PredictAll(*model, model_user, user.view(), method, &got, &scratch);
+      std::vector<float> want(all.size() * static_cast<size_t>(K));
+      model->Predict(model_user, user.view(), all, method, want.data(),
+                     nullptr);
+      ASSERT_EQ(got.rows(), model->num_items());
+      ASSERT_EQ(got.cols(), K);
+      for (int32_t i = 0; i < model->num_items(); ++i) {
+        for (int k = 0; k < K; ++k) {
+          EXPECT_NEAR(got(i, k),
+                      want[static_cast<size_t>(i) * static_cast<size_t>(K) +
+                           static_cast<size_t>(k)],
+                      1e-5)
+              << "user " << model_user << " item " << i;
+        }
+      }
+      PredictAll(*model, -1, user.view(), method, &u_only, &scratch);
       if (model_user >= 0 && model->user_weight() < 1.0f) {
         // The item-based part really changes the answer.
-        EXPECT_GT((want - u_only).cwiseAbs().maxCoeff(), 1e-4f);
+        EXPECT_GT((got - u_only).cwiseAbs().maxCoeff(), 1e-4f);
       }
     }
   }
@@ -88,12 +103,12 @@ TEST(ScoreAllMeanField, IsTheExpectationOfPredictAll) {
     for (int32_t model_user : {-1, 2}) {
       for (const std::vector<float>& values : all_values) {
         RowMatrixXf probs;
-        Model::Scratch scratch;
-        model->PredictAll(model_user, user.view(), PredictMethod::kMeanField,
-                          &probs, &scratch);
+        ScoringScratch scratch;
+        PredictAll(*model, model_user, user.view(), PredictMethod::kMeanField,
+                   &probs, &scratch);
         std::vector<float> scores(static_cast<size_t>(model->num_items()));
         ScoreAllMeanField(*model, model_user, user.view(), values.data(),
-                          scores.data());
+                          scores.data(), &scratch);
         for (int32_t i = 0; i < model->num_items(); ++i) {
           if (!model->Trained(i)) {
             EXPECT_TRUE(std::isnan(scores[static_cast<size_t>(i)]));
@@ -111,4 +126,4 @@ TEST(ScoreAllMeanField, IsTheExpectationOfPredictAll) {
 }
 
 }  // namespace
-}  // namespace rbmrec::server
+}  // namespace rbmrec

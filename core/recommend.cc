@@ -1,0 +1,112 @@
+#include "core/recommend.h"
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
+#include <vector>
+
+namespace rbmrec {
+
+std::vector<Ranked> RankItems(const Model& model, int32_t user,
+                              const VisibleSet& v,
+                              const std::vector<int32_t>& excluded_items,
+                              const RankOptions& opt, ScoringScratch* scratch) {
+  const int K = model.K();
+  const int32_t m = model.num_items();
+  const bool by_prob = opt.k0 >= 0;
+  const PredictMethod method = opt.method;
+  std::vector<float>& values = scratch->values;
+  values.resize(static_cast<size_t>(K));
+  for (int k = 0; k < K; ++k) {
+    values[static_cast<size_t>(k)] =
+        by_prob ? (k >= opt.k0 ? 1.0f : 0.0f)
+                : static_cast<float>(model.scale().Value(k));
+  }
+  auto score_of = [&](const float* p) {
+    float score = 0;
+    if (by_prob) {
+      for (int k = opt.k0; k < K; ++k) score += p[k];
+    } else {
+      score = static_cast<float>(model.Expectation(p));
+    }
+    return score;
+  };
+  auto sane = [K](const float* p) {
+    double sum = 0;
+    for (int k = 0; k < K; ++k) {
+      if (!std::isfinite(p[k]) || p[k] < 0) return false;
+      sum += p[k];
+    }
+    return std::abs(sum - 1.0) < 1e-3;
+  };
+  std::vector<uint8_t>& excluded = scratch->excluded;
+  excluded.assign(static_cast<size_t>(m), 0);
+  for (const int32_t idx : excluded_items) {
+    if (idx >= 0 && idx < m) excluded[static_cast<size_t>(idx)] = 1;
+  }
+  auto better = [&](const std::pair<float, int32_t>& a,
+                    const std::pair<float, int32_t>& b) {
+    if (a.first != b.first) return a.first > b.first;
+    return model.items().Name(a.second) < model.items().Name(b.second);
+  };
+  std::vector<float>& first = scratch->first;
+  RowMatrixXf& all = scratch->all;
+  std::vector<std::pair<float, int32_t>>& cand = scratch->cand;
+  const bool exact_all = method == PredictMethod::kExact && opt.candidates == 0;
+  first.resize(static_cast<size_t>(m));
+  if (exact_all) {
+    PredictAll(model, user, v, PredictMethod::kExact, &all, scratch);
+    for (int32_t i = 0; i < m; ++i) {
+      const float* p = all.row(i).data();
+      first[static_cast<size_t>(i)] =
+          model.Trained(i) && sane(p) ? score_of(p) : NAN;
+    }
+  } else {
+    ScoreAllMeanField(model, user, v, values.data(), first.data(), scratch);
+  }
+  cand.clear();
+  for (int32_t i = 0; i < m; ++i) {
+    const float score = first[static_cast<size_t>(i)];
+    if (excluded[static_cast<size_t>(i)] || !std::isfinite(score)) continue;
+    cand.emplace_back(score, i);
+  }
+  const size_t n = static_cast<size_t>(std::max(1, opt.n));
+  const size_t c = std::min(
+      cand.size(),
+      exact_all || method == PredictMethod::kMeanField
+          ? n
+          : std::max(static_cast<size_t>(std::max(0, opt.candidates)), 3 * n));
+  std::nth_element(cand.begin(), cand.begin() + static_cast<std::ptrdiff_t>(c),
+                   cand.end(), better);
+  cand.resize(c);
+  // Stage 2: the candidates' distributions by the requested method.
+  std::vector<float>& probs = scratch->probs;
+  std::vector<int32_t>& query = scratch->query;
+  query.resize(c);
+  for (size_t r = 0; r < c; ++r) query[r] = cand[r].second;
+  probs.resize(c * static_cast<size_t>(K));
+  model.Predict(user, v, query, method, probs.data(), nullptr);
+  std::vector<std::pair<float, int32_t>> ranked;  // (score, item)
+  ranked.reserve(c);
+  for (size_t r = 0; r < c; ++r) {
+    const float* p = probs.data() + r * static_cast<size_t>(K);
+    if (!sane(p)) continue;  // never hand out NaN
+    ranked.emplace_back(score_of(p), static_cast<int32_t>(r));
+  }
+  auto better_row = [&](const std::pair<float, int32_t>& a,
+                        const std::pair<float, int32_t>& b) {
+    return better({a.first, query[static_cast<size_t>(a.second)]},
+                  {b.first, query[static_cast<size_t>(b.second)]});
+  };
+  std::sort(ranked.begin(), ranked.end(), better_row);
+  std::vector<Ranked> out;
+  for (size_t r = 0; r < std::min(ranked.size(), n); ++r) {
+    const size_t row = static_cast<size_t>(ranked[r].second);
+    out.push_back(
+        Ranked{query[row], ranked[r].first,
+               model.Expectation(probs.data() + row * static_cast<size_t>(K))});
+  }
+  return out;
+}
+
+}  // namespace rbmrec

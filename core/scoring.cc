@@ -1,0 +1,101 @@
+#include "core/scoring.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "core/rbm.h"
+
+namespace rbmrec {
+namespace {
+
+// s->scores = the K logits of every item (item-major) of one user-based RBM
+// for the user's ratings v: b + W sigmoid(x) for mean field, b + sum_j
+// softplus(x_j + W_j) for the exact rule, with x = HiddenInput(p, v).
+void MemberLogits(const RbmParams& p, const VisibleSet& v, PredictMethod method,
+                  ScoringScratch* s) {
+  s->x.resize(p.F);
+  HiddenInput(p, v, s->x.data());
+  const Eigen::Index rows = p.W.rows();
+  s->scores.resize(rows);
+  if (method == PredictMethod::kMeanField) {
+    SigmoidInPlace(s->x.data(), p.F);
+    s->scores.noalias() = p.W * s->x;
+    s->scores += p.b;
+  } else {
+    for (Eigen::Index r = 0; r < rows; ++r) {
+      s->scores[r] = p.b[r] + SoftplusSum(s->x.data(), p.W.row(r).data(), p.F);
+    }
+  }
+}
+
+}  // namespace
+
+void PredictAll(const Model& model, int32_t user, const VisibleSet& v,
+                PredictMethod method, RowMatrixXf* out,
+                ScoringScratch* scratch) {
+  ScoringScratch& s = *scratch;
+  const int K = model.K();
+  const int32_t m = model.num_items();
+  out->setZero(m, K);
+  const float inv = model.members().empty()
+                        ? 0.f
+                        : 1.0f / static_cast<float>(model.members().size());
+  for (const RbmParams& p : model.members()) {
+    MemberLogits(p, v, method, &s);
+    SoftmaxRows(s.scores.data(), m, K);
+    // out (m x K, row-major) += inv * scores, viewed as the same shape.
+    out->array() +=
+        inv * Eigen::Map<const RowMatrixXf>(s.scores.data(), m, K).array();
+  }
+  model.MixItemRbm(user, method, out, &s.model);
+  s.fallback.resize(static_cast<size_t>(K));
+  bool have_fallback = false;
+  for (int32_t i = 0; i < m; ++i) {
+    if (!model.Trained(i) || model.members().empty() ||
+        !out->row(i).allFinite()) {
+      if (!have_fallback) {
+        model.FallbackDistribution(v, s.fallback.data());
+        have_fallback = true;
+      }
+      for (int k = 0; k < K; ++k) {
+        (*out)(i, k) = s.fallback[static_cast<size_t>(k)];
+      }
+    }
+  }
+}
+
+void ScoreAllMeanField(const Model& model, int32_t user, const VisibleSet& v,
+                       const float* values, float* scores,
+                       ScoringScratch* scratch) {
+  ScoringScratch& s = *scratch;
+  const int K = model.K();
+  const int32_t m = model.num_items();
+  std::fill(scores, scores + m, 0.0f);
+  s.part.resize(static_cast<size_t>(m));
+  // The score is linear in the distribution, so the ensemble average and
+  // the U/I mix apply to the per-RBM scores.
+  const float inv = model.members().empty()
+                        ? 0.f
+                        : 1.0f / static_cast<float>(model.members().size());
+  for (const RbmParams& p : model.members()) {
+    MemberLogits(p, v, PredictMethod::kMeanField, &s);
+    SoftmaxDotRows(s.scores.data(), m, K, values, s.part.data());
+    for (int32_t i = 0; i < m; ++i) scores[i] += inv * s.part[i];
+  }
+  if (model.ItemRbmServes(user)) {
+    model.ItemRbmMeanFieldLogits(user, &s.logits);
+    SoftmaxDotRows(s.logits.data(), m, K, values, s.part.data());
+    const float w = model.user_weight();
+    for (int32_t i = 0; i < m; ++i) {
+      if (model.UsesItemRbm(user, i)) {
+        scores[i] = w * scores[i] + (1 - w) * s.part[i];
+      }
+    }
+  }
+  for (int32_t i = 0; i < m; ++i) {
+    if (!model.Trained(i) || model.members().empty()) scores[i] = NAN;
+  }
+}
+
+}  // namespace rbmrec

@@ -1,0 +1,64 @@
+#ifndef RBMREC_CORE_SCORING_H_
+#define RBMREC_CORE_SCORING_H_
+
+// The all-item scorers: every item's distribution (or ranking score) for one
+// user, the same numbers Model::Predict gives item by item (exact rule or
+// mean field, ensemble average, U/I mix, the model's fallback for untrained
+// items), without allocations once the caller's scratch has grown: one
+// matrix-vector product per RBM for mean field, the exact rule's softplus
+// sums vectorized. Used by Recommend (core/recommend.h), the server and the
+// evaluation tools.
+//
+// Thread-safe as long as each thread passes its own scratch; `model` is
+// only read.
+
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "core/model.h"
+
+namespace rbmrec {
+
+// Buffers of the scorers and of RankItems (core/recommend.h), owned by one
+// thread and passed explicitly; they grow to the model's size and are
+// reused. Not thread-safe.
+struct ScoringScratch {
+  Eigen::VectorXf x;
+  Eigen::VectorXf scores;
+  std::vector<float> fallback;
+  std::vector<float> part;  // per-item scores of one RBM
+  RowMatrixXf logits;
+  Model::Scratch model;
+  // RankItems' buffers.
+  std::vector<float> values, first, probs;
+  std::vector<uint8_t> excluded;
+  std::vector<int32_t> query;
+  std::vector<std::pair<float, int32_t>> cand;
+  RowMatrixXf all;
+};
+
+}  // namespace rbmrec
+
+namespace rbmrec {
+
+// out: num_items() x K, row-major, each row summing to 1.
+// `user` is the model user index (Model::users) or -1 (see Model::Predict).
+void PredictAll(const Model& model, int32_t user, const VisibleSet& v,
+                PredictMethod method, RowMatrixXf* out,
+                ScoringScratch* scratch);
+
+// Ranking scores of every item by mean field, without the distributions:
+// scores[i] = sum_k values[k] * p(v_i = k) with p the mean-field
+// distribution of PredictAll (ensemble average, U/I mix), e.g. values =
+// the rating values for the expected rating, or 0/1 for the probability of
+// a rating >= a threshold. Items without training data (Model::Trained
+// false) get NaN, so rankers skip them.
+// REQUIRES: values has K entries; scores has num_items() entries.
+void ScoreAllMeanField(const Model& model, int32_t user, const VisibleSet& v,
+                       const float* values, float* scores,
+                       ScoringScratch* scratch);
+
+}  // namespace rbmrec
+
+#endif  // RBMREC_CORE_SCORING_H_
