@@ -8,12 +8,14 @@
 
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "CLI/CLI.hpp"
@@ -22,9 +24,12 @@
 #include "absl/strings/str_format.h"
 #include "core/cpu_check.h"
 #include "core/fit.h"
+#include "core/metrics.h"
 #include "core/model_file.h"
 #include "core/readers.h"
+#include "core/recommend.h"
 #include "core/rng.h"
+#include "core/thread_pool.h"
 
 namespace rbmrec {
 namespace {
@@ -34,6 +39,8 @@ struct Args {
   std::string save_model, cd, predict = "exact";
   double split = 0.9;
   bool json = false, lenient = false, quiet = false;
+  int topn = 0;           // 0: no ranking metrics
+  double relevant = 4.0;  // test ratings >= this are relevant
   TrainOptions o;
 };
 
@@ -114,6 +121,16 @@ void AddFlags(CLI::App* app, Args* a) {
   app->add_flag("--json", a->json,
                 "print one JSON object with the results on stdout");
   app->add_flag("--quiet", a->quiet, "no per-epoch progress on stderr");
+  app->add_option("--topn", a->topn,
+                  "also rank N items for every test user with a relevant "
+                  "test rating (candidates: items not rated in training) "
+                  "and report precision@N, recall@N and NDCG@N of each "
+                  "ranking beside a most-popular list (0: off)")
+      ->check(CLI::Range(0, 10000));
+  app->add_option("--relevant", a->relevant,
+                  "a test rating >= this value is relevant for --topn; also "
+                  "the threshold of the p(rating >= t) ranking")
+      ->check(Finite());
 }
 
 double PeakRssMb() {
@@ -269,8 +286,34 @@ int Run(int argc, char** argv) {
   const double train_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
           .count();
+  const SparseRatings train_by_user = train->ByUser();
   const EvalMetrics m =
-      Evaluate(*model, train->ByUser(), test, a.o.predict, a.o.threads);
+      Evaluate(*model, train_by_user, test, a.o.predict, a.o.threads);
+  std::vector<TopNResult> topn;
+  int64_t topn_users = 0;
+  if (a.topn > 0) {
+    topn = EvaluateTopN(*model, train_by_user, test, a.relevant, a.topn,
+                        a.o.threads, &topn_users);
+  }
+  std::string topn_json, topn_text;
+  if (a.topn > 0) {
+    topn_json = absl::StrFormat(
+        ", \"topn\": {\"n\": %d, \"relevant\": %g, \"users\": %d", a.topn,
+        a.relevant, topn_users);
+    for (const TopNResult& r : topn) {
+      absl::StrAppendFormat(&topn_json,
+                            ", \"%s\": {\"precision\": %.6f, \"recall\": "
+                            "%.6f, \"ndcg\": %.6f}",
+                            r.name, r.mean.precision, r.mean.recall,
+                            r.mean.ndcg);
+      absl::StrAppendFormat(&topn_text,
+                            "\ntop %d (%d users, relevant >= %g) %-16s "
+                            "precision %.4f  recall %.4f  ndcg %.4f",
+                            a.topn, topn_users, a.relevant, r.name.c_str(),
+                            r.mean.precision, r.mean.recall, r.mean.ndcg);
+    }
+    topn_json += "}";
+  }
   if (!a.save_model.empty()) {
     if (absl::Status s = SaveModelFile(*model, a.save_model); !s.ok()) {
       return Fail(s);
@@ -291,7 +334,8 @@ int Run(int argc, char** argv) {
         "\"per_item_normalize\": %s, \"validation\": %g, \"patience\": %d, "
         "\"ensemble\": %d, \"item_based\": %s, \"user_weight\": %g, "
         "\"predict\": \"%s\", \"seed\": %llu, \"threads\": "
-        "%d}}\n",
+        "%d}, \"nll\": %.6f, \"ece\": %.6f, \"hist_nll\": %.6f, "
+        "\"hist_ece\": %.6f%s}\n",
         m.rmse, m.mae, static_cast<long long>(m.n),
         static_cast<long long>(m.n_fallback), model->summary().epochs_run,
         model->summary().best_epoch, model->summary().valid_rmse, train_seconds,
@@ -303,15 +347,18 @@ int Run(int argc, char** argv) {
         o.patience, o.ensemble, o.item_based ? "true" : "false",
         static_cast<double>(model->user_weight()),
         o.predict == PredictMethod::kExact ? "exact" : "meanfield",
-        static_cast<unsigned long long>(o.seed), o.threads);
+        static_cast<unsigned long long>(o.seed), o.threads, m.nll, m.ece,
+        m.hist_nll, m.hist_ece, topn_json.c_str());
   } else {
     std::printf(
         "rmse %.4f  mae %.4f  n_test %lld  n_fallback %lld  epochs_run %d  "
         "best_epoch %d  train_seconds %.2f  train_ratings_per_second %.0f  "
-        "peak_rss_mb %.1f\n",
+        "peak_rss_mb %.1f\nnll %.4f  ece %.4f  (item histogram: nll %.4f  "
+        "ece %.4f)%s\n",
         m.rmse, m.mae, static_cast<long long>(m.n),
         static_cast<long long>(m.n_fallback), model->summary().epochs_run,
-        model->summary().best_epoch, train_seconds, rps, PeakRssMb());
+        model->summary().best_epoch, train_seconds, rps, PeakRssMb(), m.nll,
+        m.ece, m.hist_nll, m.hist_ece, topn_text.c_str());
   }
   return 0;
 }

@@ -4,9 +4,12 @@
 #include <cmath>
 #include <limits>
 #include <mutex>
+#include <string>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "core/metrics.h"
+#include "core/recommend.h"
 #include "core/thread_pool.h"
 
 namespace rbmrec {
@@ -246,6 +249,9 @@ EvalMetrics Evaluate(const Model& model, const SparseRatings& train_by_user,
   }
   std::vector<double> pred(test.size(), 0.0);
   std::vector<char> fell(test.size(), 0);
+  // The distribution behind each prediction (test order), for the
+  // likelihood and calibration metrics.
+  std::vector<float> dist(test.size() * static_cast<size_t>(K), 0.0f);
   double global = 0, total = 0;
   for (size_t x = 0; x < model.item_hist().size(); ++x) {
     global +=
@@ -277,18 +283,22 @@ EvalMetrics Evaluate(const Model& model, const SparseRatings& train_by_user,
           for (size_t t = gb; t < ge; ++t) {
             const size_t q = t - gb;
             const int64_t idx = order[t];
+            float* d = dist.data() + idx * K;
             if (v.n == 0) {
               // No training ratings for this user: item mean, else global mean.
               fell[idx] = 1;
               if (model.Trained(query[q])) {
                 model.ItemHistogram(query[q], hist.data());
                 pred[idx] = model.Expectation(hist.data());
+                std::copy(hist.begin(), hist.end(), d);
               } else {
                 pred[idx] = global;
+                model.FallbackDistribution(VisibleSet{}, d);
               }
             } else {
               fell[idx] = fb[q] ? 1 : 0;
               pred[idx] = model.Expectation(probs.data() + q * K);
+              std::copy(probs.data() + q * K, probs.data() + (q + 1) * K, d);
             }
           }
         }
@@ -306,7 +316,155 @@ EvalMetrics Evaluate(const Model& model, const SparseRatings& train_by_user,
     m.rmse = std::sqrt(se / static_cast<double>(m.n));
     m.mae = ae / static_cast<double>(m.n);
   }
+  // Likelihood and calibration of the distributions, and of the baseline:
+  // the item's training histogram with add-one smoothing, (n_ik + 1) /
+  // (n_i + K) (the global histogram, smoothed, for an item without
+  // training data).
+  std::vector<uint8_t> truth(test.size(), 0);
+  std::vector<float> base(dist.size(), 0.0f);
+  std::vector<double> global_counts(static_cast<size_t>(K), 0.0);
+  for (size_t x = 0; x < model.item_hist().size(); ++x) {
+    global_counts[x % static_cast<size_t>(K)] += model.item_hist()[x];
+  }
+  double nll = 0, base_nll = 0;
+  for (size_t i = 0; i < test.size(); ++i) {
+    const absl::StatusOr<int> k = model.scale().Index(test[i].rating);
+    truth[i] = static_cast<uint8_t>(k.ok() ? *k : 0);
+    float* b = base.data() + i * static_cast<size_t>(K);
+    const int32_t item = test[i].item;
+    double n_i = 0;
+    for (int k2 = 0; k2 < K; ++k2) {
+      const double c =
+          model.Trained(item)
+              ? model.item_hist()[static_cast<size_t>(item) * K + k2]
+              : global_counts[static_cast<size_t>(k2)];
+      b[k2] = static_cast<float>(c + 1);
+      n_i += c;
+    }
+    for (int k2 = 0; k2 < K; ++k2) {
+      b[k2] = static_cast<float>(b[k2] / (n_i + K));
+    }
+    nll += NegLogLikelihood(dist.data() + i * static_cast<size_t>(K), truth[i]);
+    base_nll += NegLogLikelihood(b, truth[i]);
+  }
+  if (m.n > 0) {
+    m.nll = nll / static_cast<double>(m.n);
+    m.hist_nll = base_nll / static_cast<double>(m.n);
+    m.ece = ClasswiseEce(dist.data(), truth.data(), m.n, K);
+    m.hist_ece = ClasswiseEce(base.data(), truth.data(), m.n, K);
+  }
   return m;
+}
+
+std::vector<TopNResult> EvaluateTopN(const Model& model,
+                                     const SparseRatings& train_by_user,
+                                     const std::vector<TestRating>& test,
+                                     double relevant, int n, int threads,
+                                     int64_t* n_users) {
+  // Relevant test items per model user (test items unknown to the model
+  // cannot be ranked but still count in recall).
+  std::vector<std::vector<int32_t>> rel(
+      static_cast<size_t>(model.users().size()));
+  std::vector<int64_t> unknown_rel(rel.size(), 0);
+  for (const TestRating& t : test) {
+    if (t.user < 0 || t.rating < relevant - 1e-9) continue;
+    if (t.item >= 0) {
+      rel[static_cast<size_t>(t.user)].push_back(t.item);
+    } else {
+      ++unknown_rel[static_cast<size_t>(t.user)];
+    }
+  }
+  std::vector<int32_t> users;
+  for (size_t u = 0; u < rel.size(); ++u) {
+    if (!rel[u].empty() || unknown_rel[u] > 0) {
+      std::sort(rel[u].begin(), rel[u].end());
+      users.push_back(static_cast<int32_t>(u));
+    }
+  }
+  *n_users = static_cast<int64_t>(users.size());
+  // Popularity: training ratings per item, most first (ties by item id).
+  std::vector<int32_t> popular;
+  for (int32_t i = 0; i < model.num_items(); ++i) {
+    if (model.Trained(i)) popular.push_back(i);
+  }
+  std::stable_sort(popular.begin(), popular.end(), [&](int32_t a, int32_t b) {
+    const uint32_t ca = model.ItemCount(a), cb = model.ItemCount(b);
+    if (ca != cb) return ca > cb;
+    return model.items().Name(a) < model.items().Name(b);
+  });
+  const int k0 = std::clamp(
+      static_cast<int>(std::ceil(
+          (relevant - model.scale().min()) / model.scale().step() - 1e-6)),
+      0, model.K() - 1);
+  constexpr int kWays = 3;
+  std::vector<TopNScores> per_user(users.size() * kWays);
+  ThreadPool pool(threads > 0
+                      ? threads
+                      : static_cast<int>(std::thread::hardware_concurrency()));
+  std::vector<ScoringScratch> scratch(static_cast<size_t>(pool.size()));
+  pool.ParallelFor(
+      static_cast<int64_t>(users.size()),
+      [&](int thread, int64_t b, int64_t e) {
+        ScoringScratch* sc = &scratch[static_cast<size_t>(thread)];
+        std::vector<int32_t> list;
+        std::vector<uint8_t> rated(static_cast<size_t>(model.num_items()), 0);
+        for (int64_t x = b; x < e; ++x) {
+          const int32_t u = users[static_cast<size_t>(x)];
+          std::vector<int32_t> relevant_items = rel[static_cast<size_t>(u)];
+          // Unknown relevant items: ids no list can contain.
+          for (int64_t j = 0; j < unknown_rel[static_cast<size_t>(u)]; ++j) {
+            relevant_items.push_back(-1 - static_cast<int32_t>(j));
+          }
+          std::sort(relevant_items.begin(), relevant_items.end());
+          VisibleSet v;
+          if (u < train_by_user.rows) {
+            v.items = train_by_user.col.data() + train_by_user.offsets[u];
+            v.ks = train_by_user.k.data() + train_by_user.offsets[u];
+            v.n = train_by_user.RowSize(u);
+          }
+          const std::vector<int32_t> excluded(v.items, v.items + v.n);
+          for (int way = 0; way < kWays; ++way) {
+            list.clear();
+            if (way < 2) {
+              RankOptions ro;
+              ro.method = PredictMethod::kExact;
+              ro.n = n;
+              ro.k0 = way == 0 ? -1 : k0;
+              for (const Ranked& r : RankItems(model, u, v, excluded, ro, sc)) {
+                list.push_back(r.item);
+              }
+            } else {
+              for (int32_t i : excluded) rated[static_cast<size_t>(i)] = 1;
+              for (int32_t i : popular) {
+                if (static_cast<int>(list.size()) >= n) break;
+                if (!rated[static_cast<size_t>(i)]) list.push_back(i);
+              }
+              for (int32_t i : excluded) rated[static_cast<size_t>(i)] = 0;
+            }
+            per_user[static_cast<size_t>(x) * kWays + way] =
+                ScoreTopN(list, relevant_items, n);
+          }
+        }
+      });
+  std::vector<TopNResult> out(kWays);
+  out[0].name = "expected_rating";
+  out[1].name = "p_at_least";
+  out[2].name = "popularity";
+  for (size_t x = 0; x < users.size(); ++x) {
+    for (int way = 0; way < kWays; ++way) {
+      const TopNScores& s = per_user[x * kWays + static_cast<size_t>(way)];
+      out[static_cast<size_t>(way)].mean.precision += s.precision;
+      out[static_cast<size_t>(way)].mean.recall += s.recall;
+      out[static_cast<size_t>(way)].mean.ndcg += s.ndcg;
+    }
+  }
+  for (TopNResult& r : out) {
+    const double d = std::max<double>(1, static_cast<double>(users.size()));
+    r.mean.precision /= d;
+    r.mean.recall /= d;
+    r.mean.ndcg /= d;
+  }
+  return out;
 }
 
 }  // namespace rbmrec

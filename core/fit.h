@@ -5,9 +5,11 @@
 
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "core/metrics.h"
 #include "core/model.h"
 #include "core/ratings.h"
 #include "core/readers.h"
@@ -52,6 +54,14 @@ struct EvalMetrics {
   double mae = 0;
   int64_t n = 0;
   int64_t n_fallback = 0;  // predicted by the protocol's fallback
+  // Mean negative log-likelihood (nats) of the true rating under the
+  // predicted distribution, and its classwise calibration error over the
+  // K values (core/metrics.h); the same for the baseline distribution, the
+  // item's training histogram with add-one smoothing.
+  double nll = 0;
+  double ece = 0;
+  double hist_nll = 0;
+  double hist_ece = 0;
 };
 
 // RMSE/MAE of the expected rating for each test rating, the user's
@@ -63,6 +73,24 @@ struct EvalMetrics {
 EvalMetrics Evaluate(const Model& model, const SparseRatings& train_by_user,
                      const std::vector<TestRating>& test, PredictMethod method,
                      int threads);
+
+// Top-N metrics of one way of ranking, averaged over the test users.
+struct TopNResult {
+  std::string name;
+  TopNScores mean;
+};
+
+// For every test user with at least one relevant test rating, the
+// top n items not rated in training by (1) the expected rating and (2)
+// p(rating >= relevant), both through Recommend's ranking (core/recommend.h,
+// the server's), and (3) the number of training ratings (most popular
+// first); precision, recall and NDCG at n against the relevant test items,
+// averaged over those users. Parallel over users; deterministic.
+std::vector<TopNResult> EvaluateTopN(const Model& model,
+                                     const SparseRatings& train_by_user,
+                                     const std::vector<TestRating>& test,
+                                     double relevant, int n, int threads,
+                                     int64_t* n_users);
 
 }  // namespace rbmrec
 

@@ -49,9 +49,51 @@ TEST(Trainer, BeatsItemMeanOnPlantedStructure) {
   const double baseline = ItemMeanRmse(s);
   EXPECT_EQ(m.n, static_cast<int64_t>(s.test.size()));
   EXPECT_LT(m.rmse, 0.8 * baseline) << "item-mean baseline " << baseline;
+  // The distributions: more likely than the item histogram on planted
+  // structure, and every metric finite and in range.
+  EXPECT_GT(m.nll, 0);
+  EXPECT_LT(m.nll, m.hist_nll);
+  EXPECT_GE(m.ece, 0);
+  EXPECT_LT(m.ece, 0.5);
+  EXPECT_GE(m.hist_ece, 0);
   const EvalMetrics mf =
       Evaluate(*model, s.train.ByUser(), s.test, PredictMethod::kMeanField, 2);
   EXPECT_LT(mf.rmse, 0.85 * baseline);
+}
+
+TEST(Trainer, TopNMetricsAreInRangeAndDoNotDependOnThreads) {
+  auto s = testing_data::PlantedRatings(120, 40, 3, 0.3, 21);
+  auto model = FitModel(s.train, SmallOptions());
+  ASSERT_TRUE(model.ok()) << model.status();
+  const SparseRatings by_user = s.train.ByUser();
+  // Users with a test rating >= 4 (the relevant ones).
+  std::vector<char> has(static_cast<size_t>(model->users().size()), 0);
+  for (const TestRating& t : s.test) {
+    if (t.user >= 0 && t.rating >= 4) has[static_cast<size_t>(t.user)] = 1;
+  }
+  int64_t want_users = 0;
+  for (char h : has) want_users += h;
+  ASSERT_GT(want_users, 10);
+  int64_t users1 = 0, users2 = 0;
+  const std::vector<TopNResult> a =
+      EvaluateTopN(*model, by_user, s.test, 4.0, 5, 1, &users1);
+  const std::vector<TopNResult> b =
+      EvaluateTopN(*model, by_user, s.test, 4.0, 5, 2, &users2);
+  EXPECT_EQ(users1, want_users);
+  EXPECT_EQ(users2, want_users);
+  ASSERT_EQ(a.size(), 3u);
+  ASSERT_EQ(b.size(), 3u);
+  for (size_t w = 0; w < a.size(); ++w) {
+    EXPECT_EQ(a[w].name, b[w].name);
+    EXPECT_EQ(a[w].mean.ndcg, b[w].mean.ndcg) << a[w].name;
+    EXPECT_EQ(a[w].mean.precision, b[w].mean.precision) << a[w].name;
+    for (double x : {a[w].mean.precision, a[w].mean.recall, a[w].mean.ndcg}) {
+      EXPECT_GE(x, 0) << a[w].name;
+      EXPECT_LE(x, 1) << a[w].name;
+    }
+  }
+  // Something is found: the planted data has structure and popular items.
+  EXPECT_GT(a[2].mean.recall, 0);
 }
 
 TEST(Trainer, SameSeedSameModelAtAnyThreadCount) {
