@@ -8,14 +8,12 @@
 
 #include <sys/resource.h>
 
-#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "CLI/CLI.hpp"
@@ -24,12 +22,9 @@
 #include "absl/strings/str_format.h"
 #include "core/cpu_check.h"
 #include "core/fit.h"
-#include "core/metrics.h"
 #include "core/model_file.h"
 #include "core/readers.h"
-#include "core/recommend.h"
 #include "core/rng.h"
-#include "core/thread_pool.h"
 
 namespace rbmrec {
 namespace {
