@@ -107,6 +107,17 @@ void AddFlags(CLI::App* app, Args* a) {
   app->add_flag("--item-based", o.item_based,
                 "also train the item-based RBM and mix it in "
                 "(default true; --item-based=false turns it off)");
+  app->add_option("--rated-hidden", o.rated_hidden,
+                  "hidden units of the rated RBM (p(rated) rankings; -1 = "
+                  "the size rule, 0 = do not train it)")
+      ->check(CLI::Range(-1, 10000));
+  app->add_option("--rated-epochs", o.rated_max_epochs,
+                  "upper bound on the rated RBM's epochs (early stopping "
+                  "on validation NDCG ends sooner)")
+      ->check(NonNegative());
+  app->add_option("--rated-lr", o.rated_learning_rate,
+                  "learning rate of the rated RBM")
+      ->check(Finite());
   app->add_option("--predict", a->predict, "exact|meanfield");
   app->add_option("--seed", o.seed, "random seed (same seed, same model)");
   app->add_option("--threads", o.threads, "worker threads (0 = all cores)")
@@ -268,7 +279,10 @@ int Run(int argc, char** argv) {
   }
   const auto t0 = std::chrono::steady_clock::now();
   auto model = FitModel(*train, a.o, [&](int member, const EpochStats& st) {
-    if (!a.quiet) {
+    if (!a.quiet && st.valid_ndcg >= -0.5) {
+      std::fprintf(stderr, "rated RBM epoch %3d  valid ndcg %.4f\n", st.epoch,
+                   st.valid_ndcg);
+    } else if (!a.quiet) {
       std::fprintf(stderr,
                    "member %d epoch %3d  T=%d  lr=%.4f  train %.4f  valid "
                    "%.4f  %.3fs\n",
@@ -316,6 +330,20 @@ int Run(int argc, char** argv) {
   }
   const double rps =
       static_cast<double>(model->summary().rating_epochs) / train_seconds;
+  // The rated RBM (p(rated) rankings), when trained.
+  std::string rated_json, rated_text;
+  if (model->HasRatedRbm()) {
+    const TrainingSummary& sm = model->summary();
+    rated_json = absl::StrFormat(
+        ", \"rated\": {\"hidden\": %d, \"epochs_run\": %d, \"valid_ndcg\": "
+        "%.6f, \"seconds\": %.4f}",
+        model->rated_rbm().F, sm.rated_epochs, sm.rated_valid_ndcg,
+        sm.rated_seconds);
+    rated_text = absl::StrFormat(
+        "\nrated RBM: hidden %d  epochs_run %d  valid_ndcg %.4f  seconds %.2f",
+        model->rated_rbm().F, sm.rated_epochs, sm.rated_valid_ndcg,
+        sm.rated_seconds);
+  }
   if (a.json) {
     const TrainOptions& o = a.o;
     std::printf(
@@ -330,7 +358,7 @@ int Run(int argc, char** argv) {
         "\"ensemble\": %d, \"item_based\": %s, \"user_weight\": %g, "
         "\"predict\": \"%s\", \"seed\": %llu, \"threads\": "
         "%d}, \"nll\": %.6f, \"ece\": %.6f, \"hist_nll\": %.6f, "
-        "\"hist_ece\": %.6f%s}\n",
+        "\"hist_ece\": %.6f%s%s}\n",
         m.rmse, m.mae, static_cast<long long>(m.n),
         static_cast<long long>(m.n_fallback), model->summary().epochs_run,
         model->summary().best_epoch, model->summary().valid_rmse, train_seconds,
@@ -343,17 +371,17 @@ int Run(int argc, char** argv) {
         static_cast<double>(model->user_weight()),
         o.predict == PredictMethod::kExact ? "exact" : "meanfield",
         static_cast<unsigned long long>(o.seed), o.threads, m.nll, m.ece,
-        m.hist_nll, m.hist_ece, topn_json.c_str());
+        m.hist_nll, m.hist_ece, rated_json.c_str(), topn_json.c_str());
   } else {
     std::printf(
         "rmse %.4f  mae %.4f  n_test %lld  n_fallback %lld  epochs_run %d  "
         "best_epoch %d  train_seconds %.2f  train_ratings_per_second %.0f  "
         "peak_rss_mb %.1f\nnll %.4f  ece %.4f  (item histogram: nll %.4f  "
-        "ece %.4f)%s\n",
+        "ece %.4f)%s%s\n",
         m.rmse, m.mae, static_cast<long long>(m.n),
         static_cast<long long>(m.n_fallback), model->summary().epochs_run,
         model->summary().best_epoch, train_seconds, rps, PeakRssMb(), m.nll,
-        m.ece, m.hist_nll, m.hist_ece, topn_text.c_str());
+        m.ece, m.hist_nll, m.hist_ece, rated_text.c_str(), topn_text.c_str());
   }
   return 0;
 }

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/metrics.h"
+#include "core/rated_rbm.h"
 #include "core/recommend.h"
 #include "core/thread_pool.h"
 
@@ -215,6 +216,33 @@ absl::StatusOr<Model> FitModel(const Dataset& train,
     }
     ComputeItemInputs(by_user.Transpose(), &params);
   }
+  const int rated_f = RatedHiddenUnits(options, by_user.rows, by_user.cols);
+  if (rated_f > 0) {
+    RatedRbmOptions ro;
+    ro.hidden = rated_f;
+    ro.max_epochs = options.rated_max_epochs;
+    ro.learning_rate = options.rated_learning_rate;
+    ro.seed = options.seed + 0x7a7e;
+    ro.threads = threads;
+    const int member = n_models;
+    RatedProgressFn fn;
+    if (progress) {
+      fn = [&](int epoch, double ndcg) {
+        EpochStats st;
+        st.epoch = epoch;
+        st.valid_ndcg = ndcg;
+        st.train_rmse = st.valid_rmse = NAN;
+        return progress(member, st);
+      };
+    }
+    absl::StatusOr<RatedRbmResult> r = TrainRatedRbm(train_part, valid, ro, fn);
+    if (!r.ok()) return r.status();
+    if (r->cancelled) return absl::CancelledError("training cancelled");
+    params.rated_rbm = std::move(r->params);
+    params.summary.rated_epochs = r->epochs_run;
+    params.summary.rated_valid_ndcg = r->best_valid_ndcg;
+    params.summary.rated_seconds = r->seconds;
+  }
   double valid_sum = 0;
   for (const Done& d : done) {
     params.summary.epochs_run += d.epochs_run;
@@ -224,6 +252,7 @@ absl::StatusOr<Model> FitModel(const Dataset& train,
     params.summary.rating_epochs += d.train_ratings * d.epochs_run;
     valid_sum += d.valid_rmse;
   }
+  params.summary.train_seconds += params.summary.rated_seconds;
   // The validation RMSE of what is served: the U/I mix when there is one.
   params.summary.valid_rmse =
       mixed_valid_rmse >= 0 ? mixed_valid_rmse : valid_sum / n_models;
@@ -396,7 +425,21 @@ std::vector<TopNResult> EvaluateTopN(const Model& model,
       static_cast<int>(std::ceil(
           (relevant - model.scale().min()) / model.scale().step() - 1e-6)),
       0, model.K() - 1);
-  constexpr int kWays = 3;
+  // The rankings: Recommend's for every RankBy the model supports, then
+  // the most-popular list.
+  struct Way {
+    const char* name;
+    RankBy by;
+    bool popularity;
+  };
+  std::vector<Way> ways = {{"expected_rating", RankBy::kExpected, false},
+                           {"p_at_least", RankBy::kAtLeast, false}};
+  if (model.HasRatedRbm()) {
+    ways.push_back({"p_rated", RankBy::kRated, false});
+    ways.push_back({"p_rated_at_least", RankBy::kRatedAtLeast, false});
+  }
+  ways.push_back({"popularity", RankBy::kExpected, true});
+  const int kWays = static_cast<int>(ways.size());
   std::vector<TopNScores> per_user(users.size() * kWays);
   ThreadPool pool(threads > 0
                       ? threads
@@ -425,11 +468,12 @@ std::vector<TopNResult> EvaluateTopN(const Model& model,
           const std::vector<int32_t> excluded(v.items, v.items + v.n);
           for (int way = 0; way < kWays; ++way) {
             list.clear();
-            if (way < 2) {
+            if (!ways[static_cast<size_t>(way)].popularity) {
               RankOptions ro;
               ro.method = PredictMethod::kExact;
               ro.n = n;
-              ro.k0 = way == 0 ? -1 : k0;
+              ro.by = ways[static_cast<size_t>(way)].by;
+              ro.k0 = k0;
               for (const Ranked& r : RankItems(model, u, v, excluded, ro, sc)) {
                 list.push_back(r.item);
               }
@@ -446,10 +490,10 @@ std::vector<TopNResult> EvaluateTopN(const Model& model,
           }
         }
       });
-  std::vector<TopNResult> out(kWays);
-  out[0].name = "expected_rating";
-  out[1].name = "p_at_least";
-  out[2].name = "popularity";
+  std::vector<TopNResult> out(static_cast<size_t>(kWays));
+  for (int way = 0; way < kWays; ++way) {
+    out[static_cast<size_t>(way)].name = ways[static_cast<size_t>(way)].name;
+  }
   for (size_t x = 0; x < users.size(); ++x) {
     for (int way = 0; way < kWays; ++way) {
       const TopNScores& s = per_user[x * kWays + static_cast<size_t>(way)];

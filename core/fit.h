@@ -25,7 +25,8 @@ absl::StatusOr<Dataset> DatasetFromRaw(const std::vector<RawRating>& rows,
                                        std::string_view name);
 
 // Progress of FitModel: which RBM (0..ensemble-1 the user-based members,
-// `ensemble` the item-based one) and its epoch stats. With two or more
+// `ensemble` the item-based one, ensemble + item_based the rated RBM, whose
+// stats carry valid_ndcg and no RMSEs) and its epoch stats. With two or more
 // threads the item-based RBM trains beside the user-based ones, so calls
 // come from two threads, but never at the same time.
 using FitProgressFn = std::function<bool(int member, const EpochStats&)>;
@@ -35,7 +36,9 @@ using FitProgressFn = std::function<bool(int member, const EpochStats&)>;
 // the same training part of `train` (options.validation_fraction of each
 // user's ratings held out for early stopping); picks the U/I mixing weight
 // on that validation part; returns the model with id maps, scale and item
-// histogram.
+// histogram. Then, when RatedHiddenUnits(options, ...) > 0, the rated RBM
+// (core/rated_rbm.h) on the training part's rated sets, its epochs chosen by
+// NDCG on the validation part's.
 // Returns Cancelled if `progress` returns false. Thread-safe.
 absl::StatusOr<Model> FitModel(const Dataset& train,
                                const TrainOptions& options,

@@ -35,6 +35,12 @@ struct TrainingSummary {
   int64_t train_ratings = 0;
   double train_seconds = 0;
   int64_t rating_epochs = 0;  // sum over all RBMs of ratings x epochs run
+  // The rated RBM (core/rated_rbm.h): epochs run, the best epoch's
+  // validation NDCG (-1 without validation data) and its wall time
+  // (included in train_seconds).
+  int32_t rated_epochs = 0;
+  double rated_valid_ndcg = 0;
+  double rated_seconds = 0;
 };
 
 struct OnlineOptions;  // core/online.h
@@ -65,6 +71,11 @@ struct ModelParams {
   RowMatrixXf item_x;                 // num_items x item_rbm.F
   std::vector<uint8_t> item_in_irbm;  // 1 where item_x's row is valid
   float user_weight = 1.0f;           // w above, chosen on validation data
+
+  // The "which items does a user rate" RBM (core/rated_rbm.h): K = 1, one
+  // visible unit per item (num_items == items.size()); F = 0 when not
+  // trained. Used by Recommend's p(rated) rankings (core/recommend.h).
+  RbmParams rated_rbm;
 };
 
 // A trained model ready to serve: built from ModelParams and immutable
@@ -109,6 +120,11 @@ class Model {
   const RowMatrixXf& item_x() const { return p_.item_x; }
   const std::vector<uint8_t>& item_in_irbm() const { return p_.item_in_irbm; }
   float user_weight() const { return p_.user_weight; }
+  const RbmParams& rated_rbm() const { return p_.rated_rbm; }
+  // True when the model has the rated RBM (p(rated) rankings available).
+  bool HasRatedRbm() const {
+    return p_.rated_rbm.F > 0 && p_.rated_rbm.num_items == num_items();
+  }
   // sigmoid(item_x) transposed: item_hT(j, i) = sigmoid(item_x(i, j)), the
   // I-RBM's mean-field hidden probabilities of item i in column i (F x
   // num_items, so all-item scoring runs over items in SIMD lanes). Always in

@@ -5,7 +5,18 @@
 #include <utility>
 #include <vector>
 
+#include "core/rated_rbm.h"
+
 namespace rbmrec {
+
+void RatedProbabilities(const Model& model, const VisibleSet& v, float* out,
+                        ScoringScratch* scratch) {
+  const RbmParams& p = model.rated_rbm();
+  scratch->x.resize(p.F);
+  RatedHidden(p, v.items, v.n, scratch->x.data());
+  RatedLogits(p, scratch->x.data(), out);
+  for (int32_t i = 0; i < p.num_items; ++i) out[i] = StableSigmoid(out[i]);
+}
 
 std::vector<Ranked> RankItems(const Model& model, int32_t user,
                               const VisibleSet& v,
@@ -13,8 +24,15 @@ std::vector<Ranked> RankItems(const Model& model, int32_t user,
                               const RankOptions& opt, ScoringScratch* scratch) {
   const int K = model.K();
   const int32_t m = model.num_items();
-  const bool by_prob = opt.k0 >= 0;
+  const bool by_prob = UsesThreshold(opt.by);
+  const bool rated = NeedsRatedRbm(opt.by);
+  const bool rated_only = opt.by == RankBy::kRated;
   const PredictMethod method = opt.method;
+  std::vector<float>& p_rated = scratch->p_rated;
+  if (rated) {
+    p_rated.resize(static_cast<size_t>(m));
+    RatedProbabilities(model, v, p_rated.data(), scratch);
+  }
   std::vector<float>& values = scratch->values;
   values.resize(static_cast<size_t>(K));
   for (int k = 0; k < K; ++k) {
@@ -22,14 +40,24 @@ std::vector<Ranked> RankItems(const Model& model, int32_t user,
         by_prob ? (k >= opt.k0 ? 1.0f : 0.0f)
                 : static_cast<float>(model.scale().Value(k));
   }
-  auto score_of = [&](const float* p) {
+  auto at_least = [&](const float* p) {
     float score = 0;
-    if (by_prob) {
-      for (int k = opt.k0; k < K; ++k) score += p[k];
-    } else {
-      score = static_cast<float>(model.Expectation(p));
-    }
+    for (int k = opt.k0; k < K; ++k) score += p[k];
     return score;
+  };
+  // The ranking score of item i with distribution p.
+  auto score_of = [&](int32_t i, const float* p) {
+    switch (opt.by) {
+      case RankBy::kExpected:
+        return static_cast<float>(model.Expectation(p));
+      case RankBy::kAtLeast:
+        return at_least(p);
+      case RankBy::kRated:
+        return p_rated[static_cast<size_t>(i)];
+      case RankBy::kRatedAtLeast:
+        return p_rated[static_cast<size_t>(i)] * at_least(p);
+    }
+    return 0.0f;
   };
   auto sane = [K](const float* p) {
     double sum = 0;
@@ -59,10 +87,20 @@ std::vector<Ranked> RankItems(const Model& model, int32_t user,
     for (int32_t i = 0; i < m; ++i) {
       const float* p = all.row(i).data();
       first[static_cast<size_t>(i)] =
-          model.Trained(i) && sane(p) ? score_of(p) : NAN;
+          model.Trained(i) && sane(p) ? score_of(i, p) : NAN;
+    }
+  } else if (rated_only) {
+    for (int32_t i = 0; i < m; ++i) {
+      first[static_cast<size_t>(i)] =
+          model.Trained(i) ? p_rated[static_cast<size_t>(i)] : NAN;
     }
   } else {
     ScoreAllMeanField(model, user, v, values.data(), first.data(), scratch);
+    if (rated) {
+      for (int32_t i = 0; i < m; ++i) {
+        first[static_cast<size_t>(i)] *= p_rated[static_cast<size_t>(i)];
+      }
+    }
   }
   cand.clear();
   for (int32_t i = 0; i < m; ++i) {
@@ -73,7 +111,7 @@ std::vector<Ranked> RankItems(const Model& model, int32_t user,
   const size_t n = static_cast<size_t>(std::max(1, opt.n));
   const size_t c = std::min(
       cand.size(),
-      exact_all || method == PredictMethod::kMeanField
+      exact_all || rated_only || method == PredictMethod::kMeanField
           ? n
           : std::max(static_cast<size_t>(std::max(0, opt.candidates)), 3 * n));
   std::nth_element(cand.begin(), cand.begin() + static_cast<std::ptrdiff_t>(c),
@@ -91,7 +129,7 @@ std::vector<Ranked> RankItems(const Model& model, int32_t user,
   for (size_t r = 0; r < c; ++r) {
     const float* p = probs.data() + r * static_cast<size_t>(K);
     if (!sane(p)) continue;  // never hand out NaN
-    ranked.emplace_back(score_of(p), static_cast<int32_t>(r));
+    ranked.emplace_back(score_of(query[r], p), static_cast<int32_t>(r));
   }
   auto better_row = [&](const std::pair<float, int32_t>& a,
                         const std::pair<float, int32_t>& b) {
@@ -102,9 +140,14 @@ std::vector<Ranked> RankItems(const Model& model, int32_t user,
   std::vector<Ranked> out;
   for (size_t r = 0; r < std::min(ranked.size(), n); ++r) {
     const size_t row = static_cast<size_t>(ranked[r].second);
-    out.push_back(
-        Ranked{query[row], ranked[r].first,
-               model.Expectation(probs.data() + row * static_cast<size_t>(K))});
+    const float* p = probs.data() + row * static_cast<size_t>(K);
+    Ranked x;
+    x.item = query[row];
+    x.score = ranked[r].first;
+    x.expected = model.Expectation(p);
+    if (by_prob) x.at_least = at_least(p);
+    if (rated) x.p_rated = p_rated[static_cast<size_t>(x.item)];
+    out.push_back(x);
   }
   return out;
 }

@@ -12,19 +12,45 @@
 
 namespace rbmrec {
 
+// What the items are ranked by.
+enum class RankBy {
+  kExpected,      // the expected rating
+  kAtLeast,       // p(rating >= value k0 | rated)
+  kRated,         // p(rated): how likely the user is to rate the item at all,
+                  // from the rated RBM (core/rated_rbm.h)
+  kRatedAtLeast,  // p(rated) x p(rating >= value k0 | rated): likely to be
+                  // rated and liked (the best on ML-1M; README "Rankings")
+};
+// True for the rankings that need Model::HasRatedRbm().
+inline bool NeedsRatedRbm(RankBy by) {
+  return by == RankBy::kRated || by == RankBy::kRatedAtLeast;
+}
+// True for the rankings that use k0.
+inline bool UsesThreshold(RankBy by) {
+  return by == RankBy::kAtLeast || by == RankBy::kRatedAtLeast;
+}
+
 // Recommend's ranking.
 struct RankOptions {
   PredictMethod method = PredictMethod::kExact;
   int n = 10;           // items wanted, >= 1
   int candidates = 30;  // stage-2 candidates: max(candidates, 3n)
-  int k0 = -1;          // >= 0: rank by p(rating index >= k0), else by the
-                        // expected rating
+  RankBy by = RankBy::kExpected;
+  int k0 = 0;  // the threshold's rating index when UsesThreshold(by)
 };
 struct Ranked {
   int32_t item = 0;     // model index
-  float score = 0;      // the ranking score (expectation or probability)
+  float score = 0;      // the ranking score
   double expected = 0;  // expected rating of the requested method
+  float at_least = 0;   // p(rating >= k0 | rated) when UsesThreshold(by)
+  float p_rated = 0;    // p(rated) when NeedsRatedRbm(by)
 };
+
+// p(rated) of every item for a user who rated `v`'s items (stored and
+// ad-hoc): the rated RBM's mean field, sigmoid(b_i + W_i . h(v)).
+// REQUIRES model.HasRatedRbm(); out has num_items() entries.
+void RatedProbabilities(const Model& model, const VisibleSet& v, float* out,
+                        ScoringScratch* scratch);
 
 // The best opt.n items with training data (Model::Trained) that are not in
 // `excluded`, best first (ties by item id). Two stages: (1) every item gets
@@ -32,7 +58,10 @@ struct Ranked {
 // 0 and the exact method the exact rule over all items (PredictAll); (2) the
 // best max(candidates, 3n) (n when stage 1 already used the requested method)
 // are scored again with the requested method, which gives the order and
-// the numbers. Distributions that are not finite are skipped.
+// the numbers. Distributions that are not finite are skipped. The p(rated)
+// rankings multiply in RatedProbabilities (kRated: stage 1 is p(rated)
+// alone and gives the order). REQUIRES model.HasRatedRbm() for them and
+// 0 <= k0 < K for the threshold rankings.
 // Thread-safe as long as each thread passes its own scratch.
 std::vector<Ranked> RankItems(const Model& model, int32_t user,
                               const VisibleSet& v,

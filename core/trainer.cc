@@ -105,7 +105,23 @@ absl::Status ValidateTrainOptions(const TrainOptions& o) {
   if (o.threads < 0 || o.threads > 256) return bad("threads", "must be 0..256");
   if (o.ensemble < 1 || o.ensemble > 64)
     return bad("ensemble", "must be 1..64");
+  if (o.rated_hidden < -1 || o.rated_hidden > 10000)
+    return bad("rated-hidden", "must be -1 (auto), 0 (off) or 1..10000");
+  if (o.rated_max_epochs < 1 || o.rated_max_epochs > 100000)
+    return bad("rated-epochs", "must be 1..100000");
+  if (!(o.rated_learning_rate > 0 && o.rated_learning_rate <= 10))
+    return bad("rated-lr", "must be in (0, 10]");
   return absl::OkStatus();
+}
+
+int RatedHiddenUnits(const TrainOptions& options, int64_t users,
+                     int64_t items) {
+  if (options.rated_hidden >= 0) return options.rated_hidden;
+  if (users <= 0 || items <= 0) return 0;
+  const double f =
+      0.6 * std::sqrt(static_cast<double>(users) * static_cast<double>(items));
+  const int tens = static_cast<int>(std::lround(f / 10.0)) * 10;
+  return std::clamp(tens, 50, 400);
 }
 
 void InitVisibleBiases(const SparseRatings& by_user, RbmParams* p) {
@@ -662,6 +678,8 @@ int64_t EstimateModelBytes(const DataShape& shape,
   const double ensemble = std::max(1, options.ensemble);
   double floats = ensemble * RbmFloats(m, K, F);
   if (options.item_based) floats += RbmFloats(n, K, F) + m * F;
+  floats +=
+      RbmFloats(m, 1, RatedHiddenUnits(options, shape.users, shape.items));
   const double hist = m * K * 4;
   const double ids = (n + m) * (4 + shape.mean_id_bytes);
   return ClampBytes(floats * 4 + hist + ids + 4096);
@@ -696,6 +714,10 @@ int64_t EstimateTrainingBytes(const DataShape& shape,
   const double ensemble = std::max(1, options.ensemble);
   double bytes = ensemble * trainer(m, n);
   if (options.item_based) bytes += trainer(n, m);
+  // The rated RBM: parameters, momentum, best copy and gradient rows, and
+  // its dense mini-batch (visible data and reconstruction, 100 users).
+  const double rated_f = RatedHiddenUnits(options, shape.users, shape.items);
+  if (rated_f > 0) bytes += (4 * m * rated_f + 2 * 100 * m) * 4;
   // Ratings: the Dataset (12 bytes a rating), by-user and by-item sparse
   // copies of the whole set and of the train/validation parts (5 bytes a
   // rating each), the validation pass's per-user sums.

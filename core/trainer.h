@@ -53,7 +53,19 @@ struct TrainOptions {
   int ensemble = 1;        // user-based RBMs averaged by FitModel
   bool item_based = true;  // FitModel also trains the item-based RBM and
                            // mixes it in (see core/model.h)
+  // The "which items does a user rate" RBM (core/rated_rbm.h) that
+  // Recommend's default ranking uses: FitModel trains it when
+  // rated_hidden != 0. -1 = the size rule of RatedHiddenUnits.
+  int rated_hidden = -1;
+  int rated_max_epochs = 30;  // upper bound; early stopping ends sooner
+  float rated_learning_rate = 0.05f;
 };
+
+// The rated RBM's hidden units for data of `users` x `items`:
+// options.rated_hidden when > 0, else the documented rule (README
+// "Rankings"): F = clamp(round(0.6 * sqrt(users * items) / 10) * 10,
+// 50, 400) rounded to tens, 0 when there is no data.
+int RatedHiddenUnits(const TrainOptions& options, int64_t users, int64_t items);
 
 // Checks ranges; InvalidArgument naming the field otherwise.
 absl::Status ValidateTrainOptions(const TrainOptions& options);
@@ -96,6 +108,7 @@ struct EpochStats {
   double valid_rmse = 0;     // exact/mean-field RMSE on the validation part
   double seconds = 0;        // wall time of this epoch (training + validation)
   double train_seconds = 0;  // wall time of the CD updates alone
+  double valid_ndcg = -1;    // rated RBM only (FitModel): validation NDCG
 };
 
 struct TrainResult {

@@ -481,6 +481,7 @@ absl::StatusOr<v1::RecommendResponse> RbmrecService::Recommend(
       return absl::InvalidArgumentError(absl::StrCat(
           "threshold ", t, " is outside the scale ", model.scale().ToString()));
     }
+    ro.by = RankBy::kAtLeast;
     ro.k0 = std::clamp(
         static_cast<int>(
             std::ceil((t - model.scale().min()) / model.scale().step() - 1e-6)),
@@ -505,7 +506,9 @@ absl::StatusOr<v1::RecommendResponse> RbmrecService::Recommend(
     rec->set_item_id(ids[r]);
     rec->set_title(titles[r]);
     rec->set_expected_rating(ranked[r].expected);
-    if (ro.k0 >= 0) rec->set_probability_at_least(ranked[r].score);
+    if (UsesThreshold(ro.by)) {
+      rec->set_probability_at_least(ranked[r].at_least);
+    }
     rec->set_rank(static_cast<int32_t>(r + 1));
   }
   return resp;

@@ -1,0 +1,296 @@
+#include "core/rated_rbm.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "core/rng.h"
+#include "core/thread_pool.h"
+
+namespace rbmrec {
+namespace {
+
+// Work is split into chunks of a fixed size, whatever the thread count, so
+// every matrix product has the same shape (and rounds the same way) with 1
+// or 2 threads: results are bit-identical.
+constexpr int64_t kItemChunk = 256;
+constexpr int64_t kUserChunk = 16;
+
+int64_t Chunks(int64_t n, int64_t size) { return (n + size - 1) / size; }
+
+// In-place logistic function over n values. Eigen's vectorised exp clamps
+// its argument, so large |x| give 0 or 1, never NaN.
+void SigmoidArray(float* x, int64_t n) {
+  Eigen::Map<Eigen::ArrayXf> a(x, n);
+  a = 1.0f / (1.0f + (-a).exp());
+}
+
+absl::Status Validate(const RatedRbmOptions& o) {
+  auto bad = [](const char* what, double v) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("rated RBM option ", what, " = ", v, " is out of range"));
+  };
+  if (o.hidden < 1 || o.hidden > 10000) return bad("hidden", o.hidden);
+  if (o.max_epochs < 1 || o.max_epochs > 100000) {
+    return bad("max_epochs", o.max_epochs);
+  }
+  if (o.batch_size < 1 || o.batch_size > 100000) {
+    return bad("batch_size", o.batch_size);
+  }
+  if (!(o.learning_rate > 0 && o.learning_rate <= 10)) {
+    return bad("learning_rate", o.learning_rate);
+  }
+  if (!(o.momentum >= 0 && o.momentum < 1)) return bad("momentum", o.momentum);
+  if (!(o.weight_decay >= 0 && o.weight_decay < 1)) {
+    return bad("weight_decay", o.weight_decay);
+  }
+  if (!(o.init_std >= 0 && o.init_std <= 1)) return bad("init_std", o.init_std);
+  if (o.patience < 1) return bad("patience", o.patience);
+  if (o.eval_n < 1) return bad("eval_n", o.eval_n);
+  return absl::OkStatus();
+}
+
+// Mean NDCG@n over the users with validation entries: each ranks the items
+// with training data outside their own training set by logit.
+double ValidationNdcg(const RbmParams& p, const SparseRatings& train,
+                      const SparseRatings& valid,
+                      const std::vector<uint8_t>& has_data, int n,
+                      ThreadPool* pool) {
+  std::vector<int32_t> users;
+  for (int32_t u = 0; u < valid.rows; ++u) {
+    if (valid.RowSize(u) > 0) users.push_back(u);
+  }
+  if (users.empty()) return -1;
+  const int64_t m = p.num_items;
+  std::vector<double> ndcg(users.size(), 0.0);
+  std::vector<double> discount(static_cast<size_t>(n));
+  for (int r = 0; r < n; ++r) discount[r] = 1.0 / std::log2(r + 2.0);
+  pool->ParallelFor(
+      Chunks(static_cast<int64_t>(users.size()), kUserChunk),
+      [&](int, int64_t cb, int64_t ce) {
+        RowMatrixXf h(kUserChunk, p.F), logits(kUserChunk, m);
+        std::vector<std::pair<float, int32_t>> cand;
+        std::vector<uint8_t> mine(static_cast<size_t>(m), 0);
+        for (int64_t c = cb; c < ce; ++c) {
+          const int64_t u0 = c * kUserChunk;
+          const int64_t nu = std::min<int64_t>(
+              kUserChunk, static_cast<int64_t>(users.size()) - u0);
+          for (int64_t r = 0; r < nu; ++r) {
+            const int32_t u = users[static_cast<size_t>(u0 + r)];
+            RatedHidden(p, train.col.data() + train.offsets[u],
+                        train.RowSize(u), h.row(r).data());
+          }
+          logits.topRows(nu).noalias() = h.topRows(nu) * p.W.transpose();
+          for (int64_t r = 0; r < nu; ++r) {
+            const int32_t u = users[static_cast<size_t>(u0 + r)];
+            const float* l = logits.row(r).data();
+            for (int64_t x = train.offsets[u]; x < train.offsets[u + 1]; ++x) {
+              mine[static_cast<size_t>(train.col[x])] = 1;
+            }
+            cand.clear();
+            for (int64_t i = 0; i < m; ++i) {
+              if (has_data[i] && !mine[i]) {
+                cand.emplace_back(l[i] + p.b[i], static_cast<int32_t>(i));
+              }
+            }
+            for (int64_t x = train.offsets[u]; x < train.offsets[u + 1]; ++x) {
+              mine[static_cast<size_t>(train.col[x])] = 0;
+            }
+            const size_t top = std::min(cand.size(), static_cast<size_t>(n));
+            std::partial_sort(cand.begin(), cand.begin() + top, cand.end(),
+                              [](const auto& a, const auto& b) {
+                                return a.first != b.first ? a.first > b.first
+                                                          : a.second < b.second;
+                              });
+            const int32_t* vb = valid.col.data() + valid.offsets[u];
+            const int32_t* ve = vb + valid.RowSize(u);
+            double dcg = 0, ideal = 0;
+            for (size_t r2 = 0; r2 < top; ++r2) {
+              if (std::binary_search(vb, ve, cand[r2].second)) {
+                dcg += discount[r2];
+              }
+            }
+            const int64_t rel = std::min<int64_t>(valid.RowSize(u), n);
+            for (int64_t r2 = 0; r2 < rel; ++r2) ideal += discount[r2];
+            ndcg[static_cast<size_t>(u0 + r)] = dcg / ideal;
+          }
+        }
+      });
+  double sum = 0;
+  for (double x : ndcg) sum += x;
+  return sum / static_cast<double>(users.size());
+}
+
+}  // namespace
+
+void RatedHidden(const RbmParams& p, const int32_t* items, int64_t n,
+                 float* h) {
+  Eigen::Map<Eigen::VectorXf> x(h, p.F);
+  x = p.c;
+  for (int64_t t = 0; t < n; ++t) {
+    const int32_t i = items[t];
+    if (i >= 0 && i < p.num_items) x += p.W.row(i).transpose();
+  }
+  SigmoidArray(h, p.F);
+}
+
+void RatedLogits(const RbmParams& p, const float* h, float* logits) {
+  Eigen::Map<Eigen::VectorXf> out(logits, p.num_items);
+  out.noalias() = p.W * Eigen::Map<const Eigen::VectorXf>(h, p.F);
+  out += p.b;
+}
+
+absl::StatusOr<RatedRbmResult> TrainRatedRbm(const SparseRatings& train,
+                                             const SparseRatings& valid,
+                                             const RatedRbmOptions& o,
+                                             const RatedProgressFn& progress) {
+  if (absl::Status s = Validate(o); !s.ok()) return s;
+  if (valid.nnz() > 0 &&
+      (valid.rows != train.rows || valid.cols != train.cols)) {
+    return absl::InvalidArgumentError(
+        "rated RBM: validation data does not match the training data's shape");
+  }
+  const auto start = std::chrono::steady_clock::now();
+  const int64_t m = train.cols;
+  const int F = o.hidden;
+  RatedRbmResult result;
+  RbmParams& p = result.params;
+  p.Resize(static_cast<int32_t>(m), 1, F);
+  Rng init(StreamSeed(o.seed, 0x7a7edULL));
+  for (int64_t i = 0; i < p.W.size(); ++i) {
+    p.W.data()[i] = static_cast<float>(o.init_std * init.Normal());
+  }
+  // Visible biases: the logit of each item's share of users (smoothed).
+  std::vector<int64_t> count(static_cast<size_t>(m), 0);
+  for (const int32_t i : train.col) ++count[static_cast<size_t>(i)];
+  std::vector<uint8_t> has_data(static_cast<size_t>(m), 0);
+  const double users = std::max<int32_t>(1, train.rows);
+  for (int64_t i = 0; i < m; ++i) {
+    const double q = (static_cast<double>(count[i]) + 0.5) / (users + 1.0);
+    p.b[i] = static_cast<float>(std::log(q / (1.0 - q)));
+    has_data[i] = count[i] > 0;
+  }
+  std::vector<int32_t> cases;
+  for (int32_t u = 0; u < train.rows; ++u) {
+    if (train.RowSize(u) > 0) cases.push_back(u);
+  }
+  RowMatrixXf vel_w = RowMatrixXf::Zero(m, F);
+  Eigen::VectorXf vel_b = Eigen::VectorXf::Zero(m);
+  Eigen::VectorXf vel_c = Eigen::VectorXf::Zero(F);
+  const int B = o.batch_size;
+  RowMatrixXf v(B, m), v1(B, m), h(B, F), hs(B, F), h1(B, F);
+  v.setZero();
+  ThreadPool pool(std::max(1, o.threads));
+  RbmParams best = p;
+  double best_ndcg = -2;
+  int since_best = 0;
+  for (int epoch = 1; epoch <= o.max_epochs; ++epoch) {
+    Rng order(StreamSeed(o.seed, 0x5e7ULL, static_cast<uint64_t>(epoch)));
+    for (size_t t = cases.size(); t > 1; --t) {
+      std::swap(cases[t - 1], cases[order.Below(t)]);
+    }
+    for (size_t s = 0; s < cases.size(); s += static_cast<size_t>(B)) {
+      const int64_t bs = std::min<int64_t>(B, cases.size() - s);
+      // Positive phase: the users' rated sets and p(h | r).
+      for (int64_t r = 0; r < bs; ++r) {
+        const int32_t u = cases[s + static_cast<size_t>(r)];
+        const int32_t* items = train.col.data() + train.offsets[u];
+        const int64_t n = train.RowSize(u);
+        for (int64_t t = 0; t < n; ++t) v(r, items[t]) = 1.0f;
+        RatedHidden(p, items, n, h.row(r).data());
+        Rng rng(StreamSeed(o.seed, static_cast<uint64_t>(epoch),
+                           static_cast<uint64_t>(u) + 1));
+        for (int j = 0; j < F; ++j) {
+          hs(r, j) = rng.Uniform() < h(r, j) ? 1.0f : 0.0f;
+        }
+      }
+      // Negative phase: p(r | h sampled) for every item, then p(h | that).
+      pool.ParallelFor(Chunks(m, kItemChunk), [&](int, int64_t cb, int64_t ce) {
+        for (int64_t c = cb; c < ce; ++c) {
+          const int64_t i0 = c * kItemChunk;
+          const int64_t len = std::min(kItemChunk, m - i0);
+          auto block = v1.block(0, i0, bs, len);
+          block.noalias() =
+              hs.topRows(bs) * p.W.middleRows(i0, len).transpose();
+          block.rowwise() += p.b.segment(i0, len).transpose();
+          for (int64_t r = 0; r < bs; ++r) {
+            SigmoidArray(v1.row(r).data() + i0, len);
+          }
+        }
+      });
+      pool.ParallelFor(
+          Chunks(bs, kUserChunk), [&](int, int64_t cb, int64_t ce) {
+            for (int64_t c = cb; c < ce; ++c) {
+              const int64_t r0 = c * kUserChunk;
+              const int64_t nr = std::min(kUserChunk, bs - r0);
+              h1.middleRows(r0, nr).noalias() = v1.middleRows(r0, nr) * p.W;
+              for (int64_t r = r0; r < r0 + nr; ++r) {
+                h1.row(r) += p.c.transpose();
+                SigmoidArray(h1.row(r).data(), F);
+              }
+            }
+          });
+      // Updates, item rows in parallel (each row's gradient is a sum over
+      // the batch in a fixed order).
+      const float scale = 1.0f / static_cast<float>(bs);
+      pool.ParallelFor(Chunks(m, kItemChunk), [&](int, int64_t cb, int64_t ce) {
+        RowMatrixXf grad(kItemChunk, F);
+        for (int64_t c = cb; c < ce; ++c) {
+          const int64_t i0 = c * kItemChunk;
+          const int64_t len = std::min(kItemChunk, m - i0);
+          auto g = grad.topRows(len);
+          g.noalias() = v.block(0, i0, bs, len).transpose() * h.topRows(bs);
+          g.noalias() -= v1.block(0, i0, bs, len).transpose() * h1.topRows(bs);
+          auto w = p.W.middleRows(i0, len);
+          auto vw = vel_w.middleRows(i0, len);
+          vw = o.momentum * vw +
+               o.learning_rate * (scale * g - o.weight_decay * w);
+          w += vw;
+          for (int64_t i = i0; i < i0 + len; ++i) {
+            float gb = 0;
+            for (int64_t r = 0; r < bs; ++r) gb += v(r, i) - v1(r, i);
+            vel_b[i] = o.momentum * vel_b[i] + o.learning_rate * scale * gb;
+            p.b[i] += vel_b[i];
+          }
+        }
+      });
+      Eigen::VectorXf gc = (h.topRows(bs) - h1.topRows(bs)).colwise().sum();
+      vel_c = o.momentum * vel_c + (o.learning_rate * scale) * gc;
+      p.c += vel_c;
+      for (int64_t r = 0; r < bs; ++r) {
+        const int32_t u = cases[s + static_cast<size_t>(r)];
+        for (int64_t x = train.offsets[u]; x < train.offsets[u + 1]; ++x) {
+          v(r, train.col[x]) = 0.0f;
+        }
+      }
+    }
+    result.epochs_run = epoch;
+    const double ndcg =
+        ValidationNdcg(p, train, valid, has_data, o.eval_n, &pool);
+    result.valid_ndcg.push_back(ndcg);
+    if (ndcg < 0 || ndcg > best_ndcg) {
+      best_ndcg = ndcg;
+      best = p;
+      result.best_epoch = epoch;
+      since_best = 0;
+    } else {
+      ++since_best;
+    }
+    if (progress && !progress(epoch, ndcg)) {
+      result.cancelled = true;
+      break;
+    }
+    if (since_best >= o.patience) break;
+  }
+  result.params = std::move(best);
+  result.best_valid_ndcg = best_ndcg < -1 ? -1 : best_ndcg;
+  result.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
+  return result;
+}
+
+}  // namespace rbmrec
