@@ -62,6 +62,9 @@ struct EvalMetrics {
   double ece = 0;
   double hist_nll = 0;
   double hist_ece = 0;
+  // The reliability tables behind ece and hist_ece (10 bins per value).
+  Reliability reliability;
+  Reliability hist_reliability;
 };
 
 // RMSE/MAE of the expected rating for each test rating, the user's
@@ -78,6 +81,9 @@ EvalMetrics Evaluate(const Model& model, const SparseRatings& train_by_user,
 struct TopNResult {
   std::string name;
   TopNScores mean;
+  // The same averages at every cut-off: at[j] at N = j + 1 (n entries;
+  // at.back() == mean).
+  std::vector<TopNScores> at;
 };
 
 // For every test user with at least one relevant test rating, the
