@@ -4,7 +4,26 @@
 //   rbmrec-eval --ratings FILE --split 0.9 --seed S [flags]
 //
 // Per-epoch progress goes to stderr; with --json stdout is exactly one JSON
-// object with the metrics and the hyper-parameters used.
+// object with the metrics and the hyper-parameters used:
+//   rmse, mae, n_test, n_fallback, epochs_run, best_epoch, valid_rmse,
+//   train_seconds, train_ratings, train_ratings_per_second, peak_rss_mb,
+//   scale, params {every hyper-parameter};
+//   nll, ece: mean negative log-likelihood (nats) of the true rating and
+//     classwise calibration error of the predicted distributions;
+//     hist_nll, hist_ece: the same for the item histogram baseline;
+//   with --topn N: topn {n, relevant, users, and per ranking NAME
+//     {precision, recall, ndcg} at N};
+//   reliability {bins, values: [the K rating values], model: [K entries,
+//     one per value, each {count: [bins], predicted: [bins], observed:
+//     [bins]}], hist: [the same for the baseline]}: the tables behind ece
+//     and hist_ece (core/metrics.h ReliabilityTable; bin b covers
+//     predicted p in [b / bins, (b + 1) / bins); predicted = mean p in the
+//     bin, observed = share of its test ratings equal to the value; both 0
+//     in an empty bin);
+//   with --topn N: topn_at {per ranking NAME, in the order of topn,
+//     {precision: [N], recall: [N], ndcg: [N]}}, element j at cut-off
+//     j + 1 (the last equals topn's).
+// bench/plots.sh draws the reliability and the topn_at curves as SVG.
 
 #include <sys/resource.h>
 
@@ -158,6 +177,60 @@ std::string JsonEscape(const std::string& s) {
     }
   }
   return out;
+}
+
+// {"count": [...], "predicted": [...], "observed": [...]} of class k.
+std::string ReliabilityClassJson(const Reliability& r, int k) {
+  std::string count, predicted, observed;
+  for (int b = 0; b < r.bins; ++b) {
+    const ReliabilityBin& bin = r.at(k, b);
+    const char* sep = b > 0 ? ", " : "";
+    absl::StrAppendFormat(&count, "%s%d", sep, bin.count);
+    absl::StrAppendFormat(&predicted, "%s%.6f", sep, bin.mean_p);
+    absl::StrAppendFormat(&observed, "%s%.6f", sep, bin.observed);
+  }
+  return absl::StrCat("{\"count\": [", count, "], \"predicted\": [", predicted,
+                      "], \"observed\": [", observed, "]}");
+}
+
+// ", \"reliability\": {...}" (see the top of this file).
+std::string ReliabilityJson(const EvalMetrics& m, const RatingScale& scale) {
+  std::string out =
+      absl::StrFormat(", \"reliability\": {\"bins\": %d, ", m.reliability.bins);
+  out += "\"values\": [";
+  for (int k = 0; k < m.reliability.K; ++k) {
+    absl::StrAppendFormat(&out, "%s%g", k > 0 ? ", " : "", scale.Value(k));
+  }
+  out += "]";
+  for (const auto& [name, r] :
+       {std::pair<const char*, const Reliability*>{"model", &m.reliability},
+        {"hist", &m.hist_reliability}}) {
+    absl::StrAppendFormat(&out, ", \"%s\": [", name);
+    for (int k = 0; k < r->K; ++k) {
+      if (k > 0) out += ", ";
+      out += ReliabilityClassJson(*r, k);
+    }
+    out += "]";
+  }
+  return out + "}";
+}
+
+// ", \"topn_at\": {...}" (see the top of this file).
+std::string TopNCurvesJson(const std::vector<TopNResult>& topn) {
+  std::string out = ", \"topn_at\": {";
+  for (size_t w = 0; w < topn.size(); ++w) {
+    std::string precision, recall, ndcg;
+    for (size_t j = 0; j < topn[w].at.size(); ++j) {
+      const char* sep = j > 0 ? ", " : "";
+      absl::StrAppendFormat(&precision, "%s%.6f", sep, topn[w].at[j].precision);
+      absl::StrAppendFormat(&recall, "%s%.6f", sep, topn[w].at[j].recall);
+      absl::StrAppendFormat(&ndcg, "%s%.6f", sep, topn[w].at[j].ndcg);
+    }
+    absl::StrAppend(&out, w > 0 ? ", " : "", "\"", JsonEscape(topn[w].name),
+                    "\": {\"precision\": [", precision, "], \"recall\": [",
+                    recall, "], \"ndcg\": [", ndcg, "]}");
+  }
+  return out + "}";
 }
 
 int Fail(const absl::Status& s) {
@@ -358,7 +431,7 @@ int Run(int argc, char** argv) {
         "\"ensemble\": %d, \"item_based\": %s, \"user_weight\": %g, "
         "\"predict\": \"%s\", \"seed\": %llu, \"threads\": "
         "%d}, \"nll\": %.6f, \"ece\": %.6f, \"hist_nll\": %.6f, "
-        "\"hist_ece\": %.6f%s%s}\n",
+        "\"hist_ece\": %.6f%s%s%s%s}\n",
         m.rmse, m.mae, static_cast<long long>(m.n),
         static_cast<long long>(m.n_fallback), model->summary().epochs_run,
         model->summary().best_epoch, model->summary().valid_rmse, train_seconds,
@@ -371,7 +444,9 @@ int Run(int argc, char** argv) {
         static_cast<double>(model->user_weight()),
         o.predict == PredictMethod::kExact ? "exact" : "meanfield",
         static_cast<unsigned long long>(o.seed), o.threads, m.nll, m.ece,
-        m.hist_nll, m.hist_ece, rated_json.c_str(), topn_json.c_str());
+        m.hist_nll, m.hist_ece, rated_json.c_str(), topn_json.c_str(),
+        ReliabilityJson(m, scale).c_str(),
+        a.topn > 0 ? TopNCurvesJson(topn).c_str() : "");
   } else {
     std::printf(
         "rmse %.4f  mae %.4f  n_test %lld  n_fallback %lld  epochs_run %d  "

@@ -379,8 +379,10 @@ EvalMetrics Evaluate(const Model& model, const SparseRatings& train_by_user,
   if (m.n > 0) {
     m.nll = nll / static_cast<double>(m.n);
     m.hist_nll = base_nll / static_cast<double>(m.n);
-    m.ece = ClasswiseEce(dist.data(), truth.data(), m.n, K);
-    m.hist_ece = ClasswiseEce(base.data(), truth.data(), m.n, K);
+    m.reliability = ReliabilityTable(dist.data(), truth.data(), m.n, K);
+    m.hist_reliability = ReliabilityTable(base.data(), truth.data(), m.n, K);
+    m.ece = ClasswiseEce(m.reliability);
+    m.hist_ece = ClasswiseEce(m.hist_reliability);
   }
   return m;
 }
@@ -441,6 +443,7 @@ std::vector<TopNResult> EvaluateTopN(const Model& model,
   ways.push_back({"popularity", RankBy::kExpected, true});
   const int kWays = static_cast<int>(ways.size());
   std::vector<TopNScores> per_user(users.size() * kWays);
+  std::vector<std::vector<int32_t>> hit_ranks(per_user.size());
   ThreadPool pool(threads > 0
                       ? threads
                       : static_cast<int>(std::thread::hardware_concurrency()));
@@ -487,6 +490,8 @@ std::vector<TopNResult> EvaluateTopN(const Model& model,
             }
             per_user[static_cast<size_t>(x) * kWays + way] =
                 ScoreTopN(list, relevant_items, n);
+            hit_ranks[static_cast<size_t>(x) * kWays + way] =
+                HitRanks(list, relevant_items, n);
           }
         }
       });
@@ -494,12 +499,18 @@ std::vector<TopNResult> EvaluateTopN(const Model& model,
   for (int way = 0; way < kWays; ++way) {
     out[static_cast<size_t>(way)].name = ways[static_cast<size_t>(way)].name;
   }
+  for (TopNResult& r : out) r.at.resize(static_cast<size_t>(n));
   for (size_t x = 0; x < users.size(); ++x) {
+    const size_t u = static_cast<size_t>(users[x]);
+    const int64_t num_relevant =
+        static_cast<int64_t>(rel[u].size()) + unknown_rel[u];
     for (int way = 0; way < kWays; ++way) {
       const TopNScores& s = per_user[x * kWays + static_cast<size_t>(way)];
       out[static_cast<size_t>(way)].mean.precision += s.precision;
       out[static_cast<size_t>(way)].mean.recall += s.recall;
       out[static_cast<size_t>(way)].mean.ndcg += s.ndcg;
+      AddTopNCurve(hit_ranks[x * kWays + static_cast<size_t>(way)],
+                   num_relevant, &out[static_cast<size_t>(way)].at);
     }
   }
   for (TopNResult& r : out) {
@@ -507,6 +518,11 @@ std::vector<TopNResult> EvaluateTopN(const Model& model,
     r.mean.precision /= d;
     r.mean.recall /= d;
     r.mean.ndcg /= d;
+    for (TopNScores& s : r.at) {
+      s.precision /= d;
+      s.recall /= d;
+      s.ndcg /= d;
+    }
   }
   return out;
 }

@@ -65,6 +65,9 @@ struct EvalMetrics {
   double ece = 0;
   double hist_nll = 0;
   double hist_ece = 0;
+  // The reliability tables behind ece and hist_ece (10 bins per value).
+  Reliability reliability;
+  Reliability hist_reliability;
 };
 
 // RMSE/MAE of the expected rating for each test rating, the user's
@@ -81,6 +84,9 @@ EvalMetrics Evaluate(const Model& model, const SparseRatings& train_by_user,
 struct TopNResult {
   std::string name;
   TopNScores mean;
+  // The same averages at every cut-off: at[j] at N = j + 1 (n entries;
+  // at.back() == mean).
+  std::vector<TopNScores> at;
 };
 
 // For every test user with at least one relevant test rating, the

@@ -56,6 +56,20 @@ TEST(Trainer, BeatsItemMeanOnPlantedStructure) {
   EXPECT_GE(m.ece, 0);
   EXPECT_LT(m.ece, 0.5);
   EXPECT_GE(m.hist_ece, 0);
+  // The reliability tables behind ece: every test rating in one bin per
+  // value.
+  for (const Reliability* r : {&m.reliability, &m.hist_reliability}) {
+    ASSERT_EQ(r->K, model->K());
+    ASSERT_EQ(r->bins, 10);
+    EXPECT_EQ(r->n, m.n);
+    for (int k = 0; k < r->K; ++k) {
+      int64_t count = 0;
+      for (int b = 0; b < r->bins; ++b) count += r->at(k, b).count;
+      EXPECT_EQ(count, m.n) << k;
+    }
+  }
+  EXPECT_EQ(m.ece, ClasswiseEce(m.reliability));
+  EXPECT_EQ(m.hist_ece, ClasswiseEce(m.hist_reliability));
   const EvalMetrics mf =
       Evaluate(*model, s.train.ByUser(), s.test, PredictMethod::kMeanField, 2);
   EXPECT_LT(mf.rmse, 0.85 * baseline);
@@ -90,6 +104,22 @@ TEST(Trainer, TopNMetricsAreInRangeAndDoNotDependOnThreads) {
     for (double x : {a[w].mean.precision, a[w].mean.recall, a[w].mean.ndcg}) {
       EXPECT_GE(x, 0) << a[w].name;
       EXPECT_LE(x, 1) << a[w].name;
+    }
+  }
+  // The curves at N = 1..5: the last cut-off is the mean, recall never
+  // falls as N grows, and the threads do not change them either.
+  for (size_t w = 0; w < a.size(); ++w) {
+    ASSERT_EQ(a[w].at.size(), 5u) << a[w].name;
+    ASSERT_EQ(b[w].at.size(), 5u) << a[w].name;
+    EXPECT_EQ(a[w].at.back().precision, a[w].mean.precision) << a[w].name;
+    EXPECT_EQ(a[w].at.back().recall, a[w].mean.recall) << a[w].name;
+    EXPECT_EQ(a[w].at.back().ndcg, a[w].mean.ndcg) << a[w].name;
+    for (size_t j = 0; j < 5; ++j) {
+      EXPECT_EQ(a[w].at[j].precision, b[w].at[j].precision) << a[w].name;
+      EXPECT_EQ(a[w].at[j].recall, b[w].at[j].recall) << a[w].name;
+      if (j > 0) {
+        EXPECT_GE(a[w].at[j].recall, a[w].at[j - 1].recall);
+      }
     }
   }
   // Something is found: the planted data has structure and popular items.
