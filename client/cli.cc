@@ -136,16 +136,21 @@ std::vector<CommandSpec> MakeCommands() {
       1,
       1,
       "the top N items a user has not rated",
-      "Ranks the items the user has not rated by expected rating (default) "
-      "or by the probability of a rating of at least --threshold. USER '-' "
-      "is an anonymous user described only by --rate.",
+      "Ranks the items the user has not rated. By default (the server's "
+      "choice) by how likely the user is to rate an item and rate it at "
+      "least the threshold (--by rated-prob, models with the rated RBM), "
+      "else by expected rating. USER '-' is an anonymous user described "
+      "only by --rate.",
       {Value("n", "N", "number of items (default 10)", 'n'),
-       Value("by", "expected|prob",
-             "rank by expected rating (default) or by P(rating >= "
-             "threshold)"),
+       Value("by", "expected|prob|rated|rated-prob",
+             "rank by expected rating, P(rating >= threshold), P(rated) or "
+             "P(rated) x P(rating >= threshold) (default: the server's, "
+             "rated-prob when the model has it)"),
        Value("threshold", "X",
-             "the rating threshold for --by prob (default 4); implies "
-             "--by prob"),
+             "the rating threshold of --by prob (default 4) and rated-prob "
+             "(default: the server's, the first value at or above the mean "
+             "rating); without --by, the server's default ranking with this "
+             "threshold"),
        MethodFlag(), RateFlag(), ModelFlag()}});
   c.push_back(CommandSpec{
       {"evaluate"},
@@ -838,8 +843,13 @@ absl::StatusOr<v1::RankBy> ParseRankBy(absl::string_view name) {
   const std::string n = absl::AsciiStrToLower(name);
   if (n == "expected") return v1::EXPECTED_RATING;
   if (n == "prob" || n == "probability") return v1::PROBABILITY_AT_LEAST;
-  return absl::InvalidArgumentError(
-      absl::StrCat("--by: expected 'expected' or 'prob', got '", name, "'"));
+  if (n == "rated") return v1::PROBABILITY_RATED;
+  if (n == "rated-prob" || n == "rated_prob") {
+    return v1::PROBABILITY_RATED_AT_LEAST;
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--by: expected 'expected', 'prob', 'rated' or 'rated-prob', got '", name,
+      "'"));
 }
 
 absl::StatusOr<v1::ActivationPolicy> ParseActivation(absl::string_view name) {
@@ -997,19 +1007,19 @@ absl::StatusOr<v1::RecommendRequest> BuildRecommendRequest(
   if (!n.ok()) return n.status();
   request.set_n(static_cast<int32_t>(*n));
 
-  v1::RankBy by =
-      args.Has("threshold") ? v1::PROBABILITY_AT_LEAST : v1::EXPECTED_RATING;
+  v1::RankBy by = v1::RANK_BY_UNSPECIFIED;  // the server's default
   if (args.Has("by")) {
     absl::StatusOr<v1::RankBy> parsed = ParseRankBy(args.Get("by", ""));
     if (!parsed.ok()) return parsed.status();
-    if (*parsed == v1::EXPECTED_RATING && args.Has("threshold")) {
+    if ((*parsed == v1::EXPECTED_RATING || *parsed == v1::PROBABILITY_RATED) &&
+        args.Has("threshold")) {
       return absl::InvalidArgumentError(
-          "--threshold applies only with --by prob");
+          "--threshold applies only with --by prob or rated-prob");
     }
     by = *parsed;
   }
   request.set_rank_by(by);
-  if (by == v1::PROBABILITY_AT_LEAST) {
+  if (by == v1::PROBABILITY_AT_LEAST || args.Has("threshold")) {
     absl::StatusOr<double> threshold =
         GetDouble(args, "threshold", 4.0, -std::numeric_limits<double>::max(),
                   std::numeric_limits<double>::max());

@@ -263,13 +263,25 @@ std::string FormatPredictions(const v1::PredictRatingsResponse& response,
 std::string FormatRecommendations(const v1::RecommendResponse& response,
                                   const v1::RecommendRequest& request,
                                   const TextStyle& style) {
-  const bool by_probability = request.rank_by() == v1::PROBABILITY_AT_LEAST;
+  // The ranking the server used (older servers do not say: the request's).
+  const v1::RankBy by = response.rank_by() != v1::RANK_BY_UNSPECIFIED
+                            ? response.rank_by()
+                            : request.rank_by();
+  const double threshold =
+      response.threshold() != 0 ? response.threshold() : request.threshold();
+  const bool by_probability =
+      by == v1::PROBABILITY_AT_LEAST || by == v1::PROBABILITY_RATED_AT_LEAST;
+  const bool by_rated =
+      by == v1::PROBABILITY_RATED || by == v1::PROBABILITY_RATED_AT_LEAST;
   Table table;
   table.header = {"rank", "item", "title", "expected"};
   table.align = {Align::kRight, Align::kLeft, Align::kLeft, Align::kRight};
   if (by_probability) {
-    table.header.push_back(
-        absl::StrCat("P(>=", FormatRating(request.threshold()), ")"));
+    table.header.push_back(absl::StrCat("P(>=", FormatRating(threshold), ")"));
+    table.align.push_back(Align::kRight);
+  }
+  if (by_rated) {
+    table.header.push_back("P(rated)");
     table.align.push_back(Align::kRight);
   }
   for (const auto& r : response.recommendations()) {
@@ -281,6 +293,9 @@ std::string FormatRecommendations(const v1::RecommendResponse& response,
     if (by_probability) {
       row.push_back(
           absl::StrFormat("%.1f%%", 100.0 * r.probability_at_least()));
+    }
+    if (by_rated) {
+      row.push_back(absl::StrFormat("%.1f%%", 100.0 * r.probability_rated()));
     }
     table.rows.push_back(std::move(row));
   }

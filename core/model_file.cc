@@ -191,6 +191,14 @@ std::string SerializeModel(const Model& model) {
     for (uint8_t f : m.item_in_irbm) payload.Put<uint8_t>(f);
     payload.Put<float>(m.user_weight);
   }
+  // Version 2: the rated RBM.
+  payload.Put<int32_t>(m.options.rated_hidden);
+  payload.Put<int32_t>(m.options.rated_max_epochs);
+  payload.Put<float>(m.options.rated_learning_rate);
+  payload.Put<int32_t>(m.summary.rated_epochs);
+  payload.Put<double>(m.summary.rated_valid_ndcg);
+  payload.Put<double>(m.summary.rated_seconds);
+  PutParams(&payload, m.rated_rbm);
   Writer file;
   file.str().append(kMagic, sizeof(kMagic));
   file.Put<uint32_t>(kModelFormatVersion);
@@ -235,7 +243,7 @@ absl::StatusOr<Model> DeserializeModel(std::string_view bytes) {
   if (stored != Fnv1a64(bytes.data(), kHeaderSize + length)) {
     return Corrupt("checksum mismatch");
   }
-  // Format version 1 is the only one so far; later versions upgrade here.
+  // Versions 1 and 2 differ only by the rated RBM at the end (see below).
   Reader r(bytes.substr(kHeaderSize, length));
   ModelParams m;
   double smin, smax, sstep;
@@ -286,6 +294,21 @@ absl::StatusOr<Model> DeserializeModel(std::string_view bytes) {
     if (!r.Get(&m.user_weight) || !(m.user_weight >= 0 && m.user_weight <= 1)) {
       return Corrupt("bad user weight");
     }
+  }
+  if (version >= 2) {
+    if (!(r.Get(&m.options.rated_hidden) &&
+          r.Get(&m.options.rated_max_epochs) &&
+          r.Get(&m.options.rated_learning_rate) &&
+          r.Get(&m.summary.rated_epochs) &&
+          r.Get(&m.summary.rated_valid_ndcg) &&
+          r.Get(&m.summary.rated_seconds))) {
+      return Corrupt("bad rated RBM options");
+    }
+    if (!GetParams(&r, m.items.size(), 1, true, &m.rated_rbm)) {
+      return Corrupt("bad rated RBM parameters");
+    }
+  } else {
+    m.options.rated_hidden = 0;  // version 1: no rated RBM
   }
   if (!r.done()) return Corrupt("unexpected bytes at the end of the payload");
   return Model(std::move(m));

@@ -10,12 +10,18 @@
 //         24   P bytes  payload (little-endian): rating scale, training
 //                       options, training summary, user and item id maps,
 //                       item rating histogram, then each ensemble member's
-//                       dimensions (m, K, F) and W, b, c as float32
+//                       dimensions (m, K, F) and W, b, c as float32, the
+//                       item-based RBM (F = 0: absent) and its item inputs
+//                       and mixing weight; since version 2 then the rated
+//                       RBM's options (i32 hidden, i32 epochs, f32 lr),
+//                       summary (i32 epochs, f64 valid NDCG, f64 seconds)
+//                       and parameters (m, K = 1, F; F = 0: absent)
 //     24 + P   u64      FNV-1a 64 checksum of bytes [0, 24 + P)
 //
 // Loading fails with DataLoss for a wrong magic, truncation, trailing bytes,
 // a checksum mismatch or inconsistent dimensions, and with
 // FailedPrecondition for a format version newer than this build reads.
+// Version 1 files (no rated RBM) load with options.rated_hidden = 0.
 
 #include <string>
 #include <string_view>
@@ -25,7 +31,7 @@
 
 namespace rbmrec {
 
-inline constexpr uint32_t kModelFormatVersion = 1;
+inline constexpr uint32_t kModelFormatVersion = 2;
 
 // Serialises a model to bytes. Thread-safe.
 std::string SerializeModel(const Model& model);

@@ -20,6 +20,14 @@ uint64_t HashId(const std::string& s) {
 
 }  // namespace
 
+float NewItemRatedBias(const Model& model, int64_t ratings) {
+  const double users =
+      std::max<double>(1, static_cast<double>(model.users().size()));
+  const double q =
+      std::min(0.99, (static_cast<double>(ratings) + 0.5) / (users + 1.0));
+  return static_cast<float>(std::log(q / (1.0 - q)));
+}
+
 int AddItems(Model* model, const std::vector<std::string>& item_ids,
              uint64_t seed) {
   std::vector<std::string> fresh;
@@ -40,6 +48,21 @@ int AddItems(Model* model, const std::vector<std::string>& item_ids,
     model->p_.item_x = std::move(x);
     model->RefreshItemHidden();
     model->p_.item_in_irbm.resize(static_cast<size_t>(m), 0);
+  }
+  if (model->p_.rated_rbm.F > 0) {
+    // Rated RBM: no weights (new items take no part in the hidden state)
+    // and the bias of an item nobody has rated; AdjustHistogram raises it
+    // with the item's ratings until the next full training.
+    RbmParams& r = model->p_.rated_rbm;
+    RowMatrixXf w = RowMatrixXf::Zero(m, r.F);
+    w.topRows(r.W.rows()) = r.W;
+    Eigen::VectorXf b(m);
+    b.head(r.b.size()) = r.b;
+    for (int32_t i = r.num_items; i < m; ++i)
+      b[i] = NewItemRatedBias(*model, 0);
+    r.W = std::move(w);
+    r.b = std::move(b);
+    r.num_items = m;
   }
   for (RbmParams& p : model->p_.members) {
     const int32_t old_m = p.num_items;
@@ -117,6 +140,15 @@ void AdjustHistogram(Model* model, int32_t item, int k, int delta) {
   } else {
     c = static_cast<uint32_t>(static_cast<int64_t>(c) + delta);
   }
+  RbmParams& r = model->p_.rated_rbm;
+  if (r.F > 0 && item < r.num_items && r.W.row(item).isZero(0)) {
+    // An item added online: its p(rated) follows its number of ratings.
+    int64_t n = 0;
+    for (int j = 0; j < model->K(); ++j) {
+      n += model->p_.item_hist[static_cast<size_t>(item) * model->K() + j];
+    }
+    r.b[item] = NewItemRatedBias(*model, n);
+  }
 }
 
 void AdjustItemInput(Model* model, int32_t user, int32_t item, int k,
@@ -145,7 +177,9 @@ bool SameShape(const Model& a, const Model& b) {
       a.params().item_x.cols() != b.params().item_x.cols() ||
       a.item_hT().rows() != b.item_hT().rows() ||
       a.item_hT().cols() != b.item_hT().cols() ||
-      a.params().item_in_irbm.size() != b.params().item_in_irbm.size()) {
+      a.params().item_in_irbm.size() != b.params().item_in_irbm.size() ||
+      a.rated_rbm().F != b.rated_rbm().F ||
+      a.rated_rbm().num_items != b.rated_rbm().num_items) {
     return false;
   }
   for (size_t e = 0; e < a.params().members.size(); ++e) {
@@ -179,6 +213,10 @@ void CopyItemState(const Model& src, const std::vector<int32_t>& items,
               dst->p_.item_hist.begin() + static_cast<std::ptrdiff_t>(h));
     if (i < src.p_.item_x.rows()) dst->p_.item_x.row(i) = src.p_.item_x.row(i);
     if (i < src.item_hT_.cols()) dst->item_hT_.col(i) = src.item_hT_.col(i);
+    if (i < src.p_.rated_rbm.num_items) {
+      dst->p_.rated_rbm.W.row(i) = src.p_.rated_rbm.W.row(i);
+      dst->p_.rated_rbm.b[i] = src.p_.rated_rbm.b[i];
+    }
     if (static_cast<size_t>(i) < src.p_.item_in_irbm.size()) {
       dst->p_.item_in_irbm[static_cast<size_t>(i)] =
           src.p_.item_in_irbm[static_cast<size_t>(i)];

@@ -21,10 +21,17 @@ struct OnlineOptions {
 
 // Adds the ids in `item_ids` that the model does not know yet, each with
 // fresh parameters in every member (W rows ~ N(0, init_std^2) from a stream
-// derived from `seed` and the item id, uniform visible biases) and an empty
-// histogram. Returns the number added. Not thread-safe on `model`.
+// derived from `seed` and the item id, uniform visible biases), an empty
+// histogram and, in the rated RBM, zero weights and the bias
+// NewItemRatedBias(model, 0). Returns the number added. Not thread-safe on
+// `model`.
 int AddItems(Model* model, const std::vector<std::string>& item_ids,
              uint64_t seed);
+
+// The rated RBM's visible bias of an item with no weights and `ratings`
+// ratings: logit((ratings + 0.5) / (training users + 1)), at most
+// logit(0.99).
+float NewItemRatedBias(const Model& model, int64_t ratings);
 
 // Applies options.steps CD-1 updates for one user's ratings `v` (model item
 // indices) to every member, touching only the rated items' rows and c.
@@ -36,7 +43,11 @@ void OnlineUserUpdate(Model* model, const VisibleSet& v,
                       const OnlineOptions& options, uint64_t user_key);
 
 // Adds `delta` (+1 a new rating, -1 a removed one) to item i's count for
-// rating index k, clamped at 0. REQUIRES 0 <= i < num_items(), 0 <= k < K.
+// rating index k, clamped at 0. For an item added by AddItems (its rated
+// RBM weights all zero) it also sets the rated RBM's bias to
+// NewItemRatedBias of the item's ratings, so that its p(rated) grows as it
+// is rated until the next full training. REQUIRES 0 <= i < num_items(), 0 <= k
+// < K.
 void AdjustHistogram(Model* model, int32_t item, int k, int delta);
 
 // Keeps the item-based RBM's input of `item` in step with its ratings:
@@ -56,13 +67,13 @@ bool SameShape(const Model& a, const Model& b);
 
 // Copies from `src` into `dst` everything the online functions above change
 // for the items in `items` (model indices): each member's W rows and b
-// entries of the item, the item's histogram, I-RBM input row (item_x),
-// item_hT column and item_in_irbm flag, and every member's hidden biases c.
-// If `dst` equalled `src` except for changes that OnlineUserUpdate /
-// AdjustHistogram / AdjustItemInput made to these items (on either side),
-// `dst` equals `src` afterwards: the cost is proportional to the items, not
-// to the model. REQUIRES SameShape(src, *dst) and every index in range.
-// Not thread-safe on `dst`.
+// entries of the item, the rated RBM's W row and b entry, the item's histogram,
+// I-RBM input row (item_x), item_hT column and item_in_irbm flag, and every
+// member's hidden biases c. If `dst` equalled `src` except for changes that
+// OnlineUserUpdate / AdjustHistogram / AdjustItemInput made to these items (on
+// either side), `dst` equals `src` afterwards: the cost is proportional to the
+// items, not to the model. REQUIRES SameShape(src, *dst) and every index in
+// range. Not thread-safe on `dst`.
 void CopyItemState(const Model& src, const std::vector<int32_t>& items,
                    Model* dst);
 

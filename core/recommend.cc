@@ -9,6 +9,18 @@
 
 namespace rbmrec {
 
+int DefaultThresholdIndex(const Model& model) {
+  const int K = model.K();
+  double sum = 0, total = 0;
+  const std::vector<uint32_t>& hist = model.item_hist();
+  for (size_t x = 0; x < hist.size(); ++x) {
+    sum += static_cast<double>(hist[x]) * static_cast<double>(x % K);
+    total += hist[x];
+  }
+  if (total <= 0) return K / 2;
+  return std::clamp(static_cast<int>(std::ceil(sum / total - 1e-9)), 0, K - 1);
+}
+
 void RatedProbabilities(const Model& model, const VisibleSet& v, float* out,
                         ScoringScratch* scratch) {
   const RbmParams& p = model.rated_rbm();

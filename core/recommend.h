@@ -46,6 +46,11 @@ struct Ranked {
   float p_rated = 0;    // p(rated) when NeedsRatedRbm(by)
 };
 
+// The default threshold of the threshold rankings, as a rating index: the
+// smallest scale value at or above the mean training rating (the item
+// histogram's mean; the middle value without data). 4 on MovieLens 1-5.
+int DefaultThresholdIndex(const Model& model);
+
 // p(rated) of every item for a user who rated `v`'s items (stored and
 // ad-hoc): the rated RBM's mean field, sigmoid(b_i + W_i . h(v)).
 // REQUIRES model.HasRatedRbm(); out has num_items() entries.

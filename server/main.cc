@@ -210,6 +210,10 @@ int main(int argc, char** argv) {
                  "training default: user-based RBMs averaged (plus the "
                  "item-based one)")
       ->check(CLI::Range(1, 64));
+  app.add_option("--rated-hidden", t.rated_hidden,
+                 "training default: hidden units of the rated RBM behind "
+                 "Recommend's default ranking (-1 = size rule, 0 = off)")
+      ->check(CLI::Range(-1, 10000));
   app.add_option("--train-threads", so.max_train_threads,
                  "max training threads (0 = hardware threads)")
       ->check(CLI::Range(0, 256));

@@ -195,6 +195,9 @@ absl::StatusOr<TrainJobRequest> TrainJobFromProto(
   if (s.ok() && r.has_ensemble() &&
       (s = ranged("ensemble", r.ensemble(), 1, kMaxEnsemble)).ok())
     o.ensemble = r.ensemble();
+  if (s.ok() && r.has_rated_hidden() &&
+      (s = ranged("rated_hidden", r.rated_hidden(), -1, kMaxHidden)).ok())
+    o.rated_hidden = r.rated_hidden();
   if (s.ok() && r.has_threads() &&
       (s = ranged("threads", r.threads(), 0, kMaxTrainThreads)).ok())
     o.threads = r.threads();

@@ -451,13 +451,11 @@ absl::StatusOr<v1::RecommendResponse> RbmrecService::Recommend(
   if (n == 0) n = std::min(10, options_.max_recommend_n);
   absl::StatusOr<PredictMethod> method = ToMethod(request.method());
   if (!method.ok()) return method.status();
-  if (request.rank_by() != v1::RANK_BY_UNSPECIFIED &&
-      request.rank_by() != v1::EXPECTED_RATING &&
-      request.rank_by() != v1::PROBABILITY_AT_LEAST) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("rank_by ", static_cast<int>(request.rank_by()),
-                     " is not a known RankBy (EXPECTED_RATING = 1, "
-                     "PROBABILITY_AT_LEAST = 2)"));
+  if (!v1::RankBy_IsValid(request.rank_by())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "rank_by ", static_cast<int>(request.rank_by()),
+        " is not a known RankBy (EXPECTED_RATING = 1, PROBABILITY_AT_LEAST = "
+        "2, PROBABILITY_RATED = 3, PROBABILITY_RATED_AT_LEAST = 4)"));
   }
   if (!request.user_id().empty()) {
     if (std::string why = IdProblem(request.user_id(), "user_id");
@@ -474,18 +472,52 @@ absl::StatusOr<v1::RecommendResponse> RbmrecService::Recommend(
   ro.method = *method;
   ro.n = n;
   ro.candidates = options_.recommend_candidates;
-  if (request.rank_by() == v1::PROBABILITY_AT_LEAST) {
-    const double t = request.threshold();
-    if (!std::isfinite(t) || t < model.scale().min() - 1e-9 ||
-        t > model.scale().max() + 1e-9) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "threshold ", t, " is outside the scale ", model.scale().ToString()));
+  v1::RankBy rank_by = request.rank_by();
+  if (rank_by == v1::RANK_BY_UNSPECIFIED) {
+    rank_by = model.HasRatedRbm()        ? v1::PROBABILITY_RATED_AT_LEAST
+              : request.threshold() != 0 ? v1::PROBABILITY_AT_LEAST
+                                         : v1::EXPECTED_RATING;
+  }
+  switch (rank_by) {
+    case v1::PROBABILITY_AT_LEAST:
+      ro.by = RankBy::kAtLeast;
+      break;
+    case v1::PROBABILITY_RATED:
+      ro.by = RankBy::kRated;
+      break;
+    case v1::PROBABILITY_RATED_AT_LEAST:
+      ro.by = RankBy::kRatedAtLeast;
+      break;
+    default:
+      ro.by = RankBy::kExpected;
+      break;
+  }
+  if (NeedsRatedRbm(ro.by) && !model.HasRatedRbm()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "rank_by ", v1::RankBy_Name(rank_by), ": model version ",
+        served->version,
+        " has no rated RBM (trained before it existed or with rated_hidden "
+        "0); train a new model, or rank by EXPECTED_RATING or "
+        "PROBABILITY_AT_LEAST"));
+  }
+  double threshold = 0;
+  if (UsesThreshold(ro.by)) {
+    threshold = request.threshold();
+    if (threshold == 0 && rank_by == v1::PROBABILITY_RATED_AT_LEAST) {
+      ro.k0 = DefaultThresholdIndex(model);
+      threshold = model.scale().Value(ro.k0);
+    } else {
+      if (!std::isfinite(threshold) || threshold < model.scale().min() - 1e-9 ||
+          threshold > model.scale().max() + 1e-9) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("threshold ", threshold, " is outside the scale ",
+                         model.scale().ToString()));
+      }
+      ro.k0 = std::clamp(
+          static_cast<int>(std::ceil(
+              (threshold - model.scale().min()) / model.scale().step() - 1e-6)),
+          0, model.K() - 1);
     }
-    ro.by = RankBy::kAtLeast;
-    ro.k0 = std::clamp(
-        static_cast<int>(
-            std::ceil((t - model.scale().min()) / model.scale().step() - 1e-6)),
-        0, model.K() - 1);
   }
   absl::StatusOr<UserView> user =
       caches_->Resolve(served->model, request.user_id(), request.ratings());
@@ -501,6 +533,8 @@ absl::StatusOr<v1::RecommendResponse> RbmrecService::Recommend(
   const std::vector<std::string> titles = caches_->Titles(ids);
   v1::RecommendResponse resp;
   resp.set_model_version(served->version);
+  resp.set_rank_by(rank_by);
+  resp.set_threshold(threshold);
   for (size_t r = 0; r < ranked.size(); ++r) {
     v1::Recommendation* rec = resp.add_recommendations();
     rec->set_item_id(ids[r]);
@@ -509,6 +543,7 @@ absl::StatusOr<v1::RecommendResponse> RbmrecService::Recommend(
     if (UsesThreshold(ro.by)) {
       rec->set_probability_at_least(ranked[r].at_least);
     }
+    if (NeedsRatedRbm(ro.by)) rec->set_probability_rated(ranked[r].p_rated);
     rec->set_rank(static_cast<int32_t>(r + 1));
   }
   return resp;

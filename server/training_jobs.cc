@@ -329,6 +329,7 @@ void TrainingJobs::RunJob(std::shared_ptr<Job> job, TrainOptions options,
   const int total_epochs = options.max_epochs * n_rbms;
   std::vector<int> epochs_of(static_cast<size_t>(n_rbms), 0);
   auto rbm_name = [&](int member) -> std::string {
+    if (member >= n_rbms) return "rated";
     if (member >= options.ensemble) return "item";
     return member == 0 ? "user" : absl::StrCat("user ", member + 1);
   };
@@ -343,8 +344,10 @@ void TrainingJobs::RunJob(std::shared_ptr<Job> job, TrainOptions options,
     v1::TrainProgress p;
     p.set_state(v1::TrainProgress::RUNNING);
     p.set_rbm(rbm_name(member));
-    p.set_epoch(std::min(st.epoch, options.max_epochs));
-    p.set_max_epochs(options.max_epochs);
+    const int max_epochs =
+        member >= n_rbms ? options.rated_max_epochs : options.max_epochs;
+    p.set_epoch(std::min(st.epoch, max_epochs));
+    p.set_max_epochs(max_epochs);
     p.set_train_rmse(std::isfinite(st.train_rmse) ? st.train_rmse : 0);
     p.set_validation_rmse(
         validation && std::isfinite(st.valid_rmse) ? st.valid_rmse : 0);
@@ -414,6 +417,8 @@ void TrainingJobs::RunJob(std::shared_ptr<Job> job, TrainOptions options,
     note = note.empty() ? pub->why_not : absl::StrCat(note, "; ", pub->why_not);
   }
   last.set_epoch(max_epoch);
+  last.set_max_epochs(options.max_epochs);  // the last message may be the
+                                            // rated RBM's
   last.set_train_rmse(0);
   last.set_validation_rmse(valid_rmse);
   last.set_activated(pub->activated);

@@ -367,8 +367,23 @@ TEST(BuildRecommendRequestTest, RankingChoices) {
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->user_id(), "196");
   EXPECT_EQ(r->n(), 10);
-  EXPECT_EQ(r->rank_by(), v1::EXPECTED_RATING);
+  EXPECT_EQ(r->rank_by(), v1::RANK_BY_UNSPECIFIED);  // the server's default
   EXPECT_EQ(r->threshold(), 0);
+
+  r = BuildRecommendRequest(ParseOk({"recommend", "196", "--by", "rated"}));
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->rank_by(), v1::PROBABILITY_RATED);
+  EXPECT_EQ(r->threshold(), 0);
+
+  r = BuildRecommendRequest(ParseOk(
+      {"recommend", "196", "--by", "rated-prob", "--threshold", "4.5"}));
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->rank_by(), v1::PROBABILITY_RATED_AT_LEAST);
+  EXPECT_EQ(r->threshold(), 4.5);
+
+  r = BuildRecommendRequest(ParseOk({"recommend", "196", "--by", "expected"}));
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->rank_by(), v1::EXPECTED_RATING);
 
   r = BuildRecommendRequest(ParseOk({"recommend", "196", "--by", "prob"}));
   ASSERT_TRUE(r.ok());
@@ -378,7 +393,7 @@ TEST(BuildRecommendRequestTest, RankingChoices) {
   r = BuildRecommendRequest(
       ParseOk({"recommend", "196", "--threshold", "3.5", "-n", "3"}));
   ASSERT_TRUE(r.ok());
-  EXPECT_EQ(r->rank_by(), v1::PROBABILITY_AT_LEAST);
+  EXPECT_EQ(r->rank_by(), v1::RANK_BY_UNSPECIFIED);
   EXPECT_EQ(r->threshold(), 3.5);
   EXPECT_EQ(r->n(), 3);
 
@@ -386,7 +401,10 @@ TEST(BuildRecommendRequestTest, RankingChoices) {
                                            "--threshold", "4"}))
                 .status()
                 .message(),
-            "--threshold applies only with --by prob");
+            "--threshold applies only with --by prob or rated-prob");
+  EXPECT_FALSE(BuildRecommendRequest(ParseOk({"recommend", "u", "--by", "rated",
+                                              "--threshold", "4"}))
+                   .ok());
   EXPECT_EQ(BuildRecommendRequest(ParseOk({"recommend", "u", "-n", "0"}))
                 .status()
                 .message(),

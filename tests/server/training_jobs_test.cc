@@ -101,7 +101,7 @@ TEST_F(TrainingJobsTest, ValidationRmseIsZeroWithoutValidation) {
   int running = 0;
   for (const v1::TrainProgress& m : p) {
     EXPECT_EQ(m.validation_rmse(), 0) << m.ShortDebugString();
-    if (m.state() == v1::TrainProgress::RUNNING) {
+    if (m.state() == v1::TrainProgress::RUNNING && m.rbm() != "rated") {
       ++running;
       EXPECT_GT(m.train_rmse(), 0);
     }
@@ -120,13 +120,23 @@ TEST_F(TrainingJobsTest, ProgressFollowsTheProto) {
   const std::vector<v1::TrainProgress> p = TrainSync(req);
   ASSERT_GE(p.size(), 3u);
   EXPECT_EQ(p.front().state(), v1::TrainProgress::QUEUED);
+  int rated = 0;
   for (const v1::TrainProgress& m : p) {
     EXPECT_LE(m.epoch(), m.max_epochs()) << m.ShortDebugString();
+    if (m.rbm() == "rated") {
+      // The rated RBM trains last, with its own epoch limit and no RMSEs.
+      ++rated;
+      EXPECT_EQ(m.max_epochs(), rbmrec::TrainOptions{}.rated_max_epochs);
+      EXPECT_EQ(m.train_rmse(), 0);
+      continue;
+    }
     EXPECT_EQ(m.max_epochs(), 200);
     if (m.state() == v1::TrainProgress::RUNNING) {
       EXPECT_TRUE(m.rbm() == "user" || m.rbm() == "item") << m.rbm();
+      EXPECT_EQ(rated, 0) << "user/item after the rated RBM";
     }
   }
+  EXPECT_GT(rated, 0);
   const v1::TrainProgress& done = p.back();
   ASSERT_EQ(done.state(), v1::TrainProgress::SUCCEEDED) << done.message();
   EXPECT_EQ(done.rbm(), "");
