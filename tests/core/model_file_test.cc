@@ -1,6 +1,7 @@
 #include "core/model_file.h"
 
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 
 #include "gtest/gtest.h"
@@ -41,6 +42,20 @@ void ExpectSameModel(const Model& a, const Model& b) {
   EXPECT_EQ(a.options().ensemble, b.options().ensemble);
   EXPECT_EQ(a.options().cd.ToString(), b.options().cd.ToString());
   EXPECT_EQ(a.summary().epochs_run, b.summary().epochs_run);
+  EXPECT_TRUE(a.HasRatedRbm());
+  EXPECT_TRUE(a.rated_rbm() == b.rated_rbm());
+  EXPECT_EQ(a.options().rated_hidden, b.options().rated_hidden);
+  EXPECT_EQ(a.summary().rated_epochs, b.summary().rated_epochs);
+  EXPECT_EQ(a.summary().rated_valid_ndcg, b.summary().rated_valid_ndcg);
+}
+
+uint64_t Fnv1a64(const char* data, size_t n) {
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (size_t i = 0; i < n; ++i) {
+    h ^= static_cast<unsigned char>(data[i]);
+    h *= 0x100000001b3ULL;
+  }
+  return h;
 }
 
 TEST(ModelFile, RoundTripIsBitExact) {
@@ -95,6 +110,34 @@ TEST(ModelFile, NewerFormatVersionFailsClearly) {
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_NE(r.status().message().find("newer"), std::string::npos);
+}
+
+// A version 1 file (before the rated RBM): version 2's bytes of a model
+// without it, minus the version 2 tail (3 options, 3 summary fields, the
+// rated RBM's (m, K, F = 0)), with version 1 in the header and a new
+// checksum. It loads, without the rated RBM and with rated_hidden 0.
+TEST(ModelFile, VersionOneLoadsWithoutTheRatedRbm) {
+  ModelParams params = SmallModel().TakeParams();
+  params.rated_rbm = RbmParams{};
+  const std::string v2 = SerializeModel(Model(std::move(params)));
+  constexpr size_t kTail = 4 + 4 + 4 + 4 + 8 + 8 + 3 * 4;
+  const size_t payload = v2.size() - 24 - 8 - kTail;
+  std::string v1 = v2.substr(0, 24 + payload);
+  const uint32_t version = 1;
+  const uint64_t length = payload;
+  std::memcpy(&v1[8], &version, sizeof(version));
+  std::memcpy(&v1[16], &length, sizeof(length));
+  const uint64_t sum = Fnv1a64(v1.data(), v1.size());
+  v1.append(reinterpret_cast<const char*>(&sum), sizeof(sum));
+  auto back = DeserializeModel(v1);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_FALSE(back->HasRatedRbm());
+  EXPECT_EQ(back->options().rated_hidden, 0);
+  EXPECT_GT(back->members().size(), 0u);
+  // Written again, it is a version 2 file that says the same.
+  auto again = DeserializeModel(SerializeModel(*back));
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_FALSE(again->HasRatedRbm());
 }
 
 TEST(ModelFile, MissingFileAndUnwritablePath) {

@@ -88,3 +88,52 @@ TEST(Online, AdjustItemInputFollowsTheItemsRatings) {
 
 }  // namespace
 }  // namespace rbmrec
+
+namespace rbmrec {
+namespace {
+
+TEST(Online, NewItemsJoinTheRatedRbmAndRiseWithTheirRatings) {
+  auto s = testing_data::PlantedRatings(30, 12, 2, 0.5, 8);
+  TrainOptions o;
+  o.hidden = 5;
+  o.max_epochs = 2;
+  o.threads = 1;
+  o.rated_hidden = 4;
+  auto model = FitModel(s.train, o);
+  ASSERT_TRUE(model.ok()) << model.status();
+  ASSERT_TRUE(model->HasRatedRbm());
+  Model before = *model;
+  Model& m = *model;
+  ASSERT_EQ(AddItems(&m, {"new1", "i0"}, 3), 1);
+  ASSERT_TRUE(m.HasRatedRbm());
+  const int32_t item = m.items().Find("new1");
+  ASSERT_EQ(item, 12);
+  EXPECT_EQ(m.rated_rbm().num_items, 13);
+  EXPECT_TRUE(m.rated_rbm().W.row(item).isZero(0));
+  EXPECT_EQ(m.rated_rbm().b[item], NewItemRatedBias(m, 0));
+  // The old items' parameters are untouched.
+  EXPECT_TRUE(m.rated_rbm().W.topRows(12) == before.rated_rbm().W);
+  EXPECT_TRUE(m.rated_rbm().b.head(12) == before.rated_rbm().b);
+  EXPECT_TRUE(m.rated_rbm().c == before.rated_rbm().c);
+  // Ratings of the new item raise its p(rated); a trained item's bias stays.
+  const float b0 = m.rated_rbm().b[item];
+  AdjustHistogram(&m, item, 4, +1);
+  AdjustHistogram(&m, item, 3, +1);
+  EXPECT_EQ(m.rated_rbm().b[item], NewItemRatedBias(m, 2));
+  EXPECT_GT(m.rated_rbm().b[item], b0);
+  const float trained = m.rated_rbm().b[0];
+  AdjustHistogram(&m, 0, 4, +1);
+  EXPECT_EQ(m.rated_rbm().b[0], trained);
+  // CopyItemState carries the new item's rated-RBM state across.
+  Model copy = before;
+  ASSERT_EQ(AddItems(&copy, {"new1"}, 3), 1);
+  ASSERT_TRUE(SameShape(m, copy));
+  CopyItemState(m, {item, 0}, &copy);
+  EXPECT_EQ(copy.rated_rbm().b[item], m.rated_rbm().b[item]);
+  EXPECT_TRUE(copy.rated_rbm() == m.rated_rbm());
+  // The bias never reaches +infinity, however many ratings.
+  EXPECT_LT(NewItemRatedBias(m, 1000000), 5.0f);
+}
+
+}  // namespace
+}  // namespace rbmrec

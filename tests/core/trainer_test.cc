@@ -148,6 +148,11 @@ TEST(Trainer, SameSeedSameModelAtAnyThreadCount) {
   ASSERT_TRUE(a.ok() && b.ok() && c.ok());
   EXPECT_TRUE(a->members()[0] == b->members()[0]);
   EXPECT_TRUE(a->members()[0] == c->members()[0]);
+  EXPECT_TRUE(a->item_rbm() == b->item_rbm());
+  EXPECT_TRUE(a->item_rbm() == c->item_rbm());
+  ASSERT_TRUE(a->HasRatedRbm());
+  EXPECT_TRUE(a->rated_rbm() == b->rated_rbm());
+  EXPECT_TRUE(a->rated_rbm() == c->rated_rbm());
   o.seed = 8;
   auto d = FitModel(s.train, o);
   ASSERT_TRUE(d.ok());

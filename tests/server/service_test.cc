@@ -284,19 +284,23 @@ TEST_F(ServiceTest, TrainStreamsProgressAndPublishes) {
   EXPECT_EQ(models->models(0).n_items(), kItems);
   EXPECT_GT(models->models(0).validation_rmse(), 0);
   EXPECT_GT(models->models(0).epochs(), 0);
-  // Every epoch message names its RBM (both train, side by side); the
-  // final one carries the published model's figures.
-  int user = 0, item = 0;
+  // Every epoch message names its RBM (user and item train side by side,
+  // the rated RBM last); the final one carries the published model's
+  // figures.
+  int user = 0, item = 0, rated = 0;
   for (const v1::TrainProgress& m : p) {
     if (m.state() != v1::TrainProgress::RUNNING) {
       EXPECT_EQ(m.rbm(), "");
       continue;
     }
-    EXPECT_TRUE(m.rbm() == "user" || m.rbm() == "item") << m.rbm();
-    (m.rbm() == "user" ? user : item)++;
+    EXPECT_TRUE(m.rbm() == "user" || m.rbm() == "item" || m.rbm() == "rated")
+        << m.rbm();
+    (m.rbm() == "user" ? user : m.rbm() == "item" ? item : rated)++;
+    if (m.rbm() != "rated") EXPECT_EQ(rated, 0) << "rated RBM not last";
   }
   EXPECT_GT(user, 0);
   EXPECT_GT(item, 0);
+  EXPECT_GT(rated, 0);
   EXPECT_NEAR(last.validation_rmse(), models->models(0).validation_rmse(),
               1e-6);
   EXPECT_EQ(last.epoch(), models->models(0).epochs());
@@ -548,7 +552,10 @@ TEST_F(ServiceTest, RecommendExcludesRatedItemsAndIsSorted) {
   LoadSynthetic();
   const int64_t version = TrainOk();
   ASSERT_TRUE(store_->PutItems({store::ItemRow{"i3", "Item Three", ""}}).ok());
-  for (v1::RankBy rank : {v1::EXPECTED_RATING, v1::PROBABILITY_AT_LEAST}) {
+  for (v1::RankBy rank :
+       {v1::EXPECTED_RATING, v1::PROBABILITY_AT_LEAST, v1::PROBABILITY_RATED,
+        v1::PROBABILITY_RATED_AT_LEAST}) {
+    SCOPED_TRACE(v1::RankBy_Name(rank));
     v1::RecommendRequest req;
     req.set_user_id("u0");
     req.set_n(50);
@@ -557,6 +564,12 @@ TEST_F(ServiceTest, RecommendExcludesRatedItemsAndIsSorted) {
     absl::StatusOr<v1::RecommendResponse> r = service_->Recommend(req);
     ASSERT_TRUE(r.ok()) << r.status();
     EXPECT_EQ(r->model_version(), version);
+    EXPECT_EQ(r->rank_by(), rank);
+    const bool by_rated =
+        rank == v1::PROBABILITY_RATED || rank == v1::PROBABILITY_RATED_AT_LEAST;
+    const bool by_prob = rank == v1::PROBABILITY_AT_LEAST ||
+                         rank == v1::PROBABILITY_RATED_AT_LEAST;
+    EXPECT_EQ(r->threshold(), by_prob ? 4.0 : 0.0);
     int unrated = 0;
     for (int i = 0; i < kItems; ++i) unrated += Rated(0, i) ? 0 : 1;
     ASSERT_EQ(r->recommendations_size(), unrated);
@@ -566,17 +579,31 @@ TEST_F(ServiceTest, RecommendExcludesRatedItemsAndIsSorted) {
       EXPECT_EQ(rec.rank(), k + 1);
       const int item = std::stoi(rec.item_id().substr(1));
       EXPECT_FALSE(Rated(0, item)) << rec.item_id();
-      const double score = rank == v1::EXPECTED_RATING
-                               ? rec.expected_rating()
-                               : rec.probability_at_least();
+      double score = rank == v1::EXPECTED_RATING ? rec.expected_rating() : 1.0;
+      if (by_prob) {
+        score *= rec.probability_at_least();
+      } else {
+        EXPECT_EQ(rec.probability_at_least(), 0);
+      }
+      if (by_rated) {
+        EXPECT_GT(rec.probability_rated(), 0);
+        EXPECT_LT(rec.probability_rated(), 1);
+        score *= rec.probability_rated();
+      } else {
+        EXPECT_EQ(rec.probability_rated(), 0);
+      }
       EXPECT_LE(score, prev + 1e-6);
       prev = score;
       if (rec.item_id() == "i3") {
         EXPECT_EQ(rec.title(), "Item Three");
       }
     }
-    // Group 0 likes the first half: the top item is from it.
-    EXPECT_LT(std::stoi(r->recommendations(0).item_id().substr(1)), 20);
+    // Group 0 likes the first half: the top item is from it (every user
+    // rates 60% of the items, whatever they think of them, so p(rated)
+    // alone says nothing about taste here).
+    if (rank != v1::PROBABILITY_RATED) {
+      EXPECT_LT(std::stoi(r->recommendations(0).item_id().substr(1)), 20);
+    }
   }
   v1::RecommendRequest req;
   req.set_user_id("u0");
@@ -589,6 +616,71 @@ TEST_F(ServiceTest, RecommendExcludesRatedItemsAndIsSorted) {
   req.set_threshold(6);
   EXPECT_EQ(service_->Recommend(req).status().code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(ServiceTest, RecommendDefaultsToRatedAndLikedWhenTheModelCan) {
+  LoadSynthetic();
+  TrainOk();
+  v1::RecommendRequest req;
+  req.set_user_id("u1");
+  absl::StatusOr<v1::RecommendResponse> r = service_->Recommend(req);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->rank_by(), v1::PROBABILITY_RATED_AT_LEAST);
+  // The default threshold: the first scale value at or above the mean
+  // training rating (the planted ratings are 1, 2, 4 or 5, half and half).
+  double sum = 0;
+  int n = 0;
+  for (int u = 0; u < kUsers; ++u) {
+    for (int i = 0; i < kItems; ++i) {
+      if (Rated(u, i)) {
+        sum += PlantedRating(u, i);
+        ++n;
+      }
+    }
+  }
+  EXPECT_EQ(r->threshold(), std::ceil(sum / n));
+  ASSERT_EQ(r->recommendations_size(), 10);
+  EXPECT_GT(r->recommendations(0).probability_rated(), 0);
+  EXPECT_GT(r->recommendations(0).probability_at_least(), 0);
+  // An explicit threshold is used as given.
+  req.set_threshold(5);
+  r = service_->Recommend(req);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->threshold(), 5);
+}
+
+TEST_F(ServiceTest, RecommendWithoutTheRatedRbmFallsBackOrSaysWhy) {
+  LoadSynthetic();
+  v1::TrainRequest train;
+  train.mutable_options()->set_rated_hidden(0);
+  const std::vector<v1::TrainProgress> done = TrainSync(train);
+  ASSERT_FALSE(done.empty());
+  const int64_t version = done.back().model_version();
+  ASSERT_GT(version, 0);
+  v1::RecommendRequest req;
+  req.set_user_id("u1");
+  absl::StatusOr<v1::RecommendResponse> r = service_->Recommend(req);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->rank_by(), v1::EXPECTED_RATING);
+  req.set_threshold(4);
+  r = service_->Recommend(req);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->rank_by(), v1::PROBABILITY_AT_LEAST);
+  for (v1::RankBy rank :
+       {v1::PROBABILITY_RATED, v1::PROBABILITY_RATED_AT_LEAST}) {
+    req.set_rank_by(rank);
+    absl::Status s = service_->Recommend(req).status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+    EXPECT_NE(s.message().find(absl::StrCat("model version ", version)),
+              std::string::npos)
+        << s;
+    EXPECT_NE(s.message().find(v1::RankBy_Name(rank)), std::string::npos) << s;
+  }
+  train.mutable_options()->set_rated_hidden(-2);
+  EXPECT_EQ(
+      service_->Train(train, [](const v1::TrainProgress&) { return true; })
+          .code(),
+      absl::StatusCode::kInvalidArgument);
 }
 
 TEST_F(ServiceTest, RecommendReRankingReportsExactNumbers) {

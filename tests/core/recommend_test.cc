@@ -1,0 +1,120 @@
+#include "core/recommend.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "core/fit.h"
+#include "core/rated_rbm.h"
+#include "gtest/gtest.h"
+#include "tests/core/synthetic.h"
+
+namespace rbmrec {
+namespace {
+
+Model Trained() {
+  auto s = testing_data::PlantedRatings(80, 30, 2, 0.4, 12);
+  TrainOptions o;
+  o.hidden = 8;
+  o.max_epochs = 10;
+  o.threads = 1;
+  o.rated_hidden = 6;
+  auto m = FitModel(s.train, o);
+  EXPECT_TRUE(m.ok()) << m.status();
+  return *std::move(m);
+}
+
+UserRatings FirstUser(const Model& m, int32_t* user) {
+  *user = m.users().Find("u0");
+  UserRatings r;
+  // Items 0, 2, 4, ... rated 5 and 1, 3, ... rated 1 (any set will do).
+  for (int32_t i = 0; i < 10; ++i) {
+    r.items.push_back(i);
+    r.ks.push_back(static_cast<uint8_t>(i % 2 == 0 ? 4 : 0));
+  }
+  return r;
+}
+
+TEST(Recommend, RatedProbabilitiesAreTheRatedRbmsMeanField) {
+  const Model m = Trained();
+  ASSERT_TRUE(m.HasRatedRbm());
+  int32_t user;
+  const UserRatings r = FirstUser(m, &user);
+  ScoringScratch scratch;
+  std::vector<float> p(static_cast<size_t>(m.num_items()));
+  RatedProbabilities(m, r.view(), p.data(), &scratch);
+  std::vector<float> h(static_cast<size_t>(m.rated_rbm().F));
+  RatedHidden(m.rated_rbm(), r.items.data(), 10, h.data());
+  for (int32_t i = 0; i < m.num_items(); ++i) {
+    double logit = m.rated_rbm().b[i];
+    for (int j = 0; j < m.rated_rbm().F; ++j) {
+      logit += m.rated_rbm().W(i, j) * h[static_cast<size_t>(j)];
+    }
+    EXPECT_NEAR(p[static_cast<size_t>(i)], 1 / (1 + std::exp(-logit)), 1e-5);
+  }
+}
+
+TEST(Recommend, RatedRankingsOrderByTheirScores) {
+  const Model m = Trained();
+  int32_t user;
+  const UserRatings r = FirstUser(m, &user);
+  ScoringScratch scratch;
+  std::vector<float> p(static_cast<size_t>(m.num_items()));
+  RatedProbabilities(m, r.view(), p.data(), &scratch);
+  const int k0 = DefaultThresholdIndex(m);
+  for (RankBy by : {RankBy::kRated, RankBy::kRatedAtLeast}) {
+    for (PredictMethod method :
+         {PredictMethod::kExact, PredictMethod::kMeanField}) {
+      RankOptions ro;
+      ro.by = by;
+      ro.k0 = k0;
+      ro.method = method;
+      ro.n = 8;
+      ro.candidates = 10;
+      const std::vector<Ranked> out =
+          RankItems(m, user, r.view(), r.items, ro, &scratch);
+      ASSERT_EQ(out.size(), 8u);
+      float prev = 2;
+      for (const Ranked& x : out) {
+        EXPECT_GE(x.item, 10) << "a rated item was recommended";
+        EXPECT_EQ(x.p_rated, p[static_cast<size_t>(x.item)]);
+        if (by == RankBy::kRated) {
+          EXPECT_EQ(x.score, x.p_rated);
+          EXPECT_EQ(x.at_least, 0);
+        } else {
+          EXPECT_GT(x.at_least, 0);
+          EXPECT_FLOAT_EQ(x.score, x.p_rated * x.at_least);
+        }
+        EXPECT_LE(x.score, prev);
+        prev = x.score;
+      }
+      if (by == RankBy::kRated) {
+        // The best p(rated) among the candidates comes first.
+        float best = 0;
+        for (int32_t i = 10; i < m.num_items(); ++i) {
+          if (m.Trained(i)) best = std::max(best, p[static_cast<size_t>(i)]);
+        }
+        EXPECT_EQ(out[0].score, best);
+      }
+    }
+  }
+}
+
+TEST(Recommend, DefaultThresholdIsTheFirstValueAtOrAboveTheMean) {
+  ModelParams params;
+  params.scale = RatingScale();  // 1..5
+  params.items.GetOrAdd("a");
+  params.items.GetOrAdd("b");
+  // Mean rating (3 * 1 + 1 * 5) / 4 = 2: threshold 2 (index 1).
+  params.item_hist = {3, 0, 0, 0, 0, 0, 0, 0, 0, 1};
+  EXPECT_EQ(DefaultThresholdIndex(Model(params)), 1);
+  // Mean 3.5: threshold 4.
+  params.item_hist = {0, 0, 1, 1, 0, 0, 0, 0, 0, 0};
+  EXPECT_EQ(DefaultThresholdIndex(Model(params)), 3);
+  // No data: the middle value.
+  params.item_hist.assign(10, 0);
+  EXPECT_EQ(DefaultThresholdIndex(Model(params)), 2);
+}
+
+}  // namespace
+}  // namespace rbmrec
