@@ -649,6 +649,56 @@ TEST_F(ServiceTest, RecommendDefaultsToRatedAndLikedWhenTheModelCan) {
   EXPECT_EQ(r->threshold(), 5);
 }
 
+// p(rated) is folded in from the user's ratings: an anonymous user with
+// u0's ratings gets u0's p(rated) list, and a stored rating changes it at
+// once (no retraining).
+TEST_F(ServiceTest, RatedRankingFoldsInFromTheUsersRatings) {
+  LoadSynthetic();
+  TrainOk();
+  v1::RecommendRequest known;
+  known.set_user_id("u0");
+  known.set_rank_by(v1::PROBABILITY_RATED);
+  known.set_n(5);
+  absl::StatusOr<v1::RecommendResponse> a = service_->Recommend(known);
+  ASSERT_TRUE(a.ok()) << a.status();
+  v1::RecommendRequest anon = known;
+  anon.clear_user_id();
+  for (int i = 0; i < kItems; ++i) {
+    if (!Rated(0, i)) continue;
+    v1::ItemRating* r = anon.add_ratings();
+    r->set_item_id(I(i));
+    r->set_rating(PlantedRating(0, i));
+  }
+  absl::StatusOr<v1::RecommendResponse> b = service_->Recommend(anon);
+  ASSERT_TRUE(b.ok()) << b.status();
+  ASSERT_EQ(a->recommendations_size(), 5);
+  ASSERT_EQ(b->recommendations_size(), 5);
+  for (int k = 0; k < 5; ++k) {
+    EXPECT_EQ(a->recommendations(k).item_id(), b->recommendations(k).item_id());
+    EXPECT_EQ(a->recommendations(k).probability_rated(),
+              b->recommendations(k).probability_rated());
+  }
+  // u0 rates the top item: it leaves the list and the others' p(rated)
+  // change (the user's hidden state moved).
+  const std::string top = a->recommendations(0).item_id();
+  v1::AddRatingsRequest add;
+  *add.add_ratings() = Row("u0", top, 3);
+  ASSERT_TRUE(service_->AddRatings({add}).ok());
+  absl::StatusOr<v1::RecommendResponse> c = service_->Recommend(known);
+  ASSERT_TRUE(c.ok()) << c.status();
+  bool changed = false;
+  for (const v1::Recommendation& r : c->recommendations()) {
+    EXPECT_NE(r.item_id(), top);
+    for (const v1::Recommendation& old : a->recommendations()) {
+      if (old.item_id() == r.item_id() &&
+          old.probability_rated() != r.probability_rated()) {
+        changed = true;
+      }
+    }
+  }
+  EXPECT_TRUE(changed);
+}
+
 TEST_F(ServiceTest, RecommendWithoutTheRatedRbmFallsBackOrSaysWhy) {
   LoadSynthetic();
   v1::TrainRequest train;
