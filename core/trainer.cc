@@ -118,10 +118,9 @@ int RatedHiddenUnits(const TrainOptions& options, int64_t users,
                      int64_t items) {
   if (options.rated_hidden >= 0) return options.rated_hidden;
   if (users <= 0 || items <= 0) return 0;
-  const double f =
-      0.6 * std::sqrt(static_cast<double>(users) * static_cast<double>(items));
+  const double f = 3.3 * std::sqrt(static_cast<double>(items));
   const int tens = static_cast<int>(std::lround(f / 10.0)) * 10;
-  return std::clamp(tens, 50, 400);
+  return std::clamp(tens, 50, 300);
 }
 
 void InitVisibleBiases(const SparseRatings& by_user, RbmParams* p) {

@@ -62,8 +62,8 @@ struct TrainOptions {
 };
 
 // The rated RBM's hidden units for data of `users` x `items`:
-// options.rated_hidden when >= 0, else the documented rule (README
-// "Rankings"): 3.3 * sqrt(items) rounded to tens, clamped to [50, 300]
+// options.rated_hidden when >= 0, else the documented rule (README "The
+// model"): 3.3 * sqrt(items) rounded to tens, clamped to [50, 300]
 // (100 hidden units for 1,000 items, 200 for 3,700, 300 from 8,300 on;
 // measured on ML-100k, ML-1M and ml-latest-small), 0 when there is no data.
 int RatedHiddenUnits(const TrainOptions& options, int64_t users, int64_t items);
