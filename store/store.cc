@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "store/postgres_store.h"
 #include "store/sqlite_store.h"
 
 namespace rbmrec::store {
@@ -14,7 +15,10 @@ bool Store::IsPostgresPath(std::string_view path) {
 absl::StatusOr<std::unique_ptr<Store>> Store::Open(
     const std::string& path, const StoreOptions& options) {
   if (IsPostgresPath(path)) {
-    return absl::UnimplementedError("PostgreSQL store not built yet");
+    absl::StatusOr<std::unique_ptr<PostgresStore>> pg =
+        PostgresStore::Open(path, options);
+    if (!pg.ok()) return std::move(pg).status();
+    return std::unique_ptr<Store>(std::move(pg).value());
   }
   absl::StatusOr<std::unique_ptr<SqliteStore>> sqlite =
       SqliteStore::Open(path, options);
