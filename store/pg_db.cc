@@ -16,10 +16,19 @@ absl::string_view AV(std::string_view s) {
   return absl::string_view(s.data(), s.size());
 }
 
-// libpq's message without the trailing newline.
+// libpq's message on one line: newlines and tabs become single spaces, no
+// trailing space.
 std::string Trim(const char* msg) {
-  std::string s = msg != nullptr ? msg : "";
-  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  std::string s;
+  for (const char* p = msg != nullptr ? msg : ""; *p != '\0'; ++p) {
+    const bool space = *p == '\n' || *p == '\t' || *p == ' ';
+    if (space) {
+      if (!s.empty() && s.back() != ' ') s += ' ';
+    } else {
+      s += *p;
+    }
+  }
+  while (!s.empty() && s.back() == ' ') s.pop_back();
   return s;
 }
 

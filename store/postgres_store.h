@@ -17,6 +17,16 @@
 // are identity columns (sequences): increasing and never reused. Model blobs
 // are bytea with STORAGE EXTERNAL (out of line, not compressed: model weights
 // do not compress, and reading the other columns never touches the blob).
+// ratings has no FOREIGN KEY constraints (PostgreSQL checks each with a query
+// per row, which made imports about twice as slow); the store writes only
+// indices it has read or created in the same transaction.
+//
+// UpsertRatings runs in one transaction: the new users and items (one
+// INSERT ... SELECT FROM unnest each, indices in order of first appearance),
+// then one INSERT ... ON CONFLICT DO UPDATE of every distinct (user, item)
+// pair of the batch (its last row), which also returns the rating each
+// replaced pair had (read from the statement's snapshot, before its own
+// writes). A batch costs a fixed number of round trips, whatever its size.
 //
 // Connections. One writer connection guarded by a mutex (every write is
 // serialized on it, as in SQLite) and a small pool of reader connections
