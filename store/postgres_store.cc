@@ -457,8 +457,8 @@ absl::StatusOr<UpsertResult> PostgresStore::UpsertRatings(
   // One statement upserts every pair and returns the rating each replaced
   // pair had: the scalar subquery reads the statement's snapshot, taken
   // before its own writes (and under the row lock ON CONFLICT DO UPDATE
-  // takes, the store being the only writer). xmax <> 0 marks a row that
-  // ON CONFLICT updated rather than inserted.
+  // takes, the store being the only writer). xmax <> 0 marks the rows that
+  // ON CONFLICT updated; only those are looked up.
   RBMREC_STORE_ASSIGN_OR_RETURN(
       PgResult w,
       conn.Exec(
@@ -477,11 +477,9 @@ absl::StatusOr<UpsertResult> PostgresStore::UpsertRatings(
            PgParam::Text(DoubleArray(w_r)), PgParam::Text(IntArray(w_ts))}));
   absl::flat_hash_map<std::pair<int64_t, int64_t>, double> stored;
   for (int i = 0; i < w.rows(); ++i) {
-    if (w.IsNull(i, 2)) {
-      return absl::InternalError(absl::StrFormat(
-          "database '%s': the replaced rating (%d, %d) has no previous value",
-          name_, w.Int(i, 0), w.Int(i, 1)));
-    }
+    // No row in the snapshot: the pair did not exist, it was inserted
+    // (xmax can be set on a new row too, e.g. by a row lock).
+    if (w.IsNull(i, 2)) continue;
     stored.emplace(std::make_pair(w.Int(i, 0), w.Int(i, 1)), w.Double(i, 2));
   }
   result.previous.resize(rows.size());
