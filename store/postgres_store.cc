@@ -691,27 +691,42 @@ absl::StatusOr<Snapshot> PostgresStore::ReadSnapshot() const {
   RBMREC_STORE_RETURN_IF_ERROR(
       ReadNames(conn, "SELECT idx, ext_id FROM items ORDER BY idx", snap.items,
                 item_pos));
+  // The ratings through a cursor, kSnapshotChunk rows per round trip, so the
+  // text of at most one chunk is held besides the snapshot.
+  constexpr int kSnapshotChunk = 100000;
   RBMREC_STORE_ASSIGN_OR_RETURN(
-      PgResult r, conn.Exec("reading a snapshot",
-                            "SELECT user_idx, item_idx, rating FROM ratings "
-                            "ORDER BY user_idx, item_idx"));
-  RBMREC_STORE_RETURN_IF_ERROR(txn.Commit());
-  snap.ratings.reserve(static_cast<size_t>(r.rows()));
-  for (int n = 0; n < r.rows(); ++n) {
-    const int64_t u = r.Int(n, 0);
-    const int64_t i = r.Int(n, 1);
-    if (u < 0 || static_cast<size_t>(u) >= user_pos.size() ||
-        user_pos[static_cast<size_t>(u)] < 0 || i < 0 ||
-        static_cast<size_t>(i) >= item_pos.size() ||
-        item_pos[static_cast<size_t>(i)] < 0) {
-      return absl::DataLossError(absl::StrFormat(
-          "database '%s': rating (%d, %d) refers to a missing user or item",
-          name_, u, i));
+      PgResult count,
+      conn.Exec("reading a snapshot", "SELECT count(*) FROM ratings"));
+  snap.ratings.reserve(
+      static_cast<size_t>(std::max<int64_t>(0, count.Int(0, 0))));
+  RBMREC_STORE_RETURN_IF_ERROR(
+      conn.Run("reading a snapshot",
+               "DECLARE snapshot_ratings NO SCROLL CURSOR FOR "
+               "SELECT user_idx, item_idx, rating FROM ratings "
+               "ORDER BY user_idx, item_idx"));
+  const std::string fetch =
+      absl::StrFormat("FETCH FORWARD %d FROM snapshot_ratings", kSnapshotChunk);
+  while (true) {
+    RBMREC_STORE_ASSIGN_OR_RETURN(
+        PgResult r, conn.Exec("reading a snapshot", fetch.c_str()));
+    for (int n = 0; n < r.rows(); ++n) {
+      const int64_t u = r.Int(n, 0);
+      const int64_t i = r.Int(n, 1);
+      if (u < 0 || static_cast<size_t>(u) >= user_pos.size() ||
+          user_pos[static_cast<size_t>(u)] < 0 || i < 0 ||
+          static_cast<size_t>(i) >= item_pos.size() ||
+          item_pos[static_cast<size_t>(i)] < 0) {
+        return absl::DataLossError(absl::StrFormat(
+            "database '%s': rating (%d, %d) refers to a missing user or item",
+            name_, u, i));
+      }
+      snap.ratings.push_back(Snapshot::Row{user_pos[static_cast<size_t>(u)],
+                                           item_pos[static_cast<size_t>(i)],
+                                           r.Double(n, 2)});
     }
-    snap.ratings.push_back(Snapshot::Row{user_pos[static_cast<size_t>(u)],
-                                         item_pos[static_cast<size_t>(i)],
-                                         r.Double(n, 2)});
+    if (r.rows() < kSnapshotChunk) break;
   }
+  RBMREC_STORE_RETURN_IF_ERROR(txn.Commit());
   return snap;
 }
 

@@ -32,8 +32,9 @@
 // serialized on it, as in SQLite) and a small pool of reader connections
 // (up to kMaxIdleReaders kept open, more opened on demand) for the reads, so
 // a long read (ReadSnapshot, LoadModelBlob) never blocks a point read or a
-// write. ReadSnapshot runs in one REPEATABLE READ READ ONLY transaction;
-// every other read is a single statement (a consistent snapshot in itself).
+// write. ReadSnapshot runs in one REPEATABLE READ READ ONLY transaction and
+// reads the ratings through a cursor, 100,000 rows per round trip; every
+// other read is a single statement (a consistent snapshot in itself).
 //
 // Reconnect. A connection that broke (the server restarted, the network
 // dropped) makes the call that saw it fail with Unavailable; the next call
