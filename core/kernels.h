@@ -230,13 +230,35 @@ inline void ColumnDotsScalar(const float* w, const float* bias, int K, int F,
 }
 
 #ifdef RBMREC_AVX2
-// ColumnDots for a compile-time K: eight columns (items) per step, one per
-// lane, the K accumulators in registers, no horizontal sums.
+// ColumnDots for a compile-time K: sixteen columns (items) per step, then
+// eight, one per lane, the K accumulators in registers, no horizontal sums.
+// Each weight is broadcast once per step for two vectors of items, so the
+// 2K accumulator chains keep both FMA ports busy. Every column's result is
+// the same FMA chain (bias, then j = 0..F-1 in order) whichever step it
+// falls in; the columns past the last multiple of 8 take the scalar loop.
 template <int K>
 inline void ColumnDotsK(const float* w, const float* bias, int F,
                         const float* hT, int64_t ld, int64_t n, float* out) {
   int64_t i = 0;
-  alignas(32) float buf[8];
+  alignas(32) float buf[16];
+  for (; i + 16 <= n; i += 16) {
+    __m256 a0[K], a1[K];
+    for (int k = 0; k < K; ++k) a0[k] = a1[k] = _mm256_set1_ps(bias[k]);
+    for (int j = 0; j < F; ++j) {
+      const float* row = hT + j * ld + i;
+      const __m256 h0 = _mm256_loadu_ps(row), h1 = _mm256_loadu_ps(row + 8);
+      for (int k = 0; k < K; ++k) {
+        const __m256 wk = _mm256_set1_ps(w[k * F + j]);
+        a0[k] = _mm256_fmadd_ps(wk, h0, a0[k]);
+        a1[k] = _mm256_fmadd_ps(wk, h1, a1[k]);
+      }
+    }
+    for (int k = 0; k < K; ++k) {
+      _mm256_store_ps(buf, a0[k]);
+      _mm256_store_ps(buf + 8, a1[k]);
+      for (int l = 0; l < 16; ++l) out[(i + l) * K + k] = buf[l];
+    }
+  }
   for (; i + 8 <= n; i += 8) {
     __m256 acc[K];
     for (int k = 0; k < K; ++k) acc[k] = _mm256_set1_ps(bias[k]);

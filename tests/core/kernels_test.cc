@@ -87,5 +87,44 @@ TEST(Kernels, ColumnDotsIsRowDotsForEveryColumn) {
   }
 }
 
+// Each column of ColumnDots is one FMA chain (bias, then j = 0..F-1 in
+// order) in the vector steps, whether its step is 16 or 8 columns wide, and
+// the scalar loop's sum past the last multiple of 8: bit for bit.
+TEST(Kernels, ColumnDotsIsOneFmaChainPerColumnBitForBit) {
+  Rng rng(9);
+  for (int K : {2, 5, 10}) {
+    for (int F : {1, 7, 100}) {
+      // 16-wide steps, an 8-wide step and a scalar tail (n = 45).
+      for (int64_t n : {8, 16, 24, 45}) {
+        const int64_t ld = n + 5;
+        const std::vector<float> w = Random(static_cast<size_t>(K * F), &rng);
+        const std::vector<float> b = Random(static_cast<size_t>(K), &rng);
+        const std::vector<float> hT = Random(static_cast<size_t>(F * ld), &rng);
+        std::vector<float> out(static_cast<size_t>(n * K), NAN);
+        ColumnDots(w.data(), b.data(), K, F, hT.data(), ld, n, out.data());
+        std::vector<float> tail(static_cast<size_t>(n * K), NAN);
+        const int64_t vec = n / 8 * 8;
+        ColumnDotsScalar(w.data(), b.data(), K, F, hT.data(), ld, vec, n,
+                         tail.data());
+        for (int64_t i = 0; i < n; ++i) {
+          for (int k = 0; k < K; ++k) {
+            float want = b[static_cast<size_t>(k)];
+            if (i < vec) {
+              for (int j = 0; j < F; ++j) {
+                want = std::fma(w[static_cast<size_t>(k * F + j)],
+                                hT[static_cast<size_t>(j * ld + i)], want);
+              }
+            } else {
+              want = tail[static_cast<size_t>(i * K + k)];
+            }
+            EXPECT_EQ(out[static_cast<size_t>(i * K + k)], want)
+                << "K " << K << " F " << F << " n " << n << " item " << i;
+          }
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace rbmrec::kernels
