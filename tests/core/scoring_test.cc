@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -218,6 +219,63 @@ TEST(PredictWith, IsPredictAndTheFormulaBitForBit) {
                 std::vector<bool>({false, false, true, true, false, false}));
     }
   }
+}
+
+// Thread-safe with a scratch per thread: every thread's scores are those of
+// the same call made alone, bit for bit.
+TEST(ScoreAllMeanField, ConcurrentCallersGetTheirOwnScoresBitForBit) {
+  Dataset ds;
+  for (int u = 0; u < 60; ++u) {
+    for (int i = 0; i < 40; ++i) {
+      if ((u * 7 + i * 11) % 4 == 0) continue;
+      Rating r;
+      r.user = ds.users.GetOrAdd(absl::StrCat("u", u));
+      r.item = ds.items.GetOrAdd(absl::StrCat("i", i));
+      r.k = static_cast<uint8_t>((u + 2 * i) % 5);
+      ds.ratings.push_back(r);
+    }
+  }
+  TrainOptions o;
+  o.hidden = 16;
+  o.max_epochs = 2;
+  o.threads = 1;
+  o.ensemble = 2;
+  absl::StatusOr<Model> model = FitModel(ds, o);
+  ASSERT_TRUE(model.ok()) << model.status();
+  const int32_t m = model->num_items();
+  const std::vector<float> values = {1, 2, 3, 4, 5};
+  constexpr int kThreads = 8;
+  std::vector<UserRatings> users(kThreads);
+  std::vector<std::vector<float>> alone(kThreads);
+  for (int t = 0; t < kThreads; ++t) {
+    for (int32_t i = t; i < m; i += 3 + t) {
+      users[t].items.push_back(i);
+      users[t].ks.push_back(static_cast<uint8_t>((i + t) % 5));
+    }
+    ScoringScratch scratch;
+    alone[t].resize(static_cast<size_t>(m));
+    ScoreAllMeanField(*model, t, users[t].view(), values.data(),
+                      alone[t].data(), &scratch);
+  }
+  std::vector<int> mismatches(kThreads, 0);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      ScoringScratch scratch;
+      std::vector<float> got(static_cast<size_t>(m));
+      for (int rep = 0; rep < 200; ++rep) {
+        ScoreAllMeanField(*model, t, users[t].view(), values.data(), got.data(),
+                          &scratch);
+        for (int32_t i = 0; i < m; ++i) {
+          const float a = got[static_cast<size_t>(i)];
+          const float b = alone[t][static_cast<size_t>(i)];
+          if (!(a == b || (std::isnan(a) && std::isnan(b)))) ++mismatches[t];
+        }
+      }
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  for (int t = 0; t < kThreads; ++t) EXPECT_EQ(mismatches[t], 0) << t;
 }
 
 }  // namespace
