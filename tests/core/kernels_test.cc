@@ -3,6 +3,7 @@
 #include <cmath>
 #include <vector>
 
+#include "Eigen/Core"
 #include "core/rng.h"
 #include "gtest/gtest.h"
 
@@ -119,6 +120,56 @@ TEST(Kernels, ColumnDotsIsOneFmaChainPerColumnBitForBit) {
             }
             EXPECT_EQ(out[static_cast<size_t>(i * K + k)], want)
                 << "K " << K << " F " << F << " n " << n << " item " << i;
+          }
+        }
+      }
+    }
+  }
+}
+
+// MatVecRows gives each vector the same result alone or with others, bit
+// for bit; Eigen's row-major matrix * vector bit for bit for the served
+// shapes (F a multiple of 8, or 100; an even number of rows), and within
+// rounding for any shape.
+TEST(Kernels, MatVecRowsIsEigensGemvAndAloneIsBatched) {
+  Rng rng(11);
+  using RowMatrix =
+      Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  for (int64_t rows : {1, 2, 5, 8, 13, 40, 130, 203}) {
+    for (int F : {1, 3, 4, 7, 8, 12, 13, 16, 100}) {
+      RowMatrix w(rows, F);
+      for (int64_t r = 0; r < rows; ++r) {
+        for (int j = 0; j < F; ++j) w(r, j) = static_cast<float>(rng.Normal());
+      }
+      std::vector<Eigen::VectorXf> h(3, Eigen::VectorXf(F));
+      for (Eigen::VectorXf& v : h) {
+        for (int j = 0; j < F; ++j) v[j] = rng.Uniform();
+      }
+      for (int B = 1; B <= 3; ++B) {
+        std::vector<Eigen::VectorXf> out(static_cast<size_t>(B),
+                                         Eigen::VectorXf(rows));
+        const float* hs[3];
+        float* outs[3];
+        for (int b = 0; b < B; ++b) {
+          hs[b] = h[static_cast<size_t>(b)].data();
+          outs[b] = out[static_cast<size_t>(b)].data();
+        }
+        MatVecRows(w.data(), rows, F, hs, outs, B);
+        const bool served_shape = (F % 8 == 0 || F == 100) && rows % 2 == 0;
+        for (int b = 0; b < B; ++b) {
+          Eigen::VectorXf want(rows), alone(rows);
+          want.noalias() = w * h[static_cast<size_t>(b)];
+          float* alone_out = alone.data();
+          MatVecRows(w.data(), rows, F, &hs[b], &alone_out, 1);
+          for (int64_t r = 0; r < rows; ++r) {
+            const float got = out[static_cast<size_t>(b)][r];
+            EXPECT_EQ(got, alone[r]) << "rows " << rows << " F " << F;
+            if (served_shape) {
+              EXPECT_EQ(got, want[r]) << "rows " << rows << " F " << F << " B "
+                                      << B << " row " << r;
+            } else {
+              EXPECT_NEAR(got, want[r], 1e-5f * (1 + std::abs(want[r])));
+            }
           }
         }
       }
