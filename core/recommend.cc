@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <utility>
 #include <vector>
 
@@ -89,6 +90,59 @@ std::vector<Ranked> RankItems(const Model& model, int32_t user,
     if (a.first != b.first) return a.first > b.first;
     return model.items().Name(a.second) < model.items().Name(b.second);
   };
+  if (opt.by == RankBy::kRatedAtLeast) {
+    // score = p(rated) x p(>= t) <= p(rated) (times 1 + rounding): score the
+    // items in decreasing p(rated), a block at a time, with the requested
+    // method, and stop once no further item can beat the n-th best score.
+    std::vector<std::pair<float, int32_t>>& cand = scratch->cand;
+    cand.clear();
+    for (int32_t i = 0; i < m; ++i) {
+      const float pr = p_rated[static_cast<size_t>(i)];
+      if (excluded[static_cast<size_t>(i)] || !model.Trained(i) ||
+          !std::isfinite(pr)) {
+        continue;
+      }
+      cand.emplace_back(pr, i);
+    }
+    std::sort(cand.begin(), cand.end(), better);
+    const size_t n = static_cast<size_t>(std::max(1, opt.n));
+    constexpr size_t kBlock = 16;
+    std::vector<float>& probs = scratch->probs;
+    std::vector<int32_t>& query = scratch->query;
+    std::vector<Ranked> scored;
+    std::vector<float> best;  // scores, for the n-th best
+    for (size_t b = 0; b < cand.size(); b += kBlock) {
+      if (scored.size() >= n) {
+        best.clear();
+        for (const Ranked& x : scored) best.push_back(x.score);
+        std::nth_element(best.begin(), best.begin() + (n - 1), best.end(),
+                         std::greater<float>());
+        if (cand[b].first * (1.0f + 1e-5f) < best[n - 1]) break;
+      }
+      const size_t e = std::min(cand.size(), b + kBlock);
+      query.clear();
+      for (size_t r = b; r < e; ++r) query.push_back(cand[r].second);
+      probs.resize(query.size() * static_cast<size_t>(K));
+      model.Predict(user, v, query, method, probs.data(), nullptr);
+      for (size_t r = 0; r < query.size(); ++r) {
+        const float* p = probs.data() + r * static_cast<size_t>(K);
+        if (!sane(p)) continue;  // never hand out NaN
+        Ranked x;
+        x.item = query[r];
+        x.p_rated = p_rated[static_cast<size_t>(x.item)];
+        x.at_least = at_least(p);
+        x.score = x.p_rated * x.at_least;
+        x.expected = model.Expectation(p);
+        scored.push_back(x);
+      }
+    }
+    std::sort(scored.begin(), scored.end(),
+              [&](const Ranked& a, const Ranked& b) {
+                return better({a.score, a.item}, {b.score, b.item});
+              });
+    if (scored.size() > n) scored.resize(n);
+    return scored;
+  }
   std::vector<float>& first = scratch->first;
   RowMatrixXf& all = scratch->all;
   std::vector<std::pair<float, int32_t>>& cand = scratch->cand;

@@ -64,8 +64,12 @@ void RatedProbabilities(const Model& model, const VisibleSet& v, float* out,
 // best max(candidates, 3n) (n when stage 1 already used the requested method)
 // are scored again with the requested method, which gives the order and
 // the numbers. Distributions that are not finite are skipped. The p(rated)
-// rankings multiply in RatedProbabilities (kRated: stage 1 is p(rated)
-// alone and gives the order). REQUIRES model.HasRatedRbm() for them and
+// rankings use RatedProbabilities instead of stage 1: kRated ranks by it
+// (the n best are then scored for the numbers); kRatedAtLeast scores items
+// with the requested method in decreasing p(rated), 16 at a time, until no
+// further item can reach the n-th best score (score <= p(rated)), so its
+// order is the requested method's over all items, usually after scoring a
+// few dozen (`candidates` does not apply). REQUIRES model.HasRatedRbm() for them and
 // 0 <= k0 < K for the threshold rankings.
 // Thread-safe as long as each thread passes its own scratch.
 std::vector<Ranked> RankItems(const Model& model, int32_t user,

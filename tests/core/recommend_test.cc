@@ -100,6 +100,54 @@ TEST(Recommend, RatedRankingsOrderByTheirScores) {
   }
 }
 
+// The bounded search of kRatedAtLeast returns exactly the brute-force top n
+// of p(rated) x p(rating >= t) over every candidate item, for each method.
+TEST(Recommend, RatedAtLeastIsTheBruteForceTopN) {
+  const Model m = Trained();
+  int32_t user;
+  const UserRatings r = FirstUser(m, &user);
+  ScoringScratch scratch;
+  std::vector<float> p_rated(static_cast<size_t>(m.num_items()));
+  RatedProbabilities(m, r.view(), p_rated.data(), &scratch);
+  const int K = m.K();
+  for (PredictMethod method :
+       {PredictMethod::kExact, PredictMethod::kMeanField}) {
+    for (int k0 : {2, 3, 4}) {
+      std::vector<int32_t> query;
+      for (int32_t i = 10; i < m.num_items(); ++i) {
+        if (m.Trained(i)) query.push_back(i);
+      }
+      std::vector<float> probs(query.size() * static_cast<size_t>(K));
+      m.Predict(user, r.view(), query, method, probs.data(), nullptr);
+      std::vector<std::pair<float, std::string>> want;
+      for (size_t q = 0; q < query.size(); ++q) {
+        float at_least = 0;
+        for (int k = k0; k < K; ++k) at_least += probs[q * K + k];
+        want.emplace_back(p_rated[static_cast<size_t>(query[q])] * at_least,
+                          m.items().Name(query[q]));
+      }
+      std::sort(want.begin(), want.end(), [](const auto& a, const auto& b) {
+        return a.first != b.first ? a.first > b.first : a.second < b.second;
+      });
+      for (int n : {1, 5, 12}) {
+        RankOptions ro;
+        ro.by = RankBy::kRatedAtLeast;
+        ro.k0 = k0;
+        ro.method = method;
+        ro.n = n;
+        const std::vector<Ranked> got =
+            RankItems(m, user, r.view(), r.items, ro, &scratch);
+        ASSERT_EQ(got.size(), static_cast<size_t>(n));
+        for (int j = 0; j < n; ++j) {
+          EXPECT_EQ(m.items().Name(got[j].item), want[j].second)
+              << "n " << n << " rank " << j << " k0 " << k0;
+          EXPECT_EQ(got[j].score, want[j].first);
+        }
+      }
+    }
+  }
+}
+
 TEST(Recommend, DefaultThresholdIsTheFirstValueAtOrAboveTheMean) {
   ModelParams params;
   params.scale = RatingScale();  // 1..5
