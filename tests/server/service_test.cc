@@ -296,7 +296,9 @@ TEST_F(ServiceTest, TrainStreamsProgressAndPublishes) {
     EXPECT_TRUE(m.rbm() == "user" || m.rbm() == "item" || m.rbm() == "rated")
         << m.rbm();
     (m.rbm() == "user" ? user : m.rbm() == "item" ? item : rated)++;
-    if (m.rbm() != "rated") EXPECT_EQ(rated, 0) << "rated RBM not last";
+    if (m.rbm() != "rated") {
+      EXPECT_EQ(rated, 0) << "rated RBM not last";
+    }
   }
   EXPECT_GT(user, 0);
   EXPECT_GT(item, 0);
