@@ -18,9 +18,12 @@
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -641,6 +644,41 @@ TEST_F(MetricsEndToEndTest, CountersMoveWithTrafficOfEveryKind) {
   EXPECT_EQ(after.Get(DurationCount("PredictRatings")),
             s.Get(DurationCount("PredictRatings")) + 3);
   EXPECT_EQ(after.Sum("rbmrec_rpc_in_flight", ""), 0);
+}
+
+// Every metric the Grafana dashboard queries exists once a model is trained.
+TEST_F(MetricsEndToEndTest, DashboardQueriesOnlyMetricsThatExist) {
+  std::ifstream file(RBMREC_DASHBOARD);
+  ASSERT_TRUE(file) << RBMREC_DASHBOARD;
+  std::stringstream text;
+  text << file.rdbuf();
+  const std::string dashboard = text.str();
+  std::set<std::string> names;
+  for (size_t at = 0;
+       (at = dashboard.find("\"expr\"", at)) != std::string::npos; ++at) {
+    const size_t end = dashboard.find('\n', at);
+    const std::string expr = dashboard.substr(at, end - at);
+    for (const char* prefix : {"rbmrec_", "process_"}) {
+      for (size_t i = 0; (i = expr.find(prefix, i)) != std::string::npos;) {
+        size_t j = i;
+        while (j < expr.size() && NameChar(expr[j], false)) ++j;
+        names.insert(expr.substr(i, j - i));
+        i = j;
+      }
+    }
+  }
+  ASSERT_GT(names.size(), 15u);
+  ASSERT_TRUE(AddSomeRatings().ok());
+  ASSERT_TRUE(TrainOnce().ok());
+  ASSERT_TRUE(Predict("u1").ok());
+  Scrape s = Metrics();
+  for (const std::string& name : names) {
+    bool found = s.types.count(name) > 0;
+    for (const auto& [key, value] : s.values) {
+      if (key == name || key.rfind(name + "{", 0) == 0) found = true;
+    }
+    EXPECT_TRUE(found) << name << " is in the dashboard, not in /metrics";
+  }
 }
 
 TEST_F(MetricsEndToEndTest, InFlightCountsAnOpenStreamUntilItEnds) {
