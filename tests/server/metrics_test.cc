@@ -18,6 +18,8 @@
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -358,9 +360,11 @@ Scrape Fetch(int port, const std::string& method = "GET",
 
 class MetricsEndToEndTest : public ::testing::Test {
  protected:
-  void SetUp() override {
+  void SetUp() override { Start(":memory:", store::StoreOptions()); }
+
+  void Start(const std::string& db, const store::StoreOptions& options) {
     absl::StatusOr<std::unique_ptr<store::Store>> store =
-        store::Store::Open(":memory:");
+        store::Store::Open(db, options);
     ASSERT_TRUE(store.ok()) << store.status();
     ServiceOptions so;
     so.online = false;
@@ -400,6 +404,8 @@ class MetricsEndToEndTest : public ::testing::Test {
     if (server_ != nullptr) server_->Shutdown(std::chrono::system_clock::now());
     server_.reset();
     if (service_ != nullptr) service_->Shutdown();
+    http_.reset();
+    service_.reset();
   }
 
   // 200 rows of 20 users on 15 items (100 distinct ratings), one stream.
@@ -679,6 +685,51 @@ TEST_F(MetricsEndToEndTest, DashboardQueriesOnlyMetricsThatExist) {
     }
     EXPECT_TRUE(found) << name << " is in the dashboard, not in /metrics";
   }
+}
+
+// A full database: the failed write counts once in the store errors and
+// once in the RPC counters.
+TEST_F(MetricsEndToEndTest, StoreErrorsCountAFullDatabase) {
+  TearDown();
+  char dir[] = "/tmp/rbmrec_metrics_test_XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string path = absl::StrCat(dir, "/full.db");
+  store::StoreOptions options;
+  options.max_bytes = 1 << 20;
+  Start(path, options);
+  const std::string full =
+      Key("rbmrec_store_errors_total", {{"code", "RESOURCE_EXHAUSTED"}});
+  Scrape before = Metrics();
+  const double errors_before = before.Has(full) ? before.Get(full) : 0;
+
+  grpc::Status status;
+  int streams = 0;
+  for (int b = 0; b < 100 && status.ok(); ++b, ++streams) {
+    grpc::ClientContext context;
+    v1::AddRatingsResponse response;
+    auto writer = stub_->AddRatings(&context, &response);
+    v1::AddRatingsRequest batch;
+    for (int i = 0; i < 5000; ++i) {
+      v1::Rating* r = batch.add_ratings();
+      r->set_user_id(absl::StrCat("user-", b, "-", i / 50));
+      r->set_item_id(absl::StrCat("item-", i % 50));
+      r->set_rating(1 + i % 5);
+    }
+    writer->Write(batch);
+    writer->WritesDone();
+    status = writer->Finish();
+  }
+  ASSERT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED)
+      << status.error_message();
+  Scrape after = Metrics();
+  EXPECT_EQ(after.Get(full), errors_before + 1) << after.body;
+  EXPECT_EQ(after.Get(Requests("AddRatings", "RESOURCE_EXHAUSTED")), 1);
+  EXPECT_EQ(after.Get(Requests("AddRatings", "OK")), streams - 1);
+  TearDown();
+  std::remove(path.c_str());
+  std::remove((path + "-wal").c_str());
+  std::remove((path + "-shm").c_str());
+  rmdir(dir);
 }
 
 TEST_F(MetricsEndToEndTest, InFlightCountsAnOpenStreamUntilItEnds) {
