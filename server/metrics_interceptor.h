@@ -7,19 +7,20 @@
 //
 // Coverage. gRPC 1.51 runs the interceptors of
 // ServerBuilder::experimental().SetInterceptorCreators on every call of
-// every method registered on the server, whatever the API: the sync
-// handlers of rbmrec.v1.Rbmrec (unary and the Train server stream), the
-// callback handlers (PredictRatings, Recommend, including the ones finished
-// from a loader thread), the raw-bytes AddRatings client stream (a sync
-// ClientStreamingHandler installed with MarkMethodStreamed), the built-in
-// grpc.health.v1.Health (Check, Watch) and server reflection.
-// tests/server/metrics_test.cc checks a call of each kind. A call of a
-// method the server does not implement counts as method="unknown" (with
-// code UNIMPLEMENTED) when gRPC creates interceptors for it.
+// every method registered on the server, whatever the API. Checked by
+// tests/server/metrics_test.cc, one call of each kind: the sync unary
+// handlers of rbmrec.v1.Rbmrec (GetStats), the sync Train server stream,
+// the raw-bytes AddRatings client stream (a sync ClientStreamingHandler
+// installed with MarkMethodStreamed; its malformed-message failure too),
+// the callback handlers PredictRatings and Recommend, finished inline and
+// (PredictRatings of a stored version not in memory) from the loader
+// thread, the built-in grpc.health.v1.Health Check and Watch, server
+// reflection (a bidi stream), and a method the server does not implement
+// (counted as method="unknown", code UNIMPLEMENTED). No path of the server
+// is known to bypass it.
 //
-// Timing: the call starts when gRPC creates its interceptors (after the
-// call's initial metadata arrived, before the handler runs; a unary
-// request message is read after that) and ends at the hook
+// Timing: the call starts when gRPC creates its interceptors (once the
+// call has arrived, before the handler runs) and ends at the hook
 // PRE_SEND_STATUS, when the server hands gRPC the status. A call that ends
 // without that hook (the client or the server cancelled it before the
 // handler answered) is counted with code "CANCELLED" when gRPC destroys

@@ -687,6 +687,32 @@ TEST_F(MetricsEndToEndTest, DashboardQueriesOnlyMetricsThatExist) {
   }
 }
 
+// A callback call finished from the loader thread (a stored version that is
+// not in memory) is counted like one finished inline.
+TEST_F(MetricsEndToEndTest, CallsFinishedOnTheLoaderThreadAreCounted) {
+  ASSERT_TRUE(AddSomeRatings().ok());
+  ASSERT_TRUE(TrainOnce().ok());
+  ASSERT_TRUE(TrainOnce().ok());
+  ASSERT_EQ(service_->active_version(), 2);
+  ASSERT_FALSE(service_->ModelResident(1));
+  Scrape before = Metrics();
+  grpc::ClientContext context;
+  v1::PredictRatingsRequest request;
+  request.set_user_id("u3");
+  request.add_item_ids("i1");
+  request.set_model_version(1);
+  v1::PredictRatingsResponse response;
+  ASSERT_TRUE(stub_->PredictRatings(&context, request, &response).ok());
+  EXPECT_EQ(response.model_version(), 1);
+  EXPECT_TRUE(service_->ModelResident(1));  // it went through the loader
+  Scrape after = Metrics();
+  const std::string ok = Requests("PredictRatings", "OK");
+  EXPECT_EQ(after.Get(ok), (before.Has(ok) ? before.Get(ok) : 0) + 1);
+  EXPECT_EQ(after.Get(DurationCount("PredictRatings")),
+            before.Get(DurationCount("PredictRatings")) + 1);
+  EXPECT_EQ(after.Get(InFlight("PredictRatings")), 0);
+}
+
 // A full database: the failed write counts once in the store errors and
 // once in the RPC counters.
 TEST_F(MetricsEndToEndTest, StoreErrorsCountAFullDatabase) {
