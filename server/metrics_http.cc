@@ -4,11 +4,14 @@
 #include <netdb.h>
 #include <sys/socket.h>
 
+#include <cstdarg>
+#include <cstdio>
 #include <cstring>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "server/log.h"
 
 namespace rbmrec::server {
 
@@ -47,6 +50,20 @@ struct MetricsHttpAccess {
                  kTextContentType);
   }
 };
+
+namespace {
+
+// libmicrohttpd's error messages as structured log lines.
+void LogMhdError(void* /*cls*/, const char* format, va_list args) {
+  char text[512];
+  std::vsnprintf(text, sizeof text, format, args);
+  absl::string_view message(text);
+  while (absl::ConsumeSuffix(&message, "\n")) {
+  }
+  Log(LogLevel::kWarn, "metrics_http_error", {F("error", message)});
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(
     const std::string& listen, MetricsRegistry* registry) {
@@ -90,7 +107,9 @@ absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(
   if (found->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
   server->daemon_ = MHD_start_daemon(
       flags, static_cast<uint16_t>(port), nullptr, nullptr,
-      &MetricsHttpAccess::Handle, server.get(), MHD_OPTION_SOCK_ADDR,
+      &MetricsHttpAccess::Handle, server.get(),
+      // The logger must be the first option.
+      MHD_OPTION_EXTERNAL_LOGGER, &LogMhdError, nullptr, MHD_OPTION_SOCK_ADDR,
       found->ai_addr, MHD_OPTION_CONNECTION_LIMIT, 16u,
       MHD_OPTION_CONNECTION_TIMEOUT, 10u, MHD_OPTION_END);
   freeaddrinfo(found);

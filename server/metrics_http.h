@@ -10,7 +10,8 @@
 // thread: scrapes are answered one after another on that thread, never on
 // a gRPC thread, and take no lock an RPC needs (the RPC metrics are atomics;
 // the service gauges are cached, server/metrics.h). At most 16 connections
-// are open at once and an idle connection is closed after 10 s.
+// are open at once and an idle connection is closed after 10 s. Errors of
+// libmicrohttpd are logged as event=metrics_http_error (server/log.h).
 //
 // Plain HTTP, no authentication: main.cc applies the listen policy
 // (server/listen_policy.h): a non-loopback --metrics-listen needs
