@@ -8,6 +8,11 @@
 //                                         first stage: scores only)
 //   all_exact                             PredictAll, every item, Eq. 7
 //   rescore50_exact                       Model::Predict of 50 items
+//   urbm_matvec / irbm_logits             the two products inside
+//                                         score_all_meanfield: W * h of the
+//                                         (first) user-based RBM, all items,
+//                                         and the I-RBM's logits of all items
+//                                         (Model::ItemRbmMeanFieldLogits)
 // and, for Recommend's two-stage ranking (mean field for all items, exact
 // for the best C), how many of the exact top 10 each C recovers.
 //
@@ -27,6 +32,7 @@
 #include "core/cpu_check.h"
 #include "core/fit.h"
 #include "core/model_file.h"
+#include "core/rbm.h"
 #include "core/readers.h"
 #include "core/scoring.h"
 
@@ -178,6 +184,26 @@ int Main(int argc, char** argv) {
                       scores.data(), &scratch);
     sink += scores[0];
   });
+  double urbm = 0, irbm = 0;
+  if (!model->members().empty()) {
+    const RbmParams& p0 = model->members()[0];
+    Eigen::VectorXf h(p0.F), z(p0.W.rows());
+    urbm = TimeUs(users, rounds, [&](const User& u) {
+      HiddenInput(p0, u.ratings.view(), h.data());
+      SigmoidInPlace(h.data(), p0.F);
+      z.noalias() = p0.W * h;
+      sink += z[0];
+    });
+  }
+  RowMatrixXf logits;
+  bool any_irbm = false;
+  irbm = TimeUs(users, rounds, [&](const User& u) {
+    if (!model->ItemRbmServes(u.index)) return;
+    any_irbm = true;
+    model->ItemRbmMeanFieldLogits(u.index, &logits);
+    sink += logits(0, 0);
+  });
+  if (!any_irbm) irbm = 0;
   const double alle =
       TimeUs(users, std::min(rounds, 2), score_all(PredictMethod::kExact));
   const double r50 = TimeUs(users, rounds, predict(50, PredictMethod::kExact));
@@ -227,10 +253,11 @@ int Main(int argc, char** argv) {
         "\"predict10_exact_us\":%.2f,\"predict10_meanfield_us\":%.2f,"
         "\"all_meanfield_us\":%.2f,\"score_all_meanfield_us\":%.2f,"
         "\"all_exact_us\":%.2f,"
-        "\"rescore50_exact_us\":%.2f,\"top10_recall_by_candidates\":{%s}}\n",
+        "\"rescore50_exact_us\":%.2f,\"urbm_matvec_us\":%.2f,"
+        "\"irbm_logits_us\":%.2f,\"top10_recall_by_candidates\":{%s}}\n",
         m, K, model->members().empty() ? 0 : model->members()[0].F,
         static_cast<int>(users.size()), p10e, p10m, allm, scorem, alle, r50,
-        rec.c_str());
+        urbm, irbm, rec.c_str());
   } else {
     std::printf("model: %d items, K %d, %zu users timed (best of %d rounds)\n",
                 m, K, users.size(), rounds);
@@ -240,6 +267,10 @@ int Main(int argc, char** argv) {
     std::printf("  score_all_meanfield  %9.2f us\n", scorem);
     std::printf("  all_exact            %9.2f us\n", alle);
     std::printf("  rescore50_exact      %9.2f us\n", r50);
+    std::printf("  urbm_matvec          %9.2f us  (in score_all_meanfield)\n",
+                urbm);
+    std::printf("  irbm_logits          %9.2f us  (in score_all_meanfield)\n",
+                irbm);
     std::printf(
         "  exact top-10 recovered by mean-field top C + exact rescoring:\n");
     for (size_t c = 0; c < cs.size(); ++c) {

@@ -33,7 +33,10 @@
 # Env:   DURATION=5 (seconds per load run), CONCURRENCY=16, REPEAT=3 (rounds
 #        of (c), (d) and (e); every round is printed, verdicts use medians),
 #        OLD_SERVER=path/to/rbmrec-server (optional: also time the
-#        with-model import on this binary, e.g. a build before a change)
+#        with-model import on this binary, e.g. a build before a change,
+#        and run every load of (c) and (d) on it too, right after the same
+#        load on the new binary, each serving its own copy of the same
+#        database: old/new QPS ratios per round, and the medians)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 mode=all
@@ -225,7 +228,8 @@ fi
 
 if [ "$mode" = ml1m ]; then
   # ---- ML-1M: import and train as a new user would, then (c) and (d) -------
-  start_server "$tmp/m.db"
+  cur_db=$tmp/m.db
+  start_server "$cur_db"
   import_ms=$(time_import "$load_ratings")
   rows=$(grep -o 'accepted [0-9,]*' "$tmp/import.out" | tr -dc 0-9)
   t0=$(now_ms)
@@ -260,7 +264,8 @@ echo "    ratio rbmrec/sqlite3:          ${r}x"
 echo "    target <= 2000 ms and <= 3x:   $(verdict "$import_ms <= 2000 and $r <= 3")"
 
 # ---- (b) evaluate after import u1.base + train vs rbmrec-eval --------------
-start_server "$tmp/b.db"
+cur_db=$tmp/b.db
+start_server "$cur_db"
 cli import "$ml/u1.base" >/dev/null 2>&1
 t0=$(now_ms)
 cli train >"$tmp/train.out" 2>&1
@@ -297,6 +302,44 @@ fi
 sleep 1  # let the online updates of the import settle
 fi
 
+# With OLD_SERVER: a copy of the database, served by the old binary beside
+# the new one; use_server new|old points cli/loadgen at either.
+new_port=$port new_pid=$server_pid
+if [ -n "${OLD_SERVER:-}" ]; then
+  stop_server
+  for f in "$cur_db"*; do cp "$f" "$tmp/old.db${f#"$cur_db"}"; done
+  start_server "$tmp/old.db" "$OLD_SERVER"
+  old_port=$port old_pid=$server_pid
+  start_server "$cur_db"
+  new_port=$port new_pid=$server_pid
+  sleep 1
+fi
+use_server() {
+  if [ "$1" = old ]; then port=$old_port server_pid=$old_pid; else port=$new_port server_pid=$new_pid; fi
+}
+# old_run TYPE NEW_JSON [loadgen flags]: the same load on OLD_SERVER; prints
+# its line and appends the old/new QPS ratio to old_ratios_TYPE.
+old_ratios_predict=() old_ratios_recommend=() old_p99_recommend=()
+old_run() {
+  local type=$1 new_json=$2 q p50 p99 e nq
+  shift 2
+  use_server old
+  loadgen "$tmp/old.json" "$@"
+  use_server new
+  q=$(json "$tmp/old.json" 'd["rpcs"][0]["qps"]')
+  p50=$(json "$tmp/old.json" 'd["rpcs"][0]["p50_ms"]')
+  p99=$(json "$tmp/old.json" 'd["rpcs"][0]["p99_ms"]')
+  e=$(json "$tmp/old.json" 'd["rpcs"][0]["errors"]')
+  nq=$(json "$new_json" 'd["rpcs"][0]["qps"]')
+  echo "          OLD_SERVER, same load:             QPS $q, p50 $p50 ms, p99 $p99 ms, errors $e; new/old QPS $(ratio "$nq" "$q")"
+  echo "          CPU old run: $(cat "$tmp/old.json.cpu")"
+  if [ "$type" = predict ]; then
+    old_ratios_predict+=("$(ratio "$nq" "$q")")
+  else
+    old_ratios_recommend+=("$(ratio "$nq" "$q")") old_p99_recommend+=("$p99")
+  fi
+}
+
 # ---- (c) PredictRatings vs health Check -------------------------------------
 # The machine is shared and noisy: each load run is repeated $repeat times
 # (predict and health alternating, so each ratio comes from adjacent runs);
@@ -317,10 +360,16 @@ for r in $(seq "$repeat"); do
   echo "          health Check, c=$conc:             QPS $h_qps, p99 $h_p99 ms; Predict/health QPS $pr"
   echo "          CPU predict run: $(cat "$tmp/predict.json.cpu"); health run: $(cat "$tmp/health.json.cpu") (over $((duration + 1)) s wall, $(nproc) cores)"
   p_qps_all+=("$p_qps") p_p99_all+=("$p_p99") h_qps_all+=("$h_qps") ratios+=("$pr")
+  if [ -n "${OLD_SERVER:-}" ]; then
+    old_run predict "$tmp/predict.json" --mix predict=1 --items-per-predict 10 --ratings "$load_ratings"
+  fi
 done
 p_p99=$(median "${p_p99_all[@]}")
 pr=$(median "${ratios[@]}")
 echo "(c) median of $repeat: PredictRatings QPS $(median "${p_qps_all[@]}"), p99 $p_p99 ms; health QPS $(median "${h_qps_all[@]}"); ratio $pr"
+if [ -n "${OLD_SERVER:-}" ]; then
+  echo "    new/old PredictRatings QPS, median of $repeat: $(median "${old_ratios_predict[@]}")"
+fi
 echo "    target p99 <= 2 ms:              $(verdict "$p_p99 <= 2")"
 if [ "$mode" = ml1m ]; then
   echo "    target QPS ratio >= 0.6 (ML-1M): $(verdict "$pr >= 0.6")"
@@ -340,9 +389,15 @@ for r in $(seq "$repeat"); do
   echo "(d) run $r: Recommend top 10, c=$conc: QPS $r_qps, p50 $r_p50 ms, p99 $r_p99 ms, errors $r_err"
   echo "          CPU: $(cat "$tmp/recommend.json.cpu")"
   r_p99_all+=("$r_p99") r_qps_all+=("$r_qps")
+  if [ -n "${OLD_SERVER:-}" ]; then
+    old_run recommend "$tmp/recommend.json" --mix recommend=1 --n 10 --ratings "$load_ratings"
+  fi
 done
 r_p99=$(median "${r_p99_all[@]}")
 echo "(d) median of $repeat: Recommend QPS $(median "${r_qps_all[@]}"), p99 $r_p99 ms"
+if [ -n "${OLD_SERVER:-}" ]; then
+  echo "    OLD_SERVER: p99 median $(median "${old_p99_recommend[@]}") ms; new/old Recommend QPS, median of $repeat: $(median "${old_ratios_recommend[@]}")"
+fi
 echo "    target p99 <= 5 ms:              $(verdict "$r_p99 <= 5")"
 if [ "$mode" = ml1m ]; then
   stop_server

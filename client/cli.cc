@@ -259,7 +259,10 @@ std::vector<FlagSpec> MakeGlobalFlags() {
   return {
       Value("server", "HOST:PORT",
             absl::StrCat("the server (default $RBMREC_SERVER, else ",
-                         kDefaultServer, ")")),
+                         kDefaultServer,
+                         "); a gRPC target URI spreads the calls over "
+                         "several servers round-robin: dns:///HOST:PORT "
+                         "(every address of HOST) or ipv4:A:P,B:P")),
       Bool("json", "print exactly one JSON object on stdout"),
       Value("timeout", "SECONDS",
             absl::StrCat("deadline of each request (default ",

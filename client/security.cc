@@ -125,6 +125,8 @@ std::string TargetHost(absl::string_view target) {
       break;
     }
   }
+  // "ipv4:A:P,B:P": the first address.
+  target = target.substr(0, target.find(','));
   if (!target.empty() && target[0] == '[') {
     const size_t close = target.find(']');
     return absl::AsciiStrToLower(target.substr(
@@ -231,9 +233,15 @@ absl::StatusOr<ClientSecurity> LoadSecurity(const SecuritySettings& flags,
   return out;
 }
 
+bool IsBalancedTarget(absl::string_view target) {
+  return absl::StartsWith(target, "dns:") ||
+         absl::StartsWith(target, "ipv4:") || absl::StartsWith(target, "ipv6:");
+}
+
 std::shared_ptr<grpc::Channel> CreateSecureChannel(
     const std::string& target, const ClientSecurity& security,
     grpc::ChannelArguments args) {
+  if (IsBalancedTarget(target)) args.SetLoadBalancingPolicyName("round_robin");
   if (!security.tls) {
     return grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(),
                                      args);

@@ -86,10 +86,18 @@ struct ClientSecurity {
 absl::StatusOr<ClientSecurity> LoadSecurity(const SecuritySettings& flags,
                                             const SecuritySettings& env);
 
+// True for gRPC target URIs that may name several servers:
+// "dns:///HOST:PORT" (every address HOST resolves to), "ipv4:A:P,B:P",
+// "ipv6:[A]:P,[B]:P". A plain "HOST:PORT" is not one.
+bool IsBalancedTarget(absl::string_view target);
+
 // A channel to `target` with `security`: TLS credentials (root certificates,
 // optional client certificate) and the server-name override
 // (GRPC_SSL_TARGET_NAME_OVERRIDE_ARG), or insecure credentials. `args` are
-// the caller's other channel arguments.
+// the caller's other channel arguments. For IsBalancedTarget targets the
+// calls are spread over every address by gRPC's round_robin policy (each
+// call goes to the next ready server); a plain HOST:PORT uses gRPC's default
+// (the first address that connects).
 std::shared_ptr<grpc::Channel> CreateSecureChannel(
     const std::string& target, const ClientSecurity& security,
     grpc::ChannelArguments args);

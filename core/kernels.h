@@ -7,6 +7,7 @@
 // depends only on its inputs (never on threads), so training stays
 // deterministic for a given binary.
 
+#include <algorithm>
 #include <cstdint>
 #include <type_traits>
 
@@ -230,13 +231,35 @@ inline void ColumnDotsScalar(const float* w, const float* bias, int K, int F,
 }
 
 #ifdef RBMREC_AVX2
-// ColumnDots for a compile-time K: eight columns (items) per step, one per
-// lane, the K accumulators in registers, no horizontal sums.
+// ColumnDots for a compile-time K: sixteen columns (items) per step, then
+// eight, one per lane, the K accumulators in registers, no horizontal sums.
+// Each weight is broadcast once per step for two vectors of items, so the
+// 2K accumulator chains keep both FMA ports busy. Every column's result is
+// the same FMA chain (bias, then j = 0..F-1 in order) whichever step it
+// falls in; the columns past the last multiple of 8 take the scalar loop.
 template <int K>
 inline void ColumnDotsK(const float* w, const float* bias, int F,
                         const float* hT, int64_t ld, int64_t n, float* out) {
   int64_t i = 0;
-  alignas(32) float buf[8];
+  alignas(32) float buf[16];
+  for (; i + 16 <= n; i += 16) {
+    __m256 a0[K], a1[K];
+    for (int k = 0; k < K; ++k) a0[k] = a1[k] = _mm256_set1_ps(bias[k]);
+    for (int j = 0; j < F; ++j) {
+      const float* row = hT + j * ld + i;
+      const __m256 h0 = _mm256_loadu_ps(row), h1 = _mm256_loadu_ps(row + 8);
+      for (int k = 0; k < K; ++k) {
+        const __m256 wk = _mm256_set1_ps(w[k * F + j]);
+        a0[k] = _mm256_fmadd_ps(wk, h0, a0[k]);
+        a1[k] = _mm256_fmadd_ps(wk, h1, a1[k]);
+      }
+    }
+    for (int k = 0; k < K; ++k) {
+      _mm256_store_ps(buf, a0[k]);
+      _mm256_store_ps(buf + 8, a1[k]);
+      for (int l = 0; l < 16; ++l) out[(i + l) * K + k] = buf[l];
+    }
+  }
   for (; i + 8 <= n; i += 8) {
     __m256 acc[K];
     for (int k = 0; k < K; ++k) acc[k] = _mm256_set1_ps(bias[k]);
@@ -285,6 +308,77 @@ inline void RowDots2(const float* w, const float* bias, int K, int F,
 #endif
   RowDots(w, bias, K, F, h1, out1);
   RowDots(w, bias, K, F, h2, out2);
+}
+
+// out[r] = dot(w + r*F, h) for r < rows (W row-major, rows x F): a matrix
+// times a vector, each row as Eigen 3.4's row-major GEMV computes it in its
+// blocks of rows (8-lane FMA chains over the full 8-float blocks, Eigen's
+// horizontal sum, then the F % 8 last products added one by one, unfused).
+// That is `W * h` bit for bit where Eigen's own code is not contracted
+// differently by the compiler (tested: F = 8, 16, 100 with rows even, the
+// served defaults); the result never depends on B or on the other vectors.
+// For B = 1..8 vectors at once: each block of rows is read from memory once
+// for all of them (the memory traffic of one matrix-vector product).
+namespace internal {
+// The F % 8 last products of a row added one by one, unfused, as Eigen.
+inline float AddTail(float cc, const float* w, const float* h, int j, int F) {
+  for (; j < F; ++j) {
+    float prod = w[j] * h[j];
+#if defined(__GNUC__)
+    asm("" : "+x"(prod));  // keeps the add unfused, as in Eigen
+#endif
+    cc += prod;
+  }
+  return cc;
+}
+}  // namespace internal
+
+inline void MatVecRows(const float* w, int64_t rows, int F,
+                       const float* const* h, float* const* out, int B) {
+  constexpr int64_t kRowBlock = 32;  // 32 x F floats stay in L1 for all B
+  for (int64_t r0 = 0; r0 < rows; r0 += kRowBlock) {
+    const int64_t r1 = std::min(rows, r0 + kRowBlock);
+    for (int b = 0; b < B; ++b) {
+      const float* hb = h[b];
+      int64_t r = r0;
+#ifdef RBMREC_AVX2
+      // Four rows at a time: four independent FMA chains.
+      for (; r + 4 <= r1; r += 4) {
+        const float* w0 = w + r * F;
+        const float* w1 = w0 + F;
+        const float* w2 = w1 + F;
+        const float* w3 = w2 + F;
+        __m256 c0 = _mm256_setzero_ps(), c1 = c0, c2 = c0, c3 = c0;
+        int j = 0;
+        for (; j + 8 <= F; j += 8) {
+          const __m256 hv = _mm256_loadu_ps(hb + j);
+          c0 = _mm256_fmadd_ps(_mm256_loadu_ps(w0 + j), hv, c0);
+          c1 = _mm256_fmadd_ps(_mm256_loadu_ps(w1 + j), hv, c1);
+          c2 = _mm256_fmadd_ps(_mm256_loadu_ps(w2 + j), hv, c2);
+          c3 = _mm256_fmadd_ps(_mm256_loadu_ps(w3 + j), hv, c3);
+        }
+        out[b][r] = internal::AddTail(HorizontalSum(c0), w0, hb, j, F);
+        out[b][r + 1] = internal::AddTail(HorizontalSum(c1), w1, hb, j, F);
+        out[b][r + 2] = internal::AddTail(HorizontalSum(c2), w2, hb, j, F);
+        out[b][r + 3] = internal::AddTail(HorizontalSum(c3), w3, hb, j, F);
+      }
+#endif
+      for (; r < r1; ++r) {
+        const float* wr = w + r * F;
+        int j = 0;
+        float cc = 0;
+#ifdef RBMREC_AVX2
+        __m256 c = _mm256_setzero_ps();
+        for (; j + 8 <= F; j += 8) {
+          c = _mm256_fmadd_ps(_mm256_loadu_ps(wr + j), _mm256_loadu_ps(hb + j),
+                              c);
+        }
+        cc = HorizontalSum(c);
+#endif
+        out[b][r] = internal::AddTail(cc, wr, hb, j, F);
+      }
+    }
+  }
 }
 
 }  // namespace rbmrec::kernels

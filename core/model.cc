@@ -82,20 +82,59 @@ void ItemRbmDistribution(const Model& m, int32_t user, int32_t item,
 
 }  // namespace
 
+void Model::MemberInputs(const VisibleSet& v, std::vector<float>* x) const {
+  size_t total = 0;
+  for (const RbmParams& p : p_.members) total += static_cast<size_t>(p.F);
+  x->resize(total);
+  float* at = x->data();
+  for (const RbmParams& p : p_.members) {
+    HiddenInput(p, v, at);
+    at += p.F;
+  }
+}
+
 void Model::Predict(int32_t user, const VisibleSet& v,
                     absl::Span<const int32_t> query, PredictMethod method,
                     float* out, std::vector<bool>* fallback) const {
+  Scratch scratch;
+  std::vector<float> member_x;
+  MemberInputs(v, &member_x);
+  PredictWith(user, v, member_x.data(), query, method, out, fallback, &scratch);
+}
+
+void Model::PredictWith(int32_t user, const VisibleSet& v,
+                        const float* member_x, absl::Span<const int32_t> query,
+                        PredictMethod method, float* out,
+                        std::vector<bool>* fallback, Scratch* scratch) const {
   const int K = this->K();
   if (fallback) fallback->assign(query.size(), false);
-  std::vector<float> fb(static_cast<size_t>(K));
-  FallbackDistribution(v, fb.data());
   std::fill(out, out + query.size() * K, 0.0f);
+#ifdef RBMREC_AVX2
+  // The query items' weight rows are scattered over W (and item_x): ask for
+  // all of them up front so their cache misses overlap.
+  for (const int32_t q : query) {
+    if (!Trained(q)) continue;
+    for (const RbmParams& p : p_.members) {
+      const char* row =
+          reinterpret_cast<const char*>(p.W.row(p.Row(q, 0)).data());
+      const size_t bytes = static_cast<size_t>(K) * p.F * sizeof(float);
+      for (size_t b = 0; b < bytes; b += 64) _mm_prefetch(row + b, _MM_HINT_T0);
+    }
+    if (UsesItemRbm(user, q)) {
+      const char* row = reinterpret_cast<const char*>(p_.item_x.row(q).data());
+      const size_t bytes = static_cast<size_t>(p_.item_rbm.F) * sizeof(float);
+      for (size_t b = 0; b < bytes; b += 64) _mm_prefetch(row + b, _MM_HINT_T0);
+    }
+  }
+#endif
   const float inv =
       p_.members.empty() ? 0.f : 1.0f / static_cast<float>(p_.members.size());
-  std::vector<float> probs(static_cast<size_t>(K));
+  std::vector<float>& probs = scratch->probs;
+  std::vector<float>& x = scratch->x;
+  probs.resize(static_cast<size_t>(K));
   for (const RbmParams& p : p_.members) {
-    Eigen::VectorXf x(p.F);
-    HiddenInput(p, v, x.data());
+    x.assign(member_x, member_x + p.F);
+    member_x += p.F;
     if (method == PredictMethod::kMeanField) SigmoidInPlace(x.data(), p.F);
     for (size_t q = 0; q < query.size(); ++q) {
       if (!Trained(query[q])) continue;
@@ -108,7 +147,8 @@ void Model::Predict(int32_t user, const VisibleSet& v,
     }
   }
   if (p_.item_rbm.F > 0) {
-    std::vector<float> h(static_cast<size_t>(p_.item_rbm.F));
+    std::vector<float>& h = scratch->h;
+    h.resize(static_cast<size_t>(p_.item_rbm.F));
     const float w = p_.user_weight;
     for (size_t q = 0; q < query.size(); ++q) {
       if (!Trained(query[q]) || !UsesItemRbm(user, query[q])) continue;
@@ -119,13 +159,20 @@ void Model::Predict(int32_t user, const VisibleSet& v,
       }
     }
   }
+  bool have_fallback = false;
   for (size_t q = 0; q < query.size(); ++q) {
     bool use_fallback = !Trained(query[q]) || p_.members.empty();
     for (int k = 0; k < K && !use_fallback; ++k) {
       if (!std::isfinite(out[q * K + k])) use_fallback = true;
     }
     if (use_fallback) {
-      std::copy(fb.begin(), fb.end(), out + q * K);
+      if (!have_fallback) {
+        scratch->fallback.resize(static_cast<size_t>(K));
+        FallbackDistribution(v, scratch->fallback.data());
+        have_fallback = true;
+      }
+      std::copy(scratch->fallback.begin(), scratch->fallback.end(),
+                out + q * K);
       if (fallback) (*fallback)[q] = true;
     }
   }

@@ -95,10 +95,11 @@ struct ModelParams {
 //     says; see ItemHistogram().
 class Model {
  public:
-  // Buffers of MixItemRbm, owned by one thread and passed explicitly.
-  // Not thread-safe.
+  // Buffers of MixItemRbm and PredictWith, owned by one thread and passed
+  // explicitly. Not thread-safe.
   struct Scratch {
     RowMatrixXf logits;
+    std::vector<float> x, h, probs, fallback;
   };
 
   Model() = default;
@@ -166,6 +167,17 @@ class Model {
   void Predict(int32_t user, const VisibleSet& v,
                absl::Span<const int32_t> query, PredictMethod method,
                float* out, std::vector<bool>* fallback) const;
+  // HiddenInput(member, v) of every member, one after the other (the sum of
+  // the members' F floats): the part of Predict that depends on the user's
+  // ratings alone, for callers that keep it per user.
+  void MemberInputs(const VisibleSet& v, std::vector<float>* x) const;
+  // Predict with member_x = MemberInputs(v) computed beforehand and the
+  // buffers in `scratch`: bit for bit Predict's result, without allocations
+  // once the scratch has grown.
+  void PredictWith(int32_t user, const VisibleSet& v, const float* member_x,
+                   absl::Span<const int32_t> query, PredictMethod method,
+                   float* out, std::vector<bool>* fallback,
+                   Scratch* scratch) const;
   // Same with user = -1.
   void Predict(const VisibleSet& v, absl::Span<const int32_t> query,
                PredictMethod method, float* out,

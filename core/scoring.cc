@@ -2,12 +2,84 @@
 
 #include <algorithm>
 #include <cmath>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
 #include <vector>
 
+#include "core/kernels.h"
 #include "core/rbm.h"
 
 namespace rbmrec {
 namespace {
+
+#ifdef RBMREC_AVX2
+// The mean-field product W * h of a user-based RBM reads all of W (items x K
+// x F floats: 7.4 MB at MovieLens 1M, more than L2) for one user and is
+// bound by memory bandwidth. Callers that arrive while a product runs wait
+// and are served together by the next one: one pass over W for up to
+// kMaxBatch users (flat combining: whoever finds no product running
+// computes the next batch, which may hold only other callers' requests).
+// Every result is the one the caller would get alone (kernels::MatVecRows).
+class MatVecCombiner {
+ public:
+  // out = p.W * h (p.W.rows() floats).
+  void Run(const RbmParams& p, const float* h, float* out) {
+    Request req{&p, h, out};
+    std::unique_lock<std::mutex> lock(mu_);
+    pending_.push_back(&req);
+    while (!req.done) {
+      if (busy_) {
+        cv_.wait(lock);
+        continue;
+      }
+      busy_ = true;
+      // The oldest pending request and the others on the same matrix.
+      const RbmParams* w = pending_.front()->p;
+      Request* batch[kMaxBatch];
+      int n = 0;
+      for (auto it = pending_.begin(); it != pending_.end() && n < kMaxBatch;) {
+        if ((*it)->p == w) {
+          batch[n++] = *it;
+          it = pending_.erase(it);
+        } else {
+          ++it;
+        }
+      }
+      lock.unlock();
+      const float* hs[kMaxBatch];
+      float* outs[kMaxBatch];
+      for (int b = 0; b < n; ++b) {
+        hs[b] = batch[b]->h;
+        outs[b] = batch[b]->out;
+      }
+      kernels::MatVecRows(w->W.data(), w->W.rows(), w->F, hs, outs, n);
+      lock.lock();
+      for (int b = 0; b < n; ++b) batch[b]->done = true;
+      busy_ = false;
+      cv_.notify_all();
+    }
+  }
+
+ private:
+  static constexpr int kMaxBatch = 8;
+  struct Request {
+    const RbmParams* p;
+    const float* h;
+    float* out;
+    bool done = false;
+  };
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Request*> pending_;
+  bool busy_ = false;
+};
+
+MatVecCombiner& Combiner() {
+  static MatVecCombiner* c = new MatVecCombiner;  // never destroyed
+  return *c;
+}
+#endif
 
 // s->scores = the K logits of every item (item-major) of one user-based RBM
 // for the user's ratings v: b + W sigmoid(x) for mean field, b + sum_j
@@ -20,7 +92,11 @@ void MemberLogits(const RbmParams& p, const VisibleSet& v, PredictMethod method,
   s->scores.resize(rows);
   if (method == PredictMethod::kMeanField) {
     SigmoidInPlace(s->x.data(), p.F);
+#ifdef RBMREC_AVX2
+    Combiner().Run(p, s->x.data(), s->scores.data());
+#else
     s->scores.noalias() = p.W * s->x;
+#endif
     s->scores += p.b;
   } else {
     for (Eigen::Index r = 0; r < rows; ++r) {

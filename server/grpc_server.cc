@@ -30,9 +30,11 @@ namespace rbmrec::server {
 // gRPC's event threads - no hand-off to a sync-server worker thread, which on
 // 2 cores cost more CPU than the prediction itself. A request for a stored
 // version that is not loaded (reading and decoding it takes milliseconds to
-// seconds) runs on a loader thread instead (Offload). Everything that writes
-// SQLite (fsync) or streams for a long time stays on the synchronous thread
-// pool.
+// seconds) runs on a loader thread instead (Offload). Recommend with a
+// resident model runs on a small pool of ranking threads, where concurrent
+// calls share the passes over the weights (core/scoring.cc). Everything that
+// writes SQLite (fsync) or streams for a long time stays on the synchronous
+// thread pool.
 using HandlerBase = v1::Rbmrec::WithCallbackMethod_PredictRatings<
     v1::Rbmrec::WithCallbackMethod_Recommend<v1::Rbmrec::Service>>;
 
@@ -121,8 +123,23 @@ class GrpcServer::Handler final : public HandlerBase {
       return FinishNow(context, s);
     }
     if (service_->ModelResident(request->model_version())) {
-      return FinishNow(context,
-                       Reply(context, service_->Recommend(*request), response));
+      // On the ranking threads, so that concurrent calls meet in the shared
+      // passes over W (core/scoring.cc); two event threads would let at
+      // most two calls score at once.
+      grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+      if (rankers_.TrySubmit([=] {
+            reactor->Finish(
+                Reply(context, service_->Recommend(*request), response));
+          })) {
+        return reactor;
+      }
+      reactor->Finish(ToGrpcStatus(
+          WithReason(absl::ResourceExhaustedError(absl::StrCat(
+                         "more than ", kMaxQueuedRankings,
+                         " Recommend calls are waiting; retry later")),
+                     kReasonLimitExceeded),
+          context));
+      return reactor;
     }
     return Offload(context, [=] {
       return Reply(context, service_->Recommend(*request), response);
@@ -289,6 +306,8 @@ class GrpcServer::Handler final : public HandlerBase {
   }
 
   static constexpr size_t kMaxQueuedLoads = 64;
+  static constexpr size_t kMaxQueuedRankings = 4096;
+  static constexpr int kRankingThreads = 8;
 
   RbmrecService* service_;
   GrpcServer* owner_;       // for RefreshHealth after a publish
@@ -297,6 +316,10 @@ class GrpcServer::Handler final : public HandlerBase {
   // a second load of the same version then finds it cached). Declared last:
   // destroyed first, after running every accepted task.
   BlockingExecutor loader_{1, kMaxQueuedLoads};
+  // Recommend with a resident model: the all-item scoring of concurrent
+  // calls shares its passes over the weights when they run at once, which
+  // needs more threads than gRPC's event threads (as many as cores).
+  BlockingExecutor rankers_{kRankingThreads, kMaxQueuedRankings};
 };
 
 absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(

@@ -183,7 +183,9 @@ int main(int argc, char** argv) {
       "  rbmrec-server token hash            print the token-file hash of the "
       "token on stdin");
   app.add_option("--listen", go.listen, "address to listen on (host:port)");
-  app.add_option("--db", db, "SQLite database file (created on first start)");
+  app.add_option("--db", db,
+                 "SQLite database file (created on first start), or a "
+                 "PostgreSQL URI postgresql://USER@HOST[:PORT]/DB");
   app.add_option("--threads", go.threads,
                  "max threads serving RPCs (0 = gRPC default)")
       ->check(CLI::Range(0, 4096));

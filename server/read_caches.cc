@@ -26,7 +26,8 @@ size_t CacheBytes(const std::string& key,
   return 64 + key.capacity() + sizeof(ResolvedRatings) +
          resolved->ratings.items.capacity() * sizeof(int32_t) +
          resolved->ratings.ks.capacity() +
-         resolved->rated_items.capacity() * sizeof(int32_t);
+         resolved->rated_items.capacity() * sizeof(int32_t) +
+         resolved->member_x.capacity() * sizeof(float);
 }
 
 }  // namespace internal
@@ -184,6 +185,7 @@ absl::StatusOr<UserView> ReadCaches::Resolve(
     out.items.push_back(merged[i].first);
     out.ks.push_back(merged[i].second);
   }
+  model.MemberInputs(out.view(), &resolved->member_x);
   view.resolved = std::move(resolved);
   if (cacheable) {
     std::lock_guard<std::mutex> lock(mu_);

@@ -4,7 +4,8 @@
 // ReadCaches: read-through caches of the serving path, and user resolution.
 //
 // - Stored ratings per user (null entry = unknown user) and resolved users
-//   (a named user's ratings in one model snapshot's indices), each bounded
+//   (a named user's ratings in one model snapshot's indices, with the
+//   user-based RBMs' hidden inputs for them), each bounded
 //   to max_bytes of estimated entry sizes (BoundedCache).
 // - Item titles (at most kMaxTitles entries; best effort).
 //
@@ -43,6 +44,9 @@ struct ResolvedRatings {
   // Model indices of every item the user rated (stored or ad-hoc, including
   // ratings off the model's scale).
   std::vector<int32_t> rated_items;
+  // model->MemberInputs(ratings): the user-based RBMs' hidden inputs, kept
+  // with the ratings so a cached user costs no fold-in per request.
+  std::vector<float> member_x;
 };
 
 // The user of a PredictRatings / Recommend request in one model's indices.
@@ -52,6 +56,7 @@ struct UserView {
   const std::vector<int32_t>& rated_items() const {
     return resolved->rated_items;
   }
+  const float* member_x() const { return resolved->member_x.data(); }
   bool folded_in = false;
   // Index in Model::users (the item-based RBM's visible unit), -1 if none.
   int32_t model_user = -1;

@@ -413,8 +413,10 @@ absl::StatusOr<v1::PredictRatingsResponse> RbmrecService::PredictRatings(
   for (int i = 0; i < n; ++i)
     query[static_cast<size_t>(i)] = model.items().Find(request.item_ids(i));
   probs.resize(static_cast<size_t>(n) * static_cast<size_t>(K));
+  thread_local Model::Scratch scratch;
   const VisibleSet v = user->ratings();
-  model.Predict(user->model_user, v, query, *method, probs.data(), &fallback);
+  model.PredictWith(user->model_user, v, user->member_x(), query, *method,
+                    probs.data(), &fallback, &scratch);
   const std::vector<std::string> titles =
       caches_->Titles(std::vector<std::string>(request.item_ids().begin(),
                                                request.item_ids().end()));

@@ -1,75 +1,53 @@
 #ifndef RBMREC_STORE_STORE_H_
 #define RBMREC_STORE_STORE_H_
 
-// The store: users, items, ratings and trained model versions, in SQLite.
-// This interface is backend-neutral (no SQL, no SQLite type); the SQLite
-// implementation lives in store.cc (queries), schema.cc (schema, migrations)
-// and sqlite_db.cc (connections, statements, transactions, error mapping),
-// the only code in rbmrec that speaks SQL.
+// The store: users, items, ratings and trained model versions. This interface
+// is backend-neutral (no SQL, no database type); Store::Open picks the
+// implementation from the path:
+//   SqliteStore    (store/sqlite_store.h) a SQLite file, or ":memory:"; the
+//                  embedded default;
+//   PostgresStore  (store/postgres_store.h) a PostgreSQL database, for a path
+//                  that starts with "postgresql://" or "postgres://" (a libpq
+//                  connection URI).
+// They are the only code in rbmrec that speaks SQL. Each documents its own
+// connections, durability and space management; what follows holds for both.
 //
-// Connections. A file database gets a write connection guarded by one mutex
-// (every write is serialized on it) and a read connection guarded by another
-// for the short reads (GetUserRatings, GetTitles, GetStats, ListModels,
-// ActiveModelVersion). The long reads, ReadSnapshot and LoadModelBlob, each
-// open a connection of their own for the call, so a point read never waits
-// behind a training snapshot or a model blob. In WAL mode a reader sees the
-// last committed state and never blocks the writer, nor the writer a reader.
-// ":memory:" uses ONE connection for everything (a second connection would
-// open a different, empty database), so there all calls serialize on one
-// mutex; a read-only store uses one connection for the short reads and fresh
-// ones for the long reads.
+// Indices. Users and items have stable indices in the database (starting at
+// 1, increasing), never reused, even after deletion. The API speaks external
+// string ids only; the one place where indices appear is Snapshot, whose
+// indices are positions in its own `users` / `items` vectors (see Snapshot).
 //
-// Indices. Users and items have stable indices in the database (the `idx`
-// INTEGER PRIMARY KEY AUTOINCREMENT columns, starting at 1), never reused,
-// even after deletion. The API speaks external string ids only; the one place
-// where indices appear is Snapshot, whose indices are positions in its own
-// `users` / `items` vectors (see Snapshot).
-//
-// Space. Files are auto_vacuum=INCREMENTAL: deleting model versions
-// (DeleteModel, PruneModels) gives their pages back to the file system in the
-// same call (the file shrinks once the WAL is checkpointed, which those calls
-// attempt). Files created by older builds are converted by one VACUUM at
-// their first read-write Open (it rewrites the file: it needs free disk space
-// and time about proportional to its size). The WAL file is truncated to at
-// most 64 MiB after a checkpoint. StoreOptions.max_bytes caps the file size.
-//
-// Durability. Files use journal_mode=WAL. A write method that returned OK has
-// committed: its data survives a crash of the process (kill -9) with either
-// synchronous setting, since the commit has been written to the WAL file
-// before the call returns. With synchronous_full (the default) the WAL is also
-// fsync()ed at every commit, so the write survives power loss / an OS crash
-// too; with NORMAL the last commits before a power loss may be lost (the
-// database stays consistent). Every write method is all-or-nothing: on error
-// nothing of the call is stored. ":memory:" is not durable.
+// Durability. A write method that returned OK has committed. Every write
+// method is all-or-nothing: on error nothing of the call is stored.
 //
 // Errors. Every method returns absl::Status; codes used throughout:
 //   InvalidArgument     a malformed argument (the message names the row and
-//                       field);
+//                       field), or an option the backend does not support;
 //   NotFound            an unknown user / model version where one is needed;
 //   FailedPrecondition  the store is read-only, or the schema version of the
-//                       file is newer than this build (or, read-only, older),
-//                       or the path cannot be opened for a reason other than
-//                       permissions (missing directory, a path component that
-//                       is a regular file, ...);
-//   PermissionDenied    the file or its directory is not writable / readable;
+//                       database is newer than this build (or, read-only,
+//                       older), or the database cannot be opened for a reason
+//                       other than permissions (missing directory, ...);
+//   PermissionDenied    the database is not writable / readable by us;
 //   Unavailable         the database is locked by another connection or
 //                       process beyond busy_timeout_ms ("... is locked"),
 //                       with reason DATABASE_LOCKED (core/error_reason.h);
-//                       or an I/O error (no reason);
+//                       or it cannot be reached (an I/O error, a PostgreSQL
+//                       server that is down or restarting; no reason);
 //   ResourceExhausted   the disk or StoreOptions.max_bytes is full: reason
 //                       STORAGE_FULL, message "storage full: ..." (nothing of
 //                       the failed write is stored; reads keep working;
 //                       writes work again once space is freed, e.g. by
 //                       DeleteModel / PruneModels); or a value larger than
-//                       SQLite accepts (no reason);
-//   DataLoss            the file is not a database or is corrupt;
-//   Internal            anything else SQLite reports.
-// Messages name the database path and include SQLite's own message.
+//                       the backend accepts (no reason);
+//   DataLoss            the database is not a database or is corrupt;
+//   Internal            anything else the database reports.
+// Messages name the database (a path, or a URI without its password) and
+// include the database's own message.
 //
-// The Store assumes it is the only WRITER of its database file: it caches
-// the ext_id -> idx maps of users and items in memory. Other processes (the
-// sqlite3 shell, backups, another read-only Store) may read the file at any
-// time.
+// A Store assumes it is the only WRITER of its database: it caches the
+// ext_id -> idx maps of users and items in memory. Other processes (shells,
+// backups, read-only Stores) may read it at any time.
 
 #include <cstdint>
 #include <memory>
@@ -78,22 +56,23 @@
 #include <string_view>
 #include <vector>
 
-#include "absl/base/thread_annotations.h"
-#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
 
 namespace rbmrec::store {
 
-// The schema version this build creates and understands (PRAGMA user_version).
-// Version 1 files are migrated at Open.
+// The SQLite schema version this build creates and understands (PRAGMA
+// user_version). Version 1 files are migrated at Open. (PostgreSQL has its
+// own: kPostgresSchemaVersion in store/postgres_store.h.)
 inline constexpr int kSchemaVersion = 2;
 
 // Ids (users and items) are at most this many bytes.
 inline constexpr size_t kMaxIdBytes = 256;
 
+// Options of Store::Open. Each backend documents which it honours; one that
+// does not apply to a backend is rejected there with InvalidArgument when set
+// to a non-default value, never silently ignored.
 struct StoreOptions {
   // How long a write (or Open's migration) waits for a lock held by another
   // connection / process before failing with Unavailable, reason
@@ -218,36 +197,25 @@ struct PruneResult {
   int64_t freed_bytes = 0;  // sum of the deleted versions' size_bytes
 };
 
-namespace internal {
-class Connection;
-}  // namespace internal
-
 // Thread-safe: every method may be called concurrently from any thread.
-// Writes are serialized by an internal mutex; reads run in parallel with
-// writes on other connections (file databases), see the top of this file.
+// Writes are serialized by the implementation; reads run in parallel with
+// writes where the backend allows (see each implementation).
 class Store {
  public:
-  // Opens (creating if needed, unless options.read_only) the database at
-  // `path`, or a private in-memory database when path is ":memory:". Sets
-  // journal_mode=WAL (files), busy_timeout, synchronous and foreign_keys,
-  // migrates the schema to kSchemaVersion in one transaction, converts an
-  // older file to auto_vacuum=INCREMENTAL (one VACUUM, see "Space" above;
-  // when the disk has no room for it the store opens anyway and retries at
-  // the next Open), and applies max_bytes.
-  // REQUIRES: path is not empty; options.busy_timeout_ms >= 0;
-  // options.max_bytes >= 0.
-  // Errors: InvalidArgument for an empty path, a negative timeout or
-  // max_bytes, or read_only with ":memory:"; FailedPrecondition "database
-  // schema version N is newer than this build supports (M)"; PermissionDenied /
-  // FailedPrecondition / DataLoss when the file cannot be opened (the message
-  // names the path and SQLite's message); Unavailable when a needed migration
-  // or VACUUM waits longer than the busy timeout for another process's lock.
+  // Opens the database named by `path`: a PostgreSQL store when `path` starts
+  // with "postgresql://" or "postgres://" (PostgresStore::Open), else a SQLite
+  // file or ":memory:" (SqliteStore::Open). Creates the schema (or migrates
+  // it to this build's version) in one transaction.
+  // Errors: InvalidArgument for an empty path or an invalid / unsupported
+  // option; the rest as the backend's Open documents.
   static absl::StatusOr<std::unique_ptr<Store>> Open(
       const std::string& path, const StoreOptions& options = {});
 
-  // Closes the connections (checkpointing the WAL into the database file).
-  // REQUIRES: no other thread is using the Store.
-  ~Store();
+  // Whether `path` names a PostgreSQL database (the URI prefixes above).
+  static bool IsPostgresPath(std::string_view path);
+
+  // Closes the connections. REQUIRES: no other thread is using the Store.
+  virtual ~Store() = default;
 
   Store(const Store&) = delete;
   Store& operator=(const Store&) = delete;
@@ -268,22 +236,23 @@ class Store {
   // holds the write lock beyond the busy timeout; ResourceExhausted
   // "storage full: ..." (STORAGE_FULL) when the disk or max_bytes is full;
   // others as listed at the top of this file.
-  absl::StatusOr<UpsertResult> UpsertRatings(absl::Span<const RatingRow> rows);
+  virtual absl::StatusOr<UpsertResult> UpsertRatings(
+      absl::Span<const RatingRow> rows) = 0;
 
   // Deletes the ratings of `user` for `items` (unknown items and items the
   // user did not rate are skipped) in one transaction and returns how many
   // ratings were deleted. The user row stays, even with no rating left.
   // Thread-safe. Errors: NotFound if `user` is unknown; FailedPrecondition if
   // read-only; Unavailable when locked.
-  absl::StatusOr<int64_t> DeleteRatings(std::string_view user,
-                                        absl::Span<const std::string> items);
+  virtual absl::StatusOr<int64_t> DeleteRatings(
+      std::string_view user, absl::Span<const std::string> items) = 0;
 
   // Deletes all ratings of `user` and the user row in one transaction and
   // returns the number of ratings deleted. The user's idx is never reused; an
   // upsert for the same ext id later creates a new user.
   // Thread-safe. Errors: NotFound if `user` is unknown; FailedPrecondition if
   // read-only; Unavailable when locked.
-  absl::StatusOr<int64_t> DeleteUser(std::string_view user);
+  virtual absl::StatusOr<int64_t> DeleteUser(std::string_view user) = 0;
 
   // --- Items ---------------------------------------------------------------
 
@@ -292,30 +261,30 @@ class Store {
   // Thread-safe. Errors: InvalidArgument "item 3: ..." for an empty or too
   // long id or attributes_json that is neither empty nor a JSON object;
   // FailedPrecondition if read-only; Unavailable when locked.
-  absl::Status PutItems(absl::Span<const ItemRow> items);
+  virtual absl::Status PutItems(absl::Span<const ItemRow> items) = 0;
 
   // Returns the titles of `items`, in the same order: "" for an unknown item
   // or one without a title. Thread-safe (read connection).
-  absl::StatusOr<std::vector<std::string>> GetTitles(
-      absl::Span<const std::string> items) const;
+  virtual absl::StatusOr<std::vector<std::string>> GetTitles(
+      absl::Span<const std::string> items) const = 0;
 
   // --- Reads ---------------------------------------------------------------
 
   // Returns the ratings of `user` (with the timestamps stored by the last
   // upsert of each) sorted by item idx (the order items first appeared).
   // Thread-safe (read connection). Errors: NotFound if unknown.
-  absl::StatusOr<std::vector<UserRating>> GetUserRatings(
-      std::string_view user) const;
+  virtual absl::StatusOr<std::vector<UserRating>> GetUserRatings(
+      std::string_view user) const = 0;
 
   // Reads all users, items and ratings in one read transaction: a consistent
   // state that includes each committed write entirely or not at all.
-  // Thread-safe; on a file database it runs on a connection of its own, so
-  // it blocks neither writers nor the other reads.
-  absl::StatusOr<Snapshot> ReadSnapshot() const;
+  // Thread-safe; it blocks neither writers nor the other reads (except on
+  // SQLite's ":memory:", where everything shares one connection).
+  virtual absl::StatusOr<Snapshot> ReadSnapshot() const = 0;
 
   // Counts rows and model versions and measures the database, consistently
   // (one read transaction). Thread-safe.
-  absl::StatusOr<Stats> GetStats() const;
+  virtual absl::StatusOr<Stats> GetStats() const = 0;
 
   // --- Model versions ------------------------------------------------------
 
@@ -323,87 +292,54 @@ class Store {
   // meta.active are ignored; created_unix_ms 0 means now) and, if `activate`,
   // makes it the active version, all in ONE transaction. Returns the version.
   // Thread-safe. Errors: InvalidArgument if metrics_json is neither empty nor
-  // a JSON object; ResourceExhausted if the blob is larger than SQLite's limit
-  // (1 GB), or STORAGE_FULL when the disk or max_bytes has no room for it;
-  // FailedPrecondition if read-only; Unavailable when locked.
-  absl::StatusOr<int64_t> InsertModel(const ModelInfo& meta,
-                                      std::string_view blob, bool activate);
+  // a JSON object; ResourceExhausted if the blob is larger than the backend's
+  // limit (SQLite 1 GB, PostgreSQL bytea 1 GB), or STORAGE_FULL when the disk
+  // or max_bytes has no room for it; FailedPrecondition if read-only;
+  // Unavailable when locked.
+  virtual absl::StatusOr<int64_t> InsertModel(const ModelInfo& meta,
+                                              std::string_view blob,
+                                              bool activate) = 0;
 
   // Makes `version` the active model version. Thread-safe.
   // Errors: NotFound if there is no such version; FailedPrecondition if
   // read-only; Unavailable when locked.
-  absl::Status ActivateModel(int64_t version);
+  virtual absl::Status ActivateModel(int64_t version) = 0;
 
   // Lists all model versions, newest (highest version) first, with `active`
   // set on the active one and `pinned` on pinned ones. Thread-safe.
-  absl::StatusOr<std::vector<ModelInfo>> ListModels() const;
+  virtual absl::StatusOr<std::vector<ModelInfo>> ListModels() const = 0;
 
-  // Returns the blob of `version`. Thread-safe; on a file database it runs on
-  // a connection of its own, like ReadSnapshot.
+  // Returns the blob of `version`. Thread-safe; like ReadSnapshot it does
+  // not block the point reads.
   // Errors: NotFound if there is no such version.
-  absl::StatusOr<std::string> LoadModelBlob(int64_t version) const;
+  virtual absl::StatusOr<std::string> LoadModelBlob(int64_t version) const = 0;
 
   // Returns the active version, or nullopt when none was activated yet.
   // Thread-safe.
-  absl::StatusOr<std::optional<int64_t>> ActiveModelVersion() const;
+  virtual absl::StatusOr<std::optional<int64_t>> ActiveModelVersion() const = 0;
 
   // Pins (`pinned` true) or unpins a version: PruneModels never deletes a
   // pinned version. Idempotent. Thread-safe.
   // Errors: NotFound if there is no such version; FailedPrecondition if
   // read-only; Unavailable when locked.
-  absl::Status PinModel(int64_t version, bool pinned);
+  virtual absl::Status PinModel(int64_t version, bool pinned) = 0;
 
   // Deletes `version` (pinned or not: a caller that must respect pins checks
   // ModelInfo.pinned first) and gives its pages back, in one transaction.
   // Returns the freed bytes: the version's size_bytes. Thread-safe.
   // Errors: NotFound if there is no such version; FailedPrecondition if it is
   // the active version, or if read-only; Unavailable when locked.
-  absl::StatusOr<int64_t> DeleteModel(int64_t version);
+  virtual absl::StatusOr<int64_t> DeleteModel(int64_t version) = 0;
 
   // Deletes every version `policy` does not keep (see RetentionPolicy) and
   // gives their pages back, in one transaction. Thread-safe.
   // Errors: InvalidArgument naming the field when keep_full or keep_online is
   // negative; FailedPrecondition if read-only; Unavailable when locked.
-  absl::StatusOr<PruneResult> PruneModels(const RetentionPolicy& policy);
+  virtual absl::StatusOr<PruneResult> PruneModels(
+      const RetentionPolicy& policy) = 0;
 
- private:
-  // One connection and the mutex that serializes its use.
-  struct Guarded {
-    absl::Mutex mu;
-    std::unique_ptr<internal::Connection> conn ABSL_GUARDED_BY(mu);
-  };
-
-  Store(std::string path, const StoreOptions& options);
-
-  // Loads the ext_id -> idx caches from the write connection.
-  absl::Status LoadCaches() ABSL_EXCLUSIVE_LOCKS_REQUIRED(writer_.mu);
-
-  // Opens a connection of its own for one long read (file databases only).
-  absl::StatusOr<std::unique_ptr<internal::Connection>> OpenLongReader() const;
-
-  // Whether this is a ":memory:" database (one connection for everything).
-  bool memory() const;
-
-  // FailedPrecondition when the store is read-only.
-  absl::Status CheckWritable() const;
-
-  const std::string path_;
-  const StoreOptions options_;
-
-  // All writes; also the short reads of ":memory:" and read-only stores, and
-  // the long reads of ":memory:".
-  mutable Guarded writer_;
-  // Reads of a file database; unused (conn null) for ":memory:"/read-only.
-  mutable Guarded reader_storage_;
-  // &reader_storage_ or &writer_; set once in Open.
-  Guarded* reader_ = nullptr;
-
-  // ext_id -> idx of every user / item row; updated inside write
-  // transactions and restored if the transaction fails.
-  absl::flat_hash_map<std::string, int64_t> user_idx_
-      ABSL_GUARDED_BY(writer_.mu);
-  absl::flat_hash_map<std::string, int64_t> item_idx_
-      ABSL_GUARDED_BY(writer_.mu);
+ protected:
+  Store() = default;
 };
 
 }  // namespace rbmrec::store

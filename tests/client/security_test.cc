@@ -8,6 +8,7 @@
 
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -477,6 +478,47 @@ TEST_F(CliTokenTest, UnreadableTokenFileExitsOneNamingTheFile) {
   r = Run({"--json", "stats"}, env);
   EXPECT_EQ(r.code, kExitUsage);
   EXPECT_THAT(r.out, HasSubstr("RBMREC_TOKEN_FILE"));
+}
+
+TEST(BalancedTarget, UriTargetsSpreadCallsOverEveryServer) {
+  EXPECT_TRUE(IsBalancedTarget("dns:///rbmrec:50051"));
+  EXPECT_TRUE(IsBalancedTarget("ipv4:10.0.0.1:1,10.0.0.2:1"));
+  EXPECT_TRUE(IsBalancedTarget("ipv6:[::1]:1"));
+  EXPECT_FALSE(IsBalancedTarget("localhost:50051"));
+  EXPECT_FALSE(IsBalancedTarget("unix:/tmp/s"));
+  FakeServer a(nullptr), b(nullptr);
+  ASSERT_TRUE(a.ok() && b.ok());
+  const std::string target = absl::StrCat("ipv4:", a.address, ",", b.address);
+  std::shared_ptr<grpc::Channel> channel =
+      CreateSecureChannel(target, ClientSecurity{}, grpc::ChannelArguments());
+  auto stub = grpc::health::v1::Health::NewStub(channel);
+  for (int i = 0; i < 20; ++i) {
+    grpc::ClientContext context;
+    context.set_wait_for_ready(true);
+    context.set_deadline(std::chrono::system_clock::now() +
+                         std::chrono::seconds(10));
+    grpc::health::v1::HealthCheckRequest request;
+    grpc::health::v1::HealthCheckResponse response;
+    ASSERT_TRUE(stub->Check(&context, request, &response).ok());
+  }
+  // round_robin alternates over the ready servers: both got calls (both
+  // are ready after the first calls connect; a few may go to one while the
+  // other connects).
+  EXPECT_GE(a.health.calls(), 5);
+  EXPECT_GE(b.health.calls(), 5);
+  EXPECT_EQ(a.health.calls() + b.health.calls(), 20);
+  // A plain HOST:PORT goes to that one server.
+  std::shared_ptr<grpc::Channel> plain = CreateSecureChannel(
+      a.address, ClientSecurity{}, grpc::ChannelArguments());
+  auto one = grpc::health::v1::Health::NewStub(plain);
+  const int before = a.health.calls();
+  for (int i = 0; i < 4; ++i) {
+    grpc::ClientContext context;
+    grpc::health::v1::HealthCheckRequest request;
+    grpc::health::v1::HealthCheckResponse response;
+    ASSERT_TRUE(one->Check(&context, request, &response).ok());
+  }
+  EXPECT_EQ(a.health.calls(), before + 4);
 }
 
 TEST_F(CliTokenTest, TokenInTheClearOffLoopbackWarns) {

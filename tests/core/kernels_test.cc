@@ -3,6 +3,7 @@
 #include <cmath>
 #include <vector>
 
+#include "Eigen/Core"
 #include "core/rng.h"
 #include "gtest/gtest.h"
 
@@ -80,6 +81,95 @@ TEST(Kernels, ColumnDotsIsRowDotsForEveryColumn) {
                 b[k] + Dot(w.data() + k * F, hT.data() + i, F, ld);
             EXPECT_NEAR(out[static_cast<size_t>(i * K + k)], want, 1e-4)
                 << "K " << K << " F " << F << " n " << n << " item " << i;
+          }
+        }
+      }
+    }
+  }
+}
+
+// Each column of ColumnDots is one FMA chain (bias, then j = 0..F-1 in
+// order) in the vector steps, whether its step is 16 or 8 columns wide, and
+// the scalar loop's sum past the last multiple of 8: bit for bit.
+TEST(Kernels, ColumnDotsIsOneFmaChainPerColumnBitForBit) {
+  Rng rng(9);
+  for (int K : {2, 5, 10}) {
+    for (int F : {1, 7, 100}) {
+      // 16-wide steps, an 8-wide step and a scalar tail (n = 45).
+      for (int64_t n : {8, 16, 24, 45}) {
+        const int64_t ld = n + 5;
+        const std::vector<float> w = Random(static_cast<size_t>(K * F), &rng);
+        const std::vector<float> b = Random(static_cast<size_t>(K), &rng);
+        const std::vector<float> hT = Random(static_cast<size_t>(F * ld), &rng);
+        std::vector<float> out(static_cast<size_t>(n * K), NAN);
+        ColumnDots(w.data(), b.data(), K, F, hT.data(), ld, n, out.data());
+        std::vector<float> tail(static_cast<size_t>(n * K), NAN);
+        const int64_t vec = n / 8 * 8;
+        ColumnDotsScalar(w.data(), b.data(), K, F, hT.data(), ld, vec, n,
+                         tail.data());
+        for (int64_t i = 0; i < n; ++i) {
+          for (int k = 0; k < K; ++k) {
+            float want = b[static_cast<size_t>(k)];
+            if (i < vec) {
+              for (int j = 0; j < F; ++j) {
+                want = std::fma(w[static_cast<size_t>(k * F + j)],
+                                hT[static_cast<size_t>(j * ld + i)], want);
+              }
+            } else {
+              want = tail[static_cast<size_t>(i * K + k)];
+            }
+            EXPECT_EQ(out[static_cast<size_t>(i * K + k)], want)
+                << "K " << K << " F " << F << " n " << n << " item " << i;
+          }
+        }
+      }
+    }
+  }
+}
+
+// MatVecRows gives each vector the same result alone or with others, bit
+// for bit; Eigen's row-major matrix * vector bit for bit for the served
+// shapes (F a multiple of 8, or 100; an even number of rows), and within
+// rounding for any shape.
+TEST(Kernels, MatVecRowsIsEigensGemvAndAloneIsBatched) {
+  Rng rng(11);
+  using RowMatrix =
+      Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  for (int64_t rows : {1, 2, 5, 8, 13, 40, 130, 203}) {
+    for (int F : {1, 3, 4, 7, 8, 12, 13, 16, 100}) {
+      RowMatrix w(rows, F);
+      for (int64_t r = 0; r < rows; ++r) {
+        for (int j = 0; j < F; ++j) w(r, j) = static_cast<float>(rng.Normal());
+      }
+      std::vector<Eigen::VectorXf> h(3, Eigen::VectorXf(F));
+      for (Eigen::VectorXf& v : h) {
+        for (int j = 0; j < F; ++j) v[j] = rng.Uniform();
+      }
+      for (int B = 1; B <= 3; ++B) {
+        std::vector<Eigen::VectorXf> out(static_cast<size_t>(B),
+                                         Eigen::VectorXf(rows));
+        const float* hs[3];
+        float* outs[3];
+        for (int b = 0; b < B; ++b) {
+          hs[b] = h[static_cast<size_t>(b)].data();
+          outs[b] = out[static_cast<size_t>(b)].data();
+        }
+        MatVecRows(w.data(), rows, F, hs, outs, B);
+        const bool served_shape = (F % 8 == 0 || F == 100) && rows % 2 == 0;
+        for (int b = 0; b < B; ++b) {
+          Eigen::VectorXf want(rows), alone(rows);
+          want.noalias() = w * h[static_cast<size_t>(b)];
+          float* alone_out = alone.data();
+          MatVecRows(w.data(), rows, F, &hs[b], &alone_out, 1);
+          for (int64_t r = 0; r < rows; ++r) {
+            const float got = out[static_cast<size_t>(b)][r];
+            EXPECT_EQ(got, alone[r]) << "rows " << rows << " F " << F;
+            if (served_shape) {
+              EXPECT_EQ(got, want[r]) << "rows " << rows << " F " << F << " B "
+                                      << B << " row " << r;
+            } else {
+              EXPECT_NEAR(got, want[r], 1e-5f * (1 + std::abs(want[r])));
+            }
           }
         }
       }

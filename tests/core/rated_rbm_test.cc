@@ -52,10 +52,11 @@ double RandomOrderNdcg(const SparseRatings& train, const SparseRatings& valid,
     }
     double dcg = 0, ideal = 0;
     for (size_t r = 0; r < std::min<size_t>(10, cand.size()); ++r) {
-      if (std::binary_search(vb, ve, cand[r])) dcg += 1 / std::log2(r + 2.0);
+      if (std::binary_search(vb, ve, cand[r]))
+        dcg += 1 / std::log2(static_cast<double>(r) + 2.0);
     }
     for (int64_t r = 0; r < std::min<int64_t>(10, valid.RowSize(u)); ++r) {
-      ideal += 1 / std::log2(r + 2.0);
+      ideal += 1 / std::log2(static_cast<double>(r) + 2.0);
     }
     sum += dcg / ideal;
     ++users;

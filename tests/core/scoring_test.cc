@@ -1,7 +1,9 @@
 #include "core/scoring.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -123,6 +125,157 @@ TEST(ScoreAllMeanField, IsTheExpectationOfPredictAll) {
       }
     }
   }
+}
+
+// Model::PredictWith with MemberInputs computed beforehand (what the server
+// keeps per user) is Model::Predict bit for bit, and both are the
+// documented formula step by step: the members' distributions from their
+// hidden inputs averaged, then the I-RBM part mixed in with user_weight, the
+// fallback for untrained items.
+TEST(PredictWith, IsPredictAndTheFormulaBitForBit) {
+  Dataset ds;
+  for (int u = 0; u < 40; ++u) {
+    for (int i = 0; i < 25; ++i) {
+      if ((u * 7 + i * 3) % 3 == 0) continue;
+      Rating r;
+      r.user = ds.users.GetOrAdd(absl::StrCat("u", u));
+      r.item = ds.items.GetOrAdd(absl::StrCat("i", i));
+      r.k = static_cast<uint8_t>((u * i) % 5);
+      ds.ratings.push_back(r);
+    }
+  }
+  ds.items.GetOrAdd("never-rated");
+  TrainOptions o;
+  o.hidden = 13;  // not a multiple of 8
+  o.max_epochs = 3;
+  o.threads = 1;
+  o.ensemble = 2;
+  absl::StatusOr<Model> fit = FitModel(ds, o);
+  ASSERT_TRUE(fit.ok()) << fit.status();
+  const Model model = WithUserWeight(*std::move(fit), 0.3f);
+  UserRatings user;
+  user.items = {0, 2, 5, 11};
+  user.ks = {1, 4, 0, 3};
+  const VisibleSet v = user.view();
+  const int K = model.K();
+  const std::vector<int32_t> query = {3, 24, 25, -1, 7, 0};
+  std::vector<float> x;
+  model.MemberInputs(v, &x);
+  ASSERT_EQ(x.size(), static_cast<size_t>(2 * o.hidden));
+  Model::Scratch scratch;
+  for (int32_t model_user : {-1, 4}) {
+    for (PredictMethod method :
+         {PredictMethod::kExact, PredictMethod::kMeanField}) {
+      const size_t n = query.size() * static_cast<size_t>(K);
+      std::vector<float> got(n), want(n), ref(n, 0.0f);
+      std::vector<bool> got_fb, want_fb;
+      model.PredictWith(model_user, v, x.data(), query, method, got.data(),
+                        &got_fb, &scratch);
+      model.Predict(model_user, v, query, method, want.data(), &want_fb);
+      // The formula with the building blocks of core/rbm.h.
+      const float inv = 1.0f / static_cast<float>(model.members().size());
+      std::vector<float> probs(static_cast<size_t>(K));
+      for (const RbmParams& p : model.members()) {
+        std::vector<float> h(static_cast<size_t>(p.F));
+        HiddenInput(p, v, h.data());
+        if (method == PredictMethod::kMeanField) SigmoidInPlace(h.data(), p.F);
+        for (size_t q = 0; q < query.size(); ++q) {
+          if (!model.Trained(query[q])) continue;
+          if (method == PredictMethod::kMeanField) {
+            PredictMeanField(p, h.data(), query[q], probs.data());
+          } else {
+            PredictExact(p, h.data(), query[q], probs.data());
+          }
+          for (int k = 0; k < K; ++k) ref[q * K + k] += inv * probs[k];
+        }
+      }
+      const RbmParams& ip = model.item_rbm();
+      std::vector<float> fb(static_cast<size_t>(K));
+      model.FallbackDistribution(v, fb.data());
+      const float w = model.user_weight();
+      for (size_t q = 0; q < query.size(); ++q) {
+        const int32_t item = query[q];
+        if (!model.Trained(item)) {
+          std::copy(fb.begin(), fb.end(), ref.begin() + q * K);
+          continue;
+        }
+        if (!model.UsesItemRbm(model_user, item)) continue;
+        if (method == PredictMethod::kMeanField) {
+          std::vector<float> h(static_cast<size_t>(ip.F));
+          for (int j = 0; j < ip.F; ++j) h[j] = model.item_hT()(j, item);
+          PredictMeanField(ip, h.data(), model_user, probs.data());
+        } else {
+          PredictExact(ip, model.item_x().row(item).data(), model_user,
+                       probs.data());
+        }
+        for (int k = 0; k < K; ++k) {
+          ref[q * K + k] = w * ref[q * K + k] + (1 - w) * probs[k];
+        }
+      }
+      EXPECT_EQ(got, want) << "user " << model_user;
+      EXPECT_EQ(got, ref) << "user " << model_user;
+      EXPECT_EQ(got_fb, want_fb);
+      EXPECT_EQ(got_fb,
+                std::vector<bool>({false, false, true, true, false, false}));
+    }
+  }
+}
+
+// Thread-safe with a scratch per thread: every thread's scores are those of
+// the same call made alone, bit for bit.
+TEST(ScoreAllMeanField, ConcurrentCallersGetTheirOwnScoresBitForBit) {
+  Dataset ds;
+  for (int u = 0; u < 60; ++u) {
+    for (int i = 0; i < 40; ++i) {
+      if ((u * 7 + i * 11) % 4 == 0) continue;
+      Rating r;
+      r.user = ds.users.GetOrAdd(absl::StrCat("u", u));
+      r.item = ds.items.GetOrAdd(absl::StrCat("i", i));
+      r.k = static_cast<uint8_t>((u + 2 * i) % 5);
+      ds.ratings.push_back(r);
+    }
+  }
+  TrainOptions o;
+  o.hidden = 16;
+  o.max_epochs = 2;
+  o.threads = 1;
+  o.ensemble = 2;
+  absl::StatusOr<Model> model = FitModel(ds, o);
+  ASSERT_TRUE(model.ok()) << model.status();
+  const int32_t m = model->num_items();
+  const std::vector<float> values = {1, 2, 3, 4, 5};
+  constexpr int kThreads = 8;
+  std::vector<UserRatings> users(kThreads);
+  std::vector<std::vector<float>> alone(kThreads);
+  for (int t = 0; t < kThreads; ++t) {
+    for (int32_t i = t; i < m; i += 3 + t) {
+      users[t].items.push_back(i);
+      users[t].ks.push_back(static_cast<uint8_t>((i + t) % 5));
+    }
+    ScoringScratch scratch;
+    alone[t].resize(static_cast<size_t>(m));
+    ScoreAllMeanField(*model, t, users[t].view(), values.data(),
+                      alone[t].data(), &scratch);
+  }
+  std::vector<int> mismatches(kThreads, 0);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      ScoringScratch scratch;
+      std::vector<float> got(static_cast<size_t>(m));
+      for (int rep = 0; rep < 200; ++rep) {
+        ScoreAllMeanField(*model, t, users[t].view(), values.data(), got.data(),
+                          &scratch);
+        for (int32_t i = 0; i < m; ++i) {
+          const float a = got[static_cast<size_t>(i)];
+          const float b = alone[t][static_cast<size_t>(i)];
+          if (!(a == b || (std::isnan(a) && std::isnan(b)))) ++mismatches[t];
+        }
+      }
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  for (int t = 0; t < kThreads; ++t) EXPECT_EQ(mismatches[t], 0) << t;
 }
 
 }  // namespace

@@ -77,6 +77,62 @@ TEST_F(ReadCachesTest, ResolvesAgainstTheModelAndCachesPerSnapshot) {
   EXPECT_EQ(merged->resolved->ratings.ks[0], 0);  // the ad-hoc rating wins
 }
 
+// A model with one user-based RBM whose weight rows tell the items and
+// ratings apart, so the hidden input says which ratings it was built from.
+std::shared_ptr<const Model> ModelWithMember(float scale) {
+  ModelParams params;
+  params.scale = *RatingScale::Create(1, 5, 1);
+  for (const char* id : {"a", "b", "c"}) params.items.GetOrAdd(id);
+  RbmParams p;
+  p.Resize(3, 5, 4);
+  for (Eigen::Index r = 0; r < p.W.rows(); ++r) {
+    for (Eigen::Index j = 0; j < p.W.cols(); ++j) {
+      p.W(r, j) = scale * static_cast<float>(r * 10 + j);
+    }
+  }
+  p.c.setConstant(0.5f);
+  params.members.push_back(std::move(p));
+  return std::make_shared<const Model>(std::move(params));
+}
+
+// The cached hidden inputs are those of the ratings and model they were
+// resolved from: recomputed after a write of the user's ratings (once the
+// writer invalidates, as every write path does) and for another snapshot.
+TEST_F(ReadCachesTest, HiddenInputsFollowWritesAndModels) {
+  const std::shared_ptr<const Model> m1 = ModelWithMember(1.0f);
+  auto check = [](const std::shared_ptr<const Model>& m, const UserView& v) {
+    std::vector<float> want;
+    m->MemberInputs(v.ratings(), &want);
+    EXPECT_EQ(v.resolved->member_x, want);
+    return want;
+  };
+  absl::StatusOr<UserView> v = caches_->Resolve(m1, "ann", none_);
+  ASSERT_TRUE(v.ok()) << v.status();
+  const std::vector<float> before = check(m1, *v);
+  ASSERT_EQ(before.size(), 4u);
+  ASSERT_TRUE(store_->UpsertRatings({{"ann", "c", 5, 0}}).ok());
+  caches_->InvalidateUsers({"ann"});
+  v = caches_->Resolve(m1, "ann", none_);
+  ASSERT_TRUE(v.ok());
+  ASSERT_EQ(v->resolved->ratings.items.size(), 3u);
+  const std::vector<float> after = check(m1, *v);
+  EXPECT_NE(after, before);
+  ASSERT_TRUE(store_->DeleteRatings("ann", {"a"}).ok());
+  caches_->InvalidateUsers({"ann"});
+  v = caches_->Resolve(m1, "ann", none_);
+  ASSERT_TRUE(v.ok());
+  ASSERT_EQ(v->resolved->ratings.items.size(), 2u);
+  EXPECT_NE(check(m1, *v), after);
+  const std::shared_ptr<const Model> m2 = ModelWithMember(2.0f);
+  absl::StatusOr<UserView> swapped = caches_->Resolve(m2, "ann", none_);
+  ASSERT_TRUE(swapped.ok());
+  EXPECT_NE(check(m2, *swapped), v->resolved->member_x);
+  ASSERT_TRUE(store_->DeleteUser("ann").ok());
+  caches_->InvalidateUsers({"ann"});
+  EXPECT_EQ(caches_->Resolve(m2, "ann", none_).status().code(),
+            absl::StatusCode::kNotFound);
+}
+
 TEST_F(ReadCachesTest, TitlesFollowInvalidation) {
   ASSERT_TRUE(store_->PutItems({{"a", "Alpha", ""}}).ok());
   EXPECT_EQ(caches_->Titles({"a", "zz"}),

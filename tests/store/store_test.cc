@@ -49,7 +49,13 @@ using ::testing::HasSubstr;
 
 class StoreTest : public testing::TestWithParam<StoreBackend> {
  protected:
-  void SetUp() override { ASSERT_OK_AND_ASSIGN(store_, Open()); }
+  void SetUp() override {
+    if (GetParam().unavailable) {
+      const std::string why = GetParam().unavailable();
+      if (!why.empty()) GTEST_SKIP() << why;
+    }
+    ASSERT_OK_AND_ASSIGN(store_, Open());
+  }
 
   // Opens (again) the store of this test.
   absl::StatusOr<std::unique_ptr<Store>> Open(
@@ -1393,6 +1399,174 @@ TEST_F(StoreFileTest, BulkUpsertAndSnapshotSpeed) {
   EXPECT_LT(again_ms, 5000.0);
   EXPECT_LT(known_ms, 5000.0);
   EXPECT_LT(snap_ms, 2000.0);
+}
+
+// ---------------------------------------------------------------------------
+// PostgreSQL-only behaviour (run by tests/store/pg_test.sh: ctest
+// store.postgres; skipped without RBMREC_TEST_PG).
+
+// A raw libpq connection for poking at a database behind the Store's back.
+class RawPg {
+ public:
+  explicit RawPg(const std::string& uri) : conn_(PQconnectdb(uri.c_str())) {}
+  ~RawPg() { PQfinish(conn_); }
+  bool ok() const { return PQstatus(conn_) == CONNECTION_OK; }
+  // Runs `sql`; returns "" on success, else the error message.
+  std::string Exec(const std::string& sql) {
+    PGresult* r = PQexec(conn_, sql.c_str());
+    const ExecStatusType st = PQresultStatus(r);
+    std::string err = (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK)
+                          ? ""
+                          : std::string(PQresultErrorMessage(r));
+    PQclear(r);
+    return err;
+  }
+
+ private:
+  PGconn* conn_;
+};
+
+class PostgresStoreTest : public testing::Test {
+ protected:
+  void SetUp() override {
+    if (testing_util::TestPgUri().empty()) {
+      GTEST_SKIP() << "RBMREC_TEST_PG is not set: run under "
+                      "tests/store/pg_test.sh (ctest store.postgres)";
+    }
+    ASSERT_OK_AND_ASSIGN(uri_, testing_util::TestPgDatabase(dir_.path()));
+  }
+  ScratchDir dir_;
+  std::string uri_;
+};
+
+TEST(PostgresStoreOpenTest, UnreachableServerIsUnavailableAndHidesPassword) {
+  // A socket directory that does not exist: no server to reach.
+  auto store = Store::Open(
+      "postgresql://rbmrec:s3cret@/rbmrec?host=/nonexistent_rbmrec_dir&port=1");
+  ASSERT_FALSE(store.ok());
+  EXPECT_EQ(store.status().code(), absl::StatusCode::kUnavailable)
+      << store.status();
+  EXPECT_THAT(std::string(store.status().message()),
+              HasSubstr("postgresql://rbmrec:***@"));
+  EXPECT_THAT(std::string(store.status().message()),
+              ::testing::Not(HasSubstr("s3cret")));
+  // postgres:// is the other accepted prefix.
+  EXPECT_EQ(
+      Store::Open("postgres:///x?host=/nonexistent_rbmrec_dir").status().code(),
+      absl::StatusCode::kUnavailable);
+}
+
+TEST(PostgresStoreOpenTest, OptionsThatDoNotApplyAreRejected) {
+  StoreOptions max;
+  max.max_bytes = 1 << 20;
+  auto s1 = Store::Open("postgresql:///x?host=/nonexistent_rbmrec_dir", max);
+  EXPECT_EQ(s1.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s1.status().message()), HasSubstr("max_bytes"));
+  StoreOptions neg;
+  neg.busy_timeout_ms = -1;
+  EXPECT_EQ(Store::Open("postgresql:///x?host=/nonexistent_rbmrec_dir", neg)
+                .status()
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(PostgresStoreTest, ReadOnlyReadsAndRefusesWrites) {
+  StoreOptions ro;
+  ro.read_only = true;
+  // No schema yet: read-only does not create it.
+  EXPECT_EQ(Store::Open(uri_, ro).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  {
+    ASSERT_OK_AND_ASSIGN(std::unique_ptr<Store> rw, Store::Open(uri_));
+    ASSERT_OK(rw->UpsertRatings({R("u", "a", 4)}).status());
+  }
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Store> store, Store::Open(uri_, ro));
+  ASSERT_OK_AND_ASSIGN(std::vector<UserRating> u, store->GetUserRatings("u"));
+  ASSERT_EQ(u.size(), 1u);
+  EXPECT_EQ(store->UpsertRatings({R("u", "b", 1)}).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(store->PutItems({ItemRow{"x", "X", ""}}).code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(store->InsertModel(ModelInfo{}, "blob", true).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  ASSERT_OK_AND_ASSIGN(Stats stats, store->GetStats());
+  EXPECT_EQ(stats.ratings, 1);
+}
+
+TEST_F(PostgresStoreTest, NewerSchemaVersionIsRejected) {
+  { ASSERT_OK(Store::Open(uri_).status()); }
+  RawPg raw(uri_);
+  ASSERT_TRUE(raw.ok());
+  ASSERT_EQ(raw.Exec("UPDATE schema_version SET version = 99"), "");
+  auto store = Store::Open(uri_);
+  EXPECT_EQ(store.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(store.status().message()), HasSubstr("newer"));
+}
+
+TEST_F(PostgresStoreTest, ConcurrentOpensOfANewDatabaseCreateTheSchemaOnce) {
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&] {
+      auto store = Store::Open(uri_);
+      if (!store.ok()) {
+        ADD_FAILURE() << store.status();
+        ++failures;
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(failures.load(), 0);
+}
+
+TEST_F(PostgresStoreTest, LockedTableIsUnavailableDatabaseLockedUntilReleased) {
+  StoreOptions options;
+  options.busy_timeout_ms = 200;
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Store> store,
+                       Store::Open(uri_, options));
+  ASSERT_OK(store->UpsertRatings({R("u", "a", 4)}).status());
+  RawPg raw(uri_);
+  ASSERT_TRUE(raw.ok());
+  ASSERT_EQ(raw.Exec("BEGIN; LOCK TABLE ratings IN ACCESS EXCLUSIVE MODE"), "");
+  auto locked = store->UpsertRatings({R("u", "b", 2)});
+  ASSERT_FALSE(locked.ok());
+  EXPECT_EQ(locked.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(ReasonOf(locked.status()), kReasonDatabaseLocked);
+  ASSERT_EQ(raw.Exec("ROLLBACK"), "");
+  ASSERT_OK_AND_ASSIGN(UpsertResult r, store->UpsertRatings({R("u", "b", 2)}));
+  EXPECT_EQ(r.inserted, 1);
+  ASSERT_OK_AND_ASSIGN(std::vector<UserRating> u, store->GetUserRatings("u"));
+  EXPECT_EQ(u.size(), 2u);  // the failed batch stored nothing
+}
+
+TEST_F(PostgresStoreTest, ReconnectsAfterTheServerRestarts) {
+  const char* ctl = std::getenv("RBMREC_TEST_PG_RESTART");
+  if (ctl == nullptr || *ctl == '\0') {
+    GTEST_SKIP() << "RBMREC_TEST_PG_RESTART (a command that restarts the "
+                    "server) is not set; pg_test.sh sets it";
+  }
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Store> store, Store::Open(uri_));
+  ASSERT_OK(store->UpsertRatings({R("u", "a", 4)}).status());
+  ASSERT_OK(store->GetUserRatings("u").status());  // a pooled reader
+  ASSERT_EQ(std::system(ctl), 0) << ctl;
+  // The calls that find their connection broken fail with Unavailable...
+  auto w = store->UpsertRatings({R("u", "b", 3)});
+  if (!w.ok()) {
+    EXPECT_EQ(w.status().code(), absl::StatusCode::kUnavailable) << w.status();
+  }
+  auto rd = store->GetUserRatings("u");
+  if (!rd.ok()) {
+    EXPECT_EQ(rd.status().code(), absl::StatusCode::kUnavailable)
+        << rd.status();
+  }
+  EXPECT_FALSE(w.ok() && rd.ok()) << "no call noticed the restart";
+  // ... and the next ones reconnect.
+  ASSERT_OK_AND_ASSIGN(UpsertResult r, store->UpsertRatings({R("u", "c", 2)}));
+  EXPECT_EQ(r.new_users, 0);
+  ASSERT_OK_AND_ASSIGN(std::vector<UserRating> u, store->GetUserRatings("u"));
+  EXPECT_EQ(u.size(), w.ok() ? 3u : 2u);
+  ASSERT_OK_AND_ASSIGN(Snapshot snap, store->ReadSnapshot());
+  EXPECT_EQ(snap.users.size(), 1u);
 }
 
 }  // namespace

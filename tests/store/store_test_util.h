@@ -5,13 +5,17 @@
 // a raw SQLite connection for poking at a file behind the Store's back, and
 // the backends the backend-neutral tests run on (StoreBackends).
 
+#include <libpq-fe.h>
 #include <sqlite3.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <ostream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -122,17 +126,93 @@ struct StoreBackend {
   std::function<absl::StatusOr<std::unique_ptr<Store>>(
       const std::string& dir, const StoreOptions& options)>
       open;
+  // Why the backend cannot run here (the tests are then SKIPPED with it);
+  // empty when it can. Null: always available.
+  std::function<std::string()> unavailable;
 };
+
+// gtest prints a parameter by its name (not its bytes).
+inline void PrintTo(const StoreBackend& backend, std::ostream* os) {
+  *os << backend.name;
+}
+
+// The PostgreSQL server the PostgreSQL tests use: RBMREC_TEST_PG, a libpq URI
+// of an existing database on it (tests/store/pg_test.sh starts a server and
+// sets it). Each test gets a database of its own, created through that URI.
+inline std::string TestPgUri() {
+  const char* uri = std::getenv("RBMREC_TEST_PG");
+  return uri != nullptr ? uri : "";
+}
+
+// `uri` with its database name replaced by `db`.
+inline std::string WithDatabase(const std::string& uri, const std::string& db) {
+  const size_t q = uri.find('?');
+  const std::string base = uri.substr(0, q);
+  const std::string query = q == std::string::npos ? "" : uri.substr(q);
+  const size_t scheme = base.find("://");
+  const size_t slash = base.find('/', scheme + 3);
+  return (slash == std::string::npos ? base : base.substr(0, slash)) + "/" +
+         db + query;
+}
+
+// The URI of a PostgreSQL database for `dir` (a test's scratch directory),
+// created on first use: the same dir gives the same database, so a test can
+// close and reopen its store.
+inline absl::StatusOr<std::string> TestPgDatabase(const std::string& dir) {
+  const std::string db = absl::StrCat(
+      "rbmrec_t", absl::Hex(std::hash<std::string>()(dir)), "_", getpid());
+  const std::string admin = TestPgUri();
+  PGconn* conn = PQconnectdb(admin.c_str());
+  if (PQstatus(conn) != CONNECTION_OK) {
+    std::string msg = PQerrorMessage(conn);
+    PQfinish(conn);
+    return absl::UnavailableError("RBMREC_TEST_PG: " + msg);
+  }
+  const char* const params[] = {db.c_str()};
+  PGresult* r = PQexecParams(conn, "SELECT 1 FROM pg_database WHERE datname=$1",
+                             1, nullptr, params, nullptr, nullptr, 0);
+  const bool exists = PQntuples(r) > 0;
+  PQclear(r);
+  if (!exists) {
+    r = PQexec(conn, ("CREATE DATABASE \"" + db + "\"").c_str());
+    const bool ok = PQresultStatus(r) == PGRES_COMMAND_OK;
+    std::string msg = PQerrorMessage(conn);
+    PQclear(r);
+    if (!ok) {
+      PQfinish(conn);
+      return absl::InternalError("CREATE DATABASE: " + msg);
+    }
+  }
+  PQfinish(conn);
+  return WithDatabase(admin, db);
+}
 
 inline std::vector<StoreBackend> StoreBackends() {
   return {
       {"SqliteFile", true,
        [](const std::string& dir, const StoreOptions& options) {
          return Store::Open(dir + "/test.db", options);
-       }},
+       },
+       nullptr},
       {"SqliteMemory", false,
        [](const std::string&, const StoreOptions& options) {
          return Store::Open(":memory:", options);
+       },
+       nullptr},
+      {"Postgres", true,
+       [](const std::string& dir, const StoreOptions& options)
+           -> absl::StatusOr<std::unique_ptr<Store>> {
+         absl::StatusOr<std::string> uri = TestPgDatabase(dir);
+         if (!uri.ok()) return uri.status();
+         return Store::Open(*uri, options);
+       },
+       [] {
+         return TestPgUri().empty()
+                    ? std::string(
+                          "RBMREC_TEST_PG is not set: the PostgreSQL store "
+                          "tests run under tests/store/pg_test.sh (ctest "
+                          "store.postgres)")
+                    : std::string();
        }},
   };
 }

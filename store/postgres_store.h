@@ -1,0 +1,192 @@
+#ifndef RBMREC_STORE_POSTGRES_STORE_H_
+#define RBMREC_STORE_POSTGRES_STORE_H_
+
+// The PostgreSQL implementation of Store (store/store.h), through libpq's C
+// API. Store::Open picks it for a path that starts with "postgresql://" or
+// "postgres://": a libpq connection URI, e.g.
+//   postgresql://rbmrec@db.example.com/rbmrec
+//   postgresql:///rbmrec?host=/run/postgresql        (a Unix socket)
+// Put the password in ~/.pgpass or PGPASSWORD rather than in the URI: the
+// server logs the --db value. The database must exist; the tables are created
+// at the first read-write Open.
+//
+// Schema. Tables users, items, ratings, models, meta (as in SQLite) and
+// schema_version (one row: the version, kPostgresSchemaVersion). Open creates
+// or migrates them in one transaction, under a transaction-level advisory
+// lock, so two processes opening the same new database do not race. Indices
+// are identity columns (sequences): increasing and never reused. Model blobs
+// are bytea with STORAGE EXTERNAL (out of line, not compressed: model weights
+// do not compress, and reading the other columns never touches the blob).
+// ratings has no FOREIGN KEY constraints (PostgreSQL checks each with a query
+// per row, which made imports about twice as slow); the store writes only
+// indices it has read or created in the same transaction.
+//
+// UpsertRatings runs in one transaction: the new users and items (one
+// INSERT ... SELECT FROM unnest each, indices in order of first appearance),
+// then one INSERT ... ON CONFLICT DO UPDATE of every distinct (user, item)
+// pair of the batch (its last row), which also returns the rating each
+// replaced pair had (read from the statement's snapshot, before its own
+// writes). A batch costs a fixed number of round trips, whatever its size.
+//
+// Connections. One writer connection guarded by a mutex (every write is
+// serialized on it, as in SQLite) and a small pool of reader connections
+// (up to kMaxIdleReaders kept open, more opened on demand) for the reads, so
+// a long read (ReadSnapshot, LoadModelBlob) never blocks a point read or a
+// write. ReadSnapshot runs in one REPEATABLE READ READ ONLY transaction and
+// reads the ratings through a cursor, 100,000 rows per round trip; every
+// other read is a single statement (a consistent snapshot in itself).
+//
+// Reconnect. A connection that broke (the server restarted, the network
+// dropped) makes the call that saw it fail with Unavailable; the next call
+// opens a new connection (and, for the writer, reloads the id caches), so the
+// store recovers without a restart once the database is back.
+//
+// Durability. A write that returned OK has been committed by the server: it
+// survives a crash of rbmrec and, with synchronous_full (synchronous_commit
+// on, the default), of the database server too. With synchronous_full false
+// (synchronous_commit off) a crash of the database server may lose the last
+// commits (the database stays consistent).
+//
+// Options (StoreOptions):
+//   busy_timeout_ms   honoured as lock_timeout: a write that waits longer for
+//                     a row or table lock held by another session fails with
+//                     Unavailable, reason DATABASE_LOCKED;
+//   synchronous_full  honoured as synchronous_commit (see Durability);
+//   read_only         honoured: the connections use
+//                     default_transaction_read_only, no schema is created or
+//                     migrated (the database must already have
+//                     kPostgresSchemaVersion), every write method returns
+//                     FailedPrecondition;
+//   max_bytes         not supported (the server manages its own space; use
+//                     quotas / tablespaces there): a non-zero value makes
+//                     Open fail with InvalidArgument.
+//
+// Errors (SQLSTATE classes, beyond store.h): connection failures (class 08,
+// 57P01..57P03 server shutting down / starting) -> Unavailable; 53100
+// disk_full -> ResourceExhausted STORAGE_FULL, other class 53 and 54 ->
+// ResourceExhausted; 55P03 lock_not_available, 40001 serialization failure,
+// 40P01 deadlock -> Unavailable DATABASE_LOCKED; class 23 (constraints) ->
+// FailedPrecondition (as SQLite's CONSTRAINT); 42501 / class 28 ->
+// PermissionDenied; 25006 (read-only transaction) and 3D000 (no such
+// database) -> FailedPrecondition; XX001 / XX002 -> DataLoss; 57014 ->
+// Cancelled; anything else -> Internal. Messages name the URI without its
+// password.
+//
+// Stats.database_bytes is pg_database_size(current_database()).
+//
+// The store assumes it is the only WRITER of its database (it caches the
+// ext_id -> idx maps), like SqliteStore. For later work (replicas, LISTEN /
+// NOTIFY): uri() gives the connection URI, and OpenConnection() a new,
+// configured connection that a caller may use for LISTEN.
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/types/span.h"
+#include "store/store.h"
+
+namespace rbmrec::store {
+
+// The PostgreSQL schema version this build creates and understands (the row
+// of table schema_version).
+inline constexpr int kPostgresSchemaVersion = 1;
+
+namespace internal {
+class PgConn;
+}  // namespace internal
+
+class PostgresStore final : public Store {
+ public:
+  // Reader connections kept open between calls.
+  static constexpr int kMaxIdleReaders = 4;
+
+  // Connects to the database at `uri` (a libpq connection URI), configures
+  // the connection (lock_timeout, synchronous_commit, read-only), creates or
+  // migrates the schema (read-write only) and loads the id caches.
+  // Errors: InvalidArgument for a uri that is not a PostgreSQL URI, a
+  // negative busy_timeout_ms, or max_bytes != 0; Unavailable when the server
+  // cannot be reached; PermissionDenied when authentication fails;
+  // FailedPrecondition when the database does not exist, its schema version
+  // is newer than this build's (or, read-only, not this build's).
+  static absl::StatusOr<std::unique_ptr<PostgresStore>> Open(
+      const std::string& uri, const StoreOptions& options = {});
+
+  ~PostgresStore() override;
+
+  // The connection URI given to Open.
+  const std::string& uri() const { return uri_; }
+
+  // A new connection to the same database, configured like the store's own
+  // (for LISTEN / NOTIFY or advisory locks in later work).
+  absl::StatusOr<std::unique_ptr<internal::PgConn>> OpenConnection() const;
+
+  absl::StatusOr<UpsertResult> UpsertRatings(
+      absl::Span<const RatingRow> rows) override;
+  absl::StatusOr<int64_t> DeleteRatings(
+      std::string_view user, absl::Span<const std::string> items) override;
+  absl::StatusOr<int64_t> DeleteUser(std::string_view user) override;
+  absl::Status PutItems(absl::Span<const ItemRow> items) override;
+  absl::StatusOr<std::vector<std::string>> GetTitles(
+      absl::Span<const std::string> items) const override;
+  absl::StatusOr<std::vector<UserRating>> GetUserRatings(
+      std::string_view user) const override;
+  absl::StatusOr<Snapshot> ReadSnapshot() const override;
+  absl::StatusOr<Stats> GetStats() const override;
+  absl::StatusOr<int64_t> InsertModel(const ModelInfo& meta,
+                                      std::string_view blob,
+                                      bool activate) override;
+  absl::Status ActivateModel(int64_t version) override;
+  absl::StatusOr<std::vector<ModelInfo>> ListModels() const override;
+  absl::StatusOr<std::string> LoadModelBlob(int64_t version) const override;
+  absl::StatusOr<std::optional<int64_t>> ActiveModelVersion() const override;
+  absl::Status PinModel(int64_t version, bool pinned) override;
+  absl::StatusOr<int64_t> DeleteModel(int64_t version) override;
+  absl::StatusOr<PruneResult> PruneModels(
+      const RetentionPolicy& policy) override;
+
+ private:
+  class ReaderLease;
+
+  PostgresStore(std::string uri, const StoreOptions& options);
+
+  // The writer connection, (re)connected if it is missing or broken; a
+  // reconnect reloads the id caches.
+  absl::StatusOr<internal::PgConn*> Writer()
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(writer_mu_);
+  // Reloads the ext_id -> idx caches from the writer connection.
+  absl::Status LoadCaches() ABSL_EXCLUSIVE_LOCKS_REQUIRED(writer_mu_);
+  // A reader connection from the pool (or a new one).
+  absl::StatusOr<std::unique_ptr<internal::PgConn>> AcquireReader() const;
+  void ReleaseReader(std::unique_ptr<internal::PgConn> conn) const;
+
+  // FailedPrecondition when the store is read-only.
+  absl::Status CheckWritable() const;
+
+  const std::string uri_;
+  const std::string name_;  // uri_ without its password, for messages
+  const StoreOptions options_;
+
+  absl::Mutex writer_mu_;
+  std::unique_ptr<internal::PgConn> writer_ ABSL_GUARDED_BY(writer_mu_);
+  absl::flat_hash_map<std::string, int64_t> user_idx_
+      ABSL_GUARDED_BY(writer_mu_);
+  absl::flat_hash_map<std::string, int64_t> item_idx_
+      ABSL_GUARDED_BY(writer_mu_);
+
+  mutable absl::Mutex pool_mu_;
+  mutable std::vector<std::unique_ptr<internal::PgConn>> idle_readers_
+      ABSL_GUARDED_BY(pool_mu_);
+};
+
+}  // namespace rbmrec::store
+
+#endif  // RBMREC_STORE_POSTGRES_STORE_H_

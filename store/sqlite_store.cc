@@ -1,0 +1,963 @@
+#include "store/sqlite_store.h"
+
+#include <sqlite3.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <limits>
+#include <system_error>
+#include <utility>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "core/error_reason.h"
+#include "store/schema.h"
+#include "store/sqlite_db.h"
+#include "store/status_macros.h"
+
+namespace rbmrec::store {
+
+using internal::AbslView;
+using internal::ColumnText;
+using internal::Connection;
+using internal::Stmt;
+using internal::Txn;
+
+namespace {
+
+constexpr std::string_view kMemoryPath = ":memory:";
+constexpr std::string_view kActiveModelKey = "active_model_version";
+
+int64_t NowUnixMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+absl::Status ReadOnlyError(std::string_view path) {
+  return absl::FailedPreconditionError(
+      absl::StrFormat("database '%s' was opened read-only", path));
+}
+
+// Shape check shared by ratings and items; errors read "<what> <index>: ...",
+// e.g. "row 17: empty item id".
+absl::Status CheckId(std::string_view id, const char* what, size_t index,
+                     const char* field) {
+  if (id.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s %d: empty %s id", what, index, field));
+  }
+  if (id.size() > kMaxIdBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s %d: %s id is %d bytes long, the limit is %d", what,
+                        index, field, id.size(), kMaxIdBytes));
+  }
+  return absl::OkStatus();
+}
+
+// Remembers the ids added to the ext_id -> idx caches during a write
+// transaction and removes them again unless Commit()ted. The string_views
+// point into the caller's arguments, which outlive the call.
+class CacheUndo {
+ public:
+  using Map = absl::flat_hash_map<std::string, int64_t>;
+  explicit CacheUndo(Map* map) : map_(map) {}
+  ~CacheUndo() {
+    if (committed_) return;
+    for (std::string_view id : added_) map_->erase(AbslView(id));
+  }
+  CacheUndo(const CacheUndo&) = delete;
+  CacheUndo& operator=(const CacheUndo&) = delete;
+
+  void Add(std::string_view id, int64_t idx) {
+    map_->emplace(std::string(id), idx);
+    added_.push_back(id);
+  }
+  void Commit() { committed_ = true; }
+
+ private:
+  Map* const map_;
+  std::vector<std::string_view> added_;
+  bool committed_ = false;
+};
+
+// An id's idx, and whether the current batch created it.
+struct IdxOf {
+  int64_t idx = 0;
+  bool created = false;
+};
+
+// Returns the idx of `id` from `cache`, inserting a row with `insert`
+// ("INSERT INTO <table>(ext_id) VALUES(?1)") when new.
+absl::StatusOr<IdxOf> GetOrCreate(Connection& conn, sqlite3_stmt* insert,
+                                  std::string_view id, CacheUndo::Map& cache,
+                                  CacheUndo& undo, int64_t& created) {
+  auto it = cache.find(AbslView(id));
+  if (it != cache.end()) return IdxOf{it->second, false};
+  Stmt s(conn, insert);
+  s.BindText(1, id);
+  RBMREC_STORE_RETURN_IF_ERROR(s.Run());
+  const int64_t idx = sqlite3_last_insert_rowid(conn.db());
+  undo.Add(id, idx);
+  ++created;
+  return IdxOf{idx, true};
+}
+
+// Whether `json` is a JSON object (SQLite's JSON1 decides).
+absl::StatusOr<bool> IsJsonObject(Connection& conn, std::string_view json) {
+  RBMREC_STORE_ASSIGN_OR_RETURN(
+      sqlite3_stmt * stmt,
+      conn.Prepare("SELECT CASE WHEN json_valid(?1) THEN json_type(?1) END"));
+  Stmt s(conn, stmt);
+  s.BindText(1, json);
+  RBMREC_STORE_ASSIGN_OR_RETURN(bool row, s.Next());
+  return row && s.Text(0) == "object";
+}
+
+// Reads meta.active_model_version (nullopt when unset).
+absl::StatusOr<std::optional<int64_t>> ReadActiveVersion(Connection& conn) {
+  RBMREC_STORE_ASSIGN_OR_RETURN(
+      sqlite3_stmt * stmt, conn.Prepare("SELECT value FROM meta WHERE key=?1"));
+  Stmt s(conn, stmt);
+  s.BindText(1, kActiveModelKey);
+  RBMREC_STORE_ASSIGN_OR_RETURN(bool row, s.Next());
+  if (!row || s.IsNull(0)) return std::optional<int64_t>();
+  int64_t version = 0;
+  if (!absl::SimpleAtoi(AbslView(s.Text(0)), &version)) {
+    return absl::DataLossError(
+        absl::StrFormat("database '%s': malformed meta.%s: '%s'", conn.path(),
+                        kActiveModelKey, s.Text(0)));
+  }
+  return std::optional<int64_t>(version);
+}
+
+absl::Status WriteActiveVersion(Connection& conn, int64_t version) {
+  RBMREC_STORE_ASSIGN_OR_RETURN(
+      sqlite3_stmt * stmt,
+      conn.Prepare("INSERT INTO meta(key, value) VALUES(?1, ?2) "
+                   "ON CONFLICT(key) DO UPDATE SET value=excluded.value"));
+  Stmt s(conn, stmt);
+  s.BindText(1, kActiveModelKey);
+  const std::string text = absl::StrCat(version);
+  s.BindText(2, text);
+  return s.Run();
+}
+
+// Reads "SELECT idx, ext_id FROM <table> ORDER BY idx" into `names` and
+// `pos` (idx -> position in names, -1 for gaps).
+absl::Status ReadNames(Connection& conn, const char* sql,
+                       std::vector<std::string>& names,
+                       std::vector<int32_t>& pos) {
+  RBMREC_STORE_ASSIGN_OR_RETURN(sqlite3_stmt * stmt, conn.Prepare(sql));
+  Stmt s(conn, stmt);
+  while (true) {
+    RBMREC_STORE_ASSIGN_OR_RETURN(bool row, s.Next());
+    if (!row) break;
+    const int64_t idx = s.Int(0);
+    if (idx < 0 || idx >= std::numeric_limits<int32_t>::max() ||
+        names.size() >=
+            static_cast<size_t>(std::numeric_limits<int32_t>::max())) {
+      return absl::OutOfRangeError(absl::StrFormat(
+          "database '%s': index %d does not fit a snapshot", conn.path(), idx));
+    }
+    if (pos.size() <= static_cast<size_t>(idx)) {
+      pos.resize(static_cast<size_t>(idx) + 1, -1);
+    }
+    pos[static_cast<size_t>(idx)] = static_cast<int32_t>(names.size());
+    names.emplace_back(s.Text(1));
+  }
+  return absl::OkStatus();
+}
+
+// A model version as PruneModels / DeleteModel see it.
+struct StoredVersion {
+  int64_t version = 0;
+  std::string kind;
+  int64_t size_bytes = 0;
+  bool pinned = false;
+};
+
+// Deletes `versions` (all must exist) inside the caller's write transaction,
+// then gives the free pages back.
+absl::Status DeleteVersions(Connection& conn,
+                            const std::vector<int64_t>& versions) {
+  if (versions.empty()) return absl::OkStatus();
+  RBMREC_STORE_ASSIGN_OR_RETURN(
+      sqlite3_stmt * del, conn.Prepare("DELETE FROM models WHERE version=?1"));
+  for (int64_t v : versions) {
+    Stmt s(conn, del);
+    s.BindInt(1, v);
+    RBMREC_STORE_RETURN_IF_ERROR(s.Run());
+  }
+  return internal::IncrementalVacuum(conn);
+}
+
+}  // namespace
+
+SqliteStore::SqliteStore(std::string path, const StoreOptions& options)
+    : path_(std::move(path)), options_(options) {}
+
+SqliteStore::~SqliteStore() = default;
+
+absl::StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::Open(
+    const std::string& path, const StoreOptions& options) {
+  if (path.empty()) {
+    return absl::InvalidArgumentError("empty database path");
+  }
+  if (options.busy_timeout_ms < 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "busy_timeout_ms must be >= 0, got %d", options.busy_timeout_ms));
+  }
+  if (options.max_bytes < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("max_bytes must be >= 0, got %d", options.max_bytes));
+  }
+  const bool memory = path == kMemoryPath;
+  if (memory && options.read_only) {
+    return absl::InvalidArgumentError(
+        "read_only makes no sense for an in-memory database");
+  }
+  // Before SQLite initialises (once per process): no global memory
+  // statistics, whose mutex every sqlite3_malloc would take (5% of an
+  // import's server CPU in perf). A later call cannot change it; ignored.
+  static const int memstatus_off = sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
+  (void)memstatus_off;
+  std::unique_ptr<SqliteStore> store(new SqliteStore(path, options));
+  const int base = SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE;
+  {
+    absl::MutexLock lock(&store->writer_.mu);
+    RBMREC_STORE_ASSIGN_OR_RETURN(
+        store->writer_.conn,
+        Connection::Open(path,
+                         base | (options.read_only ? SQLITE_OPEN_READONLY
+                                                   : SQLITE_OPEN_READWRITE |
+                                                         SQLITE_OPEN_CREATE),
+                         options.busy_timeout_ms));
+    Connection& conn = *store->writer_.conn;
+    if (options.read_only) {
+      RBMREC_STORE_RETURN_IF_ERROR(
+          conn.Exec("PRAGMA query_only=ON", "configuring the connection"));
+    } else {
+      if (sqlite3_db_readonly(conn.db(), "main") == 1) {
+        return absl::PermissionDeniedError(absl::StrFormat(
+            "database '%s' is not writable (SQLite could only open it "
+            "read-only)",
+            path));
+      }
+      internal::WriterPragmas pragmas;
+      pragmas.wal = !memory;
+      pragmas.synchronous_full = options.synchronous_full;
+      RBMREC_STORE_RETURN_IF_ERROR(internal::ConfigureWriter(conn, pragmas));
+    }
+    RBMREC_STORE_RETURN_IF_ERROR(internal::Migrate(conn, options.read_only));
+    if (!options.read_only) {
+      absl::StatusOr<bool> vacuumed = internal::EnsureIncrementalVacuum(conn);
+      // No room for the one-time rewrite: open anyway (freed pages are still
+      // reused, only not given back), retry at the next Open.
+      if (!vacuumed.ok() && ReasonOf(vacuumed.status()) != kReasonStorageFull) {
+        return vacuumed.status();
+      }
+      RBMREC_STORE_RETURN_IF_ERROR(
+          internal::SetMaxBytes(conn, options.max_bytes));
+      RBMREC_STORE_RETURN_IF_ERROR(store->LoadCaches());
+    }
+  }
+  if (memory || options.read_only) {
+    store->reader_ = &store->writer_;
+  } else {
+    absl::MutexLock lock(&store->reader_storage_.mu);
+    RBMREC_STORE_ASSIGN_OR_RETURN(
+        store->reader_storage_.conn,
+        internal::OpenReader(path, /*read_only_file=*/false,
+                             options.busy_timeout_ms));
+    store->reader_ = &store->reader_storage_;
+  }
+  return store;
+}
+
+absl::StatusOr<std::unique_ptr<Connection>> SqliteStore::OpenLongReader()
+    const {
+  return internal::OpenReader(path_, options_.read_only,
+                              options_.busy_timeout_ms);
+}
+
+bool SqliteStore::memory() const { return path_ == kMemoryPath; }
+
+absl::Status SqliteStore::LoadCaches() {
+  Connection& conn = *writer_.conn;
+  struct Table {
+    const char* sql;
+    CacheUndo::Map* cache;
+  };
+  for (const Table& t : {Table{"SELECT idx, ext_id FROM users", &user_idx_},
+                         Table{"SELECT idx, ext_id FROM items", &item_idx_}}) {
+    t.cache->clear();
+    RBMREC_STORE_ASSIGN_OR_RETURN(sqlite3_stmt * stmt, conn.Prepare(t.sql));
+    Stmt s(conn, stmt);
+    while (true) {
+      RBMREC_STORE_ASSIGN_OR_RETURN(bool row, s.Next());
+      if (!row) break;
+      t.cache->emplace(std::string(ColumnText(stmt, 1)),
+                       sqlite3_column_int64(stmt, 0));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SqliteStore::CheckWritable() const {
+  if (options_.read_only) return ReadOnlyError(path_);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<UpsertResult> SqliteStore::UpsertRatings(
+    absl::Span<const RatingRow> rows) {
+  RBMREC_STORE_RETURN_IF_ERROR(CheckWritable());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const RatingRow& r = rows[i];
+    RBMREC_STORE_RETURN_IF_ERROR(CheckId(r.user, "row", i, "user"));
+    RBMREC_STORE_RETURN_IF_ERROR(CheckId(r.item, "row", i, "item"));
+    if (!std::isfinite(r.rating)) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "row %d: rating is not a finite number (%g)", i, r.rating));
+    }
+  }
+  UpsertResult result;
+  if (rows.empty()) return result;
+
+  absl::MutexLock lock(&writer_.mu);
+  Connection& conn = *writer_.conn;
+  RBMREC_STORE_ASSIGN_OR_RETURN(
+      sqlite3_stmt * insert_user,
+      conn.Prepare("INSERT INTO users(ext_id) VALUES(?1)"));
+  RBMREC_STORE_ASSIGN_OR_RETURN(
+      sqlite3_stmt * insert_item,
+      conn.Prepare("INSERT INTO items(ext_id) VALUES(?1)"));
+  RBMREC_STORE_ASSIGN_OR_RETURN(
+      sqlite3_stmt * select_rating,
+      conn.Prepare("SELECT rating FROM ratings "
+                   "WHERE user_idx=?1 AND item_idx=?2"));
+  RBMREC_STORE_ASSIGN_OR_RETURN(
+      sqlite3_stmt * insert_rating,
+      conn.Prepare("INSERT INTO ratings(user_idx, item_idx, rating, ts) "
+                   "VALUES(?1, ?2, ?3, ?4) ON CONFLICT DO NOTHING"));
+  RBMREC_STORE_ASSIGN_OR_RETURN(
+      sqlite3_stmt * update_rating,
+      conn.Prepare("UPDATE ratings SET rating=?3, ts=?4 "
+                   "WHERE user_idx=?1 AND item_idx=?2"));
+
+  // Declared before the transaction: on failure the transaction rolls back
+  // first, then the caches forget the ids it had added.
+  CacheUndo user_undo(&user_idx_);
+  CacheUndo item_undo(&item_idx_);
+  Txn txn(conn);
+  RBMREC_STORE_RETURN_IF_ERROR(txn.Begin(Txn::kWrite));
+  // Ids first, in row order (new users and items get their indices in
+  // order of appearance); then the ratings in (user, item) order, which
+  // walks the ratings B-tree mostly forward. The sort is stable, so rows of
+  // the same (user, item) keep their order and the later one still wins.
+  struct Keyed {
+    int64_t user, item;
+    size_t row;
+  };
+  std::vector<Keyed> keyed;
+  keyed.reserve(rows.size());
+  // Indices are never reused and grow (AUTOINCREMENT): an id created by
+  // this batch has an index >= the first one it created.
+  int64_t first_new_user = std::numeric_limits<int64_t>::max();
+  int64_t first_new_item = std::numeric_limits<int64_t>::max();
+  for (size_t i = 0; i < rows.size(); ++i) {
+    RBMREC_STORE_ASSIGN_OR_RETURN(
+        const IdxOf user, GetOrCreate(conn, insert_user, rows[i].user,
+                                      user_idx_, user_undo, result.new_users));
+    RBMREC_STORE_ASSIGN_OR_RETURN(
+        const IdxOf item, GetOrCreate(conn, insert_item, rows[i].item,
+                                      item_idx_, item_undo, result.new_items));
+    if (user.created) first_new_user = std::min(first_new_user, user.idx);
+    if (item.created) first_new_item = std::min(first_new_item, item.idx);
+    keyed.push_back({user.idx, item.idx, i});
+  }
+  std::stable_sort(
+      keyed.begin(), keyed.end(), [](const Keyed& a, const Keyed& b) {
+        return a.user != b.user ? a.user < b.user : a.item < b.item;
+      });
+  result.previous.resize(rows.size());
+  // Writes `row`'s rating with `stmt` (insert or update) and returns whether
+  // a row changed.
+  const auto write = [&](sqlite3_stmt* stmt, const Keyed& k,
+                         const RatingRow& row) -> absl::StatusOr<bool> {
+    Stmt s(conn, stmt);
+    s.BindInt(1, k.user);
+    s.BindInt(2, k.item);
+    s.BindDouble(3, row.rating);
+    s.BindInt(4, row.timestamp);
+    RBMREC_STORE_RETURN_IF_ERROR(s.Run());
+    return sqlite3_changes(conn.db()) > 0;
+  };
+  const auto read =
+      [&](const Keyed& k) -> absl::StatusOr<std::optional<double>> {
+    Stmt s(conn, select_rating);
+    s.BindInt(1, k.user);
+    s.BindInt(2, k.item);
+    RBMREC_STORE_ASSIGN_OR_RETURN(bool row, s.Next());
+    if (!row) return std::optional<double>();
+    return std::optional<double>(s.Double(0));
+  };
+  // For a pair whose ids both existed before the batch, the stored rating
+  // is read first when the row before replaced one (a re-import: read +
+  // update per row), else an insert is tried first (new ratings of known
+  // users: one write; on conflict read + update).
+  bool expect_stored = false;
+  for (size_t n = 0; n < keyed.size(); ++n) {
+    const Keyed& k = keyed[n];
+    const RatingRow& row = rows[k.row];
+    // The rating before this row: that of the previous row of the same pair
+    // in this batch, else the stored one (none for a new id).
+    std::optional<double> previous;
+    if (n > 0 && keyed[n - 1].user == k.user && keyed[n - 1].item == k.item) {
+      previous = rows[keyed[n - 1].row].rating;
+    } else if (expect_stored && k.user < first_new_user &&
+               k.item < first_new_item) {
+      RBMREC_STORE_ASSIGN_OR_RETURN(previous, read(k));
+    }
+    if (!previous.has_value()) {
+      RBMREC_STORE_ASSIGN_OR_RETURN(bool inserted,
+                                    write(insert_rating, k, row));
+      if (inserted) {
+        ++result.inserted;
+        expect_stored = false;
+        continue;
+      }
+      // A stored rating (for a new id only if the file was changed behind
+      // the Store's back): read it, then replace it.
+      RBMREC_STORE_ASSIGN_OR_RETURN(previous, read(k));
+    }
+    expect_stored = true;
+    RBMREC_STORE_ASSIGN_OR_RETURN(bool updated, write(update_rating, k, row));
+    if (!updated || !previous.has_value()) {
+      return absl::InternalError(absl::StrFormat(
+          "database '%s': row %d: the rating of (%s, %s) neither inserted nor "
+          "updated",
+          path_, k.row, row.user, row.item));
+    }
+    result.previous[k.row] = previous;
+    ++result.replaced;
+  }
+  RBMREC_STORE_RETURN_IF_ERROR(txn.Commit());
+  user_undo.Commit();
+  item_undo.Commit();
+  return result;
+}
+
+absl::StatusOr<int64_t> SqliteStore::DeleteRatings(
+    std::string_view user, absl::Span<const std::string> items) {
+  RBMREC_STORE_RETURN_IF_ERROR(CheckWritable());
+  absl::MutexLock lock(&writer_.mu);
+  auto u = user_idx_.find(AbslView(user));
+  if (u == user_idx_.end()) {
+    return absl::NotFoundError(absl::StrCat("unknown user: ", AbslView(user)));
+  }
+  Connection& conn = *writer_.conn;
+  RBMREC_STORE_ASSIGN_OR_RETURN(
+      sqlite3_stmt * del,
+      conn.Prepare("DELETE FROM ratings WHERE user_idx=?1 AND item_idx=?2"));
+  Txn txn(conn);
+  RBMREC_STORE_RETURN_IF_ERROR(txn.Begin(Txn::kWrite));
+  int64_t deleted = 0;
+  for (const std::string& item : items) {
+    auto it = item_idx_.find(item);
+    if (it == item_idx_.end()) continue;
+    Stmt s(conn, del);
+    s.BindInt(1, u->second);
+    s.BindInt(2, it->second);
+    RBMREC_STORE_RETURN_IF_ERROR(s.Run());
+    deleted += sqlite3_changes(conn.db());
+  }
+  RBMREC_STORE_RETURN_IF_ERROR(txn.Commit());
+  return deleted;
+}
+
+absl::StatusOr<int64_t> SqliteStore::DeleteUser(std::string_view user) {
+  RBMREC_STORE_RETURN_IF_ERROR(CheckWritable());
+  absl::MutexLock lock(&writer_.mu);
+  auto u = user_idx_.find(AbslView(user));
+  if (u == user_idx_.end()) {
+    return absl::NotFoundError(absl::StrCat("unknown user: ", AbslView(user)));
+  }
+  Connection& conn = *writer_.conn;
+  RBMREC_STORE_ASSIGN_OR_RETURN(
+      sqlite3_stmt * del_ratings,
+      conn.Prepare("DELETE FROM ratings WHERE user_idx=?1"));
+  RBMREC_STORE_ASSIGN_OR_RETURN(sqlite3_stmt * del_user,
+                                conn.Prepare("DELETE FROM users WHERE idx=?1"));
+  Txn txn(conn);
+  RBMREC_STORE_RETURN_IF_ERROR(txn.Begin(Txn::kWrite));
+  int64_t deleted = 0;
+  {
+    Stmt s(conn, del_ratings);
+    s.BindInt(1, u->second);
+    RBMREC_STORE_RETURN_IF_ERROR(s.Run());
+    deleted = sqlite3_changes(conn.db());
+  }
+  {
+    Stmt s(conn, del_user);
+    s.BindInt(1, u->second);
+    RBMREC_STORE_RETURN_IF_ERROR(s.Run());
+  }
+  RBMREC_STORE_RETURN_IF_ERROR(txn.Commit());
+  user_idx_.erase(u);
+  return deleted;
+}
+
+absl::Status SqliteStore::PutItems(absl::Span<const ItemRow> items) {
+  RBMREC_STORE_RETURN_IF_ERROR(CheckWritable());
+  for (size_t i = 0; i < items.size(); ++i) {
+    RBMREC_STORE_RETURN_IF_ERROR(CheckId(items[i].item, "item", i, "item"));
+  }
+  if (items.empty()) return absl::OkStatus();
+
+  absl::MutexLock lock(&writer_.mu);
+  Connection& conn = *writer_.conn;
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (items[i].attributes_json.empty()) continue;
+    RBMREC_STORE_ASSIGN_OR_RETURN(bool ok,
+                                  IsJsonObject(conn, items[i].attributes_json));
+    if (!ok) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("item %d: attributes_json is not a JSON object", i));
+    }
+  }
+  RBMREC_STORE_ASSIGN_OR_RETURN(
+      sqlite3_stmt * insert,
+      conn.Prepare(
+          "INSERT INTO items(ext_id, title, attributes) VALUES(?1, ?2, ?3)"));
+  RBMREC_STORE_ASSIGN_OR_RETURN(
+      sqlite3_stmt * update,
+      conn.Prepare("UPDATE items SET title=?2, attributes=?3 WHERE idx=?1"));
+  CacheUndo undo(&item_idx_);
+  Txn txn(conn);
+  RBMREC_STORE_RETURN_IF_ERROR(txn.Begin(Txn::kWrite));
+  for (const ItemRow& item : items) {
+    auto it = item_idx_.find(item.item);
+    const bool known = it != item_idx_.end();
+    Stmt s(conn, known ? update : insert);
+    if (known) {
+      s.BindInt(1, it->second);
+    } else {
+      s.BindText(1, item.item);
+    }
+    s.BindTextOrNull(2, item.title);
+    s.BindTextOrNull(3, item.attributes_json);
+    RBMREC_STORE_RETURN_IF_ERROR(s.Run());
+    if (!known) undo.Add(item.item, sqlite3_last_insert_rowid(conn.db()));
+  }
+  RBMREC_STORE_RETURN_IF_ERROR(txn.Commit());
+  undo.Commit();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<std::string>> SqliteStore::GetTitles(
+    absl::Span<const std::string> items) const {
+  absl::MutexLock lock(&reader_->mu);
+  Connection& conn = *reader_->conn;
+  RBMREC_STORE_ASSIGN_OR_RETURN(
+      sqlite3_stmt * stmt,
+      conn.Prepare("SELECT title FROM items WHERE ext_id=?1"));
+  Txn txn(conn);
+  RBMREC_STORE_RETURN_IF_ERROR(txn.Begin(Txn::kRead));
+  std::vector<std::string> titles;
+  titles.reserve(items.size());
+  for (const std::string& item : items) {
+    Stmt s(conn, stmt);
+    s.BindText(1, item);
+    RBMREC_STORE_ASSIGN_OR_RETURN(bool row, s.Next());
+    titles.emplace_back(row ? ColumnText(stmt, 0) : std::string_view());
+  }
+  RBMREC_STORE_RETURN_IF_ERROR(txn.Commit());
+  return titles;
+}
+
+absl::StatusOr<std::vector<UserRating>> SqliteStore::GetUserRatings(
+    std::string_view user) const {
+  absl::MutexLock lock(&reader_->mu);
+  Connection& conn = *reader_->conn;
+  RBMREC_STORE_ASSIGN_OR_RETURN(
+      sqlite3_stmt * find_user,
+      conn.Prepare("SELECT idx FROM users WHERE ext_id=?1"));
+  RBMREC_STORE_ASSIGN_OR_RETURN(
+      sqlite3_stmt * list,
+      conn.Prepare("SELECT i.ext_id, r.rating, r.ts FROM ratings r "
+                   "JOIN items i ON i.idx = r.item_idx "
+                   "WHERE r.user_idx=?1 ORDER BY r.item_idx"));
+  Txn txn(conn);
+  RBMREC_STORE_RETURN_IF_ERROR(txn.Begin(Txn::kRead));
+  int64_t user_idx = 0;
+  {
+    Stmt s(conn, find_user);
+    s.BindText(1, user);
+    RBMREC_STORE_ASSIGN_OR_RETURN(bool row, s.Next());
+    if (!row)
+      return absl::NotFoundError(
+          absl::StrCat("unknown user: ", AbslView(user)));
+    user_idx = sqlite3_column_int64(find_user, 0);
+  }
+  std::vector<UserRating> out;
+  {
+    Stmt s(conn, list);
+    s.BindInt(1, user_idx);
+    while (true) {
+      RBMREC_STORE_ASSIGN_OR_RETURN(bool row, s.Next());
+      if (!row) break;
+      out.push_back(UserRating{std::string(ColumnText(list, 0)),
+                               sqlite3_column_double(list, 1),
+                               sqlite3_column_int64(list, 2)});
+    }
+  }
+  RBMREC_STORE_RETURN_IF_ERROR(txn.Commit());
+  return out;
+}
+
+namespace {
+
+// ReadSnapshot's work, on `conn`.
+absl::StatusOr<Snapshot> ReadSnapshotOn(Connection& conn) {
+  RBMREC_STORE_ASSIGN_OR_RETURN(sqlite3_stmt * count,
+                                conn.Prepare("SELECT count(*) FROM ratings"));
+  RBMREC_STORE_ASSIGN_OR_RETURN(
+      sqlite3_stmt * ratings,
+      conn.Prepare("SELECT user_idx, item_idx, rating FROM ratings "
+                   "ORDER BY user_idx, item_idx"));
+  Txn txn(conn);
+  RBMREC_STORE_RETURN_IF_ERROR(txn.Begin(Txn::kRead));
+  Snapshot snap;
+  std::vector<int32_t> user_pos;
+  std::vector<int32_t> item_pos;
+  RBMREC_STORE_RETURN_IF_ERROR(
+      ReadNames(conn, "SELECT idx, ext_id FROM users ORDER BY idx", snap.users,
+                user_pos));
+  RBMREC_STORE_RETURN_IF_ERROR(
+      ReadNames(conn, "SELECT idx, ext_id FROM items ORDER BY idx", snap.items,
+                item_pos));
+  {
+    Stmt s(conn, count);
+    RBMREC_STORE_ASSIGN_OR_RETURN(bool row, s.Next());
+    if (row) {
+      snap.ratings.reserve(static_cast<size_t>(
+          std::max<int64_t>(0, sqlite3_column_int64(count, 0))));
+    }
+  }
+  {
+    Stmt s(conn, ratings);
+    while (true) {
+      RBMREC_STORE_ASSIGN_OR_RETURN(bool row, s.Next());
+      if (!row) break;
+      const int64_t u = sqlite3_column_int64(ratings, 0);
+      const int64_t i = sqlite3_column_int64(ratings, 1);
+      // Foreign keys guarantee both exist; check anyway rather than index
+      // out of bounds on a file edited by hand.
+      if (u < 0 || static_cast<size_t>(u) >= user_pos.size() ||
+          user_pos[static_cast<size_t>(u)] < 0 || i < 0 ||
+          static_cast<size_t>(i) >= item_pos.size() ||
+          item_pos[static_cast<size_t>(i)] < 0) {
+        return absl::DataLossError(absl::StrFormat(
+            "database '%s': rating (%d, %d) refers to a missing user or item",
+            conn.path(), u, i));
+      }
+      snap.ratings.push_back(Snapshot::Row{user_pos[static_cast<size_t>(u)],
+                                           item_pos[static_cast<size_t>(i)],
+                                           sqlite3_column_double(ratings, 2)});
+    }
+  }
+  RBMREC_STORE_RETURN_IF_ERROR(txn.Commit());
+  return snap;
+}
+
+// LoadModelBlob's work, on `conn`.
+absl::StatusOr<std::string> LoadModelBlobOn(Connection& conn, int64_t version) {
+  RBMREC_STORE_ASSIGN_OR_RETURN(
+      sqlite3_stmt * stmt,
+      conn.Prepare("SELECT model FROM models WHERE version=?1"));
+  Stmt s(conn, stmt);
+  s.BindInt(1, version);
+  RBMREC_STORE_ASSIGN_OR_RETURN(bool row, s.Next());
+  if (!row) {
+    return absl::NotFoundError(absl::StrFormat("no model version %d", version));
+  }
+  const void* data = sqlite3_column_blob(stmt, 0);
+  const int n = sqlite3_column_bytes(stmt, 0);
+  if (data == nullptr || n <= 0) return std::string();
+  return std::string(static_cast<const char*>(data), static_cast<size_t>(n));
+}
+
+}  // namespace
+
+absl::StatusOr<Snapshot> SqliteStore::ReadSnapshot() const {
+  if (memory()) {
+    absl::MutexLock lock(&writer_.mu);
+    return ReadSnapshotOn(*writer_.conn);
+  }
+  RBMREC_STORE_ASSIGN_OR_RETURN(std::unique_ptr<Connection> conn,
+                                OpenLongReader());
+  return ReadSnapshotOn(*conn);
+}
+
+absl::StatusOr<Stats> SqliteStore::GetStats() const {
+  absl::MutexLock lock(&reader_->mu);
+  Connection& conn = *reader_->conn;
+  RBMREC_STORE_ASSIGN_OR_RETURN(
+      sqlite3_stmt * stmt,
+      conn.Prepare("SELECT (SELECT count(*) FROM users), "
+                   "(SELECT count(*) FROM items), "
+                   "(SELECT count(*) FROM ratings), "
+                   "(SELECT count(*) FROM models), "
+                   "(SELECT page_count FROM pragma_page_count()), "
+                   "(SELECT page_size FROM pragma_page_size())"));
+  Txn txn(conn);
+  RBMREC_STORE_RETURN_IF_ERROR(txn.Begin(Txn::kRead));
+  Stats stats;
+  {
+    Stmt s(conn, stmt);
+    RBMREC_STORE_ASSIGN_OR_RETURN(bool row, s.Next());
+    if (!row) return absl::InternalError("no row from count query");
+    stats.users = s.Int(0);
+    stats.items = s.Int(1);
+    stats.ratings = s.Int(2);
+    stats.model_versions = s.Int(3);
+    if (!memory()) stats.database_bytes = s.Int(4) * s.Int(5);
+  }
+  RBMREC_STORE_ASSIGN_OR_RETURN(stats.active_model_version,
+                                ReadActiveVersion(conn));
+  RBMREC_STORE_RETURN_IF_ERROR(txn.Commit());
+  if (!memory()) {
+    std::error_code ec;
+    const std::uintmax_t wal = std::filesystem::file_size(path_ + "-wal", ec);
+    if (!ec) stats.database_bytes += static_cast<int64_t>(wal);
+  }
+  return stats;
+}
+
+absl::StatusOr<int64_t> SqliteStore::InsertModel(const ModelInfo& meta,
+                                                 std::string_view blob,
+                                                 bool activate) {
+  RBMREC_STORE_RETURN_IF_ERROR(CheckWritable());
+  absl::MutexLock lock(&writer_.mu);
+  Connection& conn = *writer_.conn;
+  if (!meta.metrics_json.empty()) {
+    RBMREC_STORE_ASSIGN_OR_RETURN(bool ok,
+                                  IsJsonObject(conn, meta.metrics_json));
+    if (!ok) {
+      return absl::InvalidArgumentError("metrics_json is not a JSON object");
+    }
+  }
+  RBMREC_STORE_ASSIGN_OR_RETURN(
+      sqlite3_stmt * insert,
+      conn.Prepare("INSERT INTO models(created_unix_ms, kind, n_users, "
+                   "n_items, n_ratings, metrics, size_bytes, model) "
+                   "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"));
+  Txn txn(conn);
+  RBMREC_STORE_RETURN_IF_ERROR(txn.Begin(Txn::kWrite));
+  {
+    Stmt s(conn, insert);
+    s.BindInt(1,
+              meta.created_unix_ms != 0 ? meta.created_unix_ms : NowUnixMs());
+    s.BindText(2, meta.kind);
+    s.BindInt(3, meta.n_users);
+    s.BindInt(4, meta.n_items);
+    s.BindInt(5, meta.n_ratings);
+    s.BindTextOrNull(6, meta.metrics_json);
+    s.BindInt(7, static_cast<int64_t>(blob.size()));
+    s.BindBlob(8, blob);
+    RBMREC_STORE_RETURN_IF_ERROR(s.Run());
+  }
+  const int64_t version = sqlite3_last_insert_rowid(conn.db());
+  if (activate) {
+    RBMREC_STORE_RETURN_IF_ERROR(WriteActiveVersion(conn, version));
+  }
+  RBMREC_STORE_RETURN_IF_ERROR(txn.Commit());
+  return version;
+}
+
+absl::Status SqliteStore::ActivateModel(int64_t version) {
+  RBMREC_STORE_RETURN_IF_ERROR(CheckWritable());
+  absl::MutexLock lock(&writer_.mu);
+  Connection& conn = *writer_.conn;
+  RBMREC_STORE_ASSIGN_OR_RETURN(
+      sqlite3_stmt * exists,
+      conn.Prepare("SELECT 1 FROM models WHERE version=?1"));
+  Txn txn(conn);
+  RBMREC_STORE_RETURN_IF_ERROR(txn.Begin(Txn::kWrite));
+  {
+    Stmt s(conn, exists);
+    s.BindInt(1, version);
+    RBMREC_STORE_ASSIGN_OR_RETURN(bool row, s.Next());
+    if (!row) {
+      return absl::NotFoundError(
+          absl::StrFormat("no model version %d", version));
+    }
+  }
+  RBMREC_STORE_RETURN_IF_ERROR(WriteActiveVersion(conn, version));
+  return txn.Commit();
+}
+
+absl::StatusOr<std::vector<ModelInfo>> SqliteStore::ListModels() const {
+  absl::MutexLock lock(&reader_->mu);
+  Connection& conn = *reader_->conn;
+  RBMREC_STORE_ASSIGN_OR_RETURN(
+      sqlite3_stmt * stmt,
+      conn.Prepare("SELECT version, created_unix_ms, kind, n_users, n_items, "
+                   "n_ratings, metrics, size_bytes, pinned FROM models "
+                   "ORDER BY version DESC"));
+  Txn txn(conn);
+  RBMREC_STORE_RETURN_IF_ERROR(txn.Begin(Txn::kRead));
+  RBMREC_STORE_ASSIGN_OR_RETURN(std::optional<int64_t> active,
+                                ReadActiveVersion(conn));
+  std::vector<ModelInfo> out;
+  {
+    Stmt s(conn, stmt);
+    while (true) {
+      RBMREC_STORE_ASSIGN_OR_RETURN(bool row, s.Next());
+      if (!row) break;
+      ModelInfo m;
+      m.version = sqlite3_column_int64(stmt, 0);
+      m.created_unix_ms = sqlite3_column_int64(stmt, 1);
+      m.kind = std::string(ColumnText(stmt, 2));
+      m.n_users = sqlite3_column_int64(stmt, 3);
+      m.n_items = sqlite3_column_int64(stmt, 4);
+      m.n_ratings = sqlite3_column_int64(stmt, 5);
+      m.metrics_json = std::string(ColumnText(stmt, 6));
+      m.size_bytes = sqlite3_column_int64(stmt, 7);
+      m.pinned = sqlite3_column_int64(stmt, 8) != 0;
+      m.active = active.has_value() && *active == m.version;
+      out.push_back(std::move(m));
+    }
+  }
+  RBMREC_STORE_RETURN_IF_ERROR(txn.Commit());
+  return out;
+}
+
+absl::StatusOr<std::string> SqliteStore::LoadModelBlob(int64_t version) const {
+  if (memory()) {
+    absl::MutexLock lock(&writer_.mu);
+    return LoadModelBlobOn(*writer_.conn, version);
+  }
+  RBMREC_STORE_ASSIGN_OR_RETURN(std::unique_ptr<Connection> conn,
+                                OpenLongReader());
+  return LoadModelBlobOn(*conn, version);
+}
+
+absl::StatusOr<std::optional<int64_t>> SqliteStore::ActiveModelVersion() const {
+  absl::MutexLock lock(&reader_->mu);
+  return ReadActiveVersion(*reader_->conn);
+}
+
+absl::Status SqliteStore::PinModel(int64_t version, bool pinned) {
+  RBMREC_STORE_RETURN_IF_ERROR(CheckWritable());
+  absl::MutexLock lock(&writer_.mu);
+  Connection& conn = *writer_.conn;
+  RBMREC_STORE_ASSIGN_OR_RETURN(
+      sqlite3_stmt * update,
+      conn.Prepare("UPDATE models SET pinned=?2 WHERE version=?1"));
+  Txn txn(conn);
+  RBMREC_STORE_RETURN_IF_ERROR(txn.Begin(Txn::kWrite));
+  {
+    Stmt s(conn, update);
+    s.BindInt(1, version);
+    s.BindInt(2, pinned ? 1 : 0);
+    RBMREC_STORE_RETURN_IF_ERROR(s.Run());
+    if (sqlite3_changes(conn.db()) == 0) {
+      return absl::NotFoundError(
+          absl::StrFormat("no model version %d", version));
+    }
+  }
+  return txn.Commit();
+}
+
+absl::StatusOr<int64_t> SqliteStore::DeleteModel(int64_t version) {
+  RBMREC_STORE_RETURN_IF_ERROR(CheckWritable());
+  absl::MutexLock lock(&writer_.mu);
+  Connection& conn = *writer_.conn;
+  RBMREC_STORE_ASSIGN_OR_RETURN(
+      sqlite3_stmt * find,
+      conn.Prepare("SELECT size_bytes FROM models WHERE version=?1"));
+  Txn txn(conn);
+  RBMREC_STORE_RETURN_IF_ERROR(txn.Begin(Txn::kWrite));
+  int64_t size_bytes = 0;
+  {
+    Stmt s(conn, find);
+    s.BindInt(1, version);
+    RBMREC_STORE_ASSIGN_OR_RETURN(bool row, s.Next());
+    if (!row) {
+      return absl::NotFoundError(
+          absl::StrFormat("no model version %d", version));
+    }
+    size_bytes = s.Int(0);
+  }
+  RBMREC_STORE_ASSIGN_OR_RETURN(std::optional<int64_t> active,
+                                ReadActiveVersion(conn));
+  if (active == version) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "model version %d is the active version; activate another version "
+        "before deleting it",
+        version));
+  }
+  RBMREC_STORE_RETURN_IF_ERROR(DeleteVersions(conn, {version}));
+  RBMREC_STORE_RETURN_IF_ERROR(txn.Commit());
+  // Best effort: the file shrinks once the WAL is checkpointed; a later
+  // (automatic) checkpoint completes what cannot be done now.
+  (void)internal::CheckpointPassive(conn);
+  return size_bytes;
+}
+
+absl::StatusOr<PruneResult> SqliteStore::PruneModels(
+    const RetentionPolicy& policy) {
+  RBMREC_STORE_RETURN_IF_ERROR(CheckWritable());
+  if (policy.keep_full < 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "retention keep_full must be >= 0, got %d", policy.keep_full));
+  }
+  if (policy.keep_online < 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "retention keep_online must be >= 0, got %d", policy.keep_online));
+  }
+  absl::MutexLock lock(&writer_.mu);
+  Connection& conn = *writer_.conn;
+  RBMREC_STORE_ASSIGN_OR_RETURN(
+      sqlite3_stmt * list,
+      conn.Prepare("SELECT version, kind, size_bytes, pinned FROM models "
+                   "ORDER BY version DESC"));
+  Txn txn(conn);
+  RBMREC_STORE_RETURN_IF_ERROR(txn.Begin(Txn::kWrite));
+  RBMREC_STORE_ASSIGN_OR_RETURN(std::optional<int64_t> active,
+                                ReadActiveVersion(conn));
+  PruneResult result;
+  {
+    Stmt s(conn, list);
+    int full_kept = 0;
+    int online_kept = 0;
+    while (true) {
+      RBMREC_STORE_ASSIGN_OR_RETURN(bool row, s.Next());
+      if (!row) break;
+      const int64_t version = s.Int(0);
+      const bool online = s.Text(1) == kModelKindOnline;
+      // Newest first: the first keep_* of each kind are the newest.
+      int& kept = online ? online_kept : full_kept;
+      const bool newest =
+          kept < (online ? policy.keep_online : policy.keep_full);
+      if (newest) ++kept;
+      if (newest || s.Int(3) != 0 || active == version) continue;
+      result.deleted_versions.push_back(version);
+      result.freed_bytes += s.Int(2);
+    }
+  }
+  RBMREC_STORE_RETURN_IF_ERROR(DeleteVersions(conn, result.deleted_versions));
+  RBMREC_STORE_RETURN_IF_ERROR(txn.Commit());
+  if (!result.deleted_versions.empty()) {
+    // Best effort, as in DeleteModel.
+    (void)internal::CheckpointPassive(conn);
+  }
+  return result;
+}
+
+}  // namespace rbmrec::store
