@@ -360,6 +360,9 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(
     quota.SetMaxThreads(options.threads);
     builder.SetResourceQuota(quota);
   }
+  if (options.interceptors) {
+    builder.experimental().SetInterceptorCreators(options.interceptors());
+  }
   server->server_ = builder.BuildAndStart();
   if (server->server_ == nullptr || server->port_ == 0) {
     return absl::UnavailableError(

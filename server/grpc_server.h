@@ -41,12 +41,14 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server.h"
+#include "grpcpp/support/server_interceptor.h"
 #include "server/auth.h"
 #include "server/call_guard.h"
 #include "server/service.h"
@@ -81,6 +83,11 @@ struct GrpcServerOptions {
   std::function<bool()> serving;
   // How often `serving` is polled, in milliseconds (>= 1).
   int health_poll_ms = 200;
+  // Server interceptors of every call (e.g. server/metrics_interceptor.h),
+  // created by this function when the server is built; empty: none.
+  std::function<std::vector<
+      std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>>()>
+      interceptors;
 };
 
 // Thread-safe: port() from any thread; Shutdown() once, from one thread.

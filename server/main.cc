@@ -26,6 +26,7 @@
 #include <iostream>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/ascii.h"
@@ -41,6 +42,9 @@
 #include "server/listen_policy.h"
 #include "server/log.h"
 #include "server/memory.h"
+#include "server/metrics.h"
+#include "server/metrics_http.h"
+#include "server/metrics_interceptor.h"
 #include "server/service.h"
 #include "server/tls.h"
 #include "store/store.h"
@@ -270,7 +274,13 @@ int main(int argc, char** argv) {
                  "token file (lines 'NAME ROLE sha256:HEX'): every call "
                  "except health needs a token with the method's role");
   app.add_flag("--insecure", insecure,
-               "allow a non-loopback --listen without TLS and tokens");
+               "allow a non-loopback --listen without TLS and tokens, and a "
+               "non-loopback --metrics-listen");
+  std::string metrics_listen;
+  app.add_option("--metrics-listen", metrics_listen,
+                 "serve Prometheus metrics over plain HTTP at "
+                 "http://HOST:PORT/metrics (empty = off; a non-loopback "
+                 "address needs --insecure)");
   app.add_option("--shutdown-grace-seconds", grace,
                  "how long in-flight RPCs may run after SIGTERM")
       ->check(Finite());
@@ -390,6 +400,17 @@ int main(int argc, char** argv) {
            "TLS and client tokens; anyone who can connect can read, "
            "change and delete data and models")});
   }
+  // The metrics endpoint is plain HTTP without tokens: loopback only,
+  // unless --insecure.
+  if (!metrics_listen.empty() &&
+      !rbmrec::server::IsLoopbackListen(metrics_listen) && !insecure) {
+    std::cerr << "rbmrec-server: refusing to serve metrics on "
+              << metrics_listen
+              << " (not a loopback address): the metrics endpoint is plain "
+                 "HTTP without tokens; listen on 127.0.0.1, or pass "
+                 "--insecure to serve it to the network anyway\n";
+    return 1;
+  }
   go.reflection = rbmrec::server::ReflectionEnabled(reflection, go.listen);
   std::shared_ptr<rbmrec::server::Authorizer> authorizer;
   if (tokens_on) {
@@ -439,6 +460,19 @@ int main(int argc, char** argv) {
   }
   // Readiness of "rbmrec.v1.Rbmrec" in grpc.health.v1.
   go.serving = [svc = service->get()] { return svc->Serving(); };
+  // Metrics: declared before the server, whose interceptors feed them.
+  rbmrec::server::MetricsRegistry metrics;
+  if (!metrics_listen.empty()) {
+    rbmrec::server::AddServiceCollector(&metrics, service->get());
+    go.interceptors = [&metrics] {
+      std::vector<std::unique_ptr<
+          grpc::experimental::ServerInterceptorFactoryInterface>>
+          v;
+      v.push_back(std::make_unique<rbmrec::server::MetricsInterceptorFactory>(
+          &metrics.rpc(), rbmrec::server::ServerServiceNames()));
+      return v;
+    };
+  }
   absl::StatusOr<std::unique_ptr<rbmrec::server::GrpcServer>> server =
       rbmrec::server::GrpcServer::Start(service->get(), go);
   if (!server.ok()) {
@@ -447,6 +481,23 @@ int main(int argc, char** argv) {
     std::cerr << "rbmrec-server: " << server.status().message() << "\n";
     (*service)->Shutdown();
     return 1;
+  }
+  std::unique_ptr<rbmrec::server::MetricsHttpServer> metrics_http;
+  if (!metrics_listen.empty()) {
+    absl::StatusOr<std::unique_ptr<rbmrec::server::MetricsHttpServer>> m =
+        rbmrec::server::MetricsHttpServer::Start(metrics_listen, &metrics);
+    if (!m.ok()) {
+      Log(LogLevel::kError, "metrics_listen_failed",
+          {F("metrics_listen", metrics_listen),
+           F("error", m.status().ToString())});
+      std::cerr << "rbmrec-server: " << m.status().message() << "\n";
+      (*server)->Shutdown(std::chrono::system_clock::now());
+      (*service)->Shutdown();
+      return 1;
+    }
+    metrics_http = std::move(*m);
+    Log(LogLevel::kInfo, "metrics_started",
+        {F("metrics_listen", metrics_listen), F("port", metrics_http->port())});
   }
   Log(LogLevel::kInfo, "server_started",
       {F("listen", go.listen), F("port", (*server)->port()), F("db", db),
@@ -494,6 +545,7 @@ int main(int argc, char** argv) {
       std::chrono::system_clock::now() +
       std::chrono::milliseconds(static_cast<int64_t>(grace * 1000)));
   (*service)->Shutdown();  // joins training, persists online updates
+  if (metrics_http != nullptr) metrics_http->Stop();  // before the service
   server->reset();
   service->reset();  // closes the store (WAL checkpoint)
   tls.reset();       // after the server: gRPC's watcher reads its files

@@ -14,6 +14,7 @@
 #include "core/error_reason.h"
 #include "core/recommend.h"
 #include "server/log.h"
+#include "server/metrics.h"
 #include "server/request_checks.h"
 
 namespace rbmrec::server {
@@ -164,6 +165,7 @@ absl::Status RbmrecService::AddRatingsSession::AddBatch(
   if (!rows.empty()) {
     const bool online = svc.online_->Active();
     absl::StatusOr<store::UpsertResult> res = svc.store_->UpsertRatings(rows);
+    NoteStoreStatus(res.status());
     std::vector<std::string> users;
     users.reserve(rows.size());
     for (const store::RatingRow& r : rows) users.push_back(r.user);
@@ -218,10 +220,12 @@ absl::StatusOr<v1::DeleteRatingsResponse> RbmrecService::DeleteRatings(
   if (online) {
     absl::StatusOr<std::vector<store::UserRating>> r =
         store_->GetUserRatings(request.user_id());
+    NoteStoreStatus(r.status());
     if (r.ok()) old = std::move(*r);
   }
   absl::StatusOr<int64_t> deleted =
       store_->DeleteRatings(request.user_id(), items);
+  NoteStoreStatus(deleted.status());
   caches_->InvalidateUsers({request.user_id()});
   v1::DeleteRatingsResponse resp;
   if (!deleted.ok()) {
@@ -254,9 +258,11 @@ absl::StatusOr<v1::DeleteUserResponse> RbmrecService::DeleteUser(
   if (online) {
     absl::StatusOr<std::vector<store::UserRating>> r =
         store_->GetUserRatings(request.user_id());
+    NoteStoreStatus(r.status());
     if (r.ok()) old = std::move(*r);
   }
   absl::StatusOr<int64_t> deleted = store_->DeleteUser(request.user_id());
+  NoteStoreStatus(deleted.status());
   caches_->InvalidateUsers({request.user_id()});
   if (!deleted.ok()) {
     if (absl::IsNotFound(deleted.status())) {
@@ -313,6 +319,7 @@ absl::StatusOr<v1::PutItemsResponse> RbmrecService::PutItems(
     ids.push_back(item.item_id());
   }
   absl::Status stored = store_->PutItems(rows);
+  NoteStoreStatus(stored);
   caches_->InvalidateTitles(ids);
   if (!stored.ok()) return stored;
   v1::PutItemsResponse resp;
@@ -557,6 +564,7 @@ absl::StatusOr<v1::RecommendResponse> RbmrecService::Recommend(
 absl::StatusOr<v1::ListModelsResponse> RbmrecService::ListModels(
     const v1::ListModelsRequest&) {
   absl::StatusOr<std::vector<store::ModelInfo>> models = store_->ListModels();
+  NoteStoreStatus(models.status());
   if (!models.ok()) return models.status();
   v1::ListModelsResponse resp;
   for (const store::ModelInfo& m : *models) *resp.add_models() = ToProto(m);
@@ -606,6 +614,7 @@ absl::StatusOr<v1::PruneModelsResponse> RbmrecService::PruneModels(
 absl::StatusOr<v1::GetStatsResponse> RbmrecService::GetStats(
     const v1::GetStatsRequest&) {
   absl::StatusOr<store::Stats> stats = store_->GetStats();
+  NoteStoreStatus(stats.status());
   if (!stats.ok()) return stats.status();
   v1::GetStatsResponse resp;
   resp.set_users(stats->users);
