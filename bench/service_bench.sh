@@ -303,13 +303,22 @@ sleep 1  # let the online updates of the import settle
 fi
 
 # With OLD_SERVER: a copy of the database, served by the old binary beside
-# the new one; use_server new|old points cli/loadgen at either.
+# the new one (with a model it trained itself); use_server new|old points
+# cli/loadgen at either.
 new_port=$port new_pid=$server_pid
 if [ -n "${OLD_SERVER:-}" ]; then
   stop_server
   for f in "$cur_db"*; do cp "$f" "$tmp/old.db${f#"$cur_db"}"; done
   start_server "$tmp/old.db" "$OLD_SERVER"
   old_port=$port old_pid=$server_pid
+  # The old binary may not read the new binary's model file (a newer
+  # format): it trains its own model on its copy of the ratings, with its
+  # own defaults, and serves that.
+  if ! cli train >"$tmp/old-train.out" 2>&1; then
+    echo "service_bench: training on OLD_SERVER failed: $(tail -1 "$tmp/old-train.out")" >&2
+    exit 1
+  fi
+  echo "       OLD_SERVER trained its own model: $(tail -1 "$tmp/old-train.out")"
   start_server "$cur_db"
   new_port=$port new_pid=$server_pid
   sleep 1
@@ -331,6 +340,10 @@ old_run() {
   p99=$(json "$tmp/old.json" 'd["rpcs"][0]["p99_ms"]')
   e=$(json "$tmp/old.json" 'd["rpcs"][0]["errors"]')
   nq=$(json "$new_json" 'd["rpcs"][0]["qps"]')
+  if [ "$e" != 0 ]; then
+    echo "service_bench: OLD_SERVER answered $e calls with errors; no old/new figures" >&2
+    exit 1
+  fi
   echo "          OLD_SERVER, same load:             QPS $q, p50 $p50 ms, p99 $p99 ms, errors $e; new/old QPS $(ratio "$nq" "$q")"
   echo "          CPU old run: $(cat "$tmp/old.json.cpu")"
   if [ "$type" = predict ]; then

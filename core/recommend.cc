@@ -111,6 +111,9 @@ std::vector<Ranked> RankItems(const Model& model, int32_t user,
     std::vector<int32_t>& query = scratch->query;
     std::vector<Ranked> scored;
     std::vector<float> best;  // scores, for the n-th best
+    // The user's hidden inputs once, not once per block.
+    std::vector<float>& member_x = scratch->member_x;
+    model.MemberInputs(v, &member_x);
     for (size_t b = 0; b < cand.size(); b += kBlock) {
       if (scored.size() >= n) {
         best.clear();
@@ -123,7 +126,8 @@ std::vector<Ranked> RankItems(const Model& model, int32_t user,
       query.clear();
       for (size_t r = b; r < e; ++r) query.push_back(cand[r].second);
       probs.resize(query.size() * static_cast<size_t>(K));
-      model.Predict(user, v, query, method, probs.data(), nullptr);
+      model.PredictWith(user, v, member_x.data(), query, method, probs.data(),
+                        nullptr, &scratch->model);
       for (size_t r = 0; r < query.size(); ++r) {
         const float* p = probs.data() + r * static_cast<size_t>(K);
         if (!sane(p)) continue;  // never hand out NaN

@@ -31,7 +31,7 @@ struct ScoringScratch {
   RowMatrixXf logits;
   Model::Scratch model;
   // RankItems' buffers.
-  std::vector<float> values, first, probs, p_rated;
+  std::vector<float> values, first, probs, p_rated, member_x;
   std::vector<uint8_t> excluded;
   std::vector<int32_t> query;
   std::vector<std::pair<float, int32_t>> cand;
