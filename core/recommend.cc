@@ -104,7 +104,20 @@ std::vector<Ranked> RankItems(const Model& model, int32_t user,
       }
       cand.emplace_back(pr, i);
     }
-    std::sort(cand.begin(), cand.end(), better);
+    // Only the first few dozen are usually needed: order the candidates 64
+    // at a time (select the next 64 best, sort them) instead of all m.
+    size_t ordered = 0;
+    auto order_upto = [&](size_t upto) {
+      while (ordered < std::min(upto, cand.size())) {
+        const size_t next = std::min(cand.size(), ordered + 64);
+        const auto first = cand.begin() + static_cast<std::ptrdiff_t>(ordered);
+        const auto mid = cand.begin() + static_cast<std::ptrdiff_t>(next);
+        if (next < cand.size())
+          std::nth_element(first, mid, cand.end(), better);
+        std::sort(first, mid, better);
+        ordered = next;
+      }
+    };
     const size_t n = static_cast<size_t>(std::max(1, opt.n));
     constexpr size_t kBlock = 16;
     std::vector<float>& probs = scratch->probs;
@@ -115,6 +128,7 @@ std::vector<Ranked> RankItems(const Model& model, int32_t user,
     std::vector<float>& member_x = scratch->member_x;
     model.MemberInputs(v, &member_x);
     for (size_t b = 0; b < cand.size(); b += kBlock) {
+      order_upto(b + kBlock);
       if (scored.size() >= n) {
         best.clear();
         for (const Ranked& x : scored) best.push_back(x.score);
