@@ -44,7 +44,15 @@ std::vector<Ranked> RankItems(const Model& model, int32_t user,
   std::vector<float>& p_rated = scratch->p_rated;
   if (rated) {
     p_rated.resize(static_cast<size_t>(m));
-    RatedProbabilities(model, v, p_rated.data(), scratch);
+    if (opt.by == RankBy::kRatedAtLeast) {
+      // Logits only: the bounded search below orders by them (the sigmoid
+      // is monotone) and takes the sigmoid of the few items it scores.
+      scratch->x.resize(model.rated_rbm().F);
+      RatedHidden(model.rated_rbm(), v.items, v.n, scratch->x.data());
+      RatedLogits(model.rated_rbm(), scratch->x.data(), p_rated.data());
+    } else {
+      RatedProbabilities(model, v, p_rated.data(), scratch);
+    }
   }
   std::vector<float>& values = scratch->values;
   values.resize(static_cast<size_t>(K));
@@ -94,6 +102,7 @@ std::vector<Ranked> RankItems(const Model& model, int32_t user,
     // score = p(rated) x p(>= t) <= p(rated) (times 1 + rounding): score the
     // items in decreasing p(rated), a block at a time, with the requested
     // method, and stop once no further item can beat the n-th best score.
+    // p_rated holds logits here; candidates are (logit, item).
     std::vector<std::pair<float, int32_t>>& cand = scratch->cand;
     cand.clear();
     for (int32_t i = 0; i < m; ++i) {
@@ -125,8 +134,11 @@ std::vector<Ranked> RankItems(const Model& model, int32_t user,
     std::vector<Ranked> scored;
     std::vector<float> best;  // scores, for the n-th best
     // The user's hidden inputs once, not once per block.
-    std::vector<float>& member_x = scratch->member_x;
-    model.MemberInputs(v, &member_x);
+    const float* member_x = opt.member_x;
+    if (member_x == nullptr) {
+      model.MemberInputs(v, &scratch->member_x);
+      member_x = scratch->member_x.data();
+    }
     for (size_t b = 0; b < cand.size(); b += kBlock) {
       order_upto(b + kBlock);
       if (scored.size() >= n) {
@@ -134,20 +146,22 @@ std::vector<Ranked> RankItems(const Model& model, int32_t user,
         for (const Ranked& x : scored) best.push_back(x.score);
         std::nth_element(best.begin(), best.begin() + (n - 1), best.end(),
                          std::greater<float>());
-        if (cand[b].first * (1.0f + 1e-5f) < best[n - 1]) break;
+        if (StableSigmoid(cand[b].first) * (1.0f + 1e-5f) < best[n - 1]) {
+          break;
+        }
       }
       const size_t e = std::min(cand.size(), b + kBlock);
       query.clear();
       for (size_t r = b; r < e; ++r) query.push_back(cand[r].second);
       probs.resize(query.size() * static_cast<size_t>(K));
-      model.PredictWith(user, v, member_x.data(), query, method, probs.data(),
-                        nullptr, &scratch->model);
+      model.PredictWith(user, v, member_x, query, method, probs.data(), nullptr,
+                        &scratch->model);
       for (size_t r = 0; r < query.size(); ++r) {
         const float* p = probs.data() + r * static_cast<size_t>(K);
         if (!sane(p)) continue;  // never hand out NaN
         Ranked x;
         x.item = query[r];
-        x.p_rated = p_rated[static_cast<size_t>(x.item)];
+        x.p_rated = StableSigmoid(p_rated[static_cast<size_t>(x.item)]);
         x.at_least = at_least(p);
         x.score = x.p_rated * x.at_least;
         x.expected = model.Expectation(p);

@@ -37,6 +37,9 @@ struct RankOptions {
   int candidates = 30;  // stage-2 candidates: max(candidates, 3n)
   RankBy by = RankBy::kExpected;
   int k0 = 0;  // the threshold's rating index when UsesThreshold(by)
+  // Optional: Model::MemberInputs(v) computed beforehand (e.g. cached per
+  // user by the server); null: RankItems computes it when it needs it.
+  const float* member_x = nullptr;
 };
 struct Ranked {
   int32_t item = 0;     // model index
@@ -69,9 +72,9 @@ void RatedProbabilities(const Model& model, const VisibleSet& v, float* out,
 // with the requested method in decreasing p(rated), 16 at a time, until no
 // further item can reach the n-th best score (score <= p(rated)), so its
 // order is the requested method's over all items, usually after scoring a
-// few dozen (`candidates` does not apply). REQUIRES model.HasRatedRbm() for them and
-// 0 <= k0 < K for the threshold rankings.
-// Thread-safe as long as each thread passes its own scratch.
+// few dozen (`candidates` does not apply). REQUIRES model.HasRatedRbm() for
+// them and 0 <= k0 < K for the threshold rankings. Thread-safe as long as each
+// thread passes its own scratch.
 std::vector<Ranked> RankItems(const Model& model, int32_t user,
                               const VisibleSet& v,
                               const std::vector<int32_t>& excluded,

@@ -31,7 +31,8 @@ namespace rbmrec::server {
 // 2 cores cost more CPU than the prediction itself. A request for a stored
 // version that is not loaded (reading and decoding it takes milliseconds to
 // seconds) runs on a loader thread instead (Offload). Recommend with a
-// resident model runs on a small pool of ranking threads, where concurrent
+// resident model runs inline too when it ranks by p(rated) (a few dozen
+// items scored), else on a small pool of ranking threads, where concurrent
 // calls share the passes over the weights (core/scoring.cc). Everything that
 // writes SQLite (fsync) or streams for a long time stays on the synchronous
 // thread pool.
@@ -121,6 +122,13 @@ class GrpcServer::Handler final : public HandlerBase {
       v1::RecommendResponse* response) override {
     if (grpc::Status s = Guard(context, "Recommend"); !s.ok()) {
       return FinishNow(context, s);
+    }
+    if (service_->ModelResident(request->model_version()) &&
+        !service_->RecommendSharesPasses(*request)) {
+      // The p(rated) rankings score a few dozen items: inline, like
+      // PredictRatings.
+      return FinishNow(
+          context, Reply(context, service_->Recommend(*request), response));
     }
     if (service_->ModelResident(request->model_version())) {
       // On the ranking threads, so that concurrent calls meet in the shared

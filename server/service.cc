@@ -116,6 +116,21 @@ bool RbmrecService::ModelResident(int64_t model_version) {
   return registry_->Resident(model_version);
 }
 
+bool RbmrecService::RecommendSharesPasses(const v1::RecommendRequest& request) {
+  switch (request.rank_by()) {
+    case v1::PROBABILITY_RATED:
+    case v1::PROBABILITY_RATED_AT_LEAST:
+      return false;
+    case v1::RANK_BY_UNSPECIFIED: {
+      if (request.model_version() != 0) return true;
+      const Served served = registry_->Current();
+      return served.model == nullptr || !served.model->HasRatedRbm();
+    }
+    default:
+      return true;
+  }
+}
+
 int64_t RbmrecService::active_version() const {
   return registry_->Current().version;
 }
@@ -533,6 +548,7 @@ absl::StatusOr<v1::RecommendResponse> RbmrecService::Recommend(
   if (!user.ok()) return user.status();
   // Each RPC thread keeps its own scoring buffers, sized to the model.
   thread_local ScoringScratch scratch;
+  ro.member_x = user->member_x();  // cached with the user's ratings
   const std::vector<Ranked> ranked =
       RankItems(model, user->model_user, user->ratings(), user->rated_items(),
                 ro, &scratch);

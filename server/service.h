@@ -155,6 +155,12 @@ class RbmrecService {
   // memory; false when they would first read and decode a stored version
   // (the gRPC layer then runs them off its event threads).
   bool ModelResident(int64_t model_version);
+  // True when Recommend(request) ranks with an all-item mean-field pass of
+  // the rating RBMs (EXPECTED_RATING, PROBABILITY_AT_LEAST, or the default
+  // on a model without the rated RBM), which concurrent calls share on the
+  // gRPC layer's ranking threads; false for the p(rated) rankings, which
+  // score a few dozen items and run inline. Cheap, never blocks.
+  bool RecommendSharesPasses(const v1::RecommendRequest& request);
 
   // --- AddRatings: one session per stream. --------------------------------
   class AddRatingsSession {
