@@ -216,13 +216,12 @@ int Main(int argc, char** argv) {
       RankOptions ro;
       ro.by = by;
       ro.k0 = DefaultThresholdIndex(*model);
-      const std::vector<Ranked> r = RankItems(
-          *model, u.index, u.ratings.view(), u.ratings.items, ro, &scratch);
+      const std::vector<Ranked> r = RankItems(*model, u.index, u.ratings.view(),
+                                              u.ratings.items, ro, &scratch);
       sink += r.empty() ? 0 : r[0].score;
     };
   };
-  const double rank_expected =
-      TimeUs(users, rounds, rank(RankBy::kExpected));
+  const double rank_expected = TimeUs(users, rounds, rank(RankBy::kExpected));
   const bool has_rated = model->HasRatedRbm();
   const double rank_rated_at_least =
       has_rated ? TimeUs(users, rounds, rank(RankBy::kRatedAtLeast)) : 0;
@@ -302,10 +301,12 @@ int Main(int argc, char** argv) {
                 urbm);
     std::printf("  irbm_logits          %9.2f us  (in score_all_meanfield)\n",
                 irbm);
-    std::printf("  rank_expected        %9.2f us  (Recommend top 10, two stages)\n",
-                rank_expected);
-    std::printf("  rank_rated_at_least  %9.2f us  (Recommend top 10, default)\n",
-                rank_rated_at_least);
+    std::printf(
+        "  rank_expected        %9.2f us  (Recommend top 10, two stages)\n",
+        rank_expected);
+    std::printf(
+        "  rank_rated_at_least  %9.2f us  (Recommend top 10, default)\n",
+        rank_rated_at_least);
     std::printf("  rated_probabilities  %9.2f us  (in rank_rated_at_least)\n",
                 rated_probs);
     std::printf(

@@ -7,11 +7,12 @@
 // Shape: item popularity follows a Zipf law (exponent 0.9, as MovieLens and
 // Netflix roughly do: a few items get most ratings), user activity a
 // log-normal (sigma 1) scaled to N ratings in all (each user 1..M/2); each
-// user's items are drawn by popularity without repeats. Ratings come from a low-rank taste
-// model so that there is something to learn: r = clamp(round(3.6 + b_i +
-// u . v / 2 + noise), 1, 5) with 8 latent factors ~ N(0, 1/8), item biases
-// b_i ~ N(0, 0.5^2) and noise ~ N(0, 0.8^2). Lines are "user<TAB>item<TAB>
-// rating" (ids "uN", "iN"); --test-fraction of the lines (default 0) go to
+// user's items are drawn by popularity without repeats. Ratings come from a
+// low-rank taste model so that there is something to learn: r = clamp(round(3.6
+// + b_i + u . v / 2 + noise), 1, 5) with 8 latent factors ~ N(0, 1/8), item
+// biases b_i ~ N(0, 0.5^2) and noise ~ N(0, 0.8^2). Lines are
+// "user<TAB>item<TAB> rating" (ids "uN", "iN"); --test-fraction of the lines
+// (default 0) go to
 // --test-out instead. Deterministic for a seed. Writes ~20 bytes a rating;
 // memory ~ (U + M) * 40 bytes plus one user's items at a time.
 

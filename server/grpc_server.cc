@@ -127,8 +127,8 @@ class GrpcServer::Handler final : public HandlerBase {
         !service_->RecommendSharesPasses(*request)) {
       // The p(rated) rankings score a few dozen items: inline, like
       // PredictRatings.
-      return FinishNow(
-          context, Reply(context, service_->Recommend(*request), response));
+      return FinishNow(context,
+                       Reply(context, service_->Recommend(*request), response));
     }
     if (service_->ModelResident(request->model_version())) {
       // On the ranking threads, so that concurrent calls meet in the shared
