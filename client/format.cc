@@ -367,6 +367,15 @@ std::string FormatStats(const v1::GetStatsResponse& stats) {
                             ? FormatBytes(stats.database_bytes())
                             : "unknown"},
   };
+  if (!stats.leader_address().empty() || !stats.leader()) {
+    // Replicas on one PostgreSQL database.
+    const std::string leader = stats.leader_address().empty()
+                                   ? std::string("unknown")
+                                   : TerminalSafe(stats.leader_address());
+    table.rows.push_back(
+        {"replica", stats.leader() ? absl::StrCat("leader (", leader, ")")
+                                   : absl::StrCat("follower of ", leader)});
+  }
   if (!stats.model_load_error().empty()) {
     table.rows.push_back(
         {"model error", TerminalSafe(stats.model_load_error())});
