@@ -5,7 +5,8 @@
 #   ... "$PG_URI" ...                     # postgresql://postgres@/postgres?...
 #   pg_cluster_stop                        # also call it from your EXIT trap
 # initdb under WORKDIR/data, the server on a Unix socket in WORKDIR only (no
-# TCP port), no fsync (the data is thrown away). As root the server runs as
+# TCP port), no fsync (the data is thrown away) unless PG_DURABLE=1 (the
+# defaults: fsync and full_page_writes on, for benchmarks). As root the server runs as
 # the `postgres` user (root cannot run postgres). Sets PG_URI, PG_BIN,
 # PG_DATA, PG_AS (the command prefix that runs as the server's user) and
 # PG_PSQL (an array: psql on PG_URI, quiet, stopping on errors).
@@ -37,11 +38,13 @@ pg_cluster_start() {
   [ ${#PG_AS[@]} -eq 0 ] || chown postgres "$work"
   PG_DATA=$work/data
   local port=5432  # Unix socket only: the port only names the socket file
+  local fast="-c fsync=off -c full_page_writes=off"
+  [ "${PG_DURABLE:-0}" != 1 ] || fast=""
   "${PG_AS[@]}" "$PG_BIN/initdb" -D "$PG_DATA" -U postgres -A trust -E UTF8 \
     --no-locale >"$work/initdb.log" 2>&1 || { cat "$work/initdb.log"; return 1; }
   "${PG_AS[@]}" "$PG_BIN/pg_ctl" -D "$PG_DATA" -w -t 60 -l "$work/server.log" \
     -o "-c listen_addresses='' -c unix_socket_directories='$work' -p $port \
-        -c fsync=off -c full_page_writes=off -c max_connections=200" \
+        $fast -c max_connections=200" \
     start >/dev/null || { cat "$work/server.log"; return 1; }
   PG_URI="postgresql://postgres@/postgres?host=$work&port=$port"
   PG_PSQL=(psql -X -q -v ON_ERROR_STOP=1 -d "$PG_URI")
