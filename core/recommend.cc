@@ -12,11 +12,18 @@ namespace rbmrec {
 
 int DefaultThresholdIndex(const Model& model) {
   const int K = model.K();
-  double sum = 0, total = 0;
+  // Per-class totals in integers (no division per entry), then the mean.
+  std::vector<uint64_t> per(static_cast<size_t>(K), 0);
   const std::vector<uint32_t>& hist = model.item_hist();
-  for (size_t x = 0; x < hist.size(); ++x) {
-    sum += static_cast<double>(hist[x]) * static_cast<double>(x % K);
-    total += hist[x];
+  const uint32_t* h = hist.data();
+  const size_t m = hist.size() / static_cast<size_t>(K);
+  for (size_t i = 0; i < m; ++i, h += K) {
+    for (int k = 0; k < K; ++k) per[static_cast<size_t>(k)] += h[k];
+  }
+  double sum = 0, total = 0;
+  for (int k = 0; k < K; ++k) {
+    sum += static_cast<double>(per[static_cast<size_t>(k)]) * k;
+    total += static_cast<double>(per[static_cast<size_t>(k)]);
   }
   if (total <= 0) return K / 2;
   return std::clamp(static_cast<int>(std::ceil(sum / total - 1e-9)), 0, K - 1);
