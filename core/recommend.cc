@@ -1,6 +1,7 @@
 #include "core/recommend.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <functional>
 #include <utility>
@@ -127,10 +128,10 @@ std::vector<Ranked> RankItems(const Model& model, int32_t user,
       return !excluded[static_cast<size_t>(i)] &&
              std::isfinite(p_rated[static_cast<size_t>(i)]);
     };
-    // Only the first few dozen are usually needed: the kFirst best logits
-    // are found on a plain float copy (nth_element), and only those items
-    // are sorted; the rest join, ordered kFirst at a time, if the search
-    // gets that far.
+    // Only the first few dozen are usually needed: a cut that at least the
+    // kFirst best logits reach is found on a plain float copy, and only the
+    // items at or above it are sorted; the rest join, ordered kFirst at a
+    // time, if the search gets that far.
     constexpr size_t kFirst = 64;
     std::vector<float>& logits = scratch->first;
     logits.clear();
@@ -139,7 +140,30 @@ std::vector<Ranked> RankItems(const Model& model, int32_t user,
     }
     const size_t n_eligible = logits.size();
     float cut = -std::numeric_limits<float>::infinity();
-    if (n_eligible > kFirst) {
+    bool have_cut = n_eligible <= kFirst;  // all of them
+    if (n_eligible > 4 * kFirst) {
+      // Estimated from a strided sample: its quantile at twice kFirst's
+      // share, kept when between kFirst and 8 kFirst items reach it (else
+      // the exact cut below). Either way the candidates are exactly the
+      // items at or above `cut`, so the order is exact.
+      constexpr size_t kSample = 256;
+      std::array<float, kSample> sample;
+      const size_t stride = n_eligible / kSample;
+      for (size_t j = 0; j < kSample; ++j) sample[j] = logits[j * stride];
+      const size_t rank =
+          std::clamp<size_t>(2 * kFirst * kSample / n_eligible, 1, kSample);
+      std::nth_element(sample.begin(),
+                       sample.begin() + static_cast<std::ptrdiff_t>(rank - 1),
+                       sample.end(), std::greater<float>());
+      const float estimate = sample[rank - 1];
+      size_t reach = 0;
+      for (const float x : logits) reach += x >= estimate;
+      if (reach >= kFirst && reach <= 8 * kFirst) {
+        cut = estimate;
+        have_cut = true;
+      }
+    }
+    if (!have_cut) {
       std::nth_element(logits.begin(),
                        logits.begin() + static_cast<std::ptrdiff_t>(kFirst - 1),
                        logits.end(), std::greater<float>());

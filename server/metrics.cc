@@ -355,6 +355,12 @@ class ServiceCollector {
                            "Epoch limit of the running Train job (0 when "
                            "none runs).",
                            t.max_epochs()));
+      out->push_back(Gauge("rbmrec_training_validation_rmse",
+                           "Validation RMSE after the running Train job's "
+                           "last epoch (0 when none runs, before its first "
+                           "epoch, without validation, and while it trains "
+                           "the rated RBM).",
+                           t.validation_rmse()));
       out->push_back(Gauge("rbmrec_training_elapsed_seconds",
                            "Run time of the running Train job (0 when none "
                            "runs).",

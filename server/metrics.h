@@ -45,6 +45,8 @@
 //   rbmrec_training_epoch, rbmrec_training_max_epochs  gauge  epochs done
 //       and the epoch limit of the running job (0 when none runs).
 //   rbmrec_training_elapsed_seconds gauge  run time of the running job.
+//   rbmrec_training_validation_rmse gauge  validation RMSE after the
+//       running job's last epoch (0 when none runs or none measured).
 //   rbmrec_online_updates_total     counter online per-user updates applied
 //       since the server started.
 //   rbmrec_store_errors_total{code} counter failed store calls made by the

@@ -677,6 +677,8 @@ absl::StatusOr<v1::GetStatsResponse> RbmrecService::GetStats(
   t->set_epoch(slot.epoch);
   t->set_max_epochs(slot.max_epochs);
   t->set_elapsed_seconds(slot.elapsed_seconds);
+  t->set_validation_rmse(slot.validation_rmse);
+  t->set_rbm(slot.rbm);
   resp.set_online_updates(online_->updates());
   return resp;
 }

@@ -85,6 +85,10 @@ struct TrainingJobs::Job {
   std::atomic<bool> cancel{false};
   std::atomic<bool> shutdown{false};
   std::atomic<int> epoch{0};
+  // The last epoch's validation RMSE (0: none yet, or validation off) and
+  // the RBM it belongs to; guarded by mu.
+  double validation_rmse = 0;
+  std::string rbm;
   int max_epochs = 0;
   Clock::time_point start = Clock::now();
 
@@ -143,6 +147,9 @@ TrainingJobs::SlotStatus TrainingJobs::Status() const {
     s.epoch = job_->epoch.load();
     s.max_epochs = job_->max_epochs;
     s.elapsed_seconds = Seconds(Clock::now() - job_->start);
+    std::lock_guard<std::mutex> job_lock(job_->mu);
+    s.validation_rmse = job_->validation_rmse;
+    s.rbm = job_->rbm;
   }
   return s;
 }
@@ -356,6 +363,11 @@ void TrainingJobs::RunJob(std::shared_ptr<Job> job, TrainOptions options,
       p.set_eta_seconds(elapsed / done_epochs * (total_epochs - done_epochs));
     }
     last = p;
+    {
+      std::lock_guard<std::mutex> lock(job->mu);
+      job->validation_rmse = p.validation_rmse();
+      job->rbm = p.rbm();
+    }
     job->Push(p, false);
     return !job->cancel.load();
   };

@@ -95,6 +95,11 @@ class TrainingJobs {
     int epoch = 0;
     int max_epochs = 0;
     double elapsed_seconds = 0;
+    // The running job's last epoch: validation RMSE (0 before the first
+    // epoch, with validation off, and for the rated RBM, which has none)
+    // and the RBM it trained ("user", "item", "rated", ...).
+    double validation_rmse = 0;
+    std::string rbm;
   };
   SlotStatus Status() const;
 
