@@ -12,7 +12,8 @@
 #   (b) PredictRatings (10 items, rbmrec-loadgen, concurrency 16) through
 #       nginx with 1, 2 and 3 replicas, and straight to replica 1 without
 #       the proxy: QPS and p99 per setup, REPEAT rounds, each round running
-#       every setup in turn (medians printed). All processes share this
+#       every setup in turn (the nginx setups in a rotating order; medians
+#       printed). All processes share this
 #       machine's cores: with 2 cores the replicas, nginx and the load
 #       generator compete for the same CPUs, so the QPS of 2 or 3 replicas
 #       is bounded by the cores, not by the replica count.
@@ -272,7 +273,9 @@ if [ "$mode" != failover ]; then
     pg_ratios+=("$pr")
     echo "    PostgreSQL/SQLite QPS:             $pr"
     if [ "$mode" != pg-vs-sqlite ]; then
-      for n in 1 2 3; do
+      # Rotate the order of the proxy setups from round to round.
+      case $((r % 3)) in 1) ns=(1 2 3) ;; 2) ns=(2 3 1) ;; *) ns=(3 1 2) ;; esac
+      for n in "${ns[@]}"; do
         run_setup "p$n" "${nginx_addr[p$n]}" "nginx -> $n replica$([ "$n" = 1 ] || echo s)"
       done
     fi
