@@ -378,7 +378,8 @@ t_served=""
 for _ in $(seq 100); do
   all=yes
   for r in "${live[@]}"; do
-    v=$(cli "${addr[$r]}" --json stats | python3 -c 'import json,sys; print(json.load(sys.stdin).get("active_model_version", 0))')
+    v=$(cli "${addr[$r]}" --timeout 2 --json stats 2>/dev/null |
+      python3 -c 'import json,sys; print(json.load(sys.stdin).get("active_model_version", 0))' 2>/dev/null) || v=""
     [ "$v" = "$new_version" ] || all=no
   done
   if [ $all = yes ]; then t_served=$(now_ms); break; fi
