@@ -204,7 +204,8 @@ phase "every replica serves the new model; predict"
 for r in "${REPLICAS[@]}"; do
   v=""
   for _ in $(seq 50); do
-    v=$(cli --server "$r" --json stats | python3 -c 'import json,sys; print(json.load(sys.stdin).get("active_model_version", 0))')
+    v=$(cli --server "$r" --json stats 2>/dev/null |
+      python3 -c 'import json,sys; print(json.load(sys.stdin).get("active_model_version", 0))' 2>/dev/null) || v=""
     [ "$v" = "$version" ] && break
     sleep 0.1
   done
@@ -223,7 +224,7 @@ python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print("predict %s: 
 
 phase "compose down -v"
 if [ "${KEEP_UP:-0}" != 1 ]; then
-  compose down -v -t 15 >/dev/null 2>&1
+  compose down -v -t 15 2>&1 | grep -v 'systemd' || true
 fi
 phase end
 echo "=== docker/scale-smoke.sh passed: PostgreSQL + 3 replicas + nginx (compose, podman)"
