@@ -1,12 +1,18 @@
 #include "store/postgres_store.h"
 
+#include <poll.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <random>
 #include <utility>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
@@ -109,30 +115,6 @@ absl::Status CheckId(std::string_view id, const char* what, size_t index,
   return absl::OkStatus();
 }
 
-// Remembers the ids added to an ext_id -> idx cache during a write
-// transaction and removes them again unless Commit()ted.
-class CacheUndo {
- public:
-  using Map = absl::flat_hash_map<std::string, int64_t>;
-  explicit CacheUndo(Map* map) : map_(map) {}
-  ~CacheUndo() {
-    if (committed_) return;
-    for (const std::string& id : added_) map_->erase(id);
-  }
-  CacheUndo(const CacheUndo&) = delete;
-  CacheUndo& operator=(const CacheUndo&) = delete;
-  void Add(std::string_view id, int64_t idx) {
-    map_->emplace(std::string(id), idx);
-    added_.emplace_back(id);
-  }
-  void Commit() { committed_ = true; }
-
- private:
-  Map* const map_;
-  std::vector<std::string> added_;
-  bool committed_ = false;
-};
-
 // Whether `json` is a JSON object (PostgreSQL's jsonb parser decides). Runs
 // outside any transaction: a parse error ends only this statement.
 absl::StatusOr<bool> IsJsonObject(PgConn& conn, std::string_view json) {
@@ -220,6 +202,200 @@ absl::Status Migrate(PgConn& conn, bool read_only) {
   return txn.Commit();
 }
 
+// The change feed's channels (store/change_feed.h): rating / item changes
+// (payloads of EncodeChanges) and model activations (payload: the origin).
+constexpr const char* kChangesChannel = "rbmrec_changes";
+constexpr const char* kModelsChannel = "rbmrec_models";
+// The leadership lease (pg_try_advisory_lock key) and where the leader
+// records its address (table meta).
+constexpr int64_t kLeaderLockKey = 0x7262'6d72'6563'0002;  // "rbmrec" 2
+constexpr const char* kLeaderKey = "leader_address";
+
+using IdMap = absl::flat_hash_map<std::string_view, int64_t>;
+
+// Resolves distinct ext ids of `table` ("users" or "items") to indices
+// inside the caller's transaction, creating the missing rows (indices in
+// the order of `ids`) and adding how many were created to `*created`. With
+// `lock`, the rows are locked FOR KEY SHARE until the commit. Another
+// writer may create or delete the same ids concurrently: an id deleted
+// between the INSERT and the SELECT is created again (up to three rounds).
+absl::StatusOr<IdMap> ResolveIds(PgConn& conn, const char* table,
+                                 const std::vector<std::string_view>& ids,
+                                 bool lock, int64_t* created) {
+  IdMap out;
+  if (ids.empty()) return out;
+  const std::string insert = absl::StrCat(
+      "INSERT INTO ", table,
+      "(ext_id) SELECT t.x FROM unnest($1::text[]) WITH ORDINALITY AS t(x, n) "
+      "WHERE NOT EXISTS (SELECT 1 FROM ",
+      table,
+      " e WHERE e.ext_id = t.x) ORDER BY t.n "
+      "ON CONFLICT(ext_id) DO NOTHING RETURNING idx");
+  const std::string select = absl::StrCat(
+      "SELECT t.n, e.idx FROM unnest($1::text[]) WITH ORDINALITY AS t(x, n) "
+      "JOIN ",
+      table, " e ON e.ext_id = t.x", lock ? " FOR KEY SHARE OF e" : "");
+  std::vector<std::string_view> missing = ids;
+  for (int round = 0; round < 3 && !missing.empty(); ++round) {
+    const PgParam param = PgParam::Text(TextArray(missing));
+    RBMREC_STORE_ASSIGN_OR_RETURN(
+        PgResult ins, conn.Exec("storing ratings", insert.c_str(), {param}));
+    *created += ins.rows();
+    RBMREC_STORE_ASSIGN_OR_RETURN(
+        PgResult sel, conn.Exec("storing ratings", select.c_str(), {param}));
+    std::vector<bool> found(missing.size(), false);
+    for (int i = 0; i < sel.rows(); ++i) {
+      const int64_t n = sel.Int(i, 0);
+      if (n < 1 || static_cast<size_t>(n) > missing.size()) continue;
+      found[static_cast<size_t>(n - 1)] = true;
+      out.emplace(missing[static_cast<size_t>(n - 1)], sel.Int(i, 1));
+    }
+    std::vector<std::string_view> still;
+    for (size_t i = 0; i < missing.size(); ++i) {
+      if (!found[i]) still.push_back(missing[i]);
+    }
+    missing = std::move(still);
+  }
+  if (!missing.empty()) {
+    return absl::UnavailableError(absl::StrFormat(
+        "database '%s': %s '%s' was deleted concurrently three times; retry",
+        conn.name(), table, AV(missing[0])));
+  }
+  return out;
+}
+
+// Publishes `changes` on the changes channel, inside the caller's
+// transaction (delivered when, and only if, it commits).
+absl::Status AnnounceChanges(PgConn& conn, std::string_view origin,
+                             const std::vector<ChangeRecord>& changes) {
+  if (changes.empty()) return absl::OkStatus();
+  const std::vector<std::string> payloads = EncodeChanges(origin, changes);
+  const std::vector<std::string_view> views(payloads.begin(), payloads.end());
+  return conn
+      .Exec("announcing changes",
+            "SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p",
+            {PgParam::Text(kChangesChannel), PgParam::Text(TextArray(views))})
+      .status();
+}
+
+// The kDelete records of a "SELECT item ext_id, rating" over deleted
+// ratings, then kUserDeleted when the user row went too.
+std::vector<ChangeRecord> DeletedRatings(const PgResult& r,
+                                         std::string_view user,
+                                         bool user_deleted) {
+  std::vector<ChangeRecord> out;
+  for (int i = 0; i < r.rows(); ++i) {
+    if (r.IsNull(i, 0)) continue;
+    ChangeRecord c;
+    c.kind = ChangeRecord::Kind::kDelete;
+    c.user = std::string(user);
+    c.item = std::string(r.Text(i, 0));
+    c.rating = r.Double(i, 1);
+    out.push_back(std::move(c));
+  }
+  if (user_deleted) {
+    ChangeRecord c;
+    c.kind = ChangeRecord::Kind::kUserDeleted;
+    c.user = std::string(user);
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+absl::Status AnnounceModels(PgConn& conn, std::string_view origin) {
+  return conn
+      .Exec("announcing a model activation", "SELECT pg_notify($1, $2)",
+            {PgParam::Text(kModelsChannel), PgParam::Text(origin)})
+      .status();
+}
+
+// A random id for this process's Store (the origin of its changes).
+std::string NewOrigin() {
+  std::random_device rd;
+  return absl::StrFormat("%08x%08x-%d", rd(), rd(), static_cast<int>(getpid()));
+}
+
+// The change feed: a connection that LISTENs on both channels.
+class PgChangeFeed final : public ChangeFeed {
+ public:
+  PgChangeFeed(std::unique_ptr<PgConn> conn, std::string origin)
+      : conn_(std::move(conn)), origin_(std::move(origin)) {}
+
+  absl::StatusOr<ChangeBatch> Wait(int timeout_ms) override {
+    ChangeBatch batch;
+    PGconn* raw = conn_->raw();
+    RBMREC_STORE_RETURN_IF_ERROR(Consume(raw));
+    Drain(raw, batch);
+    if (batch.records.empty() && !batch.models_changed &&
+        !batch.unknown_changes) {
+      pollfd fd{PQsocket(raw), POLLIN, 0};
+      if (fd.fd < 0) return Broken();
+      const int n = poll(&fd, 1, std::max(0, timeout_ms));
+      if (n < 0 && errno != EINTR) return Broken();
+      if (n > 0) {
+        RBMREC_STORE_RETURN_IF_ERROR(Consume(raw));
+        Drain(raw, batch);
+      }
+    }
+    return batch;
+  }
+
+ private:
+  absl::Status Broken() const {
+    return absl::UnavailableError(
+        absl::StrFormat("database '%s': the change feed's connection broke: %s",
+                        conn_->name(), PQerrorMessage(conn_->raw())));
+  }
+  absl::Status Consume(PGconn* raw) const {
+    if (PQconsumeInput(raw) == 0 || PQstatus(raw) != CONNECTION_OK) {
+      return Broken();
+    }
+    return absl::OkStatus();
+  }
+  void Drain(PGconn* raw, ChangeBatch& batch) const {
+    while (PGnotify* n = PQnotifies(raw)) {
+      const std::string_view channel(n->relname);
+      const std::string_view payload(n->extra);
+      if (channel == kModelsChannel) {
+        if (payload != origin_) batch.models_changed = true;
+      } else {
+        absl::StatusOr<DecodedChanges> d = DecodeChanges(payload);
+        if (!d.ok()) {
+          batch.unknown_changes = true;
+        } else if (d->origin != origin_) {
+          for (ChangeRecord& r : d->records) {
+            batch.records.push_back(std::move(r));
+          }
+        }
+      }
+      PQfreemem(n);
+    }
+  }
+
+  const std::unique_ptr<PgConn> conn_;
+  const std::string origin_;
+};
+
+// The lease: held by the session of `conn` (pg_try_advisory_lock).
+class PgLeaderLease final : public LeaderLease {
+ public:
+  explicit PgLeaderLease(std::unique_ptr<PgConn> conn)
+      : conn_(std::move(conn)) {}
+  absl::Status Check() override {
+    // The session lock lives as long as the session: a round trip on its
+    // connection proves both.
+    absl::Status st = conn_->Run("checking the leadership lease", "SELECT 1");
+    if (!st.ok() || !conn_->ok()) {
+      return absl::UnavailableError(
+          absl::StrCat("leadership lost: ", st.message()));
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  const std::unique_ptr<PgConn> conn_;
+};
+
 }  // namespace
 
 // A reader connection borrowed from the pool, given back at destruction.
@@ -245,7 +421,8 @@ class PostgresStore::ReaderLease {
 PostgresStore::PostgresStore(std::string uri, const StoreOptions& options)
     : uri_(std::move(uri)),
       name_(internal::RedactUri(uri_)),
-      options_(options) {}
+      options_(options),
+      origin_(NewOrigin()) {}
 
 PostgresStore::~PostgresStore() = default;
 
@@ -283,7 +460,6 @@ absl::StatusOr<std::unique_ptr<PostgresStore>> PostgresStore::Open(
   } else {
     absl::MutexLock lock(&store->writer_mu_);
     store->writer_ = std::move(first);
-    RBMREC_STORE_RETURN_IF_ERROR(store->LoadCaches());
   }
   return store;
 }
@@ -301,36 +477,7 @@ absl::StatusOr<PgConn*> PostgresStore::Writer() {
   writer_.reset();
   RBMREC_STORE_ASSIGN_OR_RETURN(std::unique_ptr<PgConn> conn, OpenConnection());
   writer_ = std::move(conn);
-  // A write cut off by the broken connection may or may not have committed:
-  // the caches are reloaded from what the database has.
-  absl::Status st = LoadCaches();
-  if (!st.ok()) {
-    writer_.reset();
-    return st;
-  }
   return writer_.get();
-}
-
-absl::Status PostgresStore::LoadCaches() {
-  PgConn& conn = *writer_;
-  PgTxn txn(conn);
-  RBMREC_STORE_RETURN_IF_ERROR(
-      txn.Begin("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"));
-  struct Table {
-    const char* sql;
-    absl::flat_hash_map<std::string, int64_t>* cache;
-  };
-  for (const Table& t : {Table{"SELECT idx, ext_id FROM users", &user_idx_},
-                         Table{"SELECT idx, ext_id FROM items", &item_idx_}}) {
-    RBMREC_STORE_ASSIGN_OR_RETURN(PgResult r,
-                                  conn.Exec("loading the id caches", t.sql));
-    t.cache->clear();
-    t.cache->reserve(static_cast<size_t>(r.rows()));
-    for (int i = 0; i < r.rows(); ++i) {
-      t.cache->emplace(std::string(r.Text(i, 1)), r.Int(i, 0));
-    }
-  }
-  return txn.Commit();
 }
 
 absl::StatusOr<std::unique_ptr<PgConn>> PostgresStore::AcquireReader() const {
@@ -372,54 +519,33 @@ absl::StatusOr<UpsertResult> PostgresStore::UpsertRatings(
   UpsertResult result;
   if (rows.empty()) return result;
 
+  // Distinct ids in order of first appearance (new ones get their indices
+  // in that order).
+  std::vector<std::string_view> users;
+  std::vector<std::string_view> items;
+  {
+    absl::flat_hash_set<absl::string_view> seen_u;
+    absl::flat_hash_set<absl::string_view> seen_i;
+    for (const RatingRow& r : rows) {
+      if (seen_u.insert(r.user).second) users.push_back(r.user);
+      if (seen_i.insert(r.item).second) items.push_back(r.item);
+    }
+  }
+
   absl::MutexLock lock(&writer_mu_);
   RBMREC_STORE_ASSIGN_OR_RETURN(PgConn * conn_ptr, Writer());
   PgConn& conn = *conn_ptr;
-
-  // New ids in order of first appearance (they get their indices in that
-  // order).
-  std::vector<std::string_view> new_users;
-  std::vector<std::string_view> new_items;
-  {
-    absl::flat_hash_map<absl::string_view, bool> seen_u;
-    absl::flat_hash_map<absl::string_view, bool> seen_i;
-    for (const RatingRow& r : rows) {
-      if (!user_idx_.contains(r.user) && seen_u.emplace(r.user, true).second) {
-        new_users.push_back(r.user);
-      }
-      if (!item_idx_.contains(r.item) && seen_i.emplace(r.item, true).second) {
-        new_items.push_back(r.item);
-      }
-    }
-  }
-  // Declared before the transaction: on failure the transaction rolls back
-  // first, then the caches forget the ids it had added.
-  CacheUndo user_undo(&user_idx_);
-  CacheUndo item_undo(&item_idx_);
   PgTxn txn(conn);
   RBMREC_STORE_RETURN_IF_ERROR(txn.Begin());
-  struct NewIds {
-    const std::vector<std::string_view>* ids;
-    const char* sql;
-    CacheUndo* undo;
-    int64_t* count;
-  };
-  for (const NewIds& n :
-       {NewIds{&new_users,
-               "INSERT INTO users(ext_id) SELECT x FROM unnest($1::text[]) "
-               "WITH ORDINALITY AS t(x, n) ORDER BY n RETURNING idx, ext_id",
-               &user_undo, &result.new_users},
-        NewIds{&new_items,
-               "INSERT INTO items(ext_id) SELECT x FROM unnest($1::text[]) "
-               "WITH ORDINALITY AS t(x, n) ORDER BY n RETURNING idx, ext_id",
-               &item_undo, &result.new_items}}) {
-    if (n.ids->empty()) continue;
-    RBMREC_STORE_ASSIGN_OR_RETURN(
-        PgResult r, conn.Exec("storing ratings", n.sql,
-                              {PgParam::Text(TextArray(*n.ids))}));
-    for (int i = 0; i < r.rows(); ++i) n.undo->Add(r.Text(i, 1), r.Int(i, 0));
-    *n.count = r.rows();
-  }
+  // Users are locked (KEY SHARE) until the commit, so a concurrent
+  // DeleteUser of one of them waits for this batch and then deletes its
+  // ratings too; items are never deleted.
+  RBMREC_STORE_ASSIGN_OR_RETURN(
+      IdMap user_idx,
+      ResolveIds(conn, "users", users, /*lock=*/true, &result.new_users));
+  RBMREC_STORE_ASSIGN_OR_RETURN(
+      IdMap item_idx,
+      ResolveIds(conn, "items", items, /*lock=*/false, &result.new_items));
 
   // Each distinct (user, item) once: its last row is written; earlier rows
   // of the same pair see the row before them as their previous rating.
@@ -430,9 +556,10 @@ absl::StatusOr<UpsertResult> PostgresStore::UpsertRatings(
   std::vector<Keyed> keyed;
   keyed.reserve(rows.size());
   for (size_t i = 0; i < rows.size(); ++i) {
-    keyed.push_back({user_idx_.find(rows[i].user)->second,
-                     item_idx_.find(rows[i].item)->second, i});
+    keyed.push_back({user_idx.find(rows[i].user)->second,
+                     item_idx.find(rows[i].item)->second, i});
   }
+  // Sorted pairs also make concurrent writers take row locks in one order.
   std::stable_sort(
       keyed.begin(), keyed.end(), [](const Keyed& a, const Keyed& b) {
         return a.user != b.user ? a.user < b.user : a.item < b.item;
@@ -456,9 +583,10 @@ absl::StatusOr<UpsertResult> PostgresStore::UpsertRatings(
   }
   // One statement upserts every pair and returns the rating each replaced
   // pair had: the scalar subquery reads the statement's snapshot, taken
-  // before its own writes (and under the row lock ON CONFLICT DO UPDATE
-  // takes, the store being the only writer). xmax <> 0 marks the rows that
-  // ON CONFLICT updated; only those are looked up.
+  // before its own writes. A pair that another writer changed after that
+  // snapshot was waited for (the row lock of ON CONFLICT DO UPDATE): its
+  // previous rating is then read again below, under that lock. xmax <> 0
+  // marks the rows that ON CONFLICT updated; only those are looked up.
   RBMREC_STORE_ASSIGN_OR_RETURN(
       PgResult w,
       conn.Exec(
@@ -497,9 +625,19 @@ absl::StatusOr<UpsertResult> PostgresStore::UpsertRatings(
       ++result.inserted;
     }
   }
+  std::vector<ChangeRecord> changes;
+  changes.reserve(rows.size());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    ChangeRecord c;
+    c.kind = ChangeRecord::Kind::kUpsert;
+    c.user = rows[i].user;
+    c.item = rows[i].item;
+    c.rating = rows[i].rating;
+    c.previous = result.previous[i];
+    changes.push_back(std::move(c));
+  }
+  RBMREC_STORE_RETURN_IF_ERROR(AnnounceChanges(conn, origin_, changes));
   RBMREC_STORE_RETURN_IF_ERROR(txn.Commit());
-  user_undo.Commit();
-  item_undo.Commit();
   return result;
 }
 
@@ -508,47 +646,61 @@ absl::StatusOr<int64_t> PostgresStore::DeleteRatings(
   RBMREC_STORE_RETURN_IF_ERROR(CheckWritable());
   absl::MutexLock lock(&writer_mu_);
   RBMREC_STORE_ASSIGN_OR_RETURN(PgConn * conn, Writer());
-  auto u = user_idx_.find(AV(user));
-  if (u == user_idx_.end()) {
+  PgTxn txn(*conn);
+  RBMREC_STORE_RETURN_IF_ERROR(txn.Begin());
+  RBMREC_STORE_ASSIGN_OR_RETURN(
+      PgResult u,
+      conn->Exec("deleting ratings", "SELECT idx FROM users WHERE ext_id = $1",
+                 {PgParam::Text(user)}));
+  if (u.rows() == 0) {
     return absl::NotFoundError(absl::StrCat("unknown user: ", AV(user)));
   }
-  std::vector<int64_t> idx;
-  for (const std::string& item : items) {
-    auto it = item_idx_.find(item);
-    if (it != item_idx_.end()) idx.push_back(it->second);
-  }
-  if (idx.empty()) return 0;
-  // One statement: a transaction of its own.
+  if (items.empty()) return 0;
+  std::vector<std::string_view> ids(items.begin(), items.end());
   RBMREC_STORE_ASSIGN_OR_RETURN(
       PgResult r,
       conn->Exec("deleting ratings",
-                 "DELETE FROM ratings WHERE user_idx = $1 AND "
-                 "item_idx = ANY($2::bigint[])",
-                 {PgParam::Int(u->second), PgParam::Text(IntArray(idx))}));
-  return r.Affected();
+                 "WITH d AS (DELETE FROM ratings WHERE user_idx = $1 AND "
+                 "item_idx IN (SELECT idx FROM items WHERE ext_id = "
+                 "ANY($2::text[])) RETURNING item_idx, rating) "
+                 "SELECT i.ext_id, d.rating FROM d "
+                 "JOIN items i ON i.idx = d.item_idx",
+                 {PgParam::Int(u.Int(0, 0)), PgParam::Text(TextArray(ids))}));
+  RBMREC_STORE_RETURN_IF_ERROR(AnnounceChanges(
+      *conn, origin_, DeletedRatings(r, user, /*user_deleted=*/false)));
+  RBMREC_STORE_RETURN_IF_ERROR(txn.Commit());
+  return r.rows();
 }
 
 absl::StatusOr<int64_t> PostgresStore::DeleteUser(std::string_view user) {
   RBMREC_STORE_RETURN_IF_ERROR(CheckWritable());
   absl::MutexLock lock(&writer_mu_);
   RBMREC_STORE_ASSIGN_OR_RETURN(PgConn * conn, Writer());
-  auto u = user_idx_.find(AV(user));
-  if (u == user_idx_.end()) {
-    return absl::NotFoundError(absl::StrCat("unknown user: ", AV(user)));
-  }
   PgTxn txn(*conn);
   RBMREC_STORE_RETURN_IF_ERROR(txn.Begin());
+  // The user row first: its row lock makes a concurrent UpsertRatings of
+  // this user (which locks it KEY SHARE) wait, or this wait for it.
+  RBMREC_STORE_ASSIGN_OR_RETURN(
+      PgResult u,
+      conn->Exec("deleting a user",
+                 "DELETE FROM users WHERE ext_id = $1 RETURNING idx",
+                 {PgParam::Text(user)}));
+  if (u.rows() == 0) {
+    return absl::NotFoundError(absl::StrCat("unknown user: ", AV(user)));
+  }
+  // LEFT JOIN: a rating whose item row is missing is deleted too.
   RBMREC_STORE_ASSIGN_OR_RETURN(
       PgResult r,
-      conn->Exec("deleting a user", "DELETE FROM ratings WHERE user_idx = $1",
-                 {PgParam::Int(u->second)}));
-  RBMREC_STORE_RETURN_IF_ERROR(conn->Exec("deleting a user",
-                                          "DELETE FROM users WHERE idx = $1",
-                                          {PgParam::Int(u->second)})
-                                   .status());
+      conn->Exec("deleting a user",
+                 "WITH d AS (DELETE FROM ratings WHERE user_idx = $1 "
+                 "RETURNING item_idx, rating) "
+                 "SELECT i.ext_id, d.rating FROM d "
+                 "LEFT JOIN items i ON i.idx = d.item_idx",
+                 {PgParam::Int(u.Int(0, 0))}));
+  RBMREC_STORE_RETURN_IF_ERROR(AnnounceChanges(
+      *conn, origin_, DeletedRatings(r, user, /*user_deleted=*/true)));
   RBMREC_STORE_RETURN_IF_ERROR(txn.Commit());
-  user_idx_.erase(u);
-  return r.Affected();
+  return r.rows();
 }
 
 // ------------------------------------------------------------------ Items
@@ -570,33 +722,37 @@ absl::Status PostgresStore::PutItems(absl::Span<const ItemRow> items) {
           absl::StrFormat("item %d: attributes_json is not a JSON object", i));
     }
   }
-  CacheUndo undo(&item_idx_);
   PgTxn txn(*conn);
   RBMREC_STORE_RETURN_IF_ERROR(txn.Begin());
+  std::vector<ChangeRecord> changes;
   for (const ItemRow& item : items) {
-    auto it = item_idx_.find(item.item);
-    if (it != item_idx_.end()) {
+    const std::vector<PgParam> params = {
+        PgParam::Text(item.item), PgParam::TextOrNull(item.title),
+        PgParam::TextOrNull(item.attributes_json)};
+    // UPDATE first: an INSERT ... ON CONFLICT would draw (and waste) an
+    // index for every existing item.
+    RBMREC_STORE_ASSIGN_OR_RETURN(
+        PgResult r, conn->Exec("storing items",
+                               "UPDATE items SET title = $2, attributes = $3 "
+                               "WHERE ext_id = $1",
+                               params));
+    if (r.Affected() == 0) {
       RBMREC_STORE_RETURN_IF_ERROR(
           conn->Exec("storing items",
-                     "UPDATE items SET title = $2, attributes = $3 "
-                     "WHERE idx = $1",
-                     {PgParam::Int(it->second), PgParam::TextOrNull(item.title),
-                      PgParam::TextOrNull(item.attributes_json)})
-              .status());
-    } else {
-      RBMREC_STORE_ASSIGN_OR_RETURN(
-          PgResult r,
-          conn->Exec("storing items",
                      "INSERT INTO items(ext_id, title, attributes) "
-                     "VALUES($1, $2, $3) RETURNING idx",
-                     {PgParam::Text(item.item), PgParam::TextOrNull(item.title),
-                      PgParam::TextOrNull(item.attributes_json)}));
-      undo.Add(item.item, r.Int(0, 0));
+                     "VALUES($1, $2, $3) ON CONFLICT(ext_id) DO UPDATE "
+                     "SET title = EXCLUDED.title, "
+                     "attributes = EXCLUDED.attributes",
+                     params)
+              .status());
     }
+    ChangeRecord c;
+    c.kind = ChangeRecord::Kind::kItem;
+    c.item = item.item;
+    changes.push_back(std::move(c));
   }
-  RBMREC_STORE_RETURN_IF_ERROR(txn.Commit());
-  undo.Commit();
-  return absl::OkStatus();
+  RBMREC_STORE_RETURN_IF_ERROR(AnnounceChanges(*conn, origin_, changes));
+  return txn.Commit();
 }
 
 absl::StatusOr<std::vector<std::string>> PostgresStore::GetTitles(
@@ -791,6 +947,7 @@ absl::StatusOr<int64_t> PostgresStore::InsertModel(const ModelInfo& meta,
   const int64_t version = r.Int(0, 0);
   if (activate) {
     RBMREC_STORE_RETURN_IF_ERROR(WriteActiveVersion(*conn, version));
+    RBMREC_STORE_RETURN_IF_ERROR(AnnounceModels(*conn, origin_));
   }
   RBMREC_STORE_RETURN_IF_ERROR(txn.Commit());
   return version;
@@ -811,6 +968,7 @@ absl::Status PostgresStore::ActivateModel(int64_t version) {
     return absl::NotFoundError(absl::StrFormat("no model version %d", version));
   }
   RBMREC_STORE_RETURN_IF_ERROR(WriteActiveVersion(*conn, version));
+  RBMREC_STORE_RETURN_IF_ERROR(AnnounceModels(*conn, origin_));
   return txn.Commit();
 }
 
@@ -954,6 +1112,57 @@ absl::StatusOr<PruneResult> PostgresStore::PruneModels(
   }
   RBMREC_STORE_RETURN_IF_ERROR(txn.Commit());
   return result;
+}
+
+// ----------------------------------------------------------------- Sharing
+
+absl::StatusOr<std::unique_ptr<ChangeFeed>> PostgresStore::Subscribe() const {
+  RBMREC_STORE_ASSIGN_OR_RETURN(std::unique_ptr<PgConn> conn, OpenConnection());
+  RBMREC_STORE_RETURN_IF_ERROR(conn->Run(
+      "subscribing to changes",
+      absl::StrCat("LISTEN ", kChangesChannel, "; LISTEN ", kModelsChannel)
+          .c_str()));
+  return std::unique_ptr<ChangeFeed>(
+      new PgChangeFeed(std::move(conn), origin_));
+}
+
+absl::StatusOr<std::unique_ptr<LeaderLease>> PostgresStore::TryLead(
+    std::string_view address) {
+  RBMREC_STORE_RETURN_IF_ERROR(CheckWritable());
+  RBMREC_STORE_ASSIGN_OR_RETURN(std::unique_ptr<PgConn> conn, OpenConnection());
+  RBMREC_STORE_ASSIGN_OR_RETURN(PgResult r,
+                                conn->Exec("taking the leadership lease",
+                                           "SELECT pg_try_advisory_lock($1)",
+                                           {PgParam::Int(kLeaderLockKey)}));
+  if (r.rows() != 1 || !r.Bool(0, 0)) return std::unique_ptr<LeaderLease>();
+  RBMREC_STORE_RETURN_IF_ERROR(
+      conn->Exec("recording the leader's address",
+                 "INSERT INTO meta(key, value) VALUES($1, $2) "
+                 "ON CONFLICT(key) DO UPDATE SET value = EXCLUDED.value",
+                 {PgParam::Text(kLeaderKey), PgParam::Text(address)})
+          .status());
+  return std::unique_ptr<LeaderLease>(new PgLeaderLease(std::move(conn)));
+}
+
+absl::StatusOr<std::string> PostgresStore::LeaderAddress() const {
+  ReaderLease conn(this);
+  RBMREC_STORE_RETURN_IF_ERROR(conn.Acquire());
+  // The recorded address counts only while some session holds the lock
+  // (a bigint advisory key shows as classid = high, objid = low 32 bits).
+  RBMREC_STORE_ASSIGN_OR_RETURN(
+      PgResult r,
+      (*conn).Exec(
+          "reading the leader's address",
+          "SELECT value FROM meta WHERE key = $1 AND EXISTS ("
+          "SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND "
+          "granted AND database = (SELECT oid FROM pg_database "
+          "WHERE datname = current_database()) AND "
+          "classid::bigint = $2 AND objid::bigint = $3 AND "
+          "objsubid = 1)",
+          {PgParam::Text(kLeaderKey), PgParam::Int(kLeaderLockKey >> 32),
+           PgParam::Int(kLeaderLockKey & 0xffffffff)}));
+  if (r.rows() == 0 || r.IsNull(0, 0)) return std::string();
+  return std::string(r.Text(0, 0));
 }
 
 }  // namespace rbmrec::store

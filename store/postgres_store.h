@@ -21,12 +21,31 @@
 // per row, which made imports about twice as slow); the store writes only
 // indices it has read or created in the same transaction.
 //
-// UpsertRatings runs in one transaction: the new users and items (one
-// INSERT ... SELECT FROM unnest each, indices in order of first appearance),
-// then one INSERT ... ON CONFLICT DO UPDATE of every distinct (user, item)
-// pair of the batch (its last row), which also returns the rating each
-// replaced pair had (read from the statement's snapshot, before its own
-// writes). A batch costs a fixed number of round trips, whatever its size.
+// UpsertRatings runs in one transaction: the batch's users and items are
+// resolved to indices in SQL (missing ones created with one INSERT ...
+// SELECT FROM unnest each, indices in order of first appearance; users are
+// locked FOR KEY SHARE until the commit), then one INSERT ... ON CONFLICT DO
+// UPDATE writes every distinct (user, item) pair of the batch (its last
+// row) and returns the rating each replaced pair had. A batch costs a fixed
+// number of round trips, whatever its size. No id is cached in memory, so
+// several processes may write the same database (below).
+//
+// Sharing (several rbmrec-server replicas on one database). Shared() is
+// true. Concurrent writers are safe: ids are resolved inside each write's
+// transaction; a DeleteUser deletes the user row first, so an upsert of the
+// same user either commits before it (and its ratings are deleted too) or
+// creates the user anew after it; rows are written in (user, item) order,
+// so two batches never deadlock on ratings (new ids created concurrently by
+// two batches in different orders can; PostgreSQL then fails one of them
+// with Unavailable DATABASE_LOCKED and nothing of it is stored). Every
+// write announces its changes inside its transaction (NOTIFY on channel
+// rbmrec_changes, payloads of store/change_feed.h; model activations on
+// rbmrec_models), delivered when it commits; Subscribe() LISTENs on its own
+// connection. TryLead() takes a session-level advisory lock on its own
+// connection and records the address in meta (key leader_address); the
+// lock goes when the connection does (the process died, the lease was
+// destroyed, or the network dropped and the server noticed: PostgreSQL's
+// tcp_keepalives_* settings bound that time).
 //
 // Connections. One writer connection guarded by a mutex (every write is
 // serialized on it, as in SQLite) and a small pool of reader connections
@@ -38,8 +57,8 @@
 //
 // Reconnect. A connection that broke (the server restarted, the network
 // dropped) makes the call that saw it fail with Unavailable; the next call
-// opens a new connection (and, for the writer, reloads the id caches), so the
-// store recovers without a restart once the database is back.
+// opens a new connection, so the store recovers without a restart once the
+// database is back.
 //
 // Durability. A write that returned OK has been committed by the server: it
 // survives a crash of rbmrec and, with synchronous_full (synchronous_commit
@@ -74,10 +93,6 @@
 //
 // Stats.database_bytes is pg_database_size(current_database()).
 //
-// The store assumes it is the only WRITER of its database (it caches the
-// ext_id -> idx maps), like SqliteStore. For later work (replicas, LISTEN /
-// NOTIFY): uri() gives the connection URI, and OpenConnection() a new,
-// configured connection that a caller may use for LISTEN.
 
 #include <cstdint>
 #include <memory>
@@ -110,8 +125,8 @@ class PostgresStore final : public Store {
   static constexpr int kMaxIdleReaders = 4;
 
   // Connects to the database at `uri` (a libpq connection URI), configures
-  // the connection (lock_timeout, synchronous_commit, read-only), creates or
-  // migrates the schema (read-write only) and loads the id caches.
+  // the connection (lock_timeout, synchronous_commit, read-only) and creates
+  // or migrates the schema (read-write only).
   // Errors: InvalidArgument for a uri that is not a PostgreSQL URI, a
   // negative busy_timeout_ms, or max_bytes != 0; Unavailable when the server
   // cannot be reached; PermissionDenied when authentication fails;
@@ -125,8 +140,7 @@ class PostgresStore final : public Store {
   // The connection URI given to Open.
   const std::string& uri() const { return uri_; }
 
-  // A new connection to the same database, configured like the store's own
-  // (for LISTEN / NOTIFY or advisory locks in later work).
+  // A new connection to the same database, configured like the store's own.
   absl::StatusOr<std::unique_ptr<internal::PgConn>> OpenConnection() const;
 
   absl::StatusOr<UpsertResult> UpsertRatings(
@@ -153,17 +167,20 @@ class PostgresStore final : public Store {
   absl::StatusOr<PruneResult> PruneModels(
       const RetentionPolicy& policy) override;
 
+  bool Shared() const override { return true; }
+  absl::StatusOr<std::unique_ptr<ChangeFeed>> Subscribe() const override;
+  absl::StatusOr<std::unique_ptr<LeaderLease>> TryLead(
+      std::string_view address) override;
+  absl::StatusOr<std::string> LeaderAddress() const override;
+
  private:
   class ReaderLease;
 
   PostgresStore(std::string uri, const StoreOptions& options);
 
-  // The writer connection, (re)connected if it is missing or broken; a
-  // reconnect reloads the id caches.
+  // The writer connection, (re)connected if it is missing or broken.
   absl::StatusOr<internal::PgConn*> Writer()
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(writer_mu_);
-  // Reloads the ext_id -> idx caches from the writer connection.
-  absl::Status LoadCaches() ABSL_EXCLUSIVE_LOCKS_REQUIRED(writer_mu_);
   // A reader connection from the pool (or a new one).
   absl::StatusOr<std::unique_ptr<internal::PgConn>> AcquireReader() const;
   void ReleaseReader(std::unique_ptr<internal::PgConn> conn) const;
@@ -177,10 +194,8 @@ class PostgresStore final : public Store {
 
   absl::Mutex writer_mu_;
   std::unique_ptr<internal::PgConn> writer_ ABSL_GUARDED_BY(writer_mu_);
-  absl::flat_hash_map<std::string, int64_t> user_idx_
-      ABSL_GUARDED_BY(writer_mu_);
-  absl::flat_hash_map<std::string, int64_t> item_idx_
-      ABSL_GUARDED_BY(writer_mu_);
+  // Identifies this Store's changes in the change feed.
+  const std::string origin_;
 
   mutable absl::Mutex pool_mu_;
   mutable std::vector<std::unique_ptr<internal::PgConn>> idle_readers_

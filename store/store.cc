@@ -26,4 +26,23 @@ absl::StatusOr<std::unique_ptr<Store>> Store::Open(
   return std::unique_ptr<Store>(std::move(sqlite).value());
 }
 
+namespace {
+absl::Status NotShared() {
+  return absl::UnimplementedError(
+      "this database is not shared between processes (SQLite): no change "
+      "feed or leadership");
+}
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<ChangeFeed>> Store::Subscribe() const {
+  return NotShared();
+}
+
+absl::StatusOr<std::unique_ptr<LeaderLease>> Store::TryLead(
+    std::string_view /*address*/) {
+  return NotShared();
+}
+
+absl::StatusOr<std::string> Store::LeaderAddress() const { return NotShared(); }
+
 }  // namespace rbmrec::store

@@ -45,9 +45,11 @@
 // Messages name the database (a path, or a URI without its password) and
 // include the database's own message.
 //
-// A Store assumes it is the only WRITER of its database: it caches the
-// ext_id -> idx maps of users and items in memory. Other processes (shells,
-// backups, read-only Stores) may read it at any time.
+// Writers. A SqliteStore assumes it is the only WRITER of its database (it
+// caches the ext_id -> idx maps in memory); other processes (shells,
+// backups, read-only Stores) may read it at any time. A PostgresStore may
+// share its database with other writers (replicas): Shared() is true, and
+// the change feed and the leadership lease below work (store/change_feed.h).
 
 #include <cstdint>
 #include <memory>
@@ -59,6 +61,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "store/change_feed.h"
 
 namespace rbmrec::store {
 
@@ -337,6 +340,32 @@ class Store {
   // negative; FailedPrecondition if read-only; Unavailable when locked.
   virtual absl::StatusOr<PruneResult> PruneModels(
       const RetentionPolicy& policy) = 0;
+
+  // --- Sharing (several processes writing one database) -------------------
+  // True when other processes may write the same database concurrently and
+  // Subscribe / TryLead / LeaderAddress work (PostgreSQL). False for SQLite,
+  // whose one process is always the only writer (and leader).
+  virtual bool Shared() const { return false; }
+
+  // A feed of the changes that OTHER Store objects commit to this database
+  // (store/change_feed.h), on a connection of its own. Changes committed
+  // before the call are not delivered. Thread-safe.
+  // Errors: Unimplemented when !Shared(); Unavailable when the database
+  // cannot be reached.
+  virtual absl::StatusOr<std::unique_ptr<ChangeFeed>> Subscribe() const;
+
+  // Tries to become the database's one leader and records `address` as the
+  // leader's address (LeaderAddress). Returns null (OK) when another
+  // process holds the lease. Thread-safe.
+  // Errors: Unimplemented when !Shared(); Unavailable when the database
+  // cannot be reached.
+  virtual absl::StatusOr<std::unique_ptr<LeaderLease>> TryLead(
+      std::string_view address);
+
+  // The address recorded by the current leader; "" when no process holds
+  // the lease. Thread-safe. Errors: Unimplemented when !Shared(); the
+  // database's.
+  virtual absl::StatusOr<std::string> LeaderAddress() const;
 
  protected:
   Store() = default;

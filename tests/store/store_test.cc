@@ -1569,5 +1569,167 @@ TEST_F(PostgresStoreTest, ReconnectsAfterTheServerRestarts) {
   EXPECT_EQ(snap.users.size(), 1u);
 }
 
+// ---------------------------------------------- Sharing (PostgreSQL only)
+
+namespace sharing {
+
+// Waits up to ~5 s until `feed` has delivered at least `n` records (or a
+// models signal when n == 0), collecting them.
+ChangeBatch WaitFor(ChangeFeed& feed, size_t n) {
+  ChangeBatch all;
+  for (int i = 0; i < 50; ++i) {
+    auto b = feed.Wait(100);
+    EXPECT_TRUE(b.ok()) << b.status();
+    if (!b.ok()) break;
+    all.records.insert(all.records.end(), b->records.begin(), b->records.end());
+    all.models_changed |= b->models_changed;
+    all.unknown_changes |= b->unknown_changes;
+    if (n > 0 ? all.records.size() >= n : all.models_changed) break;
+  }
+  return all;
+}
+
+TEST_F(PostgresStoreTest, SharedStoresSeeEachOthersWritesAndDeletes) {
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Store> a, Store::Open(uri_));
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Store> b, Store::Open(uri_));
+  EXPECT_TRUE(a->Shared());
+  ASSERT_OK(a->UpsertRatings({R("u1", "i1", 4), R("u2", "i2", 3)}).status());
+  // b has never seen u1 / i1 / i2: no stale id map.
+  ASSERT_OK_AND_ASSIGN(UpsertResult rb,
+                       b->UpsertRatings({R("u1", "i1", 5), R("u1", "i3", 1)}));
+  EXPECT_EQ(rb.new_users, 0);
+  EXPECT_EQ(rb.new_items, 1);
+  EXPECT_EQ(rb.replaced, 1);
+  ASSERT_TRUE(rb.previous[0].has_value());
+  EXPECT_EQ(*rb.previous[0], 4);
+  // a deletes u1, b writes u1 again: a new user, nothing dangling.
+  ASSERT_OK_AND_ASSIGN(int64_t gone, a->DeleteUser("u1"));
+  EXPECT_EQ(gone, 2);
+  ASSERT_OK_AND_ASSIGN(UpsertResult again,
+                       b->UpsertRatings({R("u1", "i2", 2)}));
+  EXPECT_EQ(again.new_users, 1);
+  EXPECT_EQ(again.inserted, 1);
+  ASSERT_OK_AND_ASSIGN(Snapshot snap, a->ReadSnapshot());
+  EXPECT_EQ(snap.ratings.size(), 2u);
+  ASSERT_OK_AND_ASSIGN(std::vector<UserRating> u1, a->GetUserRatings("u1"));
+  ASSERT_EQ(u1.size(), 1u);
+  EXPECT_EQ(u1[0].item, "i2");
+  // Items from the other store: PutItems updates in place, no new index.
+  ASSERT_OK(b->PutItems({ItemRow{"i1", "One", ""}}));
+  ASSERT_OK_AND_ASSIGN(Stats stats, a->GetStats());
+  EXPECT_EQ(stats.items, 3);
+  ASSERT_OK_AND_ASSIGN(std::vector<std::string> titles, a->GetTitles({"i1"}));
+  EXPECT_EQ(titles[0], "One");
+  ASSERT_OK_AND_ASSIGN(int64_t deleted, b->DeleteRatings("u2", {"i2", "zz"}));
+  EXPECT_EQ(deleted, 1);
+}
+
+TEST_F(PostgresStoreTest, ConcurrentUpsertsAndDeletesOfOneUserLeaveNoOrphans) {
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Store> a, Store::Open(uri_));
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Store> b, Store::Open(uri_));
+  std::atomic<bool> stop{false};
+  std::atomic<int> writes{0};
+  std::thread writer([&] {
+    for (int i = 0; i < 200 && !stop; ++i) {
+      auto r = a->UpsertRatings(
+          {R("hot", "i" + std::to_string(i % 7), 1 + i % 5),
+           R("hot", "j" + std::to_string(i % 3), 2), R("cold", "i1", 3)});
+      if (r.ok()) ++writes;
+    }
+  });
+  for (int i = 0; i < 100; ++i) {
+    auto d = b->DeleteUser("hot");
+    if (!d.ok()) EXPECT_EQ(d.status().code(), absl::StatusCode::kNotFound);
+  }
+  writer.join();
+  EXPECT_GT(writes.load(), 100);
+  // ReadSnapshot fails with DataLoss on a rating of a missing user.
+  ASSERT_OK_AND_ASSIGN(Snapshot snap, a->ReadSnapshot());
+  RawPg raw(uri_);
+  ASSERT_TRUE(raw.ok());
+  EXPECT_EQ(raw.Exec("DO $$ BEGIN IF EXISTS (SELECT 1 FROM ratings r WHERE "
+                     "NOT EXISTS (SELECT 1 FROM users u WHERE u.idx = "
+                     "r.user_idx)) THEN RAISE EXCEPTION 'orphans'; END IF; "
+                     "END $$"),
+            "");
+}
+
+TEST_F(PostgresStoreTest, ChangeFeedDeliversOtherStoresCommittedChanges) {
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Store> a, Store::Open(uri_));
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Store> b, Store::Open(uri_));
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<ChangeFeed> feed, b->Subscribe());
+  // b's own writes are not delivered to b's feed.
+  ASSERT_OK(b->UpsertRatings({R("own", "i1", 1)}).status());
+  ASSERT_OK(a->UpsertRatings({R("u", "i1", 4), R("u", "i2", 5)}).status());
+  ASSERT_OK(a->UpsertRatings({R("u", "i1", 2)}).status());
+  ASSERT_OK(a->DeleteRatings("u", {"i2"}).status());
+  ASSERT_OK(a->PutItems({ItemRow{"i9", "Nine", ""}}));
+  // A failed (rolled back) write announces nothing.
+  EXPECT_FALSE(a->UpsertRatings({R("v", "i1", 3), R("", "i1", 3)}).ok());
+  ASSERT_OK(a->DeleteUser("u").status());
+  ChangeBatch got = WaitFor(*feed, 7);
+  using K = ChangeRecord::Kind;
+  ASSERT_EQ(got.records.size(), 7u);
+  EXPECT_EQ(got.records[0].kind, K::kUpsert);
+  EXPECT_EQ(got.records[0].user, "u");
+  EXPECT_FALSE(got.records[0].previous.has_value());
+  EXPECT_EQ(got.records[2].item, "i1");
+  EXPECT_EQ(got.records[2].rating, 2);
+  EXPECT_EQ(got.records[2].previous, std::optional<double>(4));
+  EXPECT_EQ(got.records[3].kind, K::kDelete);
+  EXPECT_EQ(got.records[3].item, "i2");
+  EXPECT_EQ(got.records[3].rating, 5);
+  EXPECT_EQ(got.records[4].kind, K::kItem);
+  EXPECT_EQ(got.records[4].item, "i9");
+  EXPECT_EQ(got.records[5].kind, K::kDelete);  // DeleteUser: its rating
+  EXPECT_EQ(got.records[5].rating, 2);
+  EXPECT_EQ(got.records[6].kind, K::kUserDeleted);
+  EXPECT_FALSE(got.models_changed);
+  // Activations from the other store raise models_changed.
+  ASSERT_OK_AND_ASSIGN(int64_t v, a->InsertModel(ModelInfo{}, "m", true));
+  EXPECT_TRUE(WaitFor(*feed, 0).models_changed);
+  ASSERT_OK(a->InsertModel(ModelInfo{}, "m2", false).status());
+  ASSERT_OK(a->ActivateModel(v));
+  EXPECT_TRUE(WaitFor(*feed, 0).models_changed);
+  // Nothing else is pending.
+  ASSERT_OK_AND_ASSIGN(ChangeBatch rest, feed->Wait(200));
+  EXPECT_TRUE(rest.records.empty());
+  EXPECT_FALSE(rest.models_changed);
+}
+
+TEST_F(PostgresStoreTest, OneLeaderAtATimeAndTheLeaseGoesWithItsHolder) {
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Store> a, Store::Open(uri_));
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Store> b, Store::Open(uri_));
+  ASSERT_OK_AND_ASSIGN(std::string none, a->LeaderAddress());
+  EXPECT_EQ(none, "");
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<LeaderLease> la, a->TryLead("a:1"));
+  ASSERT_NE(la, nullptr);
+  ASSERT_OK(la->Check());
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<LeaderLease> lb, b->TryLead("b:2"));
+  EXPECT_EQ(lb, nullptr);
+  ASSERT_OK_AND_ASSIGN(std::string leader, b->LeaderAddress());
+  EXPECT_EQ(leader, "a:1");
+  la.reset();  // a steps down (or dies): the lock goes with its session
+  std::unique_ptr<LeaderLease> next;
+  for (int i = 0; i < 50 && next == nullptr; ++i) {
+    ASSERT_OK_AND_ASSIGN(next, b->TryLead("b:2"));
+    if (next == nullptr)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_NE(next, nullptr);
+  ASSERT_OK_AND_ASSIGN(leader, a->LeaderAddress());
+  EXPECT_EQ(leader, "b:2");
+}
+
+TEST(SqliteSharingTest, SqliteIsNotSharedAndSaysSo) {
+  ScratchDir dir;
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Store> s,
+                       Store::Open(dir.path() + "/x.db"));
+  EXPECT_FALSE(s->Shared());
+  EXPECT_EQ(s->Subscribe().status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_EQ(s->TryLead("x").status().code(), absl::StatusCode::kUnimplemented);
+}
+
+}  // namespace sharing
 }  // namespace
 }  // namespace rbmrec::store
