@@ -144,8 +144,13 @@ start_server() {
 }
 # gauge NAME METRIC: the value of an unlabelled metric of server NAME, or "-".
 gauge() {
-  curl -fsS --max-time 2 "${metrics[$1]}" 2>/dev/null |
-    awk -v m="$2" '$1 == m {print $2; found=1} END {if (!found) print "-"}'
+  python3 -c 'import sys, urllib.request
+try:
+    lines = urllib.request.urlopen(sys.argv[1], timeout=2).read().decode().splitlines()
+except Exception:
+    lines = []
+v = [l.split(" ")[1] for l in lines if l.split(" ")[0] == sys.argv[2]]
+print(v[0] if v else "-")' "${metrics[$1]}" "$2"
 }
 
 # start_nginx NAME PORT UPSTREAM_ADDR...: nginx in the foreground (its own

@@ -13,7 +13,10 @@
 #      ../shared/data is there, else a generated one), `rbmrec train --epochs 5 --hidden 16`,
 #      then every replica serves the new model version (each asked directly) and `predict`
 #      answers through nginx (6 calls, so every replica answers some);
-#   4. `docker-compose down -v` (containers and the database volume).
+#   4. SIGKILL of the leader's server process (the replica whose metrics gauge rbmrec_leader
+#      is 1): `rbmrec train` through nginx is retried until it succeeds (within 60 s) on the
+#      new leader, and predict still answers through nginx;
+#   5. `docker-compose down -v` (containers and the database volume).
 # Prints the time of every phase and the total.
 #
 # usage: docker/scale-smoke.sh          (from anywhere; needs root to install podman)
@@ -221,6 +224,41 @@ for _ in 1 2 3 4 5 6; do
 done
 python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print("predict %s: %s" % (sys.argv[2], json.dumps(d)[:200]))' \
   "$tmp/predict.json" "$user"
+
+phase "SIGKILL the leader's server; train and predict through nginx"
+# The leader: the replica whose metrics gauge rbmrec_leader is 1 (exactly one).
+leader=""
+for i in 1 2 3; do
+  g=$(python3 -c 'import sys, urllib.request
+for line in urllib.request.urlopen(sys.argv[1], timeout=2).read().decode().splitlines():
+    if line.split(" ")[0] == "rbmrec_leader": print(line.split(" ")[1])' \
+    "http://127.0.0.1:916$i/metrics" 2>/dev/null) || g=""
+  if [ "$g" = 1 ]; then
+    [ -z "$leader" ] || { echo "FAIL: more than one replica reports rbmrec_leader 1" >&2; exit 1; }
+    leader=$i
+  fi
+done
+[ -n "$leader" ] || { echo "FAIL: no replica reports rbmrec_leader 1" >&2; exit 1; }
+# SIGKILL the server process itself (a crash; the restart policy may bring the container back).
+kill -KILL "$(podman inspect -f '{{.State.Pid}}' "$(compose ps -q "rbmrec-$leader")")"
+t_kill=$SECONDS
+echo "killed rbmrec-$leader (the leader)"
+ok=0
+while [ $((SECONDS - t_kill)) -lt 60 ]; do
+  if "$RBMREC_CLI" --server "$PROXY" train --epochs 2 --hidden 16 >"$tmp/train2.out" 2>&1; then
+    ok=1
+    break
+  fi
+  sleep 0.5
+done
+[ $ok = 1 ] || { echo "FAIL: no Train succeeded through nginx within 60 s of the kill:" \
+  "$(tail -n 2 "$tmp/train2.out")" >&2; exit 1; }
+echo "train through nginx succeeded $((SECONDS - t_kill)) s after the kill: $(tail -n 1 "$tmp/train2.out")"
+for _ in 1 2 3 4 5 6; do
+  # shellcheck disable=SC2086 # a list of item ids
+  cli --server "$PROXY" predict "$user" $items >/dev/null
+done
+echo "predict through nginx: 6 of 6 answered"
 
 phase "compose down -v"
 if [ "${KEEP_UP:-0}" != 1 ]; then
