@@ -401,7 +401,7 @@ set +e
 check=$("${writer[@]}" verify --acks "$tmp/acks.tsv" --stored "$tmp/stored.tsv")
 check_rc=$?
 set -e
-echo "    the killed Train's client: $(tail -n1 "$tmp/train-long.out")"
+echo "    the killed Train's client: $(grep -m1 '^error:' "$tmp/train-long.out" || tail -n1 "$tmp/train-long.out")"
 echo "    new leader $new_leader: rbmrec_leader 1 after $(secs $((t_elected - t_kill))) s (first poll that saw it)"
 echo "    Train --epochs $failover_epochs through nginx: $attempts attempt(s); the successful one"
 echo "      took $(secs $((t_done - t_attempt))) s; kill -> Train finished: $(secs $((t_done - t_kill))) s; model version $new_version"
