@@ -18,29 +18,20 @@ repeat=${REPEAT:-3}
 for t in rbmrec rbmrec-server; do
   [ -x "$bin/$t" ] || cmake --build "$root/build" -j2 --target "$t" >&2
 done
-pg_bin=""
-for d in "${PG_BIN:-}" /usr/lib/postgresql/*/bin; do
-  if [ -n "$d" ] && [ -x "$d/initdb" ]; then pg_bin=$d; fi
-done
-[ -n "$pg_bin" ] || { echo "pg_import_bench: PostgreSQL not installed (scripts/install-deps.sh)" >&2; exit 1; }
-as_pg=()
-[ "$(id -u)" -ne 0 ] || as_pg=(runuser -u postgres --)
-
+# shellcheck source=../scripts/pg-cluster.sh
+source "$root/scripts/pg-cluster.sh"
 tmp=$(mktemp -d /tmp/rbmrec-pg-import.XXXXXX)
 chmod 0755 "$tmp"
-[ ${#as_pg[@]} -eq 0 ] || chown postgres "$tmp"
 server_pid=
 cleanup() {
   [ -z "$server_pid" ] || { kill "$server_pid" 2>/dev/null; wait "$server_pid" 2>/dev/null; } || true
-  "${as_pg[@]}" "$pg_bin/pg_ctl" -D "$tmp/pgdata" -m immediate -w stop >/dev/null 2>&1 || true
+  pg_cluster_stop
   rm -rf "$tmp"
 }
 trap cleanup EXIT
-"${as_pg[@]}" "$pg_bin/initdb" -D "$tmp/pgdata" -U postgres -A trust -E UTF8 --no-locale \
-  >"$tmp/initdb.log" 2>&1 || { cat "$tmp/initdb.log"; exit 1; }
-"${as_pg[@]}" "$pg_bin/pg_ctl" -D "$tmp/pgdata" -w -l "$tmp/pg.log" \
-  -o "-c listen_addresses='' -c unix_socket_directories='$tmp' -p 5432" start >/dev/null
-psql() { "$pg_bin/psql" -X -q -h "$tmp" -p 5432 -U postgres "$@"; }
+PG_DURABLE=1 pg_cluster_start "$tmp/pg" ||
+  { echo "pg_import_bench: PostgreSQL not installed (scripts/install-deps.sh)" >&2; exit 1; }
+psql() { "${PG_PSQL[@]}" "$@"; }
 
 free_port() {
   python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
@@ -66,12 +57,12 @@ import_ms() {
   echo $(((t1 - t0) / 1000000))
 }
 
-echo "pg_import_bench: $data, PostgreSQL $("$pg_bin/postgres" --version | awk '{print $3}'), $repeat rounds"
+echo "pg_import_bench: $data, PostgreSQL $("$PG_BIN/postgres" --version | awk '{print $3}'), $repeat rounds"
 ratios=()
 for r in $(seq "$repeat"); do
   rm -f "$tmp/r.db" "$tmp/r.db-wal" "$tmp/r.db-shm"
   psql -c "DROP DATABASE IF EXISTS bench" 2>/dev/null; psql -c "CREATE DATABASE bench"
-  pg_uri="postgresql://postgres@/bench?host=$tmp&port=5432"
+  pg_uri="${PG_URI/\/postgres\?//bench?}"
   if [ $((r % 2)) -eq 1 ]; then
     s=$(import_ms "$tmp/r.db"); p=$(import_ms "$pg_uri")
   else

@@ -21,6 +21,8 @@ constexpr absl::string_view kReasonPayloadUrl =
 // Payload of a status holding "BATCHES ROWS" of a failed AddRatings.
 constexpr absl::string_view kCommittedPayloadUrl =
     "type.rbmrec.dev/rbmrec.CommittedCounts";
+// Payload of a status holding the leader's address (as core/error_reason.h).
+constexpr absl::string_view kLeaderPayloadUrl = "type.rbmrec.dev/rbmrec.Leader";
 
 void SetDeadline(grpc::ClientContext* context, absl::Duration timeout) {
   if (timeout == absl::InfiniteDuration()) return;
@@ -58,6 +60,9 @@ absl::Status FromGrpcStatus(const grpc::Status& status, absl::string_view rpc,
   if (std::optional<std::string> reason = value(kReasonMetadataKey)) {
     out.SetPayload(kReasonPayloadUrl, absl::Cord(*reason));
   }
+  if (std::optional<std::string> leader = value(kLeaderMetadataKey)) {
+    out.SetPayload(kLeaderPayloadUrl, absl::Cord(*leader));
+  }
   std::optional<std::string> batches = value(kCommittedBatchesMetadataKey);
   std::optional<std::string> rows = value(kCommittedRowsMetadataKey);
   int64_t b = 0;
@@ -71,6 +76,11 @@ absl::Status FromGrpcStatus(const grpc::Status& status, absl::string_view rpc,
 
 std::string ErrorReasonOf(const absl::Status& status) {
   const auto payload = status.GetPayload(kReasonPayloadUrl);
+  return payload.has_value() ? std::string(*payload) : std::string();
+}
+
+std::string LeaderAddressOf(const absl::Status& status) {
+  const auto payload = status.GetPayload(kLeaderPayloadUrl);
   return payload.has_value() ? std::string(*payload) : std::string();
 }
 
@@ -91,7 +101,23 @@ std::optional<CommittedCounts> CommittedOf(const absl::Status& status) {
 }
 
 RbmrecClient::RbmrecClient(const std::string& target, const Options& options)
-    : RbmrecClient(MakeChannel(target, options), options) {}
+    : RbmrecClient(MakeChannel(target, options), options) {
+  follow_leader_ = true;
+}
+
+std::unique_ptr<RbmrecClient> RbmrecClient::LeaderClient(
+    const absl::Status& refused) const {
+  if (!follow_leader_ || !absl::IsFailedPrecondition(refused) ||
+      ErrorReasonOf(refused) != "NOT_LEADER") {
+    return nullptr;
+  }
+  const std::string leader = LeaderAddressOf(refused);
+  if (leader.empty()) return nullptr;
+  // A plain client: it does not follow again (no loops between replicas
+  // that disagree for a moment).
+  return std::unique_ptr<RbmrecClient>(
+      new RbmrecClient(MakeChannel(leader, options_), options_));
+}
 
 RbmrecClient::RbmrecClient(const std::string& target, absl::Duration timeout)
     : RbmrecClient(target, WithTimeout(timeout)) {}
@@ -224,7 +250,15 @@ absl::StatusOr<v1::TrainProgress> RbmrecClient::Train(
     last = message;
   }
   grpc::Status status = reader->Finish();
-  if (!status.ok()) return FromGrpcStatus(status, "Train", &context);
+  if (!status.ok()) {
+    absl::Status refused = FromGrpcStatus(status, "Train", &context);
+    if (!any) {
+      if (std::unique_ptr<RbmrecClient> leader = LeaderClient(refused)) {
+        return leader->Train(request, progress);
+      }
+    }
+    return refused;
+  }
   if (!any) {
     return absl::InternalError(
         "rpc Train: the stream ended without a progress message");
@@ -238,7 +272,13 @@ absl::StatusOr<v1::CancelTrainingResponse> RbmrecClient::CancelTraining() {
   v1::CancelTrainingResponse response;
   grpc::Status status =
       stub_->CancelTraining(&context, v1::CancelTrainingRequest(), &response);
-  if (!status.ok()) return FromGrpcStatus(status, "CancelTraining", &context);
+  if (!status.ok()) {
+    absl::Status refused = FromGrpcStatus(status, "CancelTraining", &context);
+    if (std::unique_ptr<RbmrecClient> leader = LeaderClient(refused)) {
+      return leader->CancelTraining();
+    }
+    return refused;
+  }
   return response;
 }
 

@@ -28,6 +28,8 @@ inline constexpr char kReasonMetadataKey[] = "rbmrec-error-reason";
 inline constexpr char kCommittedBatchesMetadataKey[] =
     "rbmrec-committed-batches";
 inline constexpr char kCommittedRowsMetadataKey[] = "rbmrec-committed-rows";
+// The leader's address sent by a follower replica (reason NOT_LEADER).
+inline constexpr char kLeaderMetadataKey[] = "rbmrec-leader";
 
 // Converts a gRPC status to an absl::Status with the same code; the message
 // becomes "rpc <rpc>: <message>". OK stays OK. When `context` (the finished
@@ -54,6 +56,10 @@ struct CommittedCounts {
 // the server did not send them (e.g. the connection was lost, or a server
 // that predates them): then nothing is known to be committed.
 std::optional<CommittedCounts> CommittedOf(const absl::Status& status);
+
+// The leader's address (HOST:PORT) sent with a NOT_LEADER refusal by a
+// follower replica, kept by FromGrpcStatus; "" when none.
+std::string LeaderAddressOf(const absl::Status& status);
 
 // Progress of a streaming import, reported after every batch written.
 struct ImportProgress {
@@ -140,6 +146,10 @@ class RbmrecClient {
   // error). An RPC error (e.g. FAILED_PRECONDITION: a job is already
   // running) is returned as a status; so is a stream that ends without any
   // message (INTERNAL).
+  // Replicas: Train and CancelTraining sent to a follower are refused with
+  // NOT_LEADER and the leader's address; this client then sends the call
+  // once more, to that address (same options and credentials), when it was
+  // created from a target (not from a channel).
   absl::StatusOr<v1::TrainProgress> Train(
       const v1::TrainRequest& request, const TrainProgressCallback& progress);
   absl::StatusOr<v1::CancelTrainingResponse> CancelTraining();
@@ -169,7 +179,11 @@ class RbmrecClient {
   void SetUnaryDeadline(grpc::ClientContext* context) const;
   void SetStreamDeadline(grpc::ClientContext* context) const;
 
+  // Where to resend a call refused with NOT_LEADER (see Train), or null.
+  std::unique_ptr<RbmrecClient> LeaderClient(const absl::Status& refused) const;
+
   Options options_;
+  bool follow_leader_ = false;  // created from a target
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::Rbmrec::Stub> stub_;
   std::unique_ptr<grpc::health::v1::Health::Stub> health_stub_;

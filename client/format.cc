@@ -367,6 +367,14 @@ std::string FormatStats(const v1::GetStatsResponse& stats) {
                             ? FormatBytes(stats.database_bytes())
                             : "unknown"},
   };
+  if (!stats.leader_address().empty()) {
+    // Replicas on one PostgreSQL database (a SQLite server, or a server
+    // older than replicas, sends no address).
+    const std::string leader = TerminalSafe(stats.leader_address());
+    table.rows.push_back(
+        {"replica", stats.leader() ? absl::StrCat("leader (", leader, ")")
+                                   : absl::StrCat("follower of ", leader)});
+  }
   if (!stats.model_load_error().empty()) {
     table.rows.push_back(
         {"model error", TerminalSafe(stats.model_load_error())});

@@ -27,6 +27,9 @@ inline constexpr absl::string_view kReasonMemoryLimit = "MEMORY_LIMIT";
 inline constexpr absl::string_view kReasonStorageFull = "STORAGE_FULL";
 // Another process holds the database's write lock.
 inline constexpr absl::string_view kReasonDatabaseLocked = "DATABASE_LOCKED";
+// Replicas: the call runs on the leader only (Train, CancelTraining); the
+// leader's address travels with it (WithLeader / LeaderOf).
+inline constexpr absl::string_view kReasonNotLeader = "NOT_LEADER";
 // A request message could not be parsed.
 inline constexpr absl::string_view kReasonMalformedMessage =
     "MALFORMED_MESSAGE";
@@ -40,6 +43,22 @@ inline constexpr absl::string_view kReasonPayloadUrl =
 inline absl::Status WithReason(absl::Status status, absl::string_view reason) {
   if (!status.ok()) status.SetPayload(kReasonPayloadUrl, absl::Cord(reason));
   return status;
+}
+
+// The payload type URL of the leader's address (reason NOT_LEADER).
+inline constexpr absl::string_view kLeaderPayloadUrl =
+    "type.rbmrec.dev/rbmrec.Leader";
+
+// Returns `status` with the leader's address attached (not to OK).
+inline absl::Status WithLeader(absl::Status status, absl::string_view address) {
+  if (!status.ok()) status.SetPayload(kLeaderPayloadUrl, absl::Cord(address));
+  return status;
+}
+
+// The leader's address attached to `status`, or "" when none.
+inline std::string LeaderOf(const absl::Status& status) {
+  const auto payload = status.GetPayload(kLeaderPayloadUrl);
+  return payload.has_value() ? std::string(*payload) : std::string();
 }
 
 // The reason attached to `status`, or "" when none.

@@ -183,6 +183,11 @@ int main(int argc, char** argv) {
       "  rbmrec-server token hash            print the token-file hash of the "
       "token on stdin");
   app.add_option("--listen", go.listen, "address to listen on (host:port)");
+  std::string advertise;
+  app.add_option("--advertise", advertise,
+                 "replicas on one PostgreSQL database: the HOST:PORT other "
+                 "replicas and clients use to reach this server (told to "
+                 "callers of Train on a follower; default: --listen)");
   app.add_option("--db", db,
                  "SQLite database file (created on first start), or a "
                  "PostgreSQL URI postgresql://USER@HOST[:PORT]/DB");
@@ -443,6 +448,7 @@ int main(int argc, char** argv) {
            tls_files.client_ca.empty() ? "not requested" : "required (mTLS)")});
   }
 
+  so.advertise = advertise.empty() ? go.listen : advertise;
   absl::StatusOr<std::unique_ptr<rbmrec::store::Store>> store =
       rbmrec::store::Store::Open(db, store_options);
   if (!store.ok()) {

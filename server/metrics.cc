@@ -402,8 +402,9 @@ class ServiceCollector {
     out->push_back(std::move(errors));
     out->push_back(Gauge("rbmrec_leader",
                          "1 when this process runs training and online "
-                         "updates (always 1: one process per database).",
-                         1));
+                         "updates (the leader of the replicas sharing its "
+                         "database; always 1 on SQLite), else 0.",
+                         service_->IsLeader() ? 1 : 0));
     out->push_back({"rbmrec_build_info",
                     "Always 1; the version label is the rbmrec version.",
                     "gauge",

@@ -55,8 +55,9 @@
 //       publication and online publication are not counted (they are
 //       logged).
 //   rbmrec_leader                   gauge  1 when this process is the
-//       leader (runs training and online updates). One process owns its
-//       database, so this is always 1 for now.
+//       leader (runs training and online updates): always on SQLite; on a
+//       PostgreSQL database shared by replicas, 1 on the one leader and 0
+//       on the followers (server/replication.h).
 //   rbmrec_build_info{version}      gauge  always 1; the label is the
 //       project version.
 //   process_resident_memory_bytes   gauge  resident set size

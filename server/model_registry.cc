@@ -321,6 +321,34 @@ absl::StatusOr<store::ModelInfo> ModelRegistry::Activate(int64_t version,
   return info;
 }
 
+absl::StatusOr<int64_t> ModelRegistry::Follow(uint64_t online_seq) {
+  absl::StatusOr<std::optional<int64_t>> active = store_->ActiveModelVersion();
+  if (!active.ok()) return active.status();
+  if (!active->has_value()) return Current().version;
+  const int64_t version = **active;
+  if (Current().version == version) return version;
+  std::shared_ptr<const Model> model = cache_.Find(version);
+  if (model == nullptr) {
+    absl::StatusOr<std::shared_ptr<const Model>> m = LoadVersion(version);
+    if (!m.ok()) return m.status();
+    model = std::move(*m);
+  }
+  std::lock_guard<std::mutex> publish(publish_mu_);
+  absl::StatusOr<std::optional<int64_t>> again = store_->ActiveModelVersion();
+  if (!again.ok()) return again.status();
+  const Served old = Current();
+  // Changed again meanwhile: the next Follow serves that one.
+  if (*again != std::optional<int64_t>(version) || old.version == version) {
+    return old.version;
+  }
+  SetServed(Served{model, version, online_seq});
+  cache_.Erase(version);
+  if (old.model != nullptr) cache_.Put(old.version, old.model);
+  Log(LogLevel::kInfo, "model_followed",
+      {F("version", version), F("previous_version", old.version)});
+  return version;
+}
+
 absl::StatusOr<int64_t> ModelRegistry::Delete(int64_t version, bool force) {
   if (version <= 0) {
     return absl::InvalidArgumentError(

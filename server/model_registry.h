@@ -165,6 +165,17 @@ class ModelRegistry {
   absl::StatusOr<store::ModelInfo> Activate(int64_t version,
                                             uint64_t online_seq);
 
+  // Replicas (several processes on one database): serves the store's active
+  // version when it differs from the served one, i.e. another process
+  // published or activated it. Nothing is written to the store. The blob is
+  // read and decoded with no lock held; then, under the publish lock, the
+  // store's active version is read again and the model is served only if it
+  // is still the active one (so a late Follow never rolls back a newer
+  // publish). `online_seq` as in Served. Returns the version served after
+  // the call (0: none). Errors: the store's; DataLoss when the active blob
+  // does not decode (the served model is unchanged).
+  absl::StatusOr<int64_t> Follow(uint64_t online_seq);
+
   // Deletes a stored version. Errors: InvalidArgument (version <= 0),
   // NotFound, FailedPrecondition for the active version or (without force)
   // a pinned one.

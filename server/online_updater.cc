@@ -60,11 +60,13 @@ OnlineUpdater::OnlineUpdater(store::Store* store, ModelRegistry* registry,
 OnlineUpdater::~OnlineUpdater() { Shutdown(); }
 
 bool OnlineUpdater::Active() const {
-  return options_.enabled && registry_->Serving();
+  return options_.enabled && leader_.load() && registry_->Serving();
 }
 
+void OnlineUpdater::SetLeader(bool leader) { leader_.store(leader); }
+
 void OnlineUpdater::Enqueue(std::vector<OnlineEvent> events) {
-  if (events.empty() || !options_.enabled) return;
+  if (events.empty() || !options_.enabled || !leader_.load()) return;
   std::lock_guard<std::mutex> lock(queue_mu_);
   for (OnlineEvent& ev : events) {
     ev.seq = next_seq_++;
@@ -106,6 +108,11 @@ absl::Status OnlineUpdater::PersistNow() {
     model = dirty_;
   }
   if (model == nullptr) return absl::OkStatus();
+  if (!leader_.load()) {  // lost the lead: the new leader publishes
+    std::lock_guard<std::mutex> lock(state_mu_);
+    if (dirty_ == model) dirty_ = nullptr;
+    return absl::OkStatus();
+  }
   const Served cur = registry_->Current();
   if (cur.model != model) {  // replaced by a full Train / ActivateModel
     std::lock_guard<std::mutex> lock(state_mu_);

@@ -33,6 +33,7 @@
 // Thread-safe. Two mutexes: the queue's and the persistence state's; never
 // held together, never across a store call or a model copy.
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -98,9 +99,13 @@ class OnlineUpdater {
   OnlineUpdater(const OnlineUpdater&) = delete;
   OnlineUpdater& operator=(const OnlineUpdater&) = delete;
 
-  // True when updates are enabled and a model is served (writers then
-  // compute deltas and Enqueue).
+  // True when updates are enabled, this process leads (SetLeader) and a
+  // model is served (writers then compute deltas and Enqueue).
   bool Active() const;
+  // Replicas: only the leader applies and publishes online updates. A
+  // follower's Enqueue drops the events, and nothing is persisted while not
+  // leading. Default: leading (one process).
+  void SetLeader(bool leader);
   void Enqueue(std::vector<OnlineEvent> events);
   // The sequence number the next event will get.
   uint64_t NextSeq() const;
@@ -152,6 +157,7 @@ class OnlineUpdater {
   std::shared_ptr<Model> spare_;  // the one before it
   std::vector<int32_t> stale_;    // items where spare_ differs from mine_
 
+  std::atomic<bool> leader_{true};
   std::thread thread_;
   std::once_flag shutdown_once_;
 };

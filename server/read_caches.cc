@@ -102,6 +102,15 @@ void ReadCaches::InvalidateTitles(const std::vector<std::string>& items) {
   for (const std::string& i : items) titles_.erase(i);
 }
 
+void ReadCaches::InvalidateAll() {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++ratings_gen_;
+  ++titles_gen_;
+  users_.Clear();
+  resolved_.Clear();
+  titles_.clear();
+}
+
 uint64_t ReadCaches::ratings_generation() const {
   std::lock_guard<std::mutex> lock(mu_);
   return ratings_gen_;

@@ -101,6 +101,9 @@ class ReadCaches {
   void InvalidateUsers(const std::vector<std::string>& users);
   // After a write of these items' metadata.
   void InvalidateTitles(const std::vector<std::string>& items);
+  // Forgets everything (e.g. a replica that may have missed other
+  // processes' changes).
+  void InvalidateAll();
   // The ratings generation (bumped by every InvalidateUsers).
   uint64_t ratings_generation() const;
 

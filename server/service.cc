@@ -96,6 +96,13 @@ absl::StatusOr<std::unique_ptr<RbmrecService>> RbmrecService::Create(
   OnlineUpdater* online = svc->online_.get();
   svc->jobs_ = std::make_unique<TrainingJobs>(
       st, svc->registry_.get(), [online] { return online->NextSeq(); }, to);
+  if (st->Shared()) {
+    ReplicationOptions rep;
+    rep.advertise = options.advertise;
+    svc->replication_ = std::make_unique<Replication>(
+        st, svc->registry_.get(), svc->caches_.get(), online, svc->jobs_.get(),
+        rep);
+  }
   return svc;
 }
 
@@ -106,7 +113,8 @@ void RbmrecService::BeginShutdown() { jobs_->BeginShutdown(); }
 void RbmrecService::Shutdown() {
   std::call_once(shutdown_once_, [this] {
     jobs_->Shutdown();
-    online_->Shutdown();
+    online_->Shutdown();  // persists online updates while still leading
+    if (replication_ != nullptr) replication_->Stop();
   });
 }
 
@@ -345,8 +353,25 @@ absl::StatusOr<v1::PutItemsResponse> RbmrecService::PutItems(
 // ---------------------------------------------------------------------------
 // Training
 
+bool RbmrecService::IsLeader() const {
+  return replication_ == nullptr || replication_->leader();
+}
+
+absl::Status RbmrecService::CheckLeader(const char* rpc) const {
+  if (IsLeader()) return absl::OkStatus();
+  const std::string leader = replication_->leader_address();
+  absl::Status st = absl::FailedPreconditionError(absl::StrCat(
+      "this server (", replication_->advertise(),
+      ") is a follower replica: ", rpc, " runs on the leader",
+      leader.empty() ? std::string(", which is not known yet; retry shortly")
+                     : absl::StrCat(" at ", leader)));
+  st = WithReason(std::move(st), kReasonNotLeader);
+  return leader.empty() ? st : WithLeader(std::move(st), leader);
+}
+
 absl::Status RbmrecService::Train(const v1::TrainRequest& request,
                                   const TrainWriter& writer) {
+  if (absl::Status s = CheckLeader("Train"); !s.ok()) return s;
   absl::StatusOr<TrainJobRequest> job =
       TrainJobFromProto(request, options_.train_defaults, options_.activation,
                         options_.max_train_threads);
@@ -356,6 +381,7 @@ absl::Status RbmrecService::Train(const v1::TrainRequest& request,
 
 absl::StatusOr<v1::CancelTrainingResponse> RbmrecService::CancelTraining(
     const v1::CancelTrainingRequest&) {
+  if (absl::Status s = CheckLeader("CancelTraining"); !s.ok()) return s;
   v1::CancelTrainingResponse resp;
   resp.set_was_running(jobs_->Cancel());
   return resp;
@@ -641,6 +667,10 @@ absl::StatusOr<v1::GetStatsResponse> RbmrecService::GetStats(
   // The version actually serving (0 when none could be loaded).
   resp.set_active_model_version(registry_->Current().version);
   resp.set_model_load_error(registry_->load_error());
+  resp.set_leader(IsLeader());
+  if (replication_ != nullptr) {
+    resp.set_leader_address(replication_->leader_address());
+  }
   const TrainingJobs::SlotStatus slot = jobs_->Status();
   v1::TrainingStatus* t = resp.mutable_training();  // always present
   t->set_running(slot.running);

@@ -63,6 +63,7 @@
 #include "server/model_registry.h"
 #include "server/online_updater.h"
 #include "server/read_caches.h"
+#include "server/replication.h"
 #include "server/request_checks.h"
 #include "server/training_jobs.h"
 #include "store/store.h"
@@ -123,6 +124,12 @@ struct ServiceOptions {
   float online_learning_rate = 0.01f;
   int online_steps = 1;
   double online_publish_seconds = 60;
+  // Replicas (a store shared by several processes: PostgreSQL): this
+  // server's address as clients and other replicas reach it (HOST:PORT),
+  // recorded while it leads and returned to callers of Train /
+  // CancelTraining on the other replicas (--advertise; main.cc defaults it
+  // to --listen). Unused on SQLite.
+  std::string advertise;
   // Least time between two online applies (OnlineUpdaterOptions); 0 applies
   // at once (tests, fuzzing).
   double online_min_apply_gap_seconds = 0.2;
@@ -224,6 +231,11 @@ class RbmrecService {
   ModelRegistry& registry_for_test() { return *registry_; }
   // The version serving model_version = 0 requests (0: none).
   int64_t active_version() const;
+  // Whether this server leads (runs Train and online updates): always on a
+  // store that is not shared; on a shared one, see server/replication.h.
+  bool IsLeader() const;
+  // For tests: the replication part (null on a store that is not shared).
+  Replication* replication_for_test() { return replication_.get(); }
 
  private:
   RbmrecService(std::unique_ptr<store::Store> store,
@@ -240,7 +252,12 @@ class RbmrecService {
   std::unique_ptr<ReadCaches> caches_;
   std::unique_ptr<OnlineUpdater> online_;
   std::unique_ptr<TrainingJobs> jobs_;
+  // Only on a shared store (Store::Shared()).
+  std::unique_ptr<Replication> replication_;
   std::once_flag shutdown_once_;
+  // FailedPrecondition + NOT_LEADER naming the leader, when this server is
+  // a follower; OK when it leads.
+  absl::Status CheckLeader(const char* rpc) const;
 };
 
 }  // namespace rbmrec::server

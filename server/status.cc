@@ -75,6 +75,9 @@ std::vector<std::pair<std::string, std::string>> ErrorMetadata(
   if (std::string reason = ReasonOf(status); !reason.empty()) {
     out.emplace_back(std::string(kErrorReasonKey), std::move(reason));
   }
+  if (std::string leader = LeaderOf(status); !leader.empty()) {
+    out.emplace_back(std::string(kLeaderKey), std::move(leader));
+  }
   return out;
 }
 

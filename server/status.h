@@ -24,6 +24,9 @@ inline constexpr absl::string_view kErrorReasonKey = "rbmrec-error-reason";
 inline constexpr absl::string_view kCommittedBatchesKey =
     "rbmrec-committed-batches";
 inline constexpr absl::string_view kCommittedRowsKey = "rbmrec-committed-rows";
+// Trailing metadata of a call refused by a follower replica (reason
+// NOT_LEADER): the leader's address, HOST:PORT.
+inline constexpr absl::string_view kLeaderKey = "rbmrec-leader";
 
 // The canonical codes map one to one (they share numbering; an unknown code
 // becomes UNKNOWN), the message is kept as is. Error details (the reason) are
@@ -32,7 +35,8 @@ grpc::Status ToGrpcStatus(const absl::Status& status);
 
 // The trailing metadata that carries the details of `status`: the pair
 // (kErrorReasonKey, reason) when a reason is attached to a non-OK status,
-// else nothing.
+// and (kLeaderKey, address) when a leader's address is (WithLeader), else
+// nothing.
 std::vector<std::pair<std::string, std::string>> ErrorMetadata(
     const absl::Status& status);
 

@@ -20,6 +20,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -39,6 +40,18 @@ struct ChangeRecord {
   std::string item;
   double rating = 0.0;
   std::optional<double> previous;  // kUpsert only
+
+  static ChangeRecord Make(Kind kind, std::string user, std::string item,
+                           double rating = 0.0,
+                           std::optional<double> previous = std::nullopt) {
+    ChangeRecord r;
+    r.kind = kind;
+    r.user = std::move(user);
+    r.item = std::move(item);
+    r.rating = rating;
+    r.previous = previous;
+    return r;
+  }
 
   bool operator==(const ChangeRecord& o) const {
     return kind == o.kind && user == o.user && item == o.item &&

@@ -286,18 +286,13 @@ std::vector<ChangeRecord> DeletedRatings(const PgResult& r,
   std::vector<ChangeRecord> out;
   for (int i = 0; i < r.rows(); ++i) {
     if (r.IsNull(i, 0)) continue;
-    ChangeRecord c;
-    c.kind = ChangeRecord::Kind::kDelete;
-    c.user = std::string(user);
-    c.item = std::string(r.Text(i, 0));
-    c.rating = r.Double(i, 1);
-    out.push_back(std::move(c));
+    out.push_back(
+        ChangeRecord::Make(ChangeRecord::Kind::kDelete, std::string(user),
+                           std::string(r.Text(i, 0)), r.Double(i, 1)));
   }
   if (user_deleted) {
-    ChangeRecord c;
-    c.kind = ChangeRecord::Kind::kUserDeleted;
-    c.user = std::string(user);
-    out.push_back(std::move(c));
+    out.push_back(ChangeRecord::Make(ChangeRecord::Kind::kUserDeleted,
+                                     std::string(user), ""));
   }
   return out;
 }
@@ -628,13 +623,9 @@ absl::StatusOr<UpsertResult> PostgresStore::UpsertRatings(
   std::vector<ChangeRecord> changes;
   changes.reserve(rows.size());
   for (size_t i = 0; i < rows.size(); ++i) {
-    ChangeRecord c;
-    c.kind = ChangeRecord::Kind::kUpsert;
-    c.user = rows[i].user;
-    c.item = rows[i].item;
-    c.rating = rows[i].rating;
-    c.previous = result.previous[i];
-    changes.push_back(std::move(c));
+    changes.push_back(ChangeRecord::Make(ChangeRecord::Kind::kUpsert,
+                                         rows[i].user, rows[i].item,
+                                         rows[i].rating, result.previous[i]));
   }
   RBMREC_STORE_RETURN_IF_ERROR(AnnounceChanges(conn, origin_, changes));
   RBMREC_STORE_RETURN_IF_ERROR(txn.Commit());
@@ -746,10 +737,8 @@ absl::Status PostgresStore::PutItems(absl::Span<const ItemRow> items) {
                      params)
               .status());
     }
-    ChangeRecord c;
-    c.kind = ChangeRecord::Kind::kItem;
-    c.item = item.item;
-    changes.push_back(std::move(c));
+    changes.push_back(
+        ChangeRecord::Make(ChangeRecord::Kind::kItem, "", item.item));
   }
   RBMREC_STORE_RETURN_IF_ERROR(AnnounceChanges(*conn, origin_, changes));
   return txn.Commit();

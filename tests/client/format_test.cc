@@ -304,6 +304,13 @@ TEST(FormatStatsTest, IdleAndRunning) {
   EXPECT_THAT(FormatStats(s),
               HasSubstr("model error     active model version 2 could not be "
                         "loaded: x\n"));
+  EXPECT_THAT(FormatStats(s), Not(HasSubstr("replica")));  // SQLite
+  s.set_leader_address("10.0.0.5:50051");
+  EXPECT_THAT(FormatStats(s),
+              HasSubstr("replica         follower of 10.0.0.5:50051\n"));
+  s.set_leader(true);
+  EXPECT_THAT(FormatStats(s),
+              HasSubstr("replica         leader (10.0.0.5:50051)\n"));
 }
 
 TEST(TrainFormatTest, EpochRowsLineUpWithHeader) {

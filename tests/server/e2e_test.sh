@@ -167,21 +167,8 @@ print("" if r is None else r)
 PY
 }
 
-# Synthetic ratings with planted structure: 200 users x 100 items, two taste
-# groups; ~40% of pairs rated. u.data format: user \t item \t rating \t ts.
-python3 - "$TMP/ratings.data" "$TMP/test.data" <<'PY'
-import random, sys
-rnd = random.Random(7)
-with open(sys.argv[1], "w") as train, open(sys.argv[2], "w") as test:
-    for u in range(1, 201):
-        for i in range(1, 101):
-            if rnd.random() > 0.4:
-                continue
-            likes = (i % 2) == (u % 2)
-            r = rnd.choice([4, 5, 5]) if likes else rnd.choice([1, 2, 2])
-            out = test if rnd.random() < 0.1 else train
-            out.write(f"{u}\t{i}\t{r}\t{880000000 + u * 100 + i}\n")
-PY
+# Synthetic ratings with planted structure (200 users x 100 items).
+python3 "$ROOT/tests/server/synthetic_ratings.py" "$TMP/ratings.data" "$TMP/test.data"
 ROWS=$(wc -l <"$TMP/ratings.data")
 
 echo "== start server on $ADDR"

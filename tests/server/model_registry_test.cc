@@ -76,6 +76,38 @@ TEST_F(RegistryTest, RetentionBoundsVersionsAfterManyPublishes) {
   EXPECT_EQ(stats->active_model_version(), models[0].version);
 }
 
+TEST_F(RegistryTest, FollowServesTheVersionAnotherProcessActivated) {
+  LoadSynthetic();
+  TrainDone(Always());
+  TrainDone(Always());
+  const std::vector<store::ModelInfo> models = Models();
+  ASSERT_EQ(models.size(), 2u);
+  const int64_t older = models[1].version;
+  const int64_t newer = models[0].version;
+  ModelRegistry& registry = service_->registry_for_test();
+  ASSERT_EQ(registry.Current().version, newer);
+  // Nothing changed in the store: Follow keeps the served model.
+  const Served before = registry.Current();
+  absl::StatusOr<int64_t> same = registry.Follow(0);
+  ASSERT_TRUE(same.ok()) << same.status();
+  EXPECT_EQ(*same, newer);
+  EXPECT_EQ(registry.Current().model, before.model);
+  // "Another process" (the store directly) activates the older version.
+  ASSERT_TRUE(store_->ActivateModel(older).ok());
+  EXPECT_EQ(registry.Current().version, newer);  // not until Follow
+  absl::StatusOr<int64_t> followed = registry.Follow(7);
+  ASSERT_TRUE(followed.ok()) << followed.status();
+  EXPECT_EQ(*followed, older);
+  EXPECT_EQ(registry.Current().version, older);
+  EXPECT_EQ(registry.Current().online_seq, 7u);
+  EXPECT_TRUE(PredictS("u0", "i1").ok());
+  absl::StatusOr<v1::GetStatsResponse> stats = service_->GetStats({});
+  ASSERT_TRUE(stats.ok());
+  EXPECT_EQ(stats->active_model_version(), older);
+  EXPECT_TRUE(stats->leader());  // SQLite: the only process leads
+  EXPECT_EQ(stats->leader_address(), "");
+}
+
 TEST_F(RegistryTest, PinDeleteAndPrune) {
   LoadSynthetic();
   const int64_t first = TrainDone(Always()).model_version();

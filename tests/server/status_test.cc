@@ -66,12 +66,27 @@ TEST(StatusMapping, NoReasonNoMetadata) {
 TEST(StatusMapping, EveryReasonIsSentAsIs) {
   for (absl::string_view reason :
        {kReasonLimitExceeded, kReasonMemoryLimit, kReasonStorageFull,
-        kReasonDatabaseLocked, kReasonMalformedMessage}) {
+        kReasonDatabaseLocked, kReasonMalformedMessage, kReasonNotLeader}) {
     const auto md =
         ErrorMetadata(WithReason(absl::UnavailableError("x"), reason));
     ASSERT_EQ(md.size(), 1u) << reason;
     EXPECT_EQ(md[0].second, reason);
   }
+}
+
+TEST(StatusMapping, LeaderAddressBecomesTrailingMetadata) {
+  const absl::Status refused = WithLeader(
+      WithReason(absl::FailedPreconditionError("follower"), kReasonNotLeader),
+      "10.0.0.7:50051");
+  EXPECT_EQ(LeaderOf(refused), "10.0.0.7:50051");
+  const auto md = ErrorMetadata(refused);
+  ASSERT_EQ(md.size(), 2u);
+  EXPECT_EQ(md[0].first, "rbmrec-error-reason");
+  EXPECT_EQ(md[0].second, "NOT_LEADER");
+  EXPECT_EQ(md[1].first, "rbmrec-leader");
+  EXPECT_EQ(md[1].second, "10.0.0.7:50051");
+  EXPECT_EQ(LeaderOf(absl::OkStatus()), "");
+  EXPECT_EQ(LeaderOf(WithLeader(absl::OkStatus(), "x:1")), "");
 }
 
 }  // namespace

@@ -14,13 +14,8 @@ using Kind = ChangeRecord::Kind;
 
 ChangeRecord Rec(Kind kind, std::string user, std::string item, double rating,
                  std::optional<double> previous = std::nullopt) {
-  ChangeRecord r;
-  r.kind = kind;
-  r.user = std::move(user);
-  r.item = std::move(item);
-  r.rating = rating;
-  r.previous = previous;
-  return r;
+  return ChangeRecord::Make(kind, std::move(user), std::move(item), rating,
+                            previous);
 }
 
 TEST(ChangeFeedCodecTest, RoundTripsEveryKindAndAnyBytes) {

@@ -1639,7 +1639,9 @@ TEST_F(PostgresStoreTest, ConcurrentUpsertsAndDeletesOfOneUserLeaveNoOrphans) {
   });
   for (int i = 0; i < 100; ++i) {
     auto d = b->DeleteUser("hot");
-    if (!d.ok()) EXPECT_EQ(d.status().code(), absl::StatusCode::kNotFound);
+    if (!d.ok()) {
+      EXPECT_EQ(d.status().code(), absl::StatusCode::kNotFound);
+    }
   }
   writer.join();
   EXPECT_GT(writes.load(), 100);
