@@ -330,11 +330,11 @@ echo "(d) failover: leader $leader (${addr[$leader]}), writer and Train through 
 writer=(/usr/bin/python3 "$root/bench/scale_writer.py")
 rm -f "$tmp/stop-writer"
 "${writer[@]}" write --server "$proxy" --acks "$tmp/acks.tsv" --stop "$tmp/stop-writer" \
-  --stubs "$tmp/stubs" >"$tmp/writer.out" 2>&1 &
+  --stubs "$tmp/stubs" >"$tmp/writer.out" 2>"$tmp/writer.err" &
 writer_pid=$!
 pids+=("$writer_pid")
 for _ in $(seq 100); do [ -s "$tmp/acks.tsv" ] && break; sleep 0.1; done
-[ -s "$tmp/acks.tsv" ] || { echo "scale_bench: the writer acknowledged nothing:" >&2; cat "$tmp/writer.out" >&2; exit 1; }
+[ -s "$tmp/acks.tsv" ] || { echo "scale_bench: the writer acknowledged nothing:" >&2; cat "$tmp/writer.out" "$tmp/writer.err" >&2; exit 1; }
 cli "$proxy" train --epochs 100000 --validation-fraction 0 >"$tmp/train-long.out" 2>&1 &
 train_pid=$!
 pids+=("$train_pid")
@@ -362,7 +362,7 @@ while [ "$(now_ms)" -lt "$deadline" ]; do
   fi
   attempts=$((attempts + 1))
   t_attempt=$(now_ms)
-  if cli "$proxy" train --epochs "$failover_epochs" >"$tmp/train-new.out" 2>&1; then
+  if cli "$proxy" train --epochs "$failover_epochs" --activate always >"$tmp/train-new.out" 2>&1; then
     t_done=$(now_ms)
     break
   fi
@@ -380,12 +380,15 @@ done
 new_version=$(sed -n 's/^published model v\([0-9]*\) .*/\1/p' "$tmp/train-new.out")
 # Every live replica serves the new version (polled; the issue's bound is 2 s).
 t_served=""
+served=""
 for _ in $(seq 100); do
   all=yes
+  served=""
   for r in "${live[@]}"; do
     v=$(cli "${addr[$r]}" --timeout 2 --json stats 2>/dev/null |
       python3 -c 'import json,sys; print(json.load(sys.stdin).get("active_model_version", 0))' 2>/dev/null) || v=""
     [ "$v" = "$new_version" ] || all=no
+    served="$served $r:v${v:-?}"
   done
   if [ $all = yes ]; then t_served=$(now_ms); break; fi
   sleep 0.1
@@ -408,7 +411,7 @@ echo "      took $(secs $((t_done - t_attempt))) s; kill -> Train finished: $(se
 if [ -n "$t_served" ]; then
   echo "    every live replica (${live[*]}) serves version $new_version $(secs $((t_served - t_done))) s after the Train finished"
 else
-  echo "    NOT every live replica served version $new_version within 10 s"
+  echo "    NOT every live replica served version $new_version within 10 s (active versions:$served)"
 fi
 echo "    writer (one rating per AddRatings through nginx): $(cat "$tmp/writer.out")"
 echo "    acknowledged ratings vs PostgreSQL: $check"
