@@ -26,10 +26,11 @@
 #       records each acknowledged one; a long Train is started through
 #       nginx (the CLI follows the FAILED_PRECONDITION + rbmrec-leader
 #       answer of a follower to the leader); the leader is SIGKILLed while
-#       it trains; then `rbmrec train --epochs FAILOVER_EPOCHS` is retried
-#       through nginx until it succeeds. Prints the times from the kill until
-#       another replica reports rbmrec_leader 1 and until that Train has
-#       finished, when every live replica serves the new model version, the
+#       it trains; then `rbmrec train --epochs FAILOVER_EPOCHS --activate
+#       always` is retried through nginx until it succeeds. Prints the times
+#       from the kill until another replica reports rbmrec_leader 1 (polled
+#       before each Train attempt) and until that Train has finished, when
+#       every live replica serves the new model version, the
 #       writer's acknowledged/failed calls and its longest stall, and the
 #       number of acknowledged ratings missing from PostgreSQL (psql; must
 #       be 0).
