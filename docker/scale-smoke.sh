@@ -14,8 +14,9 @@
 #      then every replica serves the new model version (each asked directly) and `predict`
 #      answers through nginx (6 calls, so every replica answers some);
 #   4. SIGKILL of the leader's server process (the replica whose metrics gauge rbmrec_leader
-#      is 1): `rbmrec train` through nginx is retried until it succeeds (within 60 s) on the
-#      new leader, and predict still answers through nginx;
+#      is 1): `rbmrec train --activate always` through nginx is retried until it succeeds
+#      (within 60 s); another replica reports rbmrec_leader 1, the surviving replicas serve
+#      the new version and predict still answers through nginx;
 #   5. `docker-compose down -v` (containers and the database volume).
 # Prints the time of every phase and the total.
 #
@@ -79,9 +80,10 @@ if [ -z "${RBMREC_CLI:-}" ]; then
 fi
 cli() { "$RBMREC_CLI" --timeout 10 "$@"; }
 
-# Every port of the compose file must be free (host network).
+# Every port of the compose file must be free (host network; SO_REUSEADDR: connections of an
+# earlier run in TIME_WAIT do not count).
 for p in 55432 50060 50061 50062 50063 9161 9162 9163; do
-  if python3 -c 'import socket,sys; s=socket.socket(); s.bind(("127.0.0.1",int(sys.argv[1])))' "$p" 2>/dev/null; then
+  if python3 -c 'import socket,sys; s=socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(("127.0.0.1",int(sys.argv[1])))' "$p" 2>/dev/null; then
     continue
   fi
   echo "FAIL docker/scale-smoke.sh: port 127.0.0.1:$p is in use (docker/compose.scale.yaml needs it)" >&2
@@ -226,14 +228,17 @@ python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print("predict %s: 
   "$tmp/predict.json" "$user"
 
 phase "SIGKILL the leader's server; train and predict through nginx"
-# The leader: the replica whose metrics gauge rbmrec_leader is 1 (exactly one).
-leader=""
-for i in 1 2 3; do
-  g=$(python3 -c 'import sys, urllib.request
+# leader_gauge I: rbmrec_leader of replica I (metrics on 127.0.0.1:916I), empty if none.
+leader_gauge() {
+  python3 -c 'import sys, urllib.request
 for line in urllib.request.urlopen(sys.argv[1], timeout=2).read().decode().splitlines():
     if line.split(" ")[0] == "rbmrec_leader": print(line.split(" ")[1])' \
-    "http://127.0.0.1:916$i/metrics" 2>/dev/null) || g=""
-  if [ "$g" = 1 ]; then
+    "http://127.0.0.1:916$1/metrics" 2>/dev/null || true
+}
+# The leader: the one replica whose gauge is 1.
+leader=""
+for i in 1 2 3; do
+  if [ "$(leader_gauge "$i")" = 1 ]; then
     [ -z "$leader" ] || { echo "FAIL: more than one replica reports rbmrec_leader 1" >&2; exit 1; }
     leader=$i
   fi
@@ -241,19 +246,41 @@ done
 [ -n "$leader" ] || { echo "FAIL: no replica reports rbmrec_leader 1" >&2; exit 1; }
 # SIGKILL the server process itself (a crash; the restart policy may bring the container back).
 kill -KILL "$(podman inspect -f '{{.State.Pid}}' "$(compose ps -q "rbmrec-$leader")")"
-t_kill=$SECONDS
+t_kill=$(date +%s%N)
 echo "killed rbmrec-$leader (the leader)"
-ok=0
-while [ $((SECONDS - t_kill)) -lt 60 ]; do
-  if "$RBMREC_CLI" --server "$PROXY" train --epochs 2 --hidden 16 >"$tmp/train2.out" 2>&1; then
+ok=0 attempts=0
+while [ $(($(date +%s%N) - t_kill)) -lt 60000000000 ]; do
+  attempts=$((attempts + 1))
+  if "$RBMREC_CLI" --server "$PROXY" train --epochs 2 --hidden 16 --activate always \
+    >"$tmp/train2.out" 2>&1; then
     ok=1
     break
   fi
-  sleep 0.5
+  sleep 0.2
 done
+t_train=$(date +%s%N)
 [ $ok = 1 ] || { echo "FAIL: no Train succeeded through nginx within 60 s of the kill:" \
   "$(tail -n 2 "$tmp/train2.out")" >&2; exit 1; }
-echo "train through nginx succeeded $((SECONDS - t_kill)) s after the kill: $(tail -n 1 "$tmp/train2.out")"
+version2=$(sed -n 's/^published model v\([0-9]*\) .*now active.*/\1/p' "$tmp/train2.out")
+[ -n "$version2" ] || { echo "FAIL: the Train after the kill activated no model" >&2; exit 1; }
+new_leader=""
+for i in 1 2 3; do [ "$i" = "$leader" ] || [ "$(leader_gauge "$i")" != 1 ] || new_leader=$i; done
+[ -n "$new_leader" ] || { echo "FAIL: no surviving replica reports rbmrec_leader 1" >&2; exit 1; }
+echo "train through nginx (attempt $attempts) finished $(((t_train - t_kill) / 1000000)) ms after" \
+  "the kill, on the new leader rbmrec-$new_leader: $(tail -n 1 "$tmp/train2.out")"
+for i in 1 2 3; do
+  [ "$i" != "$leader" ] || continue
+  v=""
+  for _ in $(seq 50); do
+    v=$(cli --server "127.0.0.1:5006$i" --json stats 2>/dev/null |
+      python3 -c 'import json,sys; print(json.load(sys.stdin).get("active_model_version", 0))' 2>/dev/null) || v=""
+    [ "$v" = "$version2" ] && break
+    sleep 0.1
+  done
+  [ "$v" = "$version2" ] ||
+    { echo "FAIL: rbmrec-$i serves model version ${v:-none}, not the new $version2 (after 5 s)" >&2; exit 1; }
+done
+echo "model version $version2 on the surviving replicas"
 for _ in 1 2 3 4 5 6; do
   # shellcheck disable=SC2086 # a list of item ids
   cli --server "$PROXY" predict "$user" $items >/dev/null
