@@ -28,8 +28,8 @@
 #       answer of a follower to the leader); the leader is SIGKILLed while
 #       it trains; then `rbmrec train --epochs FAILOVER_EPOCHS --activate
 #       always` is retried through nginx until it succeeds. Prints the times
-#       from the kill until another replica reports rbmrec_leader 1 (polled
-#       before each Train attempt) and until that Train has finished, when
+#       from the kill until another replica reports rbmrec_leader 1 (metrics
+#       polled every 20 ms) and until that Train has finished, when
 #       every live replica serves the new model version, the
 #       writer's acknowledged/failed calls and its longest stall, and the
 #       number of acknowledged ratings missing from PostgreSQL (psql; must
@@ -352,15 +352,30 @@ kill -KILL "${pid[$leader]}"
 wait "${pid[$leader]}" 2>/dev/null || true
 live=()
 for r in r1 r2 r3; do [ "$r" = "$leader" ] || live+=("$r"); done
+# Poll the survivors' rbmrec_leader every 20 ms from the kill on (one python
+# process): "NAME MS_SINCE_KILL" of the first that reports 1.
+poll_urls=()
+for r in "${live[@]}"; do poll_urls+=("$r=${metrics[$r]}"); done
+python3 -c 'import sys, time, urllib.request
+t_kill = int(sys.argv[1]) / 1000.0
+deadline = time.time() + int(sys.argv[2])
+while time.time() < deadline:
+    for arg in sys.argv[3:]:
+        name, url = arg.split("=", 1)
+        try:
+            lines = urllib.request.urlopen(url, timeout=1).read().decode().splitlines()
+        except Exception:
+            continue
+        if any(l.split(" ")[:2] == ["rbmrec_leader", "1"] for l in lines):
+            print(name, int((time.time() - t_kill) * 1000))
+            sys.exit(0)
+    time.sleep(0.02)' "$t_kill" "$failover_timeout" "${poll_urls[@]}" >"$tmp/elected" &
+poll_pid=$!
+pids+=("$poll_pid")
 echo "    SIGKILL $leader during Train (training_running=1; $acks_before ratings acknowledged so far)"
-t_elected="" new_leader="" attempts=0 t_done=""
+attempts=0 t_done=""
 deadline=$((t_kill + failover_timeout * 1000))
 while [ "$(now_ms)" -lt "$deadline" ]; do
-  if [ -z "$t_elected" ]; then
-    for r in "${live[@]}"; do
-      if [ "$(gauge "$r" rbmrec_leader)" = 1 ]; then t_elected=$(now_ms) new_leader=$r; break; fi
-    done
-  fi
   attempts=$((attempts + 1))
   t_attempt=$(now_ms)
   if cli "$proxy" train --epochs "$failover_epochs" --activate always >"$tmp/train-new.out" 2>&1; then
@@ -375,9 +390,8 @@ if [ -z "$t_done" ]; then
   touch "$tmp/stop-writer"
   exit 1
 fi
-[ -n "$t_elected" ] || for r in "${live[@]}"; do
-  if [ "$(gauge "$r" rbmrec_leader)" = 1 ]; then t_elected=$t_done new_leader=$r; fi
-done
+wait "$poll_pid" || true
+read -r new_leader elected_ms <"$tmp/elected" || true
 new_version=$(sed -n 's/^published model v\([0-9]*\) .*/\1/p' "$tmp/train-new.out")
 # Every live replica serves the new version (polled; the issue's bound is 2 s).
 t_served=""
@@ -406,7 +420,11 @@ check=$("${writer[@]}" verify --acks "$tmp/acks.tsv" --stored "$tmp/stored.tsv")
 check_rc=$?
 set -e
 echo "    the killed Train's client: $(grep -m1 '^error:' "$tmp/train-long.out" || tail -n1 "$tmp/train-long.out")"
-echo "    new leader $new_leader: rbmrec_leader 1 after $(secs $((t_elected - t_kill))) s (first poll that saw it)"
+if [ -n "${new_leader:-}" ]; then
+  echo "    new leader $new_leader: rbmrec_leader 1 ${elected_ms} ms after the kill (metrics polled every 20 ms)"
+else
+  echo "    NO surviving replica reported rbmrec_leader 1 within ${failover_timeout}s"
+fi
 echo "    Train --epochs $failover_epochs through nginx: $attempts attempt(s); the successful one"
 echo "      took $(secs $((t_done - t_attempt))) s; kill -> Train finished: $(secs $((t_done - t_kill))) s; model version $new_version"
 if [ -n "$t_served" ]; then
