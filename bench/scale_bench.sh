@@ -38,7 +38,7 @@
 # the temp directory on exit. Data: ../shared/data/movielens/ml-100k/u.data
 # (relative to the repository root; never copied into the repo). Needs
 # nginx, PostgreSQL and python3-grpcio (scripts/install-deps.sh installs
-# them) and the binaries in build/bin (built when missing). ~4 min.
+# them) and the binaries in build/bin (built when missing). ~2 min.
 #
 # Usage: bench/scale_bench.sh [--no-failover | --failover-only | --pg-vs-sqlite] [DATA_DIR]
 #   --pg-vs-sqlite  only (c) (no nginx, one PostgreSQL replica)
