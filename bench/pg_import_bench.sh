@@ -31,7 +31,6 @@ cleanup() {
 trap cleanup EXIT
 PG_DURABLE=1 pg_cluster_start "$tmp/pg" ||
   { echo "pg_import_bench: PostgreSQL not installed (scripts/install-deps.sh)" >&2; exit 1; }
-psql() { "${PG_PSQL[@]}" "$@"; }
 
 free_port() {
   python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
@@ -61,7 +60,8 @@ echo "pg_import_bench: $data, PostgreSQL $("$PG_BIN/postgres" --version | awk '{
 ratios=()
 for r in $(seq "$repeat"); do
   rm -f "$tmp/r.db" "$tmp/r.db-wal" "$tmp/r.db-shm"
-  psql -c "DROP DATABASE IF EXISTS bench" 2>/dev/null; psql -c "CREATE DATABASE bench"
+  "${PG_PSQL[@]}" -c "DROP DATABASE IF EXISTS bench" 2>/dev/null
+  "${PG_PSQL[@]}" -c "CREATE DATABASE bench"
   pg_uri="${PG_URI/\/postgres\?//bench?}"
   if [ $((r % 2)) -eq 1 ]; then
     s=$(import_ms "$tmp/r.db"); p=$(import_ms "$pg_uri")

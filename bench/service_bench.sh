@@ -19,6 +19,13 @@
 #       Each round runs the four in turn; every run is printed with its QPS
 #       ratio to the plain run of the same round; the verdict uses the
 #       median ratio of TLS + token (target >= 0.8). Runs in ~1.5 min.
+#       Also printed: the CPU per call of the server and of the loadgen
+#       apart (both run on the same cores, so the QPS ratio reflects their
+#       sum). With OLD_SERVER and/or OLD_LOADGEN (binaries, e.g. a build
+#       before a change), a fifth run per round: TLS + token served by
+#       OLD_SERVER (its own copy of the database, which it must be able to
+#       read) and driven by OLD_LOADGEN (either defaults to the new one),
+#       with the new/old QPS ratio of TLS + token in the same round.
 # With --ml1m, only (c) and (d) at MovieLens 1M scale, as a new user would
 #   try it: `rbmrec import ratings.dat` (timed), `rbmrec train` with the
 #   server's defaults (timed), then PredictRatings vs health and Recommend
@@ -32,7 +39,8 @@
 # Usage: bench/service_bench.sh [--tls | --ml1m] [DATA_DIR]
 # Env:   DURATION=5 (seconds per load run), CONCURRENCY=16, REPEAT=3 (rounds
 #        of (c), (d) and (e); every round is printed, verdicts use medians),
-#        OLD_SERVER=path/to/rbmrec-server (optional: also time the
+#        OLD_SERVER=path/to/rbmrec-server (with --tls: see (f); otherwise
+#        optional: also time the
 #        with-model import on this binary, e.g. a build before a change,
 #        and run every load of (c) and (d) on it too, right after the same
 #        load on the new binary, each serving its own copy of the same
@@ -131,7 +139,7 @@ loadgen() {
   shift
   s0=$(server_cpu_ticks)
   /usr/bin/time -f "%U %S" -o "$out.time" \
-    "$bin/rbmrec-loadgen" --server "127.0.0.1:$port" --concurrency "$conc" \
+    "${loadgen_bin:-$bin/rbmrec-loadgen}" --server "127.0.0.1:$port" --concurrency "$conc" \
     --duration "$duration" --warmup 1 --json \
     ${client_extra[@]+"${client_extra[@]}"} "$@" >"$out"
   s1=$(server_cpu_ticks)
@@ -166,34 +174,48 @@ if [ "$mode" = tls ]; then
   # Four servers on copies of the database: plain, TLS only, token only
   # (allowed without TLS on loopback), TLS + token.
   kinds=(plain tls token both)
-  declare -A k_port k_pid k_client
+  [ -n "${OLD_SERVER:-}${OLD_LOADGEN:-}" ] && kinds+=(old)
+  declare -A k_port k_pid k_client k_loadgen
   for k in "${kinds[@]}"; do
     for f in "$tmp"/f.db*; do cp "$f" "$tmp/f-$k.db${f#"$tmp"/f.db}"; done
     case $k in
       plain) server_extra=() client_extra=() ;;
       tls) server_extra=("${tls_server[@]}") client_extra=("${tls_client[@]}") ;;
       token) server_extra=("${token_server[@]}") client_extra=("${token_client[@]}") ;;
-      both) server_extra=("${tls_server[@]}" "${token_server[@]}")
+      both | old) server_extra=("${tls_server[@]}" "${token_server[@]}")
         client_extra=("${tls_client[@]}" "${token_client[@]}") ;;
     esac
-    start_server "$tmp/f-$k.db"
+    if [ "$k" = old ]; then
+      start_server "$tmp/f-$k.db" "${OLD_SERVER:-$bin/rbmrec-server}"
+      k_loadgen[$k]=${OLD_LOADGEN:-$bin/rbmrec-loadgen}
+    else
+      start_server "$tmp/f-$k.db"
+      k_loadgen[$k]=$bin/rbmrec-loadgen
+    fi
     k_port[$k]=$port k_pid[$k]=$server_pid k_client[$k]="${client_extra[*]}"
   done
   # The read token must be enough, and no token must be refused.
+  port=${k_port[both]}
+  read -r -a client_extra <<<"${k_client[both]}"
   cli stats >/dev/null
   if "$bin/rbmrec" --server "127.0.0.1:$port" "${tls_client[@]}" --token-file '' \
     stats >/dev/null 2>&1; then
     echo "service_bench: the TLS + token server answered without a token" >&2
     exit 1
   fi
-  declare -A k_qps_all k_ratios k_cpu_all
+  if [ -n "${k_port[old]:-}" ]; then
+    echo "(f) old: TLS + token on OLD_SERVER=${OLD_SERVER:-(new)}, driven by OLD_LOADGEN=${OLD_LOADGEN:-(new)}"
+  fi
+  declare -A k_qps_all k_ratios k_cpu_all k_scpu_all k_lcpu_all
+  old_ratios=()
   echo
   for r in $(seq "$repeat"); do
     for k in "${kinds[@]}"; do
-      port=${k_port[$k]} server_pid=${k_pid[$k]}
+      port=${k_port[$k]} server_pid=${k_pid[$k]} loadgen_bin=${k_loadgen[$k]}
       read -r -a client_extra <<<"${k_client[$k]}"
       loadgen "$tmp/$k.json" --mix predict=1 --items-per-predict 10 --ratings "$ml/u1.base"
     done
+    loadgen_bin=
     p_qps=$(json "$tmp/plain.json" 'd["rpcs"][0]["qps"]')
     for k in "${kinds[@]}"; do
       qps=$(json "$tmp/$k.json" 'd["rpcs"][0]["qps"]')
@@ -204,22 +226,37 @@ if [ "$mode" = tls ]; then
       # CPU (server + loadgen) per call, less sensitive than QPS to what else
       # runs on the machine: the CPU of the whole run (warmup included) over
       # QPS x (duration + warmup).
-      cpu_us=$(python3 -c "import re,sys; s,l=map(float,re.findall(r'([0-9.]+) s',open(sys.argv[1]).read())); print('%.0f' % ((s+l)*1e6/(float(sys.argv[2])*(float(sys.argv[3])+1))))" \
+      # Server, loadgen and total us per call.
+      read -r s_us l_us cpu_us < <(python3 -c "import re,sys; s,l=map(float,re.findall(r'([0-9.]+) s',open(sys.argv[1]).read())); n=float(sys.argv[2])*(float(sys.argv[3])+1); print('%.0f %.0f %.0f' % (s*1e6/n, l*1e6/n, (s+l)*1e6/n))" \
         "$tmp/$k.json.cpu" "$qps" "$duration")
-      printf '(f) run %s: PredictRatings 10 items, c=%s, %-6s QPS %s, p99 %s ms, errors %s%s; /plain %s; CPU %s, ~%s us/call\n' \
-        "$r" "$conc" "$k:" "$qps" "$p99" "$err" "${first:+ (first: $first)}" "$kr" "$(cat "$tmp/$k.json.cpu")" "$cpu_us"
+      printf '(f) run %s: PredictRatings 10 items, c=%s, %-6s QPS %s, p99 %s ms, errors %s%s; /plain %s; CPU %s, ~%s us/call (server ~%s, loadgen ~%s)\n' \
+        "$r" "$conc" "$k:" "$qps" "$p99" "$err" "${first:+ (first: $first)}" "$kr" "$(cat "$tmp/$k.json.cpu")" "$cpu_us" "$s_us" "$l_us"
       k_qps_all[$k]="${k_qps_all[$k]:-} $qps"
       k_ratios[$k]="${k_ratios[$k]:-} $kr"
       k_cpu_all[$k]="${k_cpu_all[$k]:-} $cpu_us"
+      k_scpu_all[$k]="${k_scpu_all[$k]:-} $s_us"
+      k_lcpu_all[$k]="${k_lcpu_all[$k]:-} $l_us"
     done
+    if [ -n "${k_port[old]:-}" ]; then
+      b_qps=$(json "$tmp/both.json" 'd["rpcs"][0]["qps"]')
+      o_qps=$(json "$tmp/old.json" 'd["rpcs"][0]["qps"]')
+      old_ratios+=("$(ratio "$b_qps" "$o_qps")")
+      echo "(f) run $r: TLS + token new/old QPS $(ratio "$b_qps" "$o_qps")"
+    fi
   done
   echo "(f) median of $repeat (ratio to the plain run of the same round):"
   for k in "${kinds[@]}"; do
     # shellcheck disable=SC2086 # word lists
-    printf '    %-24s QPS %s, ratio %s; CPU (server + loadgen) ~%s us/call\n' \
-      "$k$([ "$k" = both ] && echo ' (TLS + read token)'):" \
-      "$(median ${k_qps_all[$k]})" "$(median ${k_ratios[$k]})" "$(median ${k_cpu_all[$k]})"
+    printf '    %-24s QPS %s, ratio %s; CPU (server + loadgen) ~%s us/call: server ~%s, loadgen ~%s\n' \
+      "$k$([ "$k" = both ] && echo ' (TLS + read token)')$([ "$k" = old ] && echo ' (TLS + token, old)'):" \
+      "$(median ${k_qps_all[$k]})" "$(median ${k_ratios[$k]})" "$(median ${k_cpu_all[$k]})" \
+      "$(median ${k_scpu_all[$k]})" "$(median ${k_lcpu_all[$k]})"
   done
+  # shellcheck disable=SC2086
+  echo "    server CPU per call, plain/both (medians): $(ratio "$(median ${k_scpu_all[plain]})" "$(median ${k_scpu_all[both]})"); loadgen: $(ratio "$(median ${k_lcpu_all[plain]})" "$(median ${k_lcpu_all[both]})")"
+  if [ -n "${k_port[old]:-}" ]; then
+    echo "    TLS + token new/old QPS, median of $repeat: $(median "${old_ratios[@]}")"
+  fi
   # shellcheck disable=SC2086
   tr=$(median ${k_ratios[both]})
   echo "    target TLS + token / plain QPS >= 0.8:  $tr $(verdict "$tr >= 0.8")"

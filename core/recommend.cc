@@ -4,6 +4,7 @@
 #include <cmath>
 #include <functional>
 #include <utility>
+#include <limits>
 #include <vector>
 
 #include "core/rated_rbm.h"
@@ -12,22 +13,40 @@ namespace rbmrec {
 
 int DefaultThresholdIndex(const Model& model) {
   const int K = model.K();
-  double sum = 0, total = 0;
+  // Per-class totals in integers (no division per entry), then the mean.
+  std::vector<uint64_t> per(static_cast<size_t>(K), 0);
   const std::vector<uint32_t>& hist = model.item_hist();
-  for (size_t x = 0; x < hist.size(); ++x) {
-    sum += static_cast<double>(hist[x]) * static_cast<double>(x % K);
-    total += hist[x];
+  const uint32_t* h = hist.data();
+  const size_t m = hist.size() / static_cast<size_t>(K);
+  for (size_t i = 0; i < m; ++i, h += K) {
+    for (int k = 0; k < K; ++k) per[static_cast<size_t>(k)] += h[k];
+  }
+  double sum = 0, total = 0;
+  for (int k = 0; k < K; ++k) {
+    sum += static_cast<double>(per[static_cast<size_t>(k)]) * k;
+    total += static_cast<double>(per[static_cast<size_t>(k)]);
   }
   if (total <= 0) return K / 2;
   return std::clamp(static_cast<int>(std::ceil(sum / total - 1e-9)), 0, K - 1);
 }
 
-void RatedProbabilities(const Model& model, const VisibleSet& v, float* out,
+namespace {
+// RatedLogits for serving: the product with W shared by concurrent callers
+// (SharedMatVec), the same numbers.
+void ServingRatedLogits(const Model& model, const VisibleSet& v, float* out,
                         ScoringScratch* scratch) {
   const RbmParams& p = model.rated_rbm();
   scratch->x.resize(p.F);
   RatedHidden(p, v.items, v.n, scratch->x.data());
-  RatedLogits(p, scratch->x.data(), out);
+  SharedMatVec(p, scratch->x.data(), out);
+  for (int32_t i = 0; i < p.num_items; ++i) out[i] += p.b[i];
+}
+}  // namespace
+
+void RatedProbabilities(const Model& model, const VisibleSet& v, float* out,
+                        ScoringScratch* scratch) {
+  const RbmParams& p = model.rated_rbm();
+  ServingRatedLogits(model, v, out, scratch);
   for (int32_t i = 0; i < p.num_items; ++i) out[i] = StableSigmoid(out[i]);
 }
 
@@ -47,9 +66,7 @@ std::vector<Ranked> RankItems(const Model& model, int32_t user,
     if (opt.by == RankBy::kRatedAtLeast) {
       // Logits only: the bounded search below orders by them (the sigmoid
       // is monotone) and takes the sigmoid of the few items it scores.
-      scratch->x.resize(model.rated_rbm().F);
-      RatedHidden(model.rated_rbm(), v.items, v.n, scratch->x.data());
-      RatedLogits(model.rated_rbm(), scratch->x.data(), p_rated.data());
+      ServingRatedLogits(model, v, p_rated.data(), scratch);
     } else {
       RatedProbabilities(model, v, p_rated.data(), scratch);
     }
@@ -103,22 +120,53 @@ std::vector<Ranked> RankItems(const Model& model, int32_t user,
     // items in decreasing p(rated), a block at a time, with the requested
     // method, and stop once no further item can beat the n-th best score.
     // p_rated holds logits here; candidates are (logit, item).
+    // Candidates: the items not excluded with a finite logit. Untrained
+    // items are skipped when their block is scored (their logit still
+    // bounds the items after them, so the stop test stays exact).
+    auto eligible = [&](int32_t i) {
+      return !excluded[static_cast<size_t>(i)] &&
+             std::isfinite(p_rated[static_cast<size_t>(i)]);
+    };
+    // Only the first few dozen are usually needed: the kFirst best logits
+    // are found on a plain float copy (nth_element), and only those items
+    // are sorted; the rest join, ordered kFirst at a time, if the search
+    // gets that far.
+    constexpr size_t kFirst = 64;
+    std::vector<float>& logits = scratch->first;
+    logits.clear();
+    for (int32_t i = 0; i < m; ++i) {
+      if (eligible(i)) logits.push_back(p_rated[static_cast<size_t>(i)]);
+    }
+    const size_t n_eligible = logits.size();
+    float cut = -std::numeric_limits<float>::infinity();
+    if (n_eligible > kFirst) {
+      std::nth_element(logits.begin(),
+                       logits.begin() + static_cast<std::ptrdiff_t>(kFirst - 1),
+                       logits.end(), std::greater<float>());
+      cut = logits[kFirst - 1];
+    }
     std::vector<std::pair<float, int32_t>>& cand = scratch->cand;
     cand.clear();
     for (int32_t i = 0; i < m; ++i) {
-      const float pr = p_rated[static_cast<size_t>(i)];
-      if (excluded[static_cast<size_t>(i)] || !model.Trained(i) ||
-          !std::isfinite(pr)) {
-        continue;
+      if (eligible(i) && p_rated[static_cast<size_t>(i)] >= cut) {
+        cand.emplace_back(p_rated[static_cast<size_t>(i)], i);
       }
-      cand.emplace_back(pr, i);
     }
-    // Only the first few dozen are usually needed: order the candidates 64
-    // at a time (select the next 64 best, sort them) instead of all m.
-    size_t ordered = 0;
+    std::sort(cand.begin(), cand.end(), better);
+    size_t ordered = cand.size();
+    bool rest_added = cand.size() == n_eligible;
     auto order_upto = [&](size_t upto) {
+      if (upto <= ordered) return;
+      if (!rest_added) {  // the items below the cut, unordered
+        for (int32_t i = 0; i < m; ++i) {
+          if (eligible(i) && p_rated[static_cast<size_t>(i)] < cut) {
+            cand.emplace_back(p_rated[static_cast<size_t>(i)], i);
+          }
+        }
+        rest_added = true;
+      }
       while (ordered < std::min(upto, cand.size())) {
-        const size_t next = std::min(cand.size(), ordered + 64);
+        const size_t next = std::min(cand.size(), ordered + kFirst);
         const auto first = cand.begin() + static_cast<std::ptrdiff_t>(ordered);
         const auto mid = cand.begin() + static_cast<std::ptrdiff_t>(next);
         if (next < cand.size())
@@ -139,8 +187,9 @@ std::vector<Ranked> RankItems(const Model& model, int32_t user,
       model.MemberInputs(v, &scratch->member_x);
       member_x = scratch->member_x.data();
     }
-    for (size_t b = 0; b < cand.size(); b += kBlock) {
-      order_upto(b + kBlock);
+    for (size_t b = 0;; b += kBlock) {
+      order_upto(b + kBlock);  // may add the items below the cut
+      if (b >= cand.size()) break;
       if (scored.size() >= n) {
         best.clear();
         for (const Ranked& x : scored) best.push_back(x.score);
@@ -152,7 +201,10 @@ std::vector<Ranked> RankItems(const Model& model, int32_t user,
       }
       const size_t e = std::min(cand.size(), b + kBlock);
       query.clear();
-      for (size_t r = b; r < e; ++r) query.push_back(cand[r].second);
+      for (size_t r = b; r < e; ++r) {
+        if (model.Trained(cand[r].second)) query.push_back(cand[r].second);
+      }
+      if (query.empty()) continue;
       probs.resize(query.size() * static_cast<size_t>(K));
       model.PredictWith(user, v, member_x, query, method, probs.data(), nullptr,
                         &scratch->model);

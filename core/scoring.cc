@@ -81,6 +81,19 @@ MatVecCombiner& Combiner() {
 }
 #endif
 
+}  // namespace
+
+void SharedMatVec(const RbmParams& p, const float* h, float* out) {
+#ifdef RBMREC_AVX2
+  Combiner().Run(p, h, out);
+#else
+  Eigen::Map<Eigen::VectorXf>(out, p.W.rows()).noalias() =
+      p.W * Eigen::Map<const Eigen::VectorXf>(h, p.F);
+#endif
+}
+
+namespace {
+
 // s->scores = the K logits of every item (item-major) of one user-based RBM
 // for the user's ratings v: b + W sigmoid(x) for mean field, b + sum_j
 // softplus(x_j + W_j) for the exact rule, with x = HiddenInput(p, v).
@@ -92,11 +105,7 @@ void MemberLogits(const RbmParams& p, const VisibleSet& v, PredictMethod method,
   s->scores.resize(rows);
   if (method == PredictMethod::kMeanField) {
     SigmoidInPlace(s->x.data(), p.F);
-#ifdef RBMREC_AVX2
-    Combiner().Run(p, s->x.data(), s->scores.data());
-#else
-    s->scores.noalias() = p.W * s->x;
-#endif
+    SharedMatVec(p, s->x.data(), s->scores.data());
     s->scores += p.b;
   } else {
     for (Eigen::Index r = 0; r < rows; ++r) {

@@ -42,6 +42,12 @@ struct ScoringScratch {
 
 namespace rbmrec {
 
+// out = p.W * h (p.W.rows() floats). In AVX2 builds, concurrent callers on
+// the same matrix share one pass over W (flat combining, up to 8 at once: W
+// is read from memory once for all of them); each caller gets exactly what
+// it would get alone (kernels::MatVecRows). Thread-safe.
+void SharedMatVec(const RbmParams& p, const float* h, float* out);
+
 // out: num_items() x K, row-major, each row summing to 1.
 // `user` is the model user index (Model::users) or -1 (see Model::Predict).
 void PredictAll(const Model& model, int32_t user, const VisibleSet& v,

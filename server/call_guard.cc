@@ -3,6 +3,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "absl/types/optional.h"
 #include "server/log.h"
 #include "server/status.h"
 
@@ -14,11 +15,13 @@ grpc::Status CallGuard::Check(grpc::ServerContextBase* context,
   if (authorizer_ == nullptr) return grpc::Status::OK;
   const auto& metadata = context->client_metadata();
   auto it = metadata.find("authorization");
-  std::string header;
-  if (it != metadata.end()) header.assign(it->second.data(), it->second.size());
+  absl::optional<absl::string_view> header;
+  if (it != metadata.end()) {
+    header.emplace(it->second.data(), it->second.size());
+  }
   Caller caller;
-  absl::Status status = authorizer_->Check(
-      it == metadata.end() ? nullptr : &header, method, needed, &caller);
+  absl::Status status =
+      authorizer_->CheckHeader(header, method, needed, &caller);
   if (status.ok()) return grpc::Status::OK;
   Log(LogLevel::kWarn, "call_denied",
       {F("method", absl::StrCat("/", service, "/", method)),

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "core/recommend.h"
 
 namespace rbmrec::server {
 
@@ -109,6 +110,22 @@ void ReadCaches::InvalidateAll() {
   users_.Clear();
   resolved_.Clear();
   titles_.clear();
+}
+
+int ReadCaches::DefaultThreshold(const std::shared_ptr<const Model>& model) {
+  auto same = [&] {
+    return !threshold_model_.owner_before(model) &&
+           !model.owner_before(threshold_model_);
+  };
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (same()) return threshold_k0_;
+  }
+  const int k0 = DefaultThresholdIndex(*model);  // no lock held
+  std::lock_guard<std::mutex> lock(mu_);
+  threshold_model_ = model;
+  threshold_k0_ = k0;
+  return k0;
 }
 
 uint64_t ReadCaches::ratings_generation() const {

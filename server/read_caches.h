@@ -8,6 +8,9 @@
 //   user-based RBMs' hidden inputs for them), each bounded
 //   to max_bytes of estimated entry sizes (BoundedCache).
 // - Item titles (at most kMaxTitles entries; best effort).
+// - The default Recommend threshold of the last model asked for
+//   (DefaultThresholdIndex: a pass over every item's histogram, done once
+//   per served model snapshot instead of once per call).
 //
 // Consistency: a write bumps a generation AFTER it commits and erases the
 // entries it touched (InvalidateUsers / InvalidateTitles); a reader inserts
@@ -104,6 +107,9 @@ class ReadCaches {
   // Forgets everything (e.g. a replica that may have missed other
   // processes' changes).
   void InvalidateAll();
+  // DefaultThresholdIndex(*model) (core/recommend.h), computed once per
+  // model snapshot.
+  int DefaultThreshold(const std::shared_ptr<const Model>& model);
   // The ratings generation (bumped by every InvalidateUsers).
   uint64_t ratings_generation() const;
 
@@ -117,6 +123,9 @@ class ReadCaches {
   absl::flat_hash_map<std::string, std::string> titles_ ABSL_GUARDED_BY(mu_);
   uint64_t ratings_gen_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t titles_gen_ ABSL_GUARDED_BY(mu_) = 0;
+  // The model DefaultThreshold last computed for, and its answer.
+  std::weak_ptr<const Model> threshold_model_ ABSL_GUARDED_BY(mu_);
+  int threshold_k0_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace rbmrec::server

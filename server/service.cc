@@ -554,7 +554,7 @@ absl::StatusOr<v1::RecommendResponse> RbmrecService::Recommend(
   if (UsesThreshold(ro.by)) {
     threshold = request.threshold();
     if (threshold == 0 && rank_by == v1::PROBABILITY_RATED_AT_LEAST) {
-      ro.k0 = DefaultThresholdIndex(model);
+      ro.k0 = caches_->DefaultThreshold(served->model);
       threshold = model.scale().Value(ro.k0);
     } else {
       if (!std::isfinite(threshold) || threshold < model.scale().min() - 1e-9 ||

@@ -234,6 +234,14 @@ TEST(SecurityTest, HintsForTlsFailures) {
                       "routines:OPENSSL_internal:CERTIFICATE_VERIFY_FAILED"),
                   tls),
               AllOf(HasSubstr("not signed by --tls-ca other-ca.pem")));
+  EXPECT_THAT(
+      SecurityHint(absl::UnavailableError(
+                       "rpc Health.Check: failed to connect to all addresses; "
+                       "last error: UNKNOWN: ipv4:127.0.0.1:1: Custom "
+                       "verification check failed with error: "
+                       "UNAUTHENTICATED: Hostname Verification Check failed."),
+                   tls),
+      HasSubstr("does not name the host of --server"));
   EXPECT_EQ(
       SecurityHint(absl::UnavailableError("rpc X: connection refused"), tls),
       "");

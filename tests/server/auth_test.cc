@@ -3,12 +3,15 @@
 
 #include "server/auth.h"
 
+#include <atomic>
 #include <cstdio>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/descriptor.h"
@@ -142,6 +145,80 @@ TEST(AuthorizerTest, ChecksTheHeaderAndTheRole) {
   EXPECT_TRUE(check(&wen, Role::kRead).ok());
   EXPECT_EQ(check(&wen, Role::kAdmin).code(),
             absl::StatusCode::kPermissionDenied);
+}
+
+TEST(TokenHashTest, Sha256OfLongAndEmptyInputs) {
+  // FIPS 180-2 test vectors: the empty string, and the 56-byte message
+  // that spills into a second block.
+  auto hex = [](const Sha256Digest& d) {
+    return absl::BytesToHexString(
+        absl::string_view(reinterpret_cast<const char*>(d.data()), d.size()));
+  };
+  EXPECT_EQ(hex(Sha256("")),
+            "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  EXPECT_EQ(
+      hex(Sha256("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq")),
+      "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+}
+
+TEST(AuthorizerTest, CheckHeaderReadsOnlyTheViewAndAgreesWithCheck) {
+  absl::StatusOr<TokenTable> table =
+      TokenTable::Parse(Line("bob", "read", "t-bob"), "f");
+  ASSERT_TRUE(table.ok());
+  Authorizer auth(std::move(*table));
+  // A view into a larger buffer (gRPC's metadata is not NUL-terminated):
+  // the bytes after it must not count.
+  const std::string buffer = "Bearer t-bobXYZ";
+  const absl::string_view exact(buffer.data(), buffer.size() - 3);
+  const absl::string_view longer(buffer);
+  Caller caller;
+  EXPECT_TRUE(auth.CheckHeader(exact, "GetStats", Role::kRead, &caller).ok());
+  EXPECT_EQ(caller.name, "bob");
+  EXPECT_EQ(auth.CheckHeader(longer, "GetStats", Role::kRead, nullptr).code(),
+            absl::StatusCode::kUnauthenticated);
+  EXPECT_EQ(
+      auth.CheckHeader(absl::nullopt, "GetStats", Role::kRead, nullptr).code(),
+      absl::StatusCode::kUnauthenticated);
+  EXPECT_EQ(auth.CheckHeader(exact, "Train", Role::kAdmin, nullptr).message(),
+            "Train needs the admin role; client 'bob' has read");
+}
+
+TEST(AuthorizerTest, ChecksRunningWhileTheFileIsReloadedSeeOneTableOrTheOther) {
+  const std::string path =
+      absl::StrCat(::testing::TempDir(), "/auth_test_concurrent_tokens.txt");
+  std::ofstream(path, std::ios::trunc)
+      << Line("a", "read", "t-a") << Line("b", "admin", "t-b");
+  absl::StatusOr<std::unique_ptr<Authorizer>> auth = Authorizer::Create(path);
+  ASSERT_TRUE(auth.ok()) << auth.status();
+  // The two files differ only in b's role: every check of b must give
+  // either the old answer (admin: OK) or the new one (read: denied).
+  std::atomic<bool> stop{false};
+  std::atomic<int> wrong{0};
+  std::vector<std::thread> checkers;
+  for (int t = 0; t < 3; ++t) {
+    checkers.emplace_back([&] {
+      const std::string a = "Bearer t-a", b = "Bearer t-b";
+      while (!stop.load()) {
+        if (!(*auth)->Check(&a, "GetStats", Role::kRead, nullptr).ok()) ++wrong;
+        const absl::StatusCode code =
+            (*auth)->Check(&b, "Train", Role::kAdmin, nullptr).code();
+        if (code != absl::StatusCode::kOk &&
+            code != absl::StatusCode::kPermissionDenied) {
+          ++wrong;
+        }
+      }
+    });
+  }
+  for (int i = 0; i < 50; ++i) {
+    std::ofstream(path, std::ios::trunc)
+        << Line("a", "read", "t-a")
+        << Line("b", i % 2 == 0 ? "read" : "admin", "t-b");
+    ASSERT_TRUE((*auth)->Reload().ok());
+  }
+  stop = true;
+  for (std::thread& t : checkers) t.join();
+  EXPECT_EQ(wrong.load(), 0);
+  std::remove(path.c_str());
 }
 
 TEST(AuthorizerTest, ReloadKeepsTheOldTableWhenTheNewFileIsBad) {
