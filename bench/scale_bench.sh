@@ -37,8 +37,9 @@
 # Starts everything on free loopback ports; stops every process and removes
 # the temp directory on exit. Data: ../shared/data/movielens/ml-100k/u.data
 # (relative to the repository root; never copied into the repo). Needs
-# nginx, PostgreSQL and python3-grpcio (scripts/install-deps.sh installs
-# them) and the binaries in build/bin (built when missing). ~2 min.
+# PostgreSQL and python3-grpcio (scripts/install-deps.sh installs them),
+# nginx (installed with apt-get when missing: only this benchmark uses it)
+# and the binaries in build/bin (built when missing). ~2 min.
 #
 # Usage: bench/scale_bench.sh [--no-failover | --failover-only | --pg-vs-sqlite] [DATA_DIR]
 #   --pg-vs-sqlite  only (c) (no nginx, one PostgreSQL replica)
@@ -71,27 +72,22 @@ for t in rbmrec rbmrec-server rbmrec-loadgen; do
   [ -x "$bin/$t" ] || need+=(--target "$t")
 done
 [ ${#need[@]} -eq 0 ] || cmake --build "$root/build" -j2 "${need[@]}" >&2
-pg_bin=""
-for d in "${PG_BIN:-}" /usr/lib/postgresql/*/bin; do
-  if [ -n "$d" ] && [ -x "$d/initdb" ] && [ -x "$d/pg_ctl" ]; then pg_bin=$d; fi
-done
-[ -n "$pg_bin" ] || { echo "scale_bench: PostgreSQL not installed (scripts/install-deps.sh)" >&2; exit 1; }
 if [ "$mode" != pg-vs-sqlite ] && ! command -v "$nginx" >/dev/null; then
-  echo "scale_bench: nginx not installed (scripts/install-deps.sh)" >&2
-  exit 1
+  # Only this benchmark uses nginx on the host (not the build or the tests).
+  echo "scale_bench: installing nginx (the gRPC proxy in front of the replicas)" >&2
+  bash "$root/scripts/install-deps.sh" nginx >&2
 fi
-as_pg=()
-[ "$(id -u)" -ne 0 ] || as_pg=(runuser -u postgres --)
+# shellcheck source=../scripts/pg-cluster.sh
+source "$root/scripts/pg-cluster.sh"
 
 tmp=$(mktemp -d /tmp/rbmrec-scale-bench.XXXXXX)
 chmod 0755 "$tmp"
-[ ${#as_pg[@]} -eq 0 ] || chown postgres "$tmp"
 pids=()
 cleanup() {
   local p
   for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
   for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-  "${as_pg[@]}" "$pg_bin/pg_ctl" -D "$tmp/pgdata" -m immediate -w stop >/dev/null 2>&1 || true
+  pg_cluster_stop
   rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -109,14 +105,12 @@ verdict() { python3 -c "import sys; print('MET' if eval(sys.argv[1]) else 'MISSE
 cli() { local addr=$1; shift; "$bin/rbmrec" --server "$addr" "$@"; }
 
 # ---- PostgreSQL --------------------------------------------------------------
-"${as_pg[@]}" "$pg_bin/initdb" -D "$tmp/pgdata" -U postgres -A trust -E UTF8 --no-locale \
-  >"$tmp/initdb.log" 2>&1 || { cat "$tmp/initdb.log" >&2; exit 1; }
-"${as_pg[@]}" "$pg_bin/pg_ctl" -D "$tmp/pgdata" -w -t 60 -l "$tmp/pg.log" \
-  -o "-c listen_addresses='' -c unix_socket_directories='$tmp' -p 5432 -c max_connections=200" \
-  start >/dev/null || { cat "$tmp/pg.log" >&2; exit 1; }
-psql() { "$pg_bin/psql" -X -q -h "$tmp" -p 5432 -U postgres "$@"; }
+# Default durability (fsync on), like the SQLite server's default.
+PG_DURABLE=1 pg_cluster_start "$tmp/pg" >&2 ||
+  { echo "scale_bench: PostgreSQL not installed (scripts/install-deps.sh)" >&2; exit 1; }
+psql() { command psql -X -q -d "$PG_URI" "$@"; }
 psql -c "CREATE DATABASE rbmrec"
-pg_uri="postgresql://postgres@/rbmrec?host=$tmp&port=5432"
+pg_uri="${PG_URI/\/postgres\?//rbmrec?}"
 
 # ---- servers -----------------------------------------------------------------
 # start_server NAME DB: an rbmrec-server on a free port with a metrics
@@ -210,7 +204,7 @@ loadgen() {
 }
 
 echo "rbmrec scale benchmark: $(nproc) cores, concurrency $conc, ${duration}s per load run, $repeat rounds"
-echo "data: $data; PostgreSQL $("$pg_bin/postgres" --version | awk '{print $3}'); $("$nginx" -v 2>&1)"
+echo "data: $data; PostgreSQL $("$PG_BIN/postgres" --version | awk '{print $3}'); $("$nginx" -v 2>&1)"
 
 # ---- (a) setup -----------------------------------------------------------------
 start_server r1 "$pg_uri"
@@ -412,7 +406,7 @@ sleep 1
 touch "$tmp/stop-writer"
 wait "$writer_pid" || true
 wait "$train_pid" 2>/dev/null || true
-psql -d rbmrec -At -F $'\t' -c "SELECT u.ext_id, i.ext_id, r.rating FROM ratings r
+command psql -X -q -d "$pg_uri" -At -F $'\t' -c "SELECT u.ext_id, i.ext_id, r.rating FROM ratings r
   JOIN users u ON u.idx = r.user_idx JOIN items i ON i.idx = r.item_idx
   WHERE u.ext_id LIKE 'failover-writer-%'" >"$tmp/stored.tsv"
 set +e
