@@ -465,7 +465,8 @@ TEST(JsonTest, ProtoOptionalFieldsOnlyWhenSetAndMaps) {
   s.mutable_training();
   EXPECT_THAT(ProtoToJson(s),
               HasSubstr(R"("training":{"running":false,"epoch":0,)"
-                        R"("max_epochs":0,"elapsed_seconds":0})"));
+                        R"("max_epochs":0,"elapsed_seconds":0,)"
+                        R"("validation_rmse":0,"rbm":""})"));
   v1::TrainRequest t;  // unset options omitted, enum by name
   EXPECT_EQ(ProtoToJson(t),
             R"({"activation":"ACTIVATION_POLICY_UNSPECIFIED"})");
