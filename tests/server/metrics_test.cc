@@ -773,12 +773,17 @@ TEST_F(MetricsEndToEndTest, InFlightCountsAnOpenStreamUntilItEnds) {
   while (watch->Read(&response)) {
   }
   EXPECT_EQ(watch->Finish().error_code(), grpc::StatusCode::CANCELLED);
-  // The server learns of the cancellation asynchronously.
+  // The server learns of the cancellation asynchronously, and one scrape
+  // reads the families one after the other (the call may finish between
+  // the requests counter and the in-flight gauge): wait for both.
   Scrape closed;
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
   do {
     closed = Metrics();
-    if (closed.Get(InFlight("Watch")) == 0) break;
+    if (closed.Get(InFlight("Watch")) == 0 &&
+        closed.Sum("rbmrec_rpc_requests_total", "method=Watch}") == 1) {
+      break;
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   } while (std::chrono::steady_clock::now() < until);
   EXPECT_EQ(closed.Get(InFlight("Watch")), 0) << closed.body;
