@@ -429,6 +429,7 @@ int Run(int argc, char** argv) {
         "\"weight_decay\": %g, \"init_std\": %g, \"cd_steps\": \"%s\", "
         "\"per_item_normalize\": %s, \"validation\": %g, \"patience\": %d, "
         "\"ensemble\": %d, \"item_based\": %s, \"user_weight\": %g, "
+        "\"user_weight_per_log_user\": %g, \"user_weight_per_log_item\": %g, "
         "\"predict\": \"%s\", \"seed\": %llu, \"threads\": "
         "%d}, \"nll\": %.6f, \"ece\": %.6f, \"hist_nll\": %.6f, "
         "\"hist_ece\": %.6f%s%s%s%s}\n",
@@ -441,7 +442,9 @@ int Run(int argc, char** argv) {
         o.weight_decay, o.init_std, JsonEscape(o.cd.ToString()).c_str(),
         o.per_item_normalize ? "true" : "false", o.validation_fraction,
         o.patience, o.ensemble, o.item_based ? "true" : "false",
-        static_cast<double>(model->user_weight()),
+        static_cast<double>(model->params().user_weight),
+        static_cast<double>(model->params().user_weight_per_log_user),
+        static_cast<double>(model->params().user_weight_per_log_item),
         o.predict == PredictMethod::kExact ? "exact" : "meanfield",
         static_cast<unsigned long long>(o.seed), o.threads, m.nll, m.ece,
         m.hist_nll, m.hist_ece, rated_json.c_str(), topn_json.c_str(),

@@ -1,5 +1,6 @@
 #include "core/fit.h"
 
+#include <Eigen/Dense>
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -55,18 +56,24 @@ void ComputeItemInputs(const SparseRatings& by_item, ModelParams* params) {
   }
 }
 
-// Picks the U/I mixing weight with the lowest RMSE on the validation part,
-// from the U-RBM part (a model with user_weight 1) and the I-RBM part (user
-// weight 0) of every validation prediction. Returns the weight; *rmse gets
-// the mixed prediction's validation RMSE. Builds two serving models from
-// `params` (restored before returning).
-float PickUserWeight(ModelParams* params, const SparseRatings& train_part,
-                     const SparseRatings& valid, PredictMethod method,
-                     double* rmse) {
+// Picks the U/I mixing weight (ModelParams::user_weight and its slopes)
+// with the lowest RMSE on the validation part, from the U-RBM part (a model
+// with user weight 1) and the I-RBM part (user weight 0) of every validation
+// prediction: the best global weight on a grid of 0.05 steps, or the
+// least-squares fit of w = a + b log(1 + n_u) + c log(1 + n_q) (clamped to
+// [0, 1]) when that fits better. The served mean is w mu_U + (1 - w) mu_I,
+// so the fit is the linear regression of r - mu_I on (mu_U - mu_I) times
+// (1, log(1 + n_u), log(1 + n_q)). Sets the weight fields of *params; *rmse
+// gets the mixed prediction's validation RMSE. Builds two serving models
+// from `params` (restored before returning).
+void PickUserWeight(ModelParams* params, const SparseRatings& train_part,
+                    const SparseRatings& valid, PredictMethod method,
+                    double* rmse) {
   const int K = params->scale.K();
   std::vector<float> pu, pi;
   std::vector<int32_t> query;
   std::vector<float> buf;
+  params->user_weight_per_log_user = params->user_weight_per_log_item = 0;
   for (const float weight : {1.0f, 0.0f}) {
     params->user_weight = weight;
     Model model(std::move(*params));
@@ -82,28 +89,76 @@ float PickUserWeight(ModelParams* params, const SparseRatings& train_part,
     *params = std::move(model).TakeParams();
   }
   const RatingScale& scale = params->scale;
+  // Per validation rating: the two means, the truth and the two counts.
+  const int64_t n = valid.nnz();
+  std::vector<double> mu(static_cast<size_t>(n)), mi(mu), r(mu), lu(mu), li(mu);
+  {
+    int64_t e = 0;
+    for (int32_t u = 0; u < valid.rows; ++u) {
+      const double log_user =
+          std::log1p(static_cast<double>(train_part.RowSize(u)));
+      for (int64_t j = valid.offsets[u]; j < valid.offsets[u + 1]; ++j, ++e) {
+        const size_t x = static_cast<size_t>(e);
+        double a = 0, b = 0;
+        for (int k = 0; k < K; ++k) {
+          a += scale.Value(k) * pu[x * K + k];
+          b += scale.Value(k) * pi[x * K + k];
+        }
+        const int32_t item = valid.col[j];
+        uint32_t count = 0;
+        for (int k = 0; k < K; ++k) {
+          count += params->item_hist[static_cast<size_t>(item) * K + k];
+        }
+        mu[x] = a;
+        mi[x] = b;
+        r[x] = scale.Value(valid.k[j]);
+        lu[x] = log_user;
+        li[x] = std::log1p(static_cast<double>(count));
+      }
+    }
+  }
+  auto sse_of = [&](double a, double b, double c) {
+    double sse = 0;
+    for (size_t x = 0; x < mu.size(); ++x) {
+      const double w = std::clamp(a + b * lu[x] + c * li[x], 0.0, 1.0);
+      const double d = w * mu[x] + (1 - w) * mi[x] - r[x];
+      sse += d * d;
+    }
+    return sse;
+  };
   float best_w = 1.0f;
   double best = std::numeric_limits<double>::infinity();
   for (int step = 0; step <= 20; ++step) {
     const float w = static_cast<float>(step) / 20.0f;
-    double sse = 0;
-    for (int64_t e = 0; e < valid.nnz(); ++e) {
-      double mean = 0;
-      for (int k = 0; k < K; ++k) {
-        const size_t x = static_cast<size_t>(e * K + k);
-        mean += scale.Value(k) * (w * pu[x] + (1 - w) * pi[x]);
-      }
-      const double d = mean - scale.Value(valid.k[e]);
-      sse += d * d;
-    }
+    const double sse = sse_of(w, 0, 0);
     if (sse < best - 1e-12) {
       best = sse;
       best_w = w;
     }
   }
-  *rmse =
-      std::sqrt(best / static_cast<double>(std::max<int64_t>(1, valid.nnz())));
-  return best_w;
+  params->user_weight = best_w;
+  // Normal equations of the three-term fit (a small ridge keeps them
+  // solvable when every user or item has the same count).
+  Eigen::Matrix3d ata = Eigen::Matrix3d::Zero();
+  Eigen::Vector3d aty = Eigen::Vector3d::Zero();
+  for (size_t x = 0; x < mu.size(); ++x) {
+    const double d = mu[x] - mi[x];
+    const Eigen::Vector3d row(d, d * lu[x], d * li[x]);
+    ata += row * row.transpose();
+    aty += row * (r[x] - mi[x]);
+  }
+  ata += 1e-6 * Eigen::Matrix3d::Identity();
+  const Eigen::Vector3d c = ata.ldlt().solve(aty);
+  if (c.allFinite() && c.cwiseAbs().maxCoeff() <= 10) {
+    const double sse = sse_of(c[0], c[1], c[2]);
+    if (sse < best - 1e-12) {
+      best = sse;
+      params->user_weight = static_cast<float>(c[0]);
+      params->user_weight_per_log_user = static_cast<float>(c[1]);
+      params->user_weight_per_log_item = static_cast<float>(c[2]);
+    }
+  }
+  *rmse = std::sqrt(best / static_cast<double>(std::max<int64_t>(1, n)));
 }
 
 }  // namespace
@@ -209,8 +264,8 @@ absl::StatusOr<Model> FitModel(const Dataset& train,
     // with inputs from all training ratings.
     ComputeItemInputs(train_by_item, &params);
     if (valid.nnz() > 0) {
-      params.user_weight = PickUserWeight(&params, train_part, valid,
-                                          options.predict, &mixed_valid_rmse);
+      PickUserWeight(&params, train_part, valid, options.predict,
+                     &mixed_valid_rmse);
     } else {
       params.user_weight = 0.3f;
     }

@@ -56,6 +56,22 @@ void Model::ItemHistogram(int32_t i, float* out) const {
 
 Model::Model(ModelParams params) : p_(std::move(params)) {
   RefreshItemHidden();
+  RefreshItemWeights(0, num_items());
+}
+
+void Model::RefreshItemWeights(int32_t from, int32_t to) {
+  item_weight_.resize(static_cast<size_t>(num_items()));
+  // Only an item's count in item_hist (callers may build models without
+  // the histogram; such items count as never rated).
+  const int32_t counted = static_cast<int32_t>(
+      std::min<size_t>(p_.item_hist.size() / static_cast<size_t>(K()),
+                       static_cast<size_t>(num_items())));
+  for (int32_t i = std::max(0, from); i < std::min(to, num_items()); ++i) {
+    const uint32_t n = i < counted ? ItemCount(i) : 0;
+    item_weight_[static_cast<size_t>(i)] =
+        p_.user_weight +
+        p_.user_weight_per_log_item * std::log1p(static_cast<float>(n));
+  }
 }
 
 void Model::RefreshItemHidden() {
@@ -149,11 +165,11 @@ void Model::PredictWith(int32_t user, const VisibleSet& v,
   if (p_.item_rbm.F > 0) {
     std::vector<float>& h = scratch->h;
     h.resize(static_cast<size_t>(p_.item_rbm.F));
-    const float w = p_.user_weight;
     for (size_t q = 0; q < query.size(); ++q) {
       if (!Trained(query[q]) || !UsesItemRbm(user, query[q])) continue;
       ItemRbmDistribution(*this, user, query[q], method, h.data(),
                           probs.data());
+      const float w = UserWeight(v.n, query[q]);
       for (int k = 0; k < K; ++k) {
         out[q * K + k] = w * out[q * K + k] + (1 - w) * probs[k];
       }
@@ -187,17 +203,17 @@ void Model::ItemRbmMeanFieldLogits(int32_t user, RowMatrixXf* logits) const {
                       hT->data(), hT->cols(), num_items(), logits->data());
 }
 
-void Model::MixItemRbm(int32_t user, PredictMethod method, RowMatrixXf* out,
-                       Scratch* scratch) const {
+void Model::MixItemRbm(int32_t user, int64_t n_user, PredictMethod method,
+                       RowMatrixXf* out, Scratch* scratch) const {
   if (!ItemRbmServes(user)) return;
   const int K = this->K();
-  const float w = p_.user_weight;
   if (method == PredictMethod::kMeanField) {
     RowMatrixXf& logits = scratch->logits;
     ItemRbmMeanFieldLogits(user, &logits);
     SoftmaxRows(logits.data(), num_items(), K);
     for (int32_t i = 0; i < num_items(); ++i) {
       if (!UsesItemRbm(user, i)) continue;
+      const float w = UserWeight(n_user, i);
       out->row(i) = w * out->row(i) + (1 - w) * logits.row(i);
     }
     return;
@@ -207,6 +223,7 @@ void Model::MixItemRbm(int32_t user, PredictMethod method, RowMatrixXf* out,
   for (int32_t i = 0; i < num_items(); ++i) {
     if (!UsesItemRbm(user, i)) continue;
     ItemRbmDistribution(*this, user, i, method, h.data(), probs.data());
+    const float w = UserWeight(n_user, i);
     for (int k = 0; k < K; ++k) {
       (*out)(i, k) = w * (*out)(i, k) + (1 - w) * probs[static_cast<size_t>(k)];
     }

@@ -1,6 +1,8 @@
 #ifndef RBMREC_CORE_MODEL_H_
 #define RBMREC_CORE_MODEL_H_
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -67,10 +69,18 @@ struct ModelParams {
   // V_q being q's ratings at training time, kept as the I-RBM hidden input
   // item_x.row(q). Users the I-RBM does not know (new users folded in) and
   // items without I-RBM data get p_U alone. F = 0 when not trained.
+  // The weight depends on how much each RBM knows (Model::UserWeight):
+  //   w = clamp(user_weight + user_weight_per_log_user * log(1 + n_u)
+  //             + user_weight_per_log_item * log(1 + n_q), 0, 1),
+  // n_u the user's ratings given, n_q the item's training ratings
+  // (item_hist); all three fitted on validation data (slopes 0: one global
+  // weight, as in model files before format version 3).
   RbmParams item_rbm;
   RowMatrixXf item_x;                 // num_items x item_rbm.F
   std::vector<uint8_t> item_in_irbm;  // 1 where item_x's row is valid
-  float user_weight = 1.0f;           // w above, chosen on validation data
+  float user_weight = 1.0f;
+  float user_weight_per_log_user = 0.0f;
+  float user_weight_per_log_item = 0.0f;
 
   // The "which items does a user rate" RBM (core/rated_rbm.h): K = 1, one
   // visible unit per item (num_items == items.size()); F = 0 when not
@@ -120,7 +130,14 @@ class Model {
   const RbmParams& item_rbm() const { return p_.item_rbm; }
   const RowMatrixXf& item_x() const { return p_.item_x; }
   const std::vector<uint8_t>& item_in_irbm() const { return p_.item_in_irbm; }
-  float user_weight() const { return p_.user_weight; }
+  // The U/I mixing weight w (ModelParams) for a user who gave n_user
+  // ratings and item i. REQUIRES 0 <= i < num_items().
+  float UserWeight(int64_t n_user, int32_t i) const {
+    const float w =
+        item_weight_[static_cast<size_t>(i)] +
+        p_.user_weight_per_log_user * std::log1p(static_cast<float>(n_user));
+    return std::clamp(w, 0.0f, 1.0f);
+  }
   const RbmParams& rated_rbm() const { return p_.rated_rbm; }
   // True when the model has the rated RBM (p(rated) rankings available).
   bool HasRatedRbm() const {
@@ -141,7 +158,8 @@ class Model {
   // True when the I-RBM part applies to model user u for some items.
   bool ItemRbmServes(int32_t user) const {
     return p_.item_rbm.F > 0 && user >= 0 && user < p_.item_rbm.num_items &&
-           p_.user_weight < 1.0f;
+           (p_.user_weight < 1.0f || p_.user_weight_per_log_user != 0.0f ||
+            p_.user_weight_per_log_item != 0.0f);
   }
   // The I-RBM's mean-field logits of every item for model user u:
   // logits(i, k) = b_I[u, k] + sum_j W_I[u, k, j] * sigmoid(item_x(i, j))
@@ -186,10 +204,11 @@ class Model {
   }
 
   // Mixes the I-RBM part into `out` (num_items() x K distributions of the
-  // user-based part): row i becomes w*row + (1-w)*p_I for every item where
-  // UsesItemRbm(user, i). Used by the all-item scorers (core/scoring.h).
-  void MixItemRbm(int32_t user, PredictMethod method, RowMatrixXf* out,
-                  Scratch* scratch) const;
+  // user-based part): row i becomes w*row + (1-w)*p_I, w =
+  // UserWeight(n_user, i), for every item where UsesItemRbm(user, i). Used by
+  // the all-item scorers (core/scoring.h); n_user = the user's ratings given.
+  void MixItemRbm(int32_t user, int64_t n_user, PredictMethod method,
+                  RowMatrixXf* out, Scratch* scratch) const;
 
   // Expected rating of a distribution of K probabilities.
   double Expectation(const float* probs) const;
@@ -202,7 +221,7 @@ class Model {
 
  private:
   // The online functions edit a Model that is not published yet and keep
-  // item_hT_ in step with what they change.
+  // item_hT_ and item_weight_ in step with what they change.
   friend int AddItems(Model* model, const std::vector<std::string>& item_ids,
                       uint64_t seed);
   friend void OnlineUserUpdate(Model* model, const VisibleSet& v,
@@ -215,9 +234,14 @@ class Model {
 
   // item_hT_ = sigmoid(item_x)^T.
   void RefreshItemHidden();
+  // item_weight_ resized to num_items(), entries [from, to) recomputed.
+  void RefreshItemWeights(int32_t from, int32_t to);
 
   ModelParams p_;
   RowMatrixXf item_hT_;
+  // The item's part of UserWeight: user_weight + user_weight_per_log_item *
+  // log(1 + ItemCount(i)), one per item.
+  std::vector<float> item_weight_;
 };
 
 // Builds the item histogram from training ratings (rows users, cols items).

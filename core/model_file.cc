@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -199,6 +200,9 @@ std::string SerializeModel(const Model& model) {
   payload.Put<double>(m.summary.rated_valid_ndcg);
   payload.Put<double>(m.summary.rated_seconds);
   PutParams(&payload, m.rated_rbm);
+  // Version 3: the U/I weight's slopes.
+  payload.Put<float>(m.user_weight_per_log_user);
+  payload.Put<float>(m.user_weight_per_log_item);
   Writer file;
   file.str().append(kMagic, sizeof(kMagic));
   file.Put<uint32_t>(kModelFormatVersion);
@@ -291,9 +295,14 @@ absl::StatusOr<Model> DeserializeModel(std::string_view bytes) {
     for (uint8_t& f : m.item_in_irbm) {
       if (!r.Get(&f) || f > 1) return Corrupt("bad item-based RBM flags");
     }
-    if (!r.Get(&m.user_weight) || !(m.user_weight >= 0 && m.user_weight <= 1)) {
-      return Corrupt("bad user weight");
-    }
+    // Before version 3 the weight itself; since, the intercept of a weight
+    // clamped to [0, 1] (core/model.h).
+    const bool weight_ok =
+        r.Get(&m.user_weight) &&
+        (version >= 3
+             ? std::isfinite(m.user_weight) && std::abs(m.user_weight) <= 10
+             : m.user_weight >= 0 && m.user_weight <= 1);
+    if (!weight_ok) return Corrupt("bad user weight");
   }
   if (version >= 2) {
     if (!(r.Get(&m.options.rated_hidden) &&
@@ -309,6 +318,17 @@ absl::StatusOr<Model> DeserializeModel(std::string_view bytes) {
     }
   } else {
     m.options.rated_hidden = 0;  // version 1: no rated RBM
+  }
+  if (version >= 3) {
+    auto slope_ok = [](float x) {
+      return std::isfinite(x) && std::abs(x) <= 10;
+    };
+    if (!(r.Get(&m.user_weight_per_log_user) &&
+          r.Get(&m.user_weight_per_log_item) &&
+          slope_ok(m.user_weight_per_log_user) &&
+          slope_ok(m.user_weight_per_log_item))) {
+      return Corrupt("bad user weight slopes");
+    }
   }
   if (!r.done()) return Corrupt("unexpected bytes at the end of the payload");
   return Model(std::move(m));

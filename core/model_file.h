@@ -21,7 +21,8 @@
 // Loading fails with DataLoss for a wrong magic, truncation, trailing bytes,
 // a checksum mismatch or inconsistent dimensions, and with
 // FailedPrecondition for a format version newer than this build reads.
-// Version 1 files (no rated RBM) load with options.rated_hidden = 0.
+// Version 1 files (no rated RBM) load with options.rated_hidden = 0;
+// version 1 and 2 files (one global U/I weight) with zero weight slopes.
 
 #include <string>
 #include <string_view>
@@ -31,7 +32,7 @@
 
 namespace rbmrec {
 
-inline constexpr uint32_t kModelFormatVersion = 2;
+inline constexpr uint32_t kModelFormatVersion = 3;
 
 // Serialises a model to bytes. Thread-safe.
 std::string SerializeModel(const Model& model);

@@ -41,6 +41,7 @@ int AddItems(Model* model, const std::vector<std::string>& item_ids,
   const int K = model->K();
   const int32_t m = model->p_.items.size();
   model->p_.item_hist.resize(static_cast<size_t>(m) * K, 0);
+  model->RefreshItemWeights(m - static_cast<int32_t>(fresh.size()), m);
   if (model->p_.item_rbm.F > 0) {
     // New items have no I-RBM inputs until the next full training.
     RowMatrixXf x = RowMatrixXf::Zero(m, model->p_.item_rbm.F);
@@ -140,6 +141,7 @@ void AdjustHistogram(Model* model, int32_t item, int k, int delta) {
   } else {
     c = static_cast<uint32_t>(static_cast<int64_t>(c) + delta);
   }
+  model->RefreshItemWeights(item, item + 1);
   RbmParams& r = model->p_.rated_rbm;
   if (r.F > 0 && item < r.num_items && r.W.row(item).isZero(0)) {
     // An item added online: its p(rated) follows its number of ratings.
@@ -211,6 +213,7 @@ void CopyItemState(const Model& src, const std::vector<int32_t>& items,
     std::copy(src.p_.item_hist.begin() + static_cast<std::ptrdiff_t>(h),
               src.p_.item_hist.begin() + static_cast<std::ptrdiff_t>(h + K),
               dst->p_.item_hist.begin() + static_cast<std::ptrdiff_t>(h));
+    dst->RefreshItemWeights(i, i + 1);
     if (i < src.p_.item_x.rows()) dst->p_.item_x.row(i) = src.p_.item_x.row(i);
     if (i < src.item_hT_.cols()) dst->item_hT_.col(i) = src.item_hT_.col(i);
     if (i < src.p_.rated_rbm.num_items) {

@@ -4,8 +4,8 @@
 #include <array>
 #include <cmath>
 #include <functional>
-#include <utility>
 #include <limits>
+#include <utility>
 #include <vector>
 
 #include "core/rated_rbm.h"

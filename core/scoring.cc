@@ -133,7 +133,7 @@ void PredictAll(const Model& model, int32_t user, const VisibleSet& v,
     out->array() +=
         inv * Eigen::Map<const RowMatrixXf>(s.scores.data(), m, K).array();
   }
-  model.MixItemRbm(user, method, out, &s.model);
+  model.MixItemRbm(user, v.n, method, out, &s.model);
   s.fallback.resize(static_cast<size_t>(K));
   bool have_fallback = false;
   for (int32_t i = 0; i < m; ++i) {
@@ -171,9 +171,9 @@ void ScoreAllMeanField(const Model& model, int32_t user, const VisibleSet& v,
   if (model.ItemRbmServes(user)) {
     model.ItemRbmMeanFieldLogits(user, &s.logits);
     SoftmaxDotRows(s.logits.data(), m, K, values, s.part.data());
-    const float w = model.user_weight();
     for (int32_t i = 0; i < m; ++i) {
       if (model.UsesItemRbm(user, i)) {
+        const float w = model.UserWeight(v.n, i);
         scores[i] = w * scores[i] + (1 - w) * s.part[i];
       }
     }

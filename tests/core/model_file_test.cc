@@ -1,5 +1,6 @@
 #include "core/model_file.h"
 
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -34,7 +35,11 @@ void ExpectSameModel(const Model& a, const Model& b) {
   EXPECT_TRUE(a.item_rbm() == b.item_rbm());
   EXPECT_TRUE(a.item_x() == b.item_x());
   EXPECT_EQ(a.item_in_irbm(), b.item_in_irbm());
-  EXPECT_EQ(a.user_weight(), b.user_weight());
+  EXPECT_EQ(a.params().user_weight, b.params().user_weight);
+  EXPECT_EQ(a.params().user_weight_per_log_user,
+            b.params().user_weight_per_log_user);
+  EXPECT_EQ(a.params().user_weight_per_log_item,
+            b.params().user_weight_per_log_item);
   EXPECT_EQ(a.options().item_based, b.options().item_based);
   EXPECT_EQ(a.summary().rating_epochs, b.summary().rating_epochs);
   EXPECT_EQ(a.options().hidden, b.options().hidden);
@@ -112,32 +117,73 @@ TEST(ModelFile, NewerFormatVersionFailsClearly) {
   EXPECT_NE(r.status().message().find("newer"), std::string::npos);
 }
 
-// A version 1 file (before the rated RBM): version 2's bytes of a model
-// without it, minus the version 2 tail (3 options, 3 summary fields, the
-// rated RBM's (m, K, F = 0)), with version 1 in the header and a new
-// checksum. It loads, without the rated RBM and with rated_hidden 0.
+// The bytes of `current` (this build's format) as an older version's file:
+// the payload without its last `tail` bytes (the fields added since), the
+// older version in the header and a new checksum.
+std::string AsOlderVersion(const std::string& current, uint32_t version,
+                           size_t tail) {
+  const size_t payload = current.size() - 24 - 8 - tail;
+  std::string old = current.substr(0, 24 + payload);
+  const uint64_t length = payload;
+  std::memcpy(&old[8], &version, sizeof(version));
+  std::memcpy(&old[16], &length, sizeof(length));
+  const uint64_t sum = Fnv1a64(old.data(), old.size());
+  old.append(reinterpret_cast<const char*>(&sum), sizeof(sum));
+  return old;
+}
+
+// Version 3 added the U/I weight's two slopes (2 floats).
+constexpr size_t kVersion3Tail = 2 * 4;
+
+// A version 1 file (before the rated RBM): a model without it, minus the
+// version 2 tail (3 options, 3 summary fields, the rated RBM's (m, K, F =
+// 0)) and version 3's. It loads, without the rated RBM and with
+// rated_hidden 0.
 TEST(ModelFile, VersionOneLoadsWithoutTheRatedRbm) {
   ModelParams params = SmallModel().TakeParams();
   params.rated_rbm = RbmParams{};
-  const std::string v2 = SerializeModel(Model(std::move(params)));
-  constexpr size_t kTail = 4 + 4 + 4 + 4 + 8 + 8 + 3 * 4;
-  const size_t payload = v2.size() - 24 - 8 - kTail;
-  std::string v1 = v2.substr(0, 24 + payload);
-  const uint32_t version = 1;
-  const uint64_t length = payload;
-  std::memcpy(&v1[8], &version, sizeof(version));
-  std::memcpy(&v1[16], &length, sizeof(length));
-  const uint64_t sum = Fnv1a64(v1.data(), v1.size());
-  v1.append(reinterpret_cast<const char*>(&sum), sizeof(sum));
+  constexpr size_t kVersion2Tail = 4 + 4 + 4 + 4 + 8 + 8 + 3 * 4;
+  const std::string v1 =
+      AsOlderVersion(SerializeModel(Model(std::move(params))), 1,
+                     kVersion2Tail + kVersion3Tail);
   auto back = DeserializeModel(v1);
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_FALSE(back->HasRatedRbm());
   EXPECT_EQ(back->options().rated_hidden, 0);
   EXPECT_GT(back->members().size(), 0u);
-  // Written again, it is a version 2 file that says the same.
+  // Written again, it is a current file that says the same.
   auto again = DeserializeModel(SerializeModel(*back));
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_FALSE(again->HasRatedRbm());
+}
+
+// A version 2 file (one global U/I weight in [0, 1]) loads with that weight
+// and zero slopes; a version 2 weight outside [0, 1] is corrupt, while
+// version 3 takes any intercept within +-10 (the weight is clamped).
+TEST(ModelFile, VersionTwoLoadsWithOneGlobalWeight) {
+  ModelParams params = SmallModel().TakeParams();
+  ASSERT_GT(params.item_rbm.F, 0);
+  params.user_weight = 0.25f;
+  params.user_weight_per_log_user = 0.125f;
+  params.user_weight_per_log_item = -0.5f;
+  const std::string v3 = SerializeModel(Model(params));
+  auto back = DeserializeModel(AsOlderVersion(v3, 2, kVersion3Tail));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->params().user_weight, 0.25f);
+  EXPECT_EQ(back->params().user_weight_per_log_user, 0.0f);
+  EXPECT_EQ(back->params().user_weight_per_log_item, 0.0f);
+  EXPECT_TRUE(back->HasRatedRbm());
+
+  params.user_weight = 1.5f;
+  const std::string outside = SerializeModel(Model(params));
+  ASSERT_TRUE(DeserializeModel(outside).ok());
+  auto bad = DeserializeModel(AsOlderVersion(outside, 2, kVersion3Tail));
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("user weight"), std::string::npos);
+  params.user_weight_per_log_item = std::nanf("");
+  bad = DeserializeModel(SerializeModel(Model(params)));
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("slopes"), std::string::npos);
 }
 
 TEST(ModelFile, MissingFileAndUnwritablePath) {

@@ -20,13 +20,18 @@ Eigen::VectorXf ItemInputOf(
   return x;
 }
 
-TEST(Online, AdjustItemInputFollowsTheItemsRatings) {
-  auto s = testing_data::PlantedRatings(30, 12, 2, 0.5, 21);
+// A small model of planted ratings (30 users, 12 items) with its I-RBM.
+absl::StatusOr<Model> FitSmall(const testing_data::Split& s) {
   TrainOptions o;
   o.hidden = 5;
   o.max_epochs = 3;
   o.threads = 1;
-  auto model = FitModel(s.train, o);
+  return FitModel(s.train, o);
+}
+
+TEST(Online, AdjustItemInputFollowsTheItemsRatings) {
+  auto s = testing_data::PlantedRatings(30, 12, 2, 0.5, 21);
+  auto model = FitSmall(s);
   ASSERT_TRUE(model.ok()) << model.status();
   ASSERT_GT(model->item_rbm().F, 0);
   Model& m = *model;
@@ -80,7 +85,7 @@ TEST(Online, AdjustItemInputFollowsTheItemsRatings) {
   AdjustItemInput(&m, newcomer, fresh, 1, -1);  // nothing to remove
   EXPECT_FALSE(m.UsesItemRbm(newcomer, fresh));
   AdjustItemInput(&m, newcomer, fresh, 1, +1);
-  EXPECT_TRUE(m.UsesItemRbm(newcomer, fresh) || m.user_weight() >= 1.0f);
+  EXPECT_TRUE(m.UsesItemRbm(newcomer, fresh) || m.params().user_weight >= 1.0f);
   const Eigen::VectorXf want = ItemInputOf(m, {{newcomer, 1}});
   EXPECT_LT((m.item_x().row(fresh).transpose() - want).cwiseAbs().maxCoeff(),
             1e-6f);
@@ -91,6 +96,39 @@ TEST(Online, AdjustItemInputFollowsTheItemsRatings) {
 
 namespace rbmrec {
 namespace {
+
+// The U/I weight's item part follows the item's rating count through
+// AdjustHistogram, AddItems and CopyItemState: the edited model weighs as
+// a model built afresh from its parameters does.
+TEST(Online, UserWeightFollowsTheItemsCount) {
+  auto fit = FitSmall(testing_data::PlantedRatings(30, 12, 2, 0.5, 21));
+  ASSERT_TRUE(fit.ok()) << fit.status();
+  Model m = WithUserWeight(*std::move(fit), 0.2f, 0.0f, 0.1f);
+  auto expect_fresh = [](const Model& edited) {
+    const Model fresh(edited.params());
+    for (int32_t i = 0; i < edited.num_items(); ++i) {
+      for (int64_t n : {0, 3, 40}) {
+        EXPECT_EQ(edited.UserWeight(n, i), fresh.UserWeight(n, i)) << i;
+      }
+    }
+  };
+  const int32_t item = m.items().Find("i0");
+  ASSERT_GE(item, 0);
+  const float before = m.UserWeight(10, item);
+  for (int r = 0; r < 30; ++r) AdjustHistogram(&m, item, 4, 1);
+  EXPECT_GT(m.UserWeight(10, item), before);  // more ratings, more U-RBM
+  expect_fresh(m);
+  ASSERT_EQ(AddItems(&m, {"brand-new-item"}, 1), 1);
+  const int32_t fresh_item = m.items().Find("brand-new-item");
+  EXPECT_FLOAT_EQ(m.UserWeight(0, fresh_item), 0.2f);  // log(1 + 0) = 0
+  AdjustHistogram(&m, fresh_item, 2, 1);
+  expect_fresh(m);
+  Model copy(m.params());
+  for (int r = 0; r < 5; ++r) AdjustHistogram(&m, fresh_item, 3, 1);
+  CopyItemState(m, {fresh_item}, &copy);
+  EXPECT_EQ(copy.UserWeight(7, fresh_item), m.UserWeight(7, fresh_item));
+  expect_fresh(copy);
+}
 
 TEST(Online, NewItemsJoinTheRatedRbmAndRiseWithTheirRatings) {
   auto s = testing_data::PlantedRatings(30, 12, 2, 0.5, 8);

@@ -65,7 +65,7 @@ TEST(PredictAll, MatchesModelPredictItemByItem) {
         }
       }
       PredictAll(*model, -1, user.view(), method, &u_only, &scratch);
-      if (model_user >= 0 && model->user_weight() < 1.0f) {
+      if (model_user >= 0 && model->params().user_weight < 1.0f) {
         // The item-based part really changes the answer.
         EXPECT_GT((got - u_only).cwiseAbs().maxCoeff(), 1e-4f);
       }
@@ -152,7 +152,10 @@ TEST(PredictWith, IsPredictAndTheFormulaBitForBit) {
   o.ensemble = 2;
   absl::StatusOr<Model> fit = FitModel(ds, o);
   ASSERT_TRUE(fit.ok()) << fit.status();
-  const Model model = WithUserWeight(*std::move(fit), 0.3f);
+  // A weight that depends on the user's and the item's rating counts.
+  constexpr float kBase = 0.3f, kPerLogUser = 0.05f, kPerLogItem = -0.04f;
+  const Model model =
+      WithUserWeight(*std::move(fit), kBase, kPerLogUser, kPerLogItem);
   UserRatings user;
   user.items = {0, 2, 5, 11};
   user.ks = {1, 4, 0, 3};
@@ -192,7 +195,6 @@ TEST(PredictWith, IsPredictAndTheFormulaBitForBit) {
       const RbmParams& ip = model.item_rbm();
       std::vector<float> fb(static_cast<size_t>(K));
       model.FallbackDistribution(v, fb.data());
-      const float w = model.user_weight();
       for (size_t q = 0; q < query.size(); ++q) {
         const int32_t item = query[q];
         if (!model.Trained(item)) {
@@ -200,6 +202,20 @@ TEST(PredictWith, IsPredictAndTheFormulaBitForBit) {
           continue;
         }
         if (!model.UsesItemRbm(model_user, item)) continue;
+        uint32_t count = 0;
+        for (int k = 0; k < K; ++k) {
+          count += model.item_hist()[static_cast<size_t>(item) * K + k];
+        }
+        const float w = model.UserWeight(v.n, item);
+        EXPECT_NEAR(
+            w,
+            std::clamp(kBase +
+                           kPerLogUser * std::log1p(static_cast<float>(v.n)) +
+                           kPerLogItem * std::log1p(static_cast<float>(count)),
+                       0.0f, 1.0f),
+            1e-6f);
+        EXPECT_GT(w, 0.0f);
+        EXPECT_LT(w, kBase);
         if (method == PredictMethod::kMeanField) {
           std::vector<float> h(static_cast<size_t>(ip.F));
           for (int j = 0; j < ip.F; ++j) h[j] = model.item_hT()(j, item);

@@ -50,10 +50,14 @@ inline Split PlantedRatings(int users, int items, int groups, double density,
 
 namespace rbmrec {
 
-// `model` with another U/I mixing weight (ModelParams::user_weight).
-inline Model WithUserWeight(Model model, float weight) {
+// `model` with another U/I mixing weight (ModelParams::user_weight and its
+// slopes).
+inline Model WithUserWeight(Model model, float weight, float per_log_user = 0,
+                            float per_log_item = 0) {
   ModelParams params = std::move(model).TakeParams();
   params.user_weight = weight;
+  params.user_weight_per_log_user = per_log_user;
+  params.user_weight_per_log_item = per_log_item;
   return Model(std::move(params));
 }
 
