@@ -95,9 +95,12 @@ void AddFlags(CLI::App* app, Args* a) {
   app->add_option("--epochs", o.max_epochs,
                   "maximum epochs (early stopping may end sooner)")
       ->check(NonNegative());
-  app->add_option("--batch-size,--batch", o.batch_size, "users per mini-batch")
+  app->add_option("--batch-size,--batch", o.batch_size,
+                  "cases per mini-batch (0 = the size rule: 20 up to ~110,000 "
+                  "ratings, 20 * sqrt(ratings / 100,000) beyond, at most 200)")
       ->check(NonNegative());
-  app->add_option("--learning-rate,--lr", o.learning_rate, "learning rate")
+  app->add_option("--learning-rate,--lr", o.learning_rate,
+                  "learning rate (0 = the size rule: 0.05 * sqrt(batch / 20))")
       ->check(Finite());
   app->add_option("--lr-decay", o.lr_decay, "learning-rate factor per epoch")
       ->check(Finite());
@@ -418,7 +421,7 @@ int Run(int argc, char** argv) {
         sm.rated_seconds);
   }
   if (a.json) {
-    const TrainOptions& o = a.o;
+    const TrainOptions& o = model->options();  // with the size rule applied
     std::printf(
         "{\"rmse\": %.6f, \"mae\": %.6f, \"n_test\": %lld, \"n_fallback\": "
         "%lld, \"epochs_run\": %d, \"best_epoch\": %d, \"valid_rmse\": %.6f, "

@@ -164,9 +164,13 @@ void PickUserWeight(ModelParams* params, const SparseRatings& train_part,
 }  // namespace
 
 absl::StatusOr<Model> FitModel(const Dataset& train,
-                               const TrainOptions& options,
+                               const TrainOptions& requested,
                                const FitProgressFn& progress) {
-  if (absl::Status s = ValidateTrainOptions(options); !s.ok()) return s;
+  if (absl::Status s = ValidateTrainOptions(requested); !s.ok()) return s;
+  // The size rule once for the whole data set: every RBM trains with, and
+  // the model records, the same batch size and learning rate.
+  const TrainOptions options = ResolveTrainOptions(
+      requested, static_cast<int64_t>(train.ratings.size()));
   ModelParams params;
   params.scale = train.scale;
   params.users = train.users;

@@ -80,6 +80,21 @@ int CdSchedule::StepsAt(int epoch) const {
   return t;
 }
 
+TrainOptions ResolveTrainOptions(const TrainOptions& options, int64_t ratings) {
+  TrainOptions o = options;
+  if (o.batch_size == 0) {
+    const double rule =
+        20.0 * std::sqrt(static_cast<double>(std::max<int64_t>(0, ratings)) /
+                         100000.0);
+    o.batch_size = static_cast<int>(std::clamp(std::round(rule), 20.0, 200.0));
+  }
+  if (o.learning_rate == 0) {
+    o.learning_rate = static_cast<float>(
+        0.05 * std::sqrt(static_cast<double>(o.batch_size) / 20.0));
+  }
+  return o;
+}
+
 absl::Status ValidateTrainOptions(const TrainOptions& o) {
   auto bad = [](absl::string_view field, absl::string_view why) {
     return absl::InvalidArgumentError(absl::StrCat(field, ": ", why));
@@ -88,8 +103,8 @@ absl::Status ValidateTrainOptions(const TrainOptions& o) {
     return bad("hidden", "must be 1..10000");
   if (o.max_epochs < 1 || o.max_epochs > 100000)
     return bad("epochs", "must be 1..100000");
-  if (o.batch_size < 1) return bad("batch", "must be >= 1");
-  if (!(o.learning_rate > 0 && o.learning_rate < 100))
+  if (o.batch_size < 0) return bad("batch", "must be >= 1 (0 = size rule)");
+  if (!(o.learning_rate >= 0 && o.learning_rate < 100))
     return bad("lr", "must be in (0, 100)");
   if (!(o.lr_decay > 0 && o.lr_decay <= 1))
     return bad("lr-decay", "must be in (0, 1]");
@@ -567,10 +582,11 @@ absl::StatusOr<TrainResult> TrainRbm(const SparseRatings& by_user, int K,
 
 absl::StatusOr<TrainResult> TrainRbmSplit(const SparseRatings& train,
                                           const SparseRatings& valid, int K,
-                                          const TrainOptions& o,
+                                          const TrainOptions& options,
                                           const ProgressFn& progress,
                                           ThreadShare* share) {
-  if (absl::Status s = ValidateTrainOptions(o); !s.ok()) return s;
+  if (absl::Status s = ValidateTrainOptions(options); !s.ok()) return s;
+  const TrainOptions o = ResolveTrainOptions(options, train.nnz());
   if (train.rows != valid.rows || train.cols != valid.cols) {
     return absl::InvalidArgumentError(
         "training and validation parts differ in shape");
@@ -688,7 +704,8 @@ int64_t EstimateTrainingBytes(const DataShape& shape,
                               const TrainOptions& options, int threads) {
   const double K = shape.K;
   const double F = std::max(1, options.hidden);
-  const double B = std::max(1, options.batch_size);
+  const double B =
+      std::max(1, ResolveTrainOptions(options, shape.ratings).batch_size);
   const double T = std::max(1, threads);
   const double m = static_cast<double>(std::max<int64_t>(0, shape.items));
   const double n = static_cast<double>(std::max<int64_t>(0, shape.users));

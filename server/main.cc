@@ -200,10 +200,11 @@ int main(int argc, char** argv) {
   app.add_option("--epochs", t.max_epochs, "training default: maximum epochs")
       ->check(CLI::Range(1, 100000));
   app.add_option("--batch-size,--batch", t.batch_size,
-                 "training default: users per mini-batch")
-      ->check(CLI::Range(1, 1000000));
+                 "training default: cases per mini-batch (0 = the size rule, "
+                 "README \"The model\")")
+      ->check(CLI::Range(0, 1000000));
   app.add_option("--learning-rate,--lr", t.learning_rate,
-                 "training default: learning rate")
+                 "training default: learning rate (0 = the size rule)")
       ->check(Finite());
   app.add_option("--momentum", t.momentum, "training default: momentum")
       ->check(Finite());

@@ -172,9 +172,10 @@ absl::Status TrainingJobs::Admit(const DataShape& shape,
     return WithReason(
         absl::ResourceExhaustedError(absl::StrCat(
             "training would need an estimated ", MiB(peak), " (", peak,
-            " bytes: hidden ", o.hidden, ", batch_size ", o.batch_size,
-            ", ensemble ", o.ensemble, ", threads ", o.threads, ", ",
-            shape.ratings, " ratings), over the server's limit of ",
+            " bytes: hidden ", o.hidden, ", batch_size ",
+            ResolveTrainOptions(o, shape.ratings).batch_size, ", ensemble ",
+            o.ensemble, ", threads ", o.threads, ", ", shape.ratings,
+            " ratings), over the server's limit of ",
             MiB(options_.max_train_memory_bytes),
             " (--max-train-memory-mb); lower hidden, batch_size or "
             "ensemble")),
@@ -230,7 +231,9 @@ absl::Status TrainingJobs::Run(const TrainOptions& o, Activation policy,
   if (finished.joinable()) finished.join();
   Log(LogLevel::kInfo, "train_started",
       {F("hidden", o.hidden), F("epochs", o.max_epochs),
-       F("batch_size", o.batch_size), F("lr", o.learning_rate),
+       // The size rule's values where the request left them to it.
+       F("batch_size", ResolveTrainOptions(o, stats->ratings).batch_size),
+       F("lr", ResolveTrainOptions(o, stats->ratings).learning_rate),
        F("threads", o.threads), F("ensemble", o.ensemble)});
 
   size_t sent = 0;

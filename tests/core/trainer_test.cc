@@ -196,6 +196,42 @@ TEST(Trainer, RejectsBadOptionsNamingTheField) {
             absl::StatusCode::kFailedPrecondition);
 }
 
+// The size rule for batch size and learning rate left at 0, and that
+// FitModel records what it trained with.
+TEST(Trainer, SizeRuleForBatchAndLearningRate) {
+  const TrainOptions rule;  // the defaults leave both to the rule
+  EXPECT_EQ(rule.batch_size, 0);
+  EXPECT_EQ(rule.learning_rate, 0.0f);
+  auto at = [&](int64_t ratings) { return ResolveTrainOptions(rule, ratings); };
+  for (int64_t n : {int64_t{0}, int64_t{1000}, int64_t{100000}}) {
+    EXPECT_EQ(at(n).batch_size, 20) << n;
+    EXPECT_FLOAT_EQ(at(n).learning_rate, 0.05f) << n;
+  }
+  EXPECT_EQ(at(900188).batch_size, 60);  // ML-1M r90's training part
+  EXPECT_NEAR(at(900188).learning_rate, 0.05 * std::sqrt(3.0), 1e-6);
+  EXPECT_EQ(at(10000000).batch_size, 200);
+  EXPECT_EQ(at(int64_t{1} << 40).batch_size, 200);
+  TrainOptions given;
+  given.batch_size = 80;  // the learning rate follows a given batch size
+  EXPECT_EQ(ResolveTrainOptions(given, 100).batch_size, 80);
+  EXPECT_NEAR(ResolveTrainOptions(given, 100).learning_rate, 0.1, 1e-6);
+  given.learning_rate = 0.3f;
+  EXPECT_EQ(ResolveTrainOptions(given, 900188).learning_rate, 0.3f);
+  EXPECT_TRUE(ValidateTrainOptions(rule).ok());
+  TrainOptions bad;
+  bad.batch_size = -1;
+  EXPECT_FALSE(ValidateTrainOptions(bad).ok());
+
+  auto s = testing_data::PlantedRatings(40, 20, 2, 0.4, 17);
+  TrainOptions o;
+  o.hidden = 6;
+  o.max_epochs = 2;
+  auto model = FitModel(s.train, o);
+  ASSERT_TRUE(model.ok()) << model.status();
+  EXPECT_EQ(model->options().batch_size, 20);
+  EXPECT_FLOAT_EQ(model->options().learning_rate, 0.05f);
+}
+
 TEST(CdSchedule, ParsesAndRejects) {
   auto s = CdSchedule::Parse("1,3@20,5@29,9@42");
   ASSERT_TRUE(s.ok());
