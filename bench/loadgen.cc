@@ -47,6 +47,7 @@
 #include "client/client.h"
 #include "client/security.h"
 #include "core/cpu_check.h"
+#include "core/error_reason.h"
 #include "core/readers.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/create_channel.h"
@@ -404,28 +405,6 @@ class Slot {
   v1::GetStatsResponse stats_resp_;
 };
 
-const char* CodeName(int code) {
-  static const char* const kNames[] = {"OK",
-                                       "CANCELLED",
-                                       "UNKNOWN",
-                                       "INVALID_ARGUMENT",
-                                       "DEADLINE_EXCEEDED",
-                                       "NOT_FOUND",
-                                       "ALREADY_EXISTS",
-                                       "PERMISSION_DENIED",
-                                       "RESOURCE_EXHAUSTED",
-                                       "FAILED_PRECONDITION",
-                                       "ABORTED",
-                                       "OUT_OF_RANGE",
-                                       "UNIMPLEMENTED",
-                                       "INTERNAL",
-                                       "UNAVAILABLE",
-                                       "DATA_LOSS",
-                                       "UNAUTHENTICATED"};
-  if (code >= 0 && code <= 16) return kNames[code];
-  return "?";
-}
-
 struct Summary {
   std::string name;
   int64_t count = 0;  // successful
@@ -473,7 +452,8 @@ std::string ErrorsText(const Summary& s) {
   std::string out = absl::StrCat(s.error_count, " (");
   bool first = true;
   for (const auto& [code, c] : s.errors) {
-    absl::StrAppend(&out, first ? "" : ", ", CodeName(code), "=", c);
+    absl::StrAppend(&out, first ? "" : ", ", rbmrec::StatusCodeName(code), "=",
+                    c);
     first = false;
   }
   return out + ")";
@@ -498,7 +478,8 @@ std::string SummaryJson(const Summary& s) {
   std::string errors = "{";
   bool first = true;
   for (const auto& [code, c] : s.errors) {
-    absl::StrAppend(&errors, first ? "" : ",", "\"", CodeName(code), "\":", c);
+    absl::StrAppend(&errors, first ? "" : ",", "\"",
+                    rbmrec::StatusCodeName(code), "\":", c);
     first = false;
   }
   errors += "}";

@@ -34,6 +34,30 @@ inline constexpr absl::string_view kReasonNotLeader = "NOT_LEADER";
 inline constexpr absl::string_view kReasonMalformedMessage =
     "MALFORMED_MESSAGE";
 
+// The name of a status code as the gRPC specification spells it ("OK",
+// "INVALID_ARGUMENT", ...; gRPC and absl number their codes alike), or
+// "UNKNOWN" for a number outside 0..16. For metrics labels and reports.
+inline const char* StatusCodeName(int code) {
+  static const char* const kNames[] = {"OK",
+                                       "CANCELLED",
+                                       "UNKNOWN",
+                                       "INVALID_ARGUMENT",
+                                       "DEADLINE_EXCEEDED",
+                                       "NOT_FOUND",
+                                       "ALREADY_EXISTS",
+                                       "PERMISSION_DENIED",
+                                       "RESOURCE_EXHAUSTED",
+                                       "FAILED_PRECONDITION",
+                                       "ABORTED",
+                                       "OUT_OF_RANGE",
+                                       "UNIMPLEMENTED",
+                                       "INTERNAL",
+                                       "UNAVAILABLE",
+                                       "DATA_LOSS",
+                                       "UNAUTHENTICATED"};
+  return code >= 0 && code < 17 ? kNames[code] : "UNKNOWN";
+}
+
 // The payload type URL under which the reason is stored.
 inline constexpr absl::string_view kReasonPayloadUrl =
     "type.rbmrec.dev/rbmrec.ErrorReason";

@@ -4,34 +4,13 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "core/error_reason.h"
 #include "google/protobuf/descriptor.h"
 #include "grpcpp/support/interceptor.h"
 #include "grpcpp/support/status.h"
 
 namespace rbmrec::server {
 namespace {
-
-// grpc::StatusCode names, as in the gRPC specification.
-const char* CodeName(int code) {
-  static const char* const kNames[] = {"OK",
-                                       "CANCELLED",
-                                       "UNKNOWN",
-                                       "INVALID_ARGUMENT",
-                                       "DEADLINE_EXCEEDED",
-                                       "NOT_FOUND",
-                                       "ALREADY_EXISTS",
-                                       "PERMISSION_DENIED",
-                                       "RESOURCE_EXHAUSTED",
-                                       "FAILED_PRECONDITION",
-                                       "ABORTED",
-                                       "OUT_OF_RANGE",
-                                       "UNIMPLEMENTED",
-                                       "INTERNAL",
-                                       "UNAVAILABLE",
-                                       "DATA_LOSS",
-                                       "UNAUTHENTICATED"};
-  return code >= 0 && code < 17 ? kNames[code] : "UNKNOWN";
-}
 
 using Clock = std::chrono::steady_clock;
 
@@ -88,7 +67,7 @@ void MetricsInterceptorFactory::MethodCells::Finish(int code, double seconds) {
   std::atomic<double>* cell = by_code[code].load(std::memory_order_acquire);
   if (cell == nullptr) {
     // Racing first calls resolve to the same cell.
-    cell = &metrics->requests.Cell({method, CodeName(code)});
+    cell = &metrics->requests.Cell({method, StatusCodeName(code)});
     by_code[code].store(cell, std::memory_order_release);
   }
   double old = cell->load(std::memory_order_relaxed);

@@ -32,4 +32,15 @@ TEST(ErrorReasonTest, LaterReasonReplacesEarlier) {
 }
 
 }  // namespace
+TEST(StatusCodeNameTest, SpellsEveryCodeAsTheSpecification) {
+  for (int code = 0; code <= 16; ++code) {
+    EXPECT_EQ(StatusCodeName(code),
+              absl::StatusCodeToString(static_cast<absl::StatusCode>(code)))
+        << code;
+  }
+  EXPECT_STREQ(StatusCodeName(3), "INVALID_ARGUMENT");
+  EXPECT_STREQ(StatusCodeName(-1), "UNKNOWN");
+  EXPECT_STREQ(StatusCodeName(17), "UNKNOWN");
+}
+
 }  // namespace rbmrec
