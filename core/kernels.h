@@ -381,6 +381,71 @@ inline void MatVecRows(const float* w, int64_t rows, int F,
   }
 }
 
+#ifdef RBMREC_AVX2
+// Half-precision (IEEE binary16) copies of weights that serving only reads,
+// for matrix-vector products bound by the bytes they stream: half the
+// bytes of float rows. x86-64-v3 has F16C. Rounds to nearest even.
+inline void FloatsToHalves(const float* x, int64_t n, uint16_t* out) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    _mm_storeu_si128(
+        reinterpret_cast<__m128i*>(out + i),
+        _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
+  }
+  for (; i < n; ++i) out[i] = _cvtss_sh(x[i], _MM_FROUND_TO_NEAREST_INT);
+}
+
+// MatVecRows over a row-major matrix of halves (products and sums in
+// float): out[b][r] = sum_j float(w[r*F + j]) * h[b][j].
+inline void MatVecRowsHalf(const uint16_t* w, int64_t rows, int F,
+                           const float* const* h, float* const* out, int B) {
+  constexpr int64_t kRowBlock = 32;  // 32 x F halves stay in L1 for all B
+  auto load = [](const uint16_t* p) {
+    return _mm256_cvtph_ps(
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  };
+  auto tail = [F](float acc, const uint16_t* wr, const float* hb, int j) {
+    for (; j < F; ++j) acc += _cvtsh_ss(wr[j]) * hb[j];
+    return acc;
+  };
+  for (int64_t r0 = 0; r0 < rows; r0 += kRowBlock) {
+    const int64_t r1 = std::min(rows, r0 + kRowBlock);
+    for (int b = 0; b < B; ++b) {
+      const float* hb = h[b];
+      int64_t r = r0;
+      for (; r + 4 <= r1; r += 4) {
+        const uint16_t* w0 = w + r * F;
+        const uint16_t* w1 = w0 + F;
+        const uint16_t* w2 = w1 + F;
+        const uint16_t* w3 = w2 + F;
+        __m256 c0 = _mm256_setzero_ps(), c1 = c0, c2 = c0, c3 = c0;
+        int j = 0;
+        for (; j + 8 <= F; j += 8) {
+          const __m256 hv = _mm256_loadu_ps(hb + j);
+          c0 = _mm256_fmadd_ps(load(w0 + j), hv, c0);
+          c1 = _mm256_fmadd_ps(load(w1 + j), hv, c1);
+          c2 = _mm256_fmadd_ps(load(w2 + j), hv, c2);
+          c3 = _mm256_fmadd_ps(load(w3 + j), hv, c3);
+        }
+        out[b][r] = tail(HorizontalSum(c0), w0, hb, j);
+        out[b][r + 1] = tail(HorizontalSum(c1), w1, hb, j);
+        out[b][r + 2] = tail(HorizontalSum(c2), w2, hb, j);
+        out[b][r + 3] = tail(HorizontalSum(c3), w3, hb, j);
+      }
+      for (; r < r1; ++r) {
+        const uint16_t* wr = w + r * F;
+        __m256 c = _mm256_setzero_ps();
+        int j = 0;
+        for (; j + 8 <= F; j += 8) {
+          c = _mm256_fmadd_ps(load(wr + j), _mm256_loadu_ps(hb + j), c);
+        }
+        out[b][r] = tail(HorizontalSum(c), wr, hb, j);
+      }
+    }
+  }
+}
+#endif
+
 }  // namespace rbmrec::kernels
 
 #endif  // RBMREC_CORE_KERNELS_H_

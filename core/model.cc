@@ -57,6 +57,32 @@ void Model::ItemHistogram(int32_t i, float* out) const {
 Model::Model(ModelParams params) : p_(std::move(params)) {
   RefreshItemHidden();
   RefreshItemWeights(0, num_items());
+  RefreshRatedHalf(0, num_items());
+}
+
+void Model::RefreshRatedHalf(int32_t from, int32_t to) {
+#ifdef RBMREC_AVX2
+  const RbmParams& r = p_.rated_rbm;
+  if (r.F <= 0 || r.W.size() == 0) {
+    rated_w_half_.clear();
+    return;
+  }
+  const size_t size = static_cast<size_t>(r.W.size());
+  if (rated_w_half_.size() != size) {
+    rated_w_half_.resize(size);
+    from = 0;
+    to = static_cast<int32_t>(r.W.rows());
+  }
+  from = std::max(0, from);
+  to = std::min(to, static_cast<int32_t>(r.W.rows()));
+  if (from >= to) return;
+  kernels::FloatsToHalves(
+      r.W.row(from).data(), static_cast<int64_t>(to - from) * r.F,
+      rated_w_half_.data() + static_cast<size_t>(from) * r.F);
+#else
+  (void)from;
+  (void)to;
+#endif
 }
 
 void Model::RefreshItemWeights(int32_t from, int32_t to) {

@@ -139,6 +139,13 @@ class Model {
     return std::clamp(w, 0.0f, 1.0f);
   }
   const RbmParams& rated_rbm() const { return p_.rated_rbm; }
+  // The rated RBM's W in half precision (num_items x F, row-major), what
+  // serving multiplies by (SharedMatVecHalf: half the bytes of the floats);
+  // nullptr in builds without F16C (x86-64-v3) or without the rated RBM.
+  // Always in step with rated_rbm().W.
+  const uint16_t* rated_w_half() const {
+    return rated_w_half_.empty() ? nullptr : rated_w_half_.data();
+  }
   // True when the model has the rated RBM (p(rated) rankings available).
   bool HasRatedRbm() const {
     return p_.rated_rbm.F > 0 && p_.rated_rbm.num_items == num_items();
@@ -221,7 +228,7 @@ class Model {
 
  private:
   // The online functions edit a Model that is not published yet and keep
-  // item_hT_ and item_weight_ in step with what they change.
+  // item_hT_, item_weight_ and rated_w_half_ in step with what they change.
   friend int AddItems(Model* model, const std::vector<std::string>& item_ids,
                       uint64_t seed);
   friend void OnlineUserUpdate(Model* model, const VisibleSet& v,
@@ -236,12 +243,16 @@ class Model {
   void RefreshItemHidden();
   // item_weight_ resized to num_items(), entries [from, to) recomputed.
   void RefreshItemWeights(int32_t from, int32_t to);
+  // rated_w_half_ from rated_rbm.W, rows [from, to) (all rows when its size
+  // changed).
+  void RefreshRatedHalf(int32_t from, int32_t to);
 
   ModelParams p_;
   RowMatrixXf item_hT_;
   // The item's part of UserWeight: user_weight + user_weight_per_log_item *
   // log(1 + ItemCount(i)), one per item.
   std::vector<float> item_weight_;
+  std::vector<uint16_t> rated_w_half_;  // see rated_w_half()
 };
 
 // Builds the item histogram from training ratings (rows users, cols items).

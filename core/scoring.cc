@@ -23,9 +23,20 @@ namespace {
 // Every result is the one the caller would get alone (kernels::MatVecRows).
 class MatVecCombiner {
  public:
-  // out = p.W * h (p.W.rows() floats).
-  void Run(const RbmParams& p, const float* h, float* out) {
-    Request req{&p, h, out};
+  // A row-major rows x F matrix of floats or (half != nullptr) halves.
+  struct Matrix {
+    const float* w = nullptr;
+    const uint16_t* half = nullptr;
+    int64_t rows = 0;
+    int F = 0;
+    const void* key() const {
+      return half != nullptr ? static_cast<const void*>(half) : w;
+    }
+  };
+
+  // out = matrix * h (matrix.rows floats).
+  void Run(const Matrix& matrix, const float* h, float* out) {
+    Request req{&matrix, h, out};
     std::unique_lock<std::mutex> lock(mu_);
     pending_.push_back(&req);
     while (!req.done) {
@@ -35,11 +46,11 @@ class MatVecCombiner {
       }
       busy_ = true;
       // The oldest pending request and the others on the same matrix.
-      const RbmParams* w = pending_.front()->p;
+      const Matrix m = *pending_.front()->matrix;
       Request* batch[kMaxBatch];
       int n = 0;
       for (auto it = pending_.begin(); it != pending_.end() && n < kMaxBatch;) {
-        if ((*it)->p == w) {
+        if ((*it)->matrix->key() == m.key()) {
           batch[n++] = *it;
           it = pending_.erase(it);
         } else {
@@ -53,7 +64,11 @@ class MatVecCombiner {
         hs[b] = batch[b]->h;
         outs[b] = batch[b]->out;
       }
-      kernels::MatVecRows(w->W.data(), w->W.rows(), w->F, hs, outs, n);
+      if (m.half != nullptr) {
+        kernels::MatVecRowsHalf(m.half, m.rows, m.F, hs, outs, n);
+      } else {
+        kernels::MatVecRows(m.w, m.rows, m.F, hs, outs, n);
+      }
       lock.lock();
       for (int b = 0; b < n; ++b) batch[b]->done = true;
       busy_ = false;
@@ -64,7 +79,7 @@ class MatVecCombiner {
  private:
   static constexpr int kMaxBatch = 8;
   struct Request {
-    const RbmParams* p;
+    const Matrix* matrix;
     const float* h;
     float* out;
     bool done = false;
@@ -85,12 +100,27 @@ MatVecCombiner& Combiner() {
 
 void SharedMatVec(const RbmParams& p, const float* h, float* out) {
 #ifdef RBMREC_AVX2
-  Combiner().Run(p, h, out);
+  MatVecCombiner::Matrix m;
+  m.w = p.W.data();
+  m.rows = p.W.rows();
+  m.F = p.F;
+  Combiner().Run(m, h, out);
 #else
   Eigen::Map<Eigen::VectorXf>(out, p.W.rows()).noalias() =
       p.W * Eigen::Map<const Eigen::VectorXf>(h, p.F);
 #endif
 }
+
+#ifdef RBMREC_AVX2
+void SharedMatVecHalf(const uint16_t* w, int64_t rows, int F, const float* h,
+                      float* out) {
+  MatVecCombiner::Matrix m;
+  m.half = w;
+  m.rows = rows;
+  m.F = F;
+  Combiner().Run(m, h, out);
+}
+#endif
 
 namespace {
 

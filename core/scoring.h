@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/kernels.h"
 #include "core/model.h"
 
 namespace rbmrec {
@@ -47,6 +48,12 @@ namespace rbmrec {
 // is read from memory once for all of them); each caller gets exactly what
 // it would get alone (kernels::MatVecRows). Thread-safe.
 void SharedMatVec(const RbmParams& p, const float* h, float* out);
+#ifdef RBMREC_AVX2
+// The same over a rows x F matrix of halves (kernels::MatVecRowsHalf), e.g.
+// Model::rated_w_half(); shares passes with other callers on that matrix.
+void SharedMatVecHalf(const uint16_t* w, int64_t rows, int F, const float* h,
+                      float* out);
+#endif
 
 // out: num_items() x K, row-major, each row summing to 1.
 // `user` is the model user index (Model::users) or -1 (see Model::Predict).

@@ -20,6 +20,11 @@ size_t VersionCache::ModelBytes(const Model& m) {
   floats += static_cast<size_t>(m.item_rbm().W.size() + m.item_rbm().b.size() +
                                 m.item_rbm().c.size());
   floats += static_cast<size_t>(m.item_x().size() + m.item_hT().size());
+  floats += static_cast<size_t>(
+      m.rated_rbm().W.size() + m.rated_rbm().b.size() + m.rated_rbm().c.size());
+  if (m.rated_w_half() != nullptr) {
+    floats += static_cast<size_t>(m.rated_rbm().W.size()) / 2;  // halves
+  }
   const size_t ids =
       static_cast<size_t>(m.users().size() + m.items().size()) * (32 + 16);
   return floats * sizeof(float) + m.item_hist().size() * sizeof(uint32_t) +

@@ -193,5 +193,51 @@ TEST(Kernels, MatVecRowsIsEigensGemvAndAloneIsBatched) {
   }
 }
 
+#ifdef RBMREC_AVX2
+// Halves round to nearest (relative error <= 2^-11 in the normal range) and
+// MatVecRowsHalf is MatVecRows over the halves' float values, alone or
+// batched, for any shape.
+TEST(Kernels, MatVecRowsHalfIsMatVecRowsOverTheHalves) {
+  Rng rng(12);
+  for (int64_t rows : {1, 3, 4, 9, 33, 130}) {
+    for (int F : {1, 7, 8, 13, 16, 100, 200}) {
+      std::vector<float> w(static_cast<size_t>(rows * F));
+      for (float& x : w) x = static_cast<float>(0.1 * rng.Normal());
+      std::vector<uint16_t> half(w.size());
+      FloatsToHalves(w.data(), static_cast<int64_t>(w.size()), half.data());
+      std::vector<float> back(w.size());
+      for (size_t e = 0; e < w.size(); ++e) {
+        back[e] = _cvtsh_ss(half[e]);
+        if (std::abs(w[e]) > 1e-4f) {
+          EXPECT_LE(std::abs(back[e] - w[e]), std::abs(w[e]) / 2048.0f) << e;
+        }
+      }
+      std::vector<std::vector<float>> h(3, std::vector<float>(F));
+      for (auto& v : h) {
+        for (float& x : v) x = static_cast<float>(rng.Uniform());
+      }
+      std::vector<std::vector<float>> got(3, std::vector<float>(rows)),
+          want(3, std::vector<float>(rows));
+      const float* hs[3] = {h[0].data(), h[1].data(), h[2].data()};
+      float* gots[3] = {got[0].data(), got[1].data(), got[2].data()};
+      float* wants[3] = {want[0].data(), want[1].data(), want[2].data()};
+      MatVecRowsHalf(half.data(), rows, F, hs, gots, 3);
+      MatVecRows(back.data(), rows, F, hs, wants, 3);
+      for (int b = 0; b < 3; ++b) {
+        std::vector<float> alone(static_cast<size_t>(rows));
+        float* alone_out = alone.data();
+        MatVecRowsHalf(half.data(), rows, F, &hs[b], &alone_out, 1);
+        for (int64_t r = 0; r < rows; ++r) {
+          const size_t x = static_cast<size_t>(r);
+          EXPECT_EQ(got[b][x], alone[x]) << "rows " << rows << " F " << F;
+          EXPECT_NEAR(got[b][x], want[b][x], 1e-5f * (1 + std::abs(want[b][x])))
+              << "rows " << rows << " F " << F;
+        }
+      }
+    }
+  }
+}
+#endif
+
 }  // namespace
 }  // namespace rbmrec::kernels

@@ -1,5 +1,6 @@
 #include "core/online.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/fit.h"
@@ -169,6 +170,26 @@ TEST(Online, NewItemsJoinTheRatedRbmAndRiseWithTheirRatings) {
   CopyItemState(m, {item, 0}, &copy);
   EXPECT_EQ(copy.rated_rbm().b[item], m.rated_rbm().b[item]);
   EXPECT_TRUE(copy.rated_rbm() == m.rated_rbm());
+  // The half-precision copy serving reads stays in step with W: after
+  // AddItems, and after CopyItemState from a model whose row differs.
+  auto expect_half_in_step = [](const Model& edited) {
+    const Model fresh(edited.params());
+    if (fresh.rated_w_half() == nullptr) {
+      EXPECT_EQ(edited.rated_w_half(), nullptr);
+      return;
+    }
+    ASSERT_NE(edited.rated_w_half(), nullptr);
+    const size_t n = static_cast<size_t>(edited.rated_rbm().W.size());
+    EXPECT_TRUE(std::equal(edited.rated_w_half(), edited.rated_w_half() + n,
+                           fresh.rated_w_half()));
+  };
+  expect_half_in_step(m);
+  ModelParams changed = m.params();
+  changed.rated_rbm.W.row(0).array() += 0.25f;
+  const Model source(std::move(changed));
+  CopyItemState(source, {0}, &copy);
+  expect_half_in_step(copy);
+  EXPECT_TRUE(copy.rated_rbm().W.row(0) == source.rated_rbm().W.row(0));
   // The bias never reaches +infinity, however many ratings.
   EXPECT_LT(NewItemRatedBias(m, 1000000), 5.0f);
 }
