@@ -333,52 +333,70 @@ inline float AddTail(float cc, const float* w, const float* h, int j, int F) {
 }
 }  // namespace internal
 
-inline void MatVecRows(const float* w, int64_t rows, int F,
-                       const float* const* h, float* const* out, int B) {
-  constexpr int64_t kRowBlock = 32;  // 32 x F floats stay in L1 for all B
+#ifdef RBMREC_AVX2
+namespace internal {
+// MatVecRows' loops over rows of T (float, or halves), `load` turning 8 of
+// them into floats and `tail` adding a row's last F % 8 products.
+template <typename T, typename Load, typename Tail>
+inline void MatVecRowsAvx2(const T* w, int64_t rows, int F,
+                           const float* const* h, float* const* out, int B,
+                           Load load, Tail tail) {
+  constexpr int64_t kRowBlock = 32;  // 32 x F weights stay in L1 for all B
   for (int64_t r0 = 0; r0 < rows; r0 += kRowBlock) {
     const int64_t r1 = std::min(rows, r0 + kRowBlock);
     for (int b = 0; b < B; ++b) {
       const float* hb = h[b];
       int64_t r = r0;
-#ifdef RBMREC_AVX2
       // Four rows at a time: four independent FMA chains.
       for (; r + 4 <= r1; r += 4) {
-        const float* w0 = w + r * F;
-        const float* w1 = w0 + F;
-        const float* w2 = w1 + F;
-        const float* w3 = w2 + F;
+        const T* w0 = w + r * F;
+        const T* w1 = w0 + F;
+        const T* w2 = w1 + F;
+        const T* w3 = w2 + F;
         __m256 c0 = _mm256_setzero_ps(), c1 = c0, c2 = c0, c3 = c0;
         int j = 0;
         for (; j + 8 <= F; j += 8) {
           const __m256 hv = _mm256_loadu_ps(hb + j);
-          c0 = _mm256_fmadd_ps(_mm256_loadu_ps(w0 + j), hv, c0);
-          c1 = _mm256_fmadd_ps(_mm256_loadu_ps(w1 + j), hv, c1);
-          c2 = _mm256_fmadd_ps(_mm256_loadu_ps(w2 + j), hv, c2);
-          c3 = _mm256_fmadd_ps(_mm256_loadu_ps(w3 + j), hv, c3);
+          c0 = _mm256_fmadd_ps(load(w0 + j), hv, c0);
+          c1 = _mm256_fmadd_ps(load(w1 + j), hv, c1);
+          c2 = _mm256_fmadd_ps(load(w2 + j), hv, c2);
+          c3 = _mm256_fmadd_ps(load(w3 + j), hv, c3);
         }
-        out[b][r] = internal::AddTail(HorizontalSum(c0), w0, hb, j, F);
-        out[b][r + 1] = internal::AddTail(HorizontalSum(c1), w1, hb, j, F);
-        out[b][r + 2] = internal::AddTail(HorizontalSum(c2), w2, hb, j, F);
-        out[b][r + 3] = internal::AddTail(HorizontalSum(c3), w3, hb, j, F);
+        out[b][r] = tail(HorizontalSum(c0), w0, hb, j);
+        out[b][r + 1] = tail(HorizontalSum(c1), w1, hb, j);
+        out[b][r + 2] = tail(HorizontalSum(c2), w2, hb, j);
+        out[b][r + 3] = tail(HorizontalSum(c3), w3, hb, j);
       }
-#endif
       for (; r < r1; ++r) {
-        const float* wr = w + r * F;
-        int j = 0;
-        float cc = 0;
-#ifdef RBMREC_AVX2
+        const T* wr = w + r * F;
         __m256 c = _mm256_setzero_ps();
+        int j = 0;
         for (; j + 8 <= F; j += 8) {
-          c = _mm256_fmadd_ps(_mm256_loadu_ps(wr + j), _mm256_loadu_ps(hb + j),
-                              c);
+          c = _mm256_fmadd_ps(load(wr + j), _mm256_loadu_ps(hb + j), c);
         }
-        cc = HorizontalSum(c);
-#endif
-        out[b][r] = internal::AddTail(cc, wr, hb, j, F);
+        out[b][r] = tail(HorizontalSum(c), wr, hb, j);
       }
     }
   }
+}
+}  // namespace internal
+#endif
+
+inline void MatVecRows(const float* w, int64_t rows, int F,
+                       const float* const* h, float* const* out, int B) {
+#ifdef RBMREC_AVX2
+  internal::MatVecRowsAvx2(
+      w, rows, F, h, out, B, [](const float* p) { return _mm256_loadu_ps(p); },
+      [F](float acc, const float* wr, const float* hb, int j) {
+        return internal::AddTail(acc, wr, hb, j, F);
+      });
+#else
+  for (int b = 0; b < B; ++b) {
+    for (int64_t r = 0; r < rows; ++r) {
+      out[b][r] = internal::AddTail(0.0f, w + r * F, h[b], 0, F);
+    }
+  }
+#endif
 }
 
 #ifdef RBMREC_AVX2
@@ -399,50 +417,16 @@ inline void FloatsToHalves(const float* x, int64_t n, uint16_t* out) {
 // float): out[b][r] = sum_j float(w[r*F + j]) * h[b][j].
 inline void MatVecRowsHalf(const uint16_t* w, int64_t rows, int F,
                            const float* const* h, float* const* out, int B) {
-  constexpr int64_t kRowBlock = 32;  // 32 x F halves stay in L1 for all B
-  auto load = [](const uint16_t* p) {
-    return _mm256_cvtph_ps(
-        _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-  };
-  auto tail = [F](float acc, const uint16_t* wr, const float* hb, int j) {
-    for (; j < F; ++j) acc += _cvtsh_ss(wr[j]) * hb[j];
-    return acc;
-  };
-  for (int64_t r0 = 0; r0 < rows; r0 += kRowBlock) {
-    const int64_t r1 = std::min(rows, r0 + kRowBlock);
-    for (int b = 0; b < B; ++b) {
-      const float* hb = h[b];
-      int64_t r = r0;
-      for (; r + 4 <= r1; r += 4) {
-        const uint16_t* w0 = w + r * F;
-        const uint16_t* w1 = w0 + F;
-        const uint16_t* w2 = w1 + F;
-        const uint16_t* w3 = w2 + F;
-        __m256 c0 = _mm256_setzero_ps(), c1 = c0, c2 = c0, c3 = c0;
-        int j = 0;
-        for (; j + 8 <= F; j += 8) {
-          const __m256 hv = _mm256_loadu_ps(hb + j);
-          c0 = _mm256_fmadd_ps(load(w0 + j), hv, c0);
-          c1 = _mm256_fmadd_ps(load(w1 + j), hv, c1);
-          c2 = _mm256_fmadd_ps(load(w2 + j), hv, c2);
-          c3 = _mm256_fmadd_ps(load(w3 + j), hv, c3);
-        }
-        out[b][r] = tail(HorizontalSum(c0), w0, hb, j);
-        out[b][r + 1] = tail(HorizontalSum(c1), w1, hb, j);
-        out[b][r + 2] = tail(HorizontalSum(c2), w2, hb, j);
-        out[b][r + 3] = tail(HorizontalSum(c3), w3, hb, j);
-      }
-      for (; r < r1; ++r) {
-        const uint16_t* wr = w + r * F;
-        __m256 c = _mm256_setzero_ps();
-        int j = 0;
-        for (; j + 8 <= F; j += 8) {
-          c = _mm256_fmadd_ps(load(wr + j), _mm256_loadu_ps(hb + j), c);
-        }
-        out[b][r] = tail(HorizontalSum(c), wr, hb, j);
-      }
-    }
-  }
+  internal::MatVecRowsAvx2(
+      w, rows, F, h, out, B,
+      [](const uint16_t* p) {
+        return _mm256_cvtph_ps(
+            _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+      },
+      [F](float acc, const uint16_t* wr, const float* hb, int j) {
+        for (; j < F; ++j) acc += _cvtsh_ss(wr[j]) * hb[j];
+        return acc;
+      });
 }
 #endif
 
