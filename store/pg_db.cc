@@ -1,6 +1,8 @@
 #include "store/pg_db.h"
 
+#include <algorithm>
 #include <cstring>
+#include <string>
 #include <utility>
 
 #include "absl/strings/numbers.h"
@@ -36,20 +38,61 @@ void IgnoreNotice(void*, const char*) {}
 
 }  // namespace
 
+namespace {
+
+// `uri` with the value of every password parameter (`?password=...`,
+// `&password=...`, or `password=...` / `password='...'` in a key-value
+// string) replaced by "***".
+std::string RedactPasswordParams(std::string uri) {
+  constexpr std::string_view kKey = "password=";
+  size_t from = 0;
+  while (true) {
+    const size_t key = uri.find(kKey, from);
+    if (key == std::string::npos) return uri;
+    const char before = key == 0 ? ' ' : uri[key - 1];
+    const size_t value = key + kKey.size();
+    if (before != '?' && before != '&' && before != ' ' && before != '\t') {
+      from = value;
+      continue;
+    }
+    size_t end = value;
+    if (end < uri.size() && uri[end] == '\'') {
+      // A quoted key-value value: up to the closing quote (\' escapes).
+      ++end;
+      while (end < uri.size() && uri[end] != '\'') {
+        end += uri[end] == '\\' ? 2 : 1;
+      }
+      end = std::min(uri.size(), end + 1);
+    } else {
+      while (end < uri.size() && uri[end] != '&' && uri[end] != ' ' &&
+             uri[end] != '\t') {
+        ++end;
+      }
+    }
+    uri.replace(value, end - value, "***");
+    from = value + 3;
+  }
+}
+
+}  // namespace
+
 std::string RedactUri(std::string_view uri) {
   // scheme://[user[:password]@]host...: the password is between the first
   // ':' after "//" and the '@' that ends the user info.
   const size_t start = uri.find("//");
-  if (start == std::string_view::npos) return std::string(uri);
+  if (start == std::string_view::npos) {
+    return RedactPasswordParams(std::string(uri));
+  }
   const size_t at = uri.find('@', start + 2);
   const size_t slash = uri.find('/', start + 2);
-  if (at == std::string_view::npos ||
-      (slash != std::string_view::npos && slash < at)) {
-    return std::string(uri);
-  }
   const size_t colon = uri.find(':', start + 2);
-  if (colon == std::string_view::npos || colon > at) return std::string(uri);
-  return absl::StrCat(AV(uri.substr(0, colon + 1)), "***", AV(uri.substr(at)));
+  if (at == std::string_view::npos ||
+      (slash != std::string_view::npos && slash < at) ||
+      colon == std::string_view::npos || colon > at) {
+    return RedactPasswordParams(std::string(uri));
+  }
+  return RedactPasswordParams(
+      absl::StrCat(AV(uri.substr(0, colon + 1)), "***", AV(uri.substr(at))));
 }
 
 PgParam PgParam::Double(double v) { return {absl::StrFormat("%.17g", v)}; }

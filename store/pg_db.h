@@ -23,7 +23,9 @@
 
 namespace rbmrec::store::internal {
 
-// `uri` with the password (if any) replaced by "***", for messages.
+// `uri` with the password (if any: in the user info, or as a `password`
+// parameter of the query or of a key-value string) replaced by "***", for
+// messages.
 std::string RedactUri(std::string_view uri);
 
 // Settings applied to every new connection.

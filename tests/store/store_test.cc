@@ -27,6 +27,7 @@
 #include "core/error_reason.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "store/pg_db.h"
 #include "tests/store/store_test_util.h"
 
 namespace rbmrec::store {
@@ -1439,6 +1440,22 @@ class PostgresStoreTest : public testing::Test {
   std::string uri_;
 };
 
+TEST(PostgresStoreOpenTest, RedactUriHidesEveryFormOfPassword) {
+  using internal::RedactUri;
+  EXPECT_EQ(RedactUri("postgresql://u:pw@h/db"), "postgresql://u:***@h/db");
+  EXPECT_EQ(RedactUri("postgresql://u@h/db?password=pw&port=5"),
+            "postgresql://u@h/db?password=***&port=5");
+  EXPECT_EQ(RedactUri("postgresql:///db?sslmode=require&password=pw"),
+            "postgresql:///db?sslmode=require&password=***");
+  EXPECT_EQ(RedactUri("host=h password='p w\\'x' dbname=d"),
+            "host=h password=*** dbname=d");
+  EXPECT_EQ(RedactUri("host=h password=pw"), "host=h password=***");
+  // Not a password parameter: left alone.
+  EXPECT_EQ(RedactUri("postgresql://h/db?application_name=password=x"),
+            "postgresql://h/db?application_name=password=x");
+  EXPECT_EQ(RedactUri("./rbmrec.db"), "./rbmrec.db");
+}
+
 TEST(PostgresStoreOpenTest, UnreachableServerIsUnavailableAndHidesPassword) {
   // A socket directory that does not exist: no server to reach.
   auto store = Store::Open(
@@ -1448,6 +1465,14 @@ TEST(PostgresStoreOpenTest, UnreachableServerIsUnavailableAndHidesPassword) {
       << store.status();
   EXPECT_THAT(std::string(store.status().message()),
               HasSubstr("postgresql://rbmrec:***@"));
+  EXPECT_THAT(std::string(store.status().message()),
+              ::testing::Not(HasSubstr("s3cret")));
+  // A password passed as a parameter is hidden too.
+  store = Store::Open(
+      "postgresql://rbmrec@/rbmrec?host=/nonexistent_rbmrec_dir&password="
+      "s3cret&port=1");
+  ASSERT_FALSE(store.ok());
+  EXPECT_THAT(std::string(store.status().message()), HasSubstr("password=***"));
   EXPECT_THAT(std::string(store.status().message()),
               ::testing::Not(HasSubstr("s3cret")));
   // postgres:// is the other accepted prefix.
