@@ -410,7 +410,15 @@ inline void FloatsToHalves(const float* x, int64_t n, uint16_t* out) {
         reinterpret_cast<__m128i*>(out + i),
         _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
   }
-  for (; i < n; ++i) out[i] = _cvtss_sh(x[i], _MM_FROUND_TO_NEAREST_INT);
+  if (i < n) {  // the last n % 8 through one padded vector
+    alignas(32) float tail[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    alignas(16) uint16_t halves[8];
+    std::copy(x + i, x + n, tail);
+    _mm_store_si128(
+        reinterpret_cast<__m128i*>(halves),
+        _mm256_cvtps_ph(_mm256_load_ps(tail), _MM_FROUND_TO_NEAREST_INT));
+    std::copy(halves, halves + (n - i), out + i);
+  }
 }
 
 // MatVecRows over a row-major matrix of halves (products and sums in

@@ -39,6 +39,7 @@ class Writer {
     out_.append(s);
   }
   void PutFloats(const float* p, size_t n) {
+    if (n == 0) return;  // p may be null (an empty matrix)
     out_.append(reinterpret_cast<const char*>(p), n * sizeof(float));
   }
   std::string& str() { return out_; }
@@ -65,6 +66,7 @@ class Reader {
     return true;
   }
   bool GetFloats(float* p, size_t n) {
+    if (n == 0) return true;  // p may be null (an empty matrix)
     if ((in_.size() - pos_) / sizeof(float) < n) return false;
     std::memcpy(p, in_.data() + pos_, n * sizeof(float));
     pos_ += n * sizeof(float);
