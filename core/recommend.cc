@@ -280,12 +280,8 @@ std::vector<Ranked> RankItems(const Model& model, int32_t user,
           model.Trained(i) ? p_rated[static_cast<size_t>(i)] : NAN;
     }
   } else {
+    // kExpected or kAtLeast (kRatedAtLeast returned above).
     ScoreAllMeanField(model, user, v, values.data(), first.data(), scratch);
-    if (rated) {
-      for (int32_t i = 0; i < m; ++i) {
-        first[static_cast<size_t>(i)] *= p_rated[static_cast<size_t>(i)];
-      }
-    }
   }
   cand.clear();
   for (int32_t i = 0; i < m; ++i) {
