@@ -336,7 +336,24 @@ class CdTrainer {
         }
       }
     }
+    // The batch's items in increasing id order, so each thread's share of
+    // the item-parallel steps is one range of W's rows (and of the visible
+    // biases, 5 to a cache line, which two threads would otherwise write
+    // side by side), read in address order. A scan of the slots when the
+    // batch touches a good part of the catalogue, else a sort.
     const size_t n_items = batch_items_.size();
+    if (n_items * 16 >= static_cast<size_t>(train_.cols)) {
+      batch_items_.clear();
+      for (int32_t i = 0; i < train_.cols; ++i) {
+        if (item_slot_[static_cast<size_t>(i)] >= 0) batch_items_.push_back(i);
+      }
+    } else {
+      std::sort(batch_items_.begin(), batch_items_.end());
+    }
+    for (size_t t = 0; t < n_items; ++t) {
+      item_slot_[static_cast<size_t>(batch_items_[t])] =
+          static_cast<int32_t>(t);
+    }
     const int64_t n_local = local_start_[nb];
     entry_start_.assign(n_items + 1, 0);
     for (size_t s = 0; s < nb; ++s) {
@@ -349,12 +366,25 @@ class CdTrainer {
     }
     for (size_t t = 0; t < n_items; ++t) entry_start_[t + 1] += entry_start_[t];
     entry_fill_.assign(entry_start_.begin(), entry_start_.end() - 1);
+    // The item-parallel steps' split: an item costs its entries (K logits,
+    // two gradient rows each) plus the loads of its K rows of W and of their
+    // velocities, which miss the cache for the many items a batch touches
+    // once: about kItemCost entries' worth (measured on ML-1M-shaped data;
+    // splitting by entries alone left one thread twice the other's time).
+    constexpr int64_t kItemCost = 6;
+    item_cost_.resize(n_items + 1);
+    for (size_t t = 0; t <= n_items; ++t) {
+      item_cost_[t] = entry_start_[t] + kItemCost * static_cast<int64_t>(t);
+    }
     entries_.resize(static_cast<size_t>(n_local));
+    entry_of_.resize(static_cast<size_t>(n_local));
     for (size_t s = 0; s < nb; ++s) {
       const int32_t u = users[s];
       for (int64_t r = train_.offsets[u]; r < train_.offsets[u + 1]; ++r) {
         const size_t slot =
             static_cast<size_t>(item_slot_[static_cast<size_t>(train_.col[r])]);
+        entry_of_[static_cast<size_t>(local_start_[s] + r -
+                                      train_.offsets[u])] = entry_fill_[slot];
         entries_[static_cast<size_t>(entry_fill_[slot]++)] =
             Entry{static_cast<int32_t>(s), r};
       }
@@ -363,6 +393,7 @@ class CdTrainer {
     uniforms_.resize(nb * static_cast<size_t>(F) +
                      static_cast<size_t>(n_local));
     d2_.resize(static_cast<size_t>(n_local));
+    vt_entry_.resize(static_cast<size_t>(n_local));
     rngs_.clear();
     for (size_t s = 0; s < nb; ++s) {
       rngs_.emplace_back(StreamSeed(o_.seed,
@@ -388,84 +419,102 @@ class CdTrainer {
       for (int j = 0; j < F; ++j) h[j] = uh[j] < hp[j] ? 1.f : 0.f;
     };
     // Positive phase and the first hidden sample.
-    pool_.ParallelFor(static_cast<int64_t>(nb), [&](int, int64_t b, int64_t e) {
-      for (int64_t s = b; s < e; ++s) {
-        float* h0 = h0_.row(static_cast<Eigen::Index>(s)).data();
-        HiddenInput(p_, RowOf(train_, users[s]), h0);
-        SigmoidInPlace(h0, F);
-        sample_hidden(static_cast<size_t>(s), h0);
-      }
-    });
+    pool_.ParallelFor(
+        static_cast<int64_t>(nb),
+        [&](int, int64_t b, int64_t e) {
+          for (int64_t s = b; s < e; ++s) {
+            float* h0 = h0_.row(static_cast<Eigen::Index>(s)).data();
+            HiddenInput(p_, RowOf(train_, users[s]), h0);
+            SigmoidInPlace(h0, F);
+            sample_hidden(static_cast<size_t>(s), h0);
+          }
+        },
+        local_start_.data());
     for (int step = 0; step < cd_steps; ++step) {
-      pool_.ParallelFor(static_cast<int64_t>(n_items), [&](int t, int64_t b,
-                                                           int64_t e) {
-        // Logits of all the chunk's entries item by item, one
-        // SoftmaxRows over them all, then the draws.
-        std::vector<float>& probs = scratch_[static_cast<size_t>(t)].probs;
-        const int64_t e0 = entry_start_[static_cast<size_t>(b)];
-        const int64_t n = entry_start_[static_cast<size_t>(e)] - e0;
-        const size_t need = static_cast<size_t>(n * K);
-        if (probs.size() < need) probs.resize(need);
-        for (int64_t x = b; x < e; ++x) {
-          const int32_t item = batch_items_[static_cast<size_t>(x)];
-          const int64_t row0 = p_.Row(item, 0);
-          const float* w = p_.W.row(row0).data();
-          const float* bias = p_.b.data() + row0;
-          const int64_t q1 = entry_start_[static_cast<size_t>(x) + 1];
-          int64_t q = entry_start_[static_cast<size_t>(x)];
-          // Two entries per pass over the item's K rows.
-          for (; q + 1 < q1; q += 2) {
-            kernels::RowDots2(
-                w, bias, K, F,
-                hs_.row(entries_[static_cast<size_t>(q)].s).data(),
-                hs_.row(entries_[static_cast<size_t>(q + 1)].s).data(),
-                probs.data() + (q - e0) * K, probs.data() + (q + 1 - e0) * K);
-          }
-          if (q < q1) {
-            kernels::RowDots(w, bias, K, F,
-                             hs_.row(entries_[static_cast<size_t>(q)].s).data(),
-                             probs.data() + (q - e0) * K);
-          }
-        }
-        SoftmaxRows(probs.data(), n, K);
-        for (int64_t q = 0; q < n; ++q) {
-          const Entry& en = entries_[static_cast<size_t>(e0 + q)];
-          const size_t s = static_cast<size_t>(en.s);
-          const int64_t local = en.r - train_.offsets[users[s]];
-          const float* pr = probs.data() + q * K;
-          vt_[static_cast<size_t>(en.r)] = static_cast<uint8_t>(
-              SampleCategorical(pr, K, visible_u(s)[local]));
-          if (step == 0) {
-            double mean = 0;
-            for (int k = 0; k < K; ++k) {
-              mean += static_cast<double>(k) * pr[k];
+      pool_.ParallelFor(
+          static_cast<int64_t>(n_items),
+          [&](int t, int64_t b, int64_t e) {
+            // Logits of all the chunk's entries item by item, one
+            // SoftmaxRows over them all, then the draws.
+            std::vector<float>& probs = scratch_[static_cast<size_t>(t)].probs;
+            const int64_t e0 = entry_start_[static_cast<size_t>(b)];
+            const int64_t n = entry_start_[static_cast<size_t>(e)] - e0;
+            const size_t need = static_cast<size_t>(n * K);
+            if (probs.size() < need) probs.resize(need);
+            for (int64_t x = b; x < e; ++x) {
+              const int32_t item = batch_items_[static_cast<size_t>(x)];
+              const int64_t row0 = p_.Row(item, 0);
+              const float* w = p_.W.row(row0).data();
+              const float* bias = p_.b.data() + row0;
+              const int64_t q1 = entry_start_[static_cast<size_t>(x) + 1];
+              int64_t q = entry_start_[static_cast<size_t>(x)];
+              // Two entries per pass over the item's K rows.
+              for (; q + 1 < q1; q += 2) {
+                kernels::RowDots2(
+                    w, bias, K, F,
+                    hs_.row(entries_[static_cast<size_t>(q)].s).data(),
+                    hs_.row(entries_[static_cast<size_t>(q + 1)].s).data(),
+                    probs.data() + (q - e0) * K,
+                    probs.data() + (q + 1 - e0) * K);
+              }
+              if (q < q1) {
+                kernels::RowDots(
+                    w, bias, K, F,
+                    hs_.row(entries_[static_cast<size_t>(q)].s).data(),
+                    probs.data() + (q - e0) * K);
+              }
             }
-            const double d = mean - train_.k[static_cast<size_t>(en.r)];
-            d2_[static_cast<size_t>(local_start_[s] + local)] = d * d;
-          }
-        }
-      });
+            SoftmaxRows(probs.data(), n, K);
+            for (int64_t q = 0; q < n; ++q) {
+              const Entry& en = entries_[static_cast<size_t>(e0 + q)];
+              const size_t s = static_cast<size_t>(en.s);
+              const int64_t local = en.r - train_.offsets[users[s]];
+              const float* pr = probs.data() + q * K;
+              vt_entry_[static_cast<size_t>(e0 + q)] = static_cast<uint8_t>(
+                  SampleCategorical(pr, K, visible_u(s)[local]));
+              if (step == 0) {
+                double mean = 0;
+                for (int k = 0; k < K; ++k) {
+                  mean += static_cast<double>(k) * pr[k];
+                }
+                const double d = mean - train_.k[static_cast<size_t>(en.r)];
+                d2_[static_cast<size_t>(e0 + q)] = d * d;
+              }
+            }
+          },
+          item_cost_.data());
       const bool last = step + 1 == cd_steps;
-      pool_.ParallelFor(static_cast<int64_t>(nb), [&](int, int64_t b,
-                                                      int64_t e) {
-        for (int64_t s64 = b; s64 < e; ++s64) {
-          const size_t s = static_cast<size_t>(s64);
-          const int32_t u = users[s];
-          float* ht = ht_.row(static_cast<Eigen::Index>(s)).data();
-          const VisibleSet v = RowOf(train_, u);
-          HiddenInput(
-              p_, VisibleSet{v.items, vt_.data() + train_.offsets[u], v.n}, ht);
-          SigmoidInPlace(ht, F);
-          if (step == 0) {
-            double sq = 0;
-            for (int64_t l = local_start_[s]; l < local_start_[s + 1]; ++l) {
-              sq += d2_[static_cast<size_t>(l)];
+      pool_.ParallelFor(
+          static_cast<int64_t>(nb),
+          [&](int, int64_t b, int64_t e) {
+            for (int64_t s64 = b; s64 < e; ++s64) {
+              const size_t s = static_cast<size_t>(s64);
+              const int32_t u = users[s];
+              float* ht = ht_.row(static_cast<Eigen::Index>(s)).data();
+              const VisibleSet v = RowOf(train_, u);
+              // The user's samples, from the item-major order of step 2.
+              uint8_t* vt = vt_.data() + train_.offsets[u];
+              for (int64_t l = local_start_[s]; l < local_start_[s + 1]; ++l) {
+                vt[l - local_start_[s]] = vt_entry_[static_cast<size_t>(
+                    entry_of_[static_cast<size_t>(l)])];
+              }
+              HiddenInput(
+                  p_, VisibleSet{v.items, vt_.data() + train_.offsets[u], v.n},
+                  ht);
+              SigmoidInPlace(ht, F);
+              if (step == 0) {
+                double sq = 0;
+                for (int64_t l = local_start_[s]; l < local_start_[s + 1];
+                     ++l) {
+                  sq += d2_[static_cast<size_t>(
+                      entry_of_[static_cast<size_t>(l)])];
+                }
+                sq_err_[s] = sq;
+              }
+              if (!last) sample_hidden(s, ht);
             }
-            sq_err_[s] = sq;
-          }
-          if (!last) sample_hidden(s, ht);
-        }
-      });
+          },
+          local_start_.data());
     }
   }
 
@@ -505,7 +554,7 @@ class CdTrainer {
             for (int64_t q = q0; q < q1; ++q) {
               const Entry& en = entries_[static_cast<size_t>(q)];
               const int kp = train_.k[static_cast<size_t>(en.r)];
-              const int kn = vt_[static_cast<size_t>(en.r)];
+              const int kn = vt_entry_[static_cast<size_t>(q)];
               float* gp = touch(kp);
               const float* h0 = h0_.row(en.s).data();
               for (int j = 0; j < F; ++j) gp[j] += h0[j];
@@ -532,7 +581,8 @@ class CdTrainer {
               p_.b[row] += vel_b_[row];
             }
           }
-        });
+        },
+        item_cost_.data());
     gc_.setZero(F);
     for (size_t s = 0; s < nb; ++s) {
       gc_ += h0_.row(static_cast<Eigen::Index>(s)).transpose() -
@@ -552,7 +602,7 @@ class CdTrainer {
   std::vector<Scratch> scratch_;
   std::vector<uint8_t> vt_;
   std::vector<double> sq_err_;
-  // BatchChains' state: the batch's items (first-touch order) and each
+  // BatchChains' state: the batch's items (by id) and each
   // item's slot in that list (-1 outside a batch); the batch's ratings by
   // item (entries_[entry_start_[t] ..) for batch item t, in batch order);
   // each batch user's first batch-local rating position; the users' random
@@ -566,7 +616,14 @@ class CdTrainer {
   std::vector<Entry> entries_;
   std::vector<Rng> rngs_;
   std::vector<float> uniforms_;
+  // Step 2 writes its samples and squared errors by entry (vt_entry_, d2_:
+  // each thread's items are one contiguous range, so the threads never
+  // write the same cache line); step 3 copies the samples to the
+  // user-major vt_ through entry_of_ (batch-local rating -> entry).
   std::vector<double> d2_;
+  std::vector<uint8_t> vt_entry_;
+  std::vector<int64_t> entry_of_;
+  std::vector<int64_t> item_cost_;  // cumulative cost of the batch's items
 };
 
 }  // namespace

@@ -1,7 +1,9 @@
 #include "core/thread_pool.h"
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
+#include <thread>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -46,6 +48,52 @@ TEST(ThreadPool, WidthLimitsTheWorkersUsedAndCanGrowAgain) {
     });
   }
   EXPECT_EQ(sum.load(), int64_t{200} * 4950);
+}
+
+TEST(ThreadPool, CostsSplitTheLoopIntoChunksOfAboutEqualCost) {
+  ThreadPool pool(2);
+  // Element 0 costs 9, the others 1 each (cumulative 0, 9, 10, ..., 18):
+  // worker 0 takes element 0 alone, worker 1 the other nine.
+  std::vector<int64_t> cost = {0};
+  for (int i = 0; i < 10; ++i) cost.push_back(cost.back() + (i == 0 ? 9 : 1));
+  std::vector<int> who(10, -1);
+  pool.ParallelFor(
+      10,
+      [&](int t, int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) who[static_cast<size_t>(i)] = t;
+      },
+      cost.data());
+  EXPECT_EQ(who, (std::vector<int>{0, 1, 1, 1, 1, 1, 1, 1, 1, 1}));
+  // Zero costs throughout: every element still runs exactly once.
+  std::vector<int64_t> zeros(11, 5);
+  std::vector<int> runs(10, 0);
+  pool.ParallelFor(
+      10,
+      [&](int, int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) ++runs[static_cast<size_t>(i)];
+      },
+      zeros.data());
+  EXPECT_EQ(runs, std::vector<int>(10, 1));
+}
+
+TEST(ThreadPool, HandOffsWorkWhetherTheWorkersSpinOrSleep) {
+  ThreadPool pool(3);
+  std::atomic<int64_t> sum{0};
+  for (int round = 0; round < 60; ++round) {
+    // Back to back (the workers are still spinning), and after pauses long
+    // enough that they went to sleep on the condition variable.
+    if (round % 10 == 9) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    pool.ParallelFor(1000, [&](int t, int64_t b, int64_t e) {
+      // Uneven chunks: the last worker is slow, so the owner has to wait.
+      if (t == 2 && round % 7 == 0) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(3));
+      }
+      for (int64_t i = b; i < e; ++i) sum.fetch_add(i);
+    });
+  }
+  EXPECT_EQ(sum.load(), int64_t{60} * 499500);
 }
 
 }  // namespace
