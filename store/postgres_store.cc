@@ -16,11 +16,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
+#include "store/checks.h"
 #include "store/pg_db.h"
 #include "store/status_macros.h"
 
 namespace rbmrec::store {
 
+using internal::CheckId;
 using internal::DoubleArray;
 using internal::IntArray;
 using internal::PgConn;
@@ -98,21 +100,6 @@ int64_t NowUnixMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
              std::chrono::system_clock::now().time_since_epoch())
       .count();
-}
-
-// As SqliteStore's: errors read "<what> <index>: ...".
-absl::Status CheckId(std::string_view id, const char* what, size_t index,
-                     const char* field) {
-  if (id.empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("%s %d: empty %s id", what, index, field));
-  }
-  if (id.size() > kMaxIdBytes) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("%s %d: %s id is %d bytes long, the limit is %d", what,
-                        index, field, id.size(), kMaxIdBytes));
-  }
-  return absl::OkStatus();
 }
 
 // Whether `json` is a JSON object (PostgreSQL's jsonb parser decides). Runs
@@ -502,15 +489,7 @@ void PostgresStore::ReleaseReader(std::unique_ptr<PgConn> conn) const {
 absl::StatusOr<UpsertResult> PostgresStore::UpsertRatings(
     absl::Span<const RatingRow> rows) {
   RBMREC_STORE_RETURN_IF_ERROR(CheckWritable());
-  for (size_t i = 0; i < rows.size(); ++i) {
-    const RatingRow& r = rows[i];
-    RBMREC_STORE_RETURN_IF_ERROR(CheckId(r.user, "row", i, "user"));
-    RBMREC_STORE_RETURN_IF_ERROR(CheckId(r.item, "row", i, "item"));
-    if (!std::isfinite(r.rating)) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "row %d: rating is not a finite number (%g)", i, r.rating));
-    }
-  }
+  RBMREC_STORE_RETURN_IF_ERROR(internal::CheckRatingRows(rows));
   UpsertResult result;
   if (rows.empty()) return result;
 
@@ -1061,14 +1040,7 @@ absl::StatusOr<int64_t> PostgresStore::DeleteModel(int64_t version) {
 absl::StatusOr<PruneResult> PostgresStore::PruneModels(
     const RetentionPolicy& policy) {
   RBMREC_STORE_RETURN_IF_ERROR(CheckWritable());
-  if (policy.keep_full < 0) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "retention keep_full must be >= 0, got %d", policy.keep_full));
-  }
-  if (policy.keep_online < 0) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "retention keep_online must be >= 0, got %d", policy.keep_online));
-  }
+  RBMREC_STORE_RETURN_IF_ERROR(internal::CheckRetentionPolicy(policy));
   absl::MutexLock lock(&writer_mu_);
   RBMREC_STORE_ASSIGN_OR_RETURN(PgConn * conn, Writer());
   PgTxn txn(*conn);
@@ -1079,19 +1051,11 @@ absl::StatusOr<PruneResult> PostgresStore::PruneModels(
       PgResult r, conn->Exec("pruning model versions",
                              "SELECT version, kind, size_bytes, pinned "
                              "FROM models ORDER BY version DESC FOR UPDATE"));
-  PruneResult result;
-  int full_kept = 0;
-  int online_kept = 0;
+  internal::RetentionWalk walk(policy, active);
   for (int i = 0; i < r.rows(); ++i) {
-    const int64_t version = r.Int(i, 0);
-    const bool online = r.Text(i, 1) == kModelKindOnline;
-    int& kept = online ? online_kept : full_kept;
-    const bool newest = kept < (online ? policy.keep_online : policy.keep_full);
-    if (newest) ++kept;
-    if (newest || r.Bool(i, 3) || active == version) continue;
-    result.deleted_versions.push_back(version);
-    result.freed_bytes += r.Int(i, 2);
+    walk.Visit(r.Int(i, 0), r.Text(i, 1), r.Int(i, 2), r.Bool(i, 3));
   }
+  const PruneResult& result = walk.result();
   if (!result.deleted_versions.empty()) {
     RBMREC_STORE_RETURN_IF_ERROR(
         conn->Exec("pruning model versions",

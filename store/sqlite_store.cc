@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/error_reason.h"
+#include "store/checks.h"
 #include "store/schema.h"
 #include "store/sqlite_db.h"
 #include "store/status_macros.h"
@@ -21,6 +22,7 @@
 namespace rbmrec::store {
 
 using internal::AbslView;
+using internal::CheckId;
 using internal::ColumnText;
 using internal::Connection;
 using internal::Stmt;
@@ -40,22 +42,6 @@ int64_t NowUnixMs() {
 absl::Status ReadOnlyError(std::string_view path) {
   return absl::FailedPreconditionError(
       absl::StrFormat("database '%s' was opened read-only", path));
-}
-
-// Shape check shared by ratings and items; errors read "<what> <index>: ...",
-// e.g. "row 17: empty item id".
-absl::Status CheckId(std::string_view id, const char* what, size_t index,
-                     const char* field) {
-  if (id.empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("%s %d: empty %s id", what, index, field));
-  }
-  if (id.size() > kMaxIdBytes) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("%s %d: %s id is %d bytes long, the limit is %d", what,
-                        index, field, id.size(), kMaxIdBytes));
-  }
-  return absl::OkStatus();
 }
 
 // Remembers the ids added to the ext_id -> idx caches during a write
@@ -315,15 +301,7 @@ absl::Status SqliteStore::CheckWritable() const {
 absl::StatusOr<UpsertResult> SqliteStore::UpsertRatings(
     absl::Span<const RatingRow> rows) {
   RBMREC_STORE_RETURN_IF_ERROR(CheckWritable());
-  for (size_t i = 0; i < rows.size(); ++i) {
-    const RatingRow& r = rows[i];
-    RBMREC_STORE_RETURN_IF_ERROR(CheckId(r.user, "row", i, "user"));
-    RBMREC_STORE_RETURN_IF_ERROR(CheckId(r.item, "row", i, "item"));
-    if (!std::isfinite(r.rating)) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "row %d: rating is not a finite number (%g)", i, r.rating));
-    }
-  }
+  RBMREC_STORE_RETURN_IF_ERROR(internal::CheckRatingRows(rows));
   UpsertResult result;
   if (rows.empty()) return result;
 
@@ -913,14 +891,7 @@ absl::StatusOr<int64_t> SqliteStore::DeleteModel(int64_t version) {
 absl::StatusOr<PruneResult> SqliteStore::PruneModels(
     const RetentionPolicy& policy) {
   RBMREC_STORE_RETURN_IF_ERROR(CheckWritable());
-  if (policy.keep_full < 0) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "retention keep_full must be >= 0, got %d", policy.keep_full));
-  }
-  if (policy.keep_online < 0) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "retention keep_online must be >= 0, got %d", policy.keep_online));
-  }
+  RBMREC_STORE_RETURN_IF_ERROR(internal::CheckRetentionPolicy(policy));
   absl::MutexLock lock(&writer_.mu);
   Connection& conn = *writer_.conn;
   RBMREC_STORE_ASSIGN_OR_RETURN(
@@ -931,26 +902,16 @@ absl::StatusOr<PruneResult> SqliteStore::PruneModels(
   RBMREC_STORE_RETURN_IF_ERROR(txn.Begin(Txn::kWrite));
   RBMREC_STORE_ASSIGN_OR_RETURN(std::optional<int64_t> active,
                                 ReadActiveVersion(conn));
-  PruneResult result;
+  internal::RetentionWalk walk(policy, active);
   {
     Stmt s(conn, list);
-    int full_kept = 0;
-    int online_kept = 0;
     while (true) {
       RBMREC_STORE_ASSIGN_OR_RETURN(bool row, s.Next());
       if (!row) break;
-      const int64_t version = s.Int(0);
-      const bool online = s.Text(1) == kModelKindOnline;
-      // Newest first: the first keep_* of each kind are the newest.
-      int& kept = online ? online_kept : full_kept;
-      const bool newest =
-          kept < (online ? policy.keep_online : policy.keep_full);
-      if (newest) ++kept;
-      if (newest || s.Int(3) != 0 || active == version) continue;
-      result.deleted_versions.push_back(version);
-      result.freed_bytes += s.Int(2);
+      walk.Visit(s.Int(0), s.Text(1), s.Int(2), s.Int(3) != 0);
     }
   }
+  const PruneResult& result = walk.result();
   RBMREC_STORE_RETURN_IF_ERROR(DeleteVersions(conn, result.deleted_versions));
   RBMREC_STORE_RETURN_IF_ERROR(txn.Commit());
   if (!result.deleted_versions.empty()) {

@@ -1,0 +1,57 @@
+#ifndef RBMREC_STORE_CHECKS_H_
+#define RBMREC_STORE_CHECKS_H_
+
+// What the store backends share that is not SQL: the checks of a write's
+// arguments (so SQLite and PostgreSQL reject the same input with the same
+// message) and which model versions PruneModels removes. Plain functions of
+// their arguments; thread-compatible.
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+#include "absl/status/status.h"
+#include "absl/types/span.h"
+#include "store/store.h"
+
+namespace rbmrec::store::internal {
+
+// An id is non-empty and at most kMaxIdBytes long; errors read
+// "<what> <index>: ...", e.g. "row 17: empty item id".
+absl::Status CheckId(std::string_view id, const char* what, size_t index,
+                     const char* field);
+
+// UpsertRatings' rows: both ids as CheckId says, the rating finite. The
+// first bad row's error names it ("row 3: rating is not a finite number").
+absl::Status CheckRatingRows(absl::Span<const RatingRow> rows);
+
+// keep_full and keep_online >= 0.
+absl::Status CheckRetentionPolicy(const RetentionPolicy& policy);
+
+// PruneModels' decision, fed the stored versions newest first (highest
+// version first): a version stays when it is one of the newest keep_full of
+// the non-online kinds or keep_online of kModelKindOnline, pinned, or the
+// active one; the others are added to result().
+class RetentionWalk {
+ public:
+  RetentionWalk(const RetentionPolicy& policy, std::optional<int64_t> active)
+      : policy_(policy), active_(active) {}
+
+  // REQUIRES: versions in decreasing order.
+  void Visit(int64_t version, std::string_view kind, int64_t size_bytes,
+             bool pinned);
+
+  const PruneResult& result() const { return result_; }
+
+ private:
+  RetentionPolicy policy_;
+  std::optional<int64_t> active_;
+  int full_kept_ = 0;
+  int online_kept_ = 0;
+  PruneResult result_;
+};
+
+}  // namespace rbmrec::store::internal
+
+#endif  // RBMREC_STORE_CHECKS_H_
