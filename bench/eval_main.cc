@@ -91,7 +91,10 @@ void AddFlags(CLI::App* app, Args* a) {
   app->add_option("--format", a->format, "auto|ml100k|dat|mlcsv|csv|tsv|space");
   app->add_option("--scale", a->scale, "MIN:MAX:STEP, or auto from the data");
   app->add_flag("--lenient", a->lenient, "skip and count malformed lines");
-  app->add_option("--hidden", o.hidden, "hidden units F")->check(NonNegative());
+  app->add_option("--hidden", o.hidden,
+                  "hidden units F (0 = the size rule: 100 up to ~230,000 "
+                  "ratings, 100 * sqrt(ratings / 200,000) beyond, at most 200)")
+      ->check(NonNegative());
   app->add_option("--epochs", o.max_epochs,
                   "maximum epochs (early stopping may end sooner)")
       ->check(NonNegative());

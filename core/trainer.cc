@@ -82,6 +82,13 @@ int CdSchedule::StepsAt(int epoch) const {
 
 TrainOptions ResolveTrainOptions(const TrainOptions& options, int64_t ratings) {
   TrainOptions o = options;
+  if (o.hidden == 0) {
+    const double rule =
+        100.0 * std::sqrt(static_cast<double>(std::max<int64_t>(0, ratings)) /
+                          200000.0);
+    o.hidden = static_cast<int>(
+        std::clamp(std::round(rule / 10.0) * 10.0, 100.0, 200.0));
+  }
   if (o.batch_size == 0) {
     const double rule =
         20.0 * std::sqrt(static_cast<double>(std::max<int64_t>(0, ratings)) /
@@ -99,8 +106,8 @@ absl::Status ValidateTrainOptions(const TrainOptions& o) {
   auto bad = [](absl::string_view field, absl::string_view why) {
     return absl::InvalidArgumentError(absl::StrCat(field, ": ", why));
   };
-  if (o.hidden < 1 || o.hidden > 10000)
-    return bad("hidden", "must be 1..10000");
+  if (o.hidden < 0 || o.hidden > 10000)
+    return bad("hidden", "must be 1..10000 (0 = size rule)");
   if (o.max_epochs < 1 || o.max_epochs > 100000)
     return bad("epochs", "must be 1..100000");
   if (o.batch_size < 0) return bad("batch", "must be >= 1 (0 = size rule)");
@@ -744,7 +751,8 @@ double RbmFloats(double rows, double K, double F) {
 int64_t EstimateModelBytes(const DataShape& shape,
                            const TrainOptions& options) {
   const double K = shape.K;
-  const double F = std::max(1, options.hidden);
+  const double F =
+      std::max(1, ResolveTrainOptions(options, shape.ratings).hidden);
   const double m = static_cast<double>(std::max<int64_t>(0, shape.items));
   const double n = static_cast<double>(std::max<int64_t>(0, shape.users));
   const double ensemble = std::max(1, options.ensemble);
@@ -760,9 +768,9 @@ int64_t EstimateModelBytes(const DataShape& shape,
 int64_t EstimateTrainingBytes(const DataShape& shape,
                               const TrainOptions& options, int threads) {
   const double K = shape.K;
-  const double F = std::max(1, options.hidden);
-  const double B =
-      std::max(1, ResolveTrainOptions(options, shape.ratings).batch_size);
+  const TrainOptions resolved = ResolveTrainOptions(options, shape.ratings);
+  const double F = std::max(1, resolved.hidden);
+  const double B = std::max(1, resolved.batch_size);
   const double T = std::max(1, threads);
   const double m = static_cast<double>(std::max<int64_t>(0, shape.items));
   const double n = static_cast<double>(std::max<int64_t>(0, shape.users));
@@ -776,13 +784,16 @@ int64_t EstimateTrainingBytes(const DataShape& shape,
         std::min(nnz, B * std::max(1.0, 8 * nnz / std::max(1.0, cases)));
     return 3 * params +     // params, momentum, best copy
            4 * B * F * 4 +  // h0, hT, hidden samples, uniforms
-           batch_ratings * (16 + 4 + 8 + 8) +  // item-major index, uniforms,
-                                               // errors, per-item starts
-           T * ((F + K) * 4 * 2 +              // Gibbs and validation scratch
-                K * F * 4 +                    // an item's gradient rows
-                batch_ratings * K * 4) +       // reconstruction probabilities
-           nnz +                               // sampled visible states
-           rows * 4;  // batch slots of the visible units
+           batch_ratings *
+               (16 + 4 + 8 + 8 + 8 +
+                1) +  // item-major index,
+                      // uniforms, errors, per-item starts and costs, entry of
+                      // each rating, samples by entry
+           T * ((F + K) * 4 * 2 +         // Gibbs and validation scratch
+                K * F * 4 +               // an item's gradient rows
+                batch_ratings * K * 4) +  // reconstruction probabilities
+           nnz +                          // sampled visible states
+           rows * 4;                      // batch slots of the visible units
   };
   const double ensemble = std::max(1, options.ensemble);
   double bytes = ensemble * trainer(m, n);

@@ -195,8 +195,10 @@ int main(int argc, char** argv) {
                  "max threads serving RPCs (0 = gRPC default)")
       ->check(CLI::Range(0, 4096));
   app.add_option("--scale", scale_text, "rating scale MIN:MAX:STEP");
-  app.add_option("--hidden", t.hidden, "training default: hidden units")
-      ->check(CLI::Range(1, 10000));
+  app.add_option("--hidden", t.hidden,
+                 "training default: hidden units (0 = the size rule, README "
+                 "\"The model\")")
+      ->check(CLI::Range(0, 10000));
   app.add_option("--epochs", t.max_epochs, "training default: maximum epochs")
       ->check(CLI::Range(1, 100000));
   app.add_option("--batch-size,--batch", t.batch_size,

@@ -155,7 +155,10 @@ TrainingJobs::SlotStatus TrainingJobs::Status() const {
 }
 
 absl::Status TrainingJobs::Admit(const DataShape& shape,
-                                 const TrainOptions& o) const {
+                                 const TrainOptions& requested) const {
+  // The size rule's values where the request left them to it, so the
+  // messages name what training would use.
+  const TrainOptions o = ResolveTrainOptions(requested, shape.ratings);
   const int64_t model = EstimateModelBytes(shape, o);
   if (model > options_.max_model_bytes) {
     return WithReason(
@@ -172,10 +175,9 @@ absl::Status TrainingJobs::Admit(const DataShape& shape,
     return WithReason(
         absl::ResourceExhaustedError(absl::StrCat(
             "training would need an estimated ", MiB(peak), " (", peak,
-            " bytes: hidden ", o.hidden, ", batch_size ",
-            ResolveTrainOptions(o, shape.ratings).batch_size, ", ensemble ",
-            o.ensemble, ", threads ", o.threads, ", ", shape.ratings,
-            " ratings), over the server's limit of ",
+            " bytes: hidden ", o.hidden, ", batch_size ", o.batch_size,
+            ", ensemble ", o.ensemble, ", threads ", o.threads, ", ",
+            shape.ratings, " ratings), over the server's limit of ",
             MiB(options_.max_train_memory_bytes),
             " (--max-train-memory-mb); lower hidden, batch_size or "
             "ensemble")),
@@ -229,11 +231,11 @@ absl::Status TrainingJobs::Run(const TrainOptions& o, Activation policy,
     });
   }
   if (finished.joinable()) finished.join();
+  // The size rule's values where the request left them to it.
+  const TrainOptions resolved = ResolveTrainOptions(o, stats->ratings);
   Log(LogLevel::kInfo, "train_started",
-      {F("hidden", o.hidden), F("epochs", o.max_epochs),
-       // The size rule's values where the request left them to it.
-       F("batch_size", ResolveTrainOptions(o, stats->ratings).batch_size),
-       F("lr", ResolveTrainOptions(o, stats->ratings).learning_rate),
+      {F("hidden", resolved.hidden), F("epochs", o.max_epochs),
+       F("batch_size", resolved.batch_size), F("lr", resolved.learning_rate),
        F("threads", o.threads), F("ensemble", o.ensemble)});
 
   size_t sent = 0;

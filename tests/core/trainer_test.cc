@@ -183,7 +183,10 @@ TEST(Trainer, RejectsBadOptionsNamingTheField) {
   o.learning_rate = -1;
   EXPECT_NE(ValidateTrainOptions(o).message().find("lr"), std::string::npos);
   o = TrainOptions();
-  o.hidden = 0;
+  o.hidden = -1;
+  EXPECT_NE(ValidateTrainOptions(o).message().find("hidden"),
+            std::string::npos);
+  o.hidden = 10001;
   EXPECT_NE(ValidateTrainOptions(o).message().find("hidden"),
             std::string::npos);
   o = TrainOptions();
@@ -196,21 +199,31 @@ TEST(Trainer, RejectsBadOptionsNamingTheField) {
             absl::StatusCode::kFailedPrecondition);
 }
 
-// The size rule for batch size and learning rate left at 0, and that
-// FitModel records what it trained with.
+// The size rule for hidden units, batch size and learning rate left at 0,
+// and that FitModel records what it trained with.
 TEST(Trainer, SizeRuleForBatchAndLearningRate) {
-  const TrainOptions rule;  // the defaults leave both to the rule
+  const TrainOptions rule;  // the defaults leave all three to the rule
+  EXPECT_EQ(rule.hidden, 0);
   EXPECT_EQ(rule.batch_size, 0);
   EXPECT_EQ(rule.learning_rate, 0.0f);
   auto at = [&](int64_t ratings) { return ResolveTrainOptions(rule, ratings); };
   for (int64_t n : {int64_t{0}, int64_t{1000}, int64_t{100000}}) {
+    EXPECT_EQ(at(n).hidden, 100) << n;
     EXPECT_EQ(at(n).batch_size, 20) << n;
     EXPECT_FLOAT_EQ(at(n).learning_rate, 0.05f) << n;
   }
-  EXPECT_EQ(at(900188).batch_size, 60);  // ML-1M r90's training part
+  EXPECT_EQ(at(230000).hidden, 110);  // 100 * sqrt(1.15) = 107.2
+  EXPECT_EQ(at(400000).hidden, 140);
+  EXPECT_EQ(at(900188).hidden, 200);  // ML-1M r90's training part
+  EXPECT_EQ(at(900188).batch_size, 60);
   EXPECT_NEAR(at(900188).learning_rate, 0.05 * std::sqrt(3.0), 1e-6);
+  EXPECT_EQ(at(10000000).hidden, 200);
   EXPECT_EQ(at(10000000).batch_size, 200);
+  EXPECT_EQ(at(int64_t{1} << 40).hidden, 200);
   EXPECT_EQ(at(int64_t{1} << 40).batch_size, 200);
+  TrainOptions f64;
+  f64.hidden = 64;  // a given number of hidden units is kept
+  EXPECT_EQ(ResolveTrainOptions(f64, 900188).hidden, 64);
   TrainOptions given;
   given.batch_size = 80;  // the learning rate follows a given batch size
   EXPECT_EQ(ResolveTrainOptions(given, 100).batch_size, 80);
@@ -230,6 +243,12 @@ TEST(Trainer, SizeRuleForBatchAndLearningRate) {
   ASSERT_TRUE(model.ok()) << model.status();
   EXPECT_EQ(model->options().batch_size, 20);
   EXPECT_FLOAT_EQ(model->options().learning_rate, 0.05f);
+  EXPECT_EQ(model->options().hidden, 6);
+  TrainOptions defaults;
+  defaults.max_epochs = 1;
+  auto by_rule = FitModel(s.train, defaults);
+  ASSERT_TRUE(by_rule.ok()) << by_rule.status();
+  EXPECT_EQ(by_rule->options().hidden, 100);
 }
 
 TEST(CdSchedule, ParsesAndRejects) {
