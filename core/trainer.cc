@@ -82,19 +82,17 @@ int CdSchedule::StepsAt(int epoch) const {
 
 TrainOptions ResolveTrainOptions(const TrainOptions& options, int64_t ratings) {
   TrainOptions o = options;
-  if (o.hidden == 0) {
-    const double rule =
-        100.0 * std::sqrt(static_cast<double>(std::max<int64_t>(0, ratings)) /
-                          200000.0);
-    o.hidden = static_cast<int>(
-        std::clamp(std::round(rule / 10.0) * 10.0, 100.0, 200.0));
-  }
-  if (o.batch_size == 0) {
-    const double rule =
-        20.0 * std::sqrt(static_cast<double>(std::max<int64_t>(0, ratings)) /
-                         100000.0);
-    o.batch_size = static_cast<int>(std::clamp(std::round(rule), 20.0, 200.0));
-  }
+  // base * sqrt(ratings / at), rounded to a multiple of `step`, within
+  // [base, most].
+  auto rule = [&](double base, double at, double step, double most) {
+    const double x =
+        base *
+        std::sqrt(static_cast<double>(std::max<int64_t>(0, ratings)) / at);
+    return static_cast<int>(
+        std::clamp(std::round(x / step) * step, base, most));
+  };
+  if (o.hidden == 0) o.hidden = rule(100, 200000, 10, 200);
+  if (o.batch_size == 0) o.batch_size = rule(20, 100000, 1, 200);
   if (o.learning_rate == 0) {
     o.learning_rate = static_cast<float>(
         0.05 * std::sqrt(static_cast<double>(o.batch_size) / 20.0));
@@ -505,9 +503,7 @@ class CdTrainer {
                 vt[l - local_start_[s]] = vt_entry_[static_cast<size_t>(
                     entry_of_[static_cast<size_t>(l)])];
               }
-              HiddenInput(
-                  p_, VisibleSet{v.items, vt_.data() + train_.offsets[u], v.n},
-                  ht);
+              HiddenInput(p_, VisibleSet{v.items, vt, v.n}, ht);
               SigmoidInPlace(ht, F);
               if (step == 0) {
                 double sq = 0;
