@@ -166,11 +166,41 @@ absl::Status Corrupt(absl::string_view what) {
   return absl::DataLossError(absl::StrCat("model file is corrupt: ", what));
 }
 
+// An upper bound on SerializeModel's size within a few hundred bytes: the
+// bulk is the parameters, the ids and the histogram.
+size_t SerializedSizeBound(const ModelParams& m) {
+  auto params = [](const RbmParams& p) {
+    return 12 + sizeof(float) *
+                    static_cast<size_t>(p.W.size() + p.b.size() + p.c.size());
+  };
+  auto ids = [](const IdMap& map) {
+    size_t n = 4;
+    for (const std::string& s : map.names()) n += 4 + s.size();
+    return n;
+  };
+  size_t n = 1024 + m.options.cd.ToString().size() + ids(m.users) +
+             ids(m.items) + sizeof(uint32_t) * m.item_hist.size() +
+             params(m.item_rbm) + params(m.rated_rbm) +
+             sizeof(float) * static_cast<size_t>(m.item_x.size()) +
+             m.item_in_irbm.size();
+  for (const RbmParams& p : m.members) n += params(p);
+  return n;
+}
+
 }  // namespace
 
 std::string SerializeModel(const Model& model) {
   const ModelParams& m = model.params();
+  // One buffer, sized up front: the header with a length to fill in, the
+  // payload, the checksum. (Building the payload apart and copying it, in a
+  // string that grew by doubling, peaked at ~3x the file's size: 318 MB
+  // instead of 235 MB for `rbmrec-eval --save-model` at MovieLens 1M.)
   Writer payload;
+  payload.str().reserve(SerializedSizeBound(m));
+  payload.str().append(kMagic, sizeof(kMagic));
+  payload.Put<uint32_t>(kModelFormatVersion);
+  payload.Put<uint32_t>(0);
+  payload.Put<uint64_t>(0);  // the payload's length, below
   payload.Put<double>(m.scale.min());
   payload.Put<double>(m.scale.max());
   payload.Put<double>(m.scale.step());
@@ -205,14 +235,12 @@ std::string SerializeModel(const Model& model) {
   // Version 3: the U/I weight's slopes.
   payload.Put<float>(m.user_weight_per_log_user);
   payload.Put<float>(m.user_weight_per_log_item);
-  Writer file;
-  file.str().append(kMagic, sizeof(kMagic));
-  file.Put<uint32_t>(kModelFormatVersion);
-  file.Put<uint32_t>(0);
-  file.Put<uint64_t>(payload.str().size());
-  file.str().append(payload.str());
-  file.Put<uint64_t>(Fnv1a64(file.str().data(), file.str().size()));
-  return std::move(file.str());
+  std::string& out = payload.str();
+  const uint64_t length = out.size() - kHeaderSize;
+  std::memcpy(out.data() + kHeaderSize - sizeof(length), &length,
+              sizeof(length));
+  payload.Put<uint64_t>(Fnv1a64(out.data(), out.size()));
+  return std::move(out);
 }
 
 absl::StatusOr<Model> DeserializeModel(std::string_view bytes) {
