@@ -42,9 +42,9 @@ struct TrainOptions {
   float learning_rate = 0;      // per batch, for W and b (averaged grads);
                                 // 0 = the size rule (ResolveTrainOptions)
   float lr_decay = 0.96f;       // learning rate multiplied by this per epoch
-  float momentum = 0.9f;        // classical momentum on W, b and c
+  float momentum = 0.8f;        // classical momentum on W, b and c
   float weight_decay = 0.005f;  // L2 on W, as lr * weight_decay * W
-  float init_std = 0.01f;       // W ~ N(0, init_std^2)
+  float init_std = 0.05f;       // W ~ N(0, init_std^2)
   CdSchedule cd;                // CD-T schedule
   bool per_item_normalize = false;  // divide item rows' gradients by the
                                     // number of batch users who rated the item
