@@ -195,51 +195,51 @@ std::string SerializeModel(const Model& model) {
   // payload, the checksum. (Building the payload apart and copying it, in a
   // string that grew by doubling, peaked at ~3x the file's size: 318 MB
   // instead of 235 MB for `rbmrec-eval --save-model` at MovieLens 1M.)
-  Writer payload;
-  payload.str().reserve(SerializedSizeBound(m));
-  payload.str().append(kMagic, sizeof(kMagic));
-  payload.Put<uint32_t>(kModelFormatVersion);
-  payload.Put<uint32_t>(0);
-  payload.Put<uint64_t>(0);  // the payload's length, below
-  payload.Put<double>(m.scale.min());
-  payload.Put<double>(m.scale.max());
-  payload.Put<double>(m.scale.step());
-  PutOptions(&payload, m.options);
-  payload.Put<int32_t>(m.summary.epochs_run);
-  payload.Put<int32_t>(m.summary.best_epoch);
-  payload.Put<double>(m.summary.valid_rmse);
-  payload.Put<int64_t>(m.summary.train_ratings);
-  payload.Put<double>(m.summary.train_seconds);
-  payload.Put<int64_t>(m.summary.rating_epochs);
-  PutIds(&payload, m.users);
-  PutIds(&payload, m.items);
-  payload.Put<uint64_t>(m.item_hist.size());
-  for (uint32_t c : m.item_hist) payload.Put<uint32_t>(c);
-  payload.Put<uint32_t>(static_cast<uint32_t>(m.members.size()));
-  for (const RbmParams& p : m.members) PutParams(&payload, p);
+  Writer file;
+  file.str().reserve(SerializedSizeBound(m));
+  file.str().append(kMagic, sizeof(kMagic));
+  file.Put<uint32_t>(kModelFormatVersion);
+  file.Put<uint32_t>(0);
+  file.Put<uint64_t>(0);  // the payload's length, filled in below
+  file.Put<double>(m.scale.min());
+  file.Put<double>(m.scale.max());
+  file.Put<double>(m.scale.step());
+  PutOptions(&file, m.options);
+  file.Put<int32_t>(m.summary.epochs_run);
+  file.Put<int32_t>(m.summary.best_epoch);
+  file.Put<double>(m.summary.valid_rmse);
+  file.Put<int64_t>(m.summary.train_ratings);
+  file.Put<double>(m.summary.train_seconds);
+  file.Put<int64_t>(m.summary.rating_epochs);
+  PutIds(&file, m.users);
+  PutIds(&file, m.items);
+  file.Put<uint64_t>(m.item_hist.size());
+  for (uint32_t c : m.item_hist) file.Put<uint32_t>(c);
+  file.Put<uint32_t>(static_cast<uint32_t>(m.members.size()));
+  for (const RbmParams& p : m.members) PutParams(&file, p);
   // The item-based part: F = 0 marks its absence.
-  PutParams(&payload, m.item_rbm);
+  PutParams(&file, m.item_rbm);
   if (m.item_rbm.F > 0) {
-    payload.PutFloats(m.item_x.data(), static_cast<size_t>(m.item_x.size()));
-    for (uint8_t f : m.item_in_irbm) payload.Put<uint8_t>(f);
-    payload.Put<float>(m.user_weight);
+    file.PutFloats(m.item_x.data(), static_cast<size_t>(m.item_x.size()));
+    for (uint8_t f : m.item_in_irbm) file.Put<uint8_t>(f);
+    file.Put<float>(m.user_weight);
   }
   // Version 2: the rated RBM.
-  payload.Put<int32_t>(m.options.rated_hidden);
-  payload.Put<int32_t>(m.options.rated_max_epochs);
-  payload.Put<float>(m.options.rated_learning_rate);
-  payload.Put<int32_t>(m.summary.rated_epochs);
-  payload.Put<double>(m.summary.rated_valid_ndcg);
-  payload.Put<double>(m.summary.rated_seconds);
-  PutParams(&payload, m.rated_rbm);
+  file.Put<int32_t>(m.options.rated_hidden);
+  file.Put<int32_t>(m.options.rated_max_epochs);
+  file.Put<float>(m.options.rated_learning_rate);
+  file.Put<int32_t>(m.summary.rated_epochs);
+  file.Put<double>(m.summary.rated_valid_ndcg);
+  file.Put<double>(m.summary.rated_seconds);
+  PutParams(&file, m.rated_rbm);
   // Version 3: the U/I weight's slopes.
-  payload.Put<float>(m.user_weight_per_log_user);
-  payload.Put<float>(m.user_weight_per_log_item);
-  std::string& out = payload.str();
+  file.Put<float>(m.user_weight_per_log_user);
+  file.Put<float>(m.user_weight_per_log_item);
+  std::string& out = file.str();
   const uint64_t length = out.size() - kHeaderSize;
   std::memcpy(out.data() + kHeaderSize - sizeof(length), &length,
               sizeof(length));
-  payload.Put<uint64_t>(Fnv1a64(out.data(), out.size()));
+  file.Put<uint64_t>(Fnv1a64(out.data(), out.size()));
   return std::move(out);
 }
 

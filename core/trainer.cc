@@ -778,13 +778,13 @@ int64_t EstimateTrainingBytes(const DataShape& shape,
     // The ratings of one mini-batch: batch_size cases of up to 8x the mean.
     const double batch_ratings =
         std::min(nnz, B * std::max(1.0, 8 * nnz / std::max(1.0, cases)));
+    // Per rating of a batch: the item-major index (16), uniforms (4),
+    // errors (8), per-item starts and costs (8), the entry of each rating
+    // (8) and the samples by entry (1).
+    constexpr double kPerBatchRating = 16 + 4 + 8 + 8 + 8 + 1;
     return 3 * params +     // params, momentum, best copy
            4 * B * F * 4 +  // h0, hT, hidden samples, uniforms
-           batch_ratings *
-               (16 + 4 + 8 + 8 + 8 +
-                1) +  // item-major index,
-                      // uniforms, errors, per-item starts and costs, entry of
-                      // each rating, samples by entry
+           batch_ratings * kPerBatchRating +
            T * ((F + K) * 4 * 2 +         // Gibbs and validation scratch
                 K * F * 4 +               // an item's gradient rows
                 batch_ratings * K * 4) +  // reconstruction probabilities
