@@ -126,6 +126,11 @@ void AddFlags(CLI::App* app, Args* a) {
   app->add_option("--patience", o.patience,
                   "epochs without validation improvement before stopping")
       ->check(NonNegative());
+  app->add_option("--average", o.average,
+                  "parameter averaging over epochs: validation and the model "
+                  "use A = average * A + (1 - average) * params after every "
+                  "epoch (0 = off)")
+      ->check(Finite());
   app->add_option("--ensemble", o.ensemble,
                   "number of user-based RBMs averaged")
       ->check(NonNegative());
@@ -434,7 +439,8 @@ int Run(int argc, char** argv) {
         "\"batch\": %d, \"lr\": %g, \"lr_decay\": %g, \"momentum\": %g, "
         "\"weight_decay\": %g, \"init_std\": %g, \"cd_steps\": \"%s\", "
         "\"per_item_normalize\": %s, \"validation\": %g, \"patience\": %d, "
-        "\"ensemble\": %d, \"item_based\": %s, \"user_weight\": %g, "
+        "\"average\": %g, \"ensemble\": %d, \"item_based\": %s, "
+        "\"user_weight\": %g, "
         "\"user_weight_per_log_user\": %g, \"user_weight_per_log_item\": %g, "
         "\"predict\": \"%s\", \"seed\": %llu, \"threads\": "
         "%d}, \"nll\": %.6f, \"ece\": %.6f, \"hist_nll\": %.6f, "
@@ -447,7 +453,7 @@ int Run(int argc, char** argv) {
         o.max_epochs, o.batch_size, o.learning_rate, o.lr_decay, o.momentum,
         o.weight_decay, o.init_std, JsonEscape(o.cd.ToString()).c_str(),
         o.per_item_normalize ? "true" : "false", o.validation_fraction,
-        o.patience, o.ensemble, o.item_based ? "true" : "false",
+        o.patience, o.average, o.ensemble, o.item_based ? "true" : "false",
         static_cast<double>(model->params().user_weight),
         static_cast<double>(model->params().user_weight_per_log_user),
         static_cast<double>(model->params().user_weight_per_log_item),

@@ -115,6 +115,8 @@ std::vector<CommandSpec> MakeCommands() {
        Value("validation-fraction", "X",
              "fraction of ratings held out for validation, 0 disables"),
        Value("ensemble", "N", "number of RBMs averaged"),
+       Value("average", "X",
+             "parameter averaging over epochs, in [0, 1), 0 = off"),
        Value("activate", "always|if-better|never",
              "whether the new model becomes active: always, only if its "
              "validation RMSE is not worse than the active model's "
@@ -951,6 +953,7 @@ absl::StatusOr<v1::TrainRequest> BuildTrainRequest(const ParsedArgs& args) {
       MaybeDouble(args, "validation-fraction",
                   [o](double v) { o->set_validation_fraction(v); }),
       MaybeInt32(args, "ensemble", [o](int32_t v) { o->set_ensemble(v); }),
+      MaybeDouble(args, "average", [o](double v) { o->set_average(v); }),
   };
   for (const absl::Status& s : statuses) {
     if (!s.ok()) return s;

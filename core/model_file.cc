@@ -235,6 +235,8 @@ std::string SerializeModel(const Model& model) {
   // Version 3: the U/I weight's slopes.
   file.Put<float>(m.user_weight_per_log_user);
   file.Put<float>(m.user_weight_per_log_item);
+  // Version 4: parameter averaging.
+  file.Put<float>(m.options.average);
   std::string& out = file.str();
   const uint64_t length = out.size() - kHeaderSize;
   std::memcpy(out.data() + kHeaderSize - sizeof(length), &length,
@@ -359,6 +361,14 @@ absl::StatusOr<Model> DeserializeModel(std::string_view bytes) {
           slope_ok(m.user_weight_per_log_item))) {
       return Corrupt("bad user weight slopes");
     }
+  }
+  if (version >= 4) {
+    if (!r.Get(&m.options.average) ||
+        !(m.options.average >= 0 && m.options.average < 1)) {
+      return Corrupt("bad training options (average)");
+    }
+  } else {
+    m.options.average = 0;  // trained before parameter averaging
   }
   if (!r.done()) return Corrupt("unexpected bytes at the end of the payload");
   return Model(std::move(m));

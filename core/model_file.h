@@ -15,14 +15,18 @@
 //                       and mixing weight; since version 2 then the rated
 //                       RBM's options (i32 hidden, i32 epochs, f32 lr),
 //                       summary (i32 epochs, f64 valid NDCG, f64 seconds)
-//                       and parameters (m, K = 1, F; F = 0: absent)
+//                       and parameters (m, K = 1, F; F = 0: absent); since
+//                       version 3 the U/I weight's two slopes (f32); since
+//                       version 4 options.average (f32)
 //     24 + P   u64      FNV-1a 64 checksum of bytes [0, 24 + P)
 //
 // Loading fails with DataLoss for a wrong magic, truncation, trailing bytes,
 // a checksum mismatch or inconsistent dimensions, and with
 // FailedPrecondition for a format version newer than this build reads.
 // Version 1 files (no rated RBM) load with options.rated_hidden = 0;
-// version 1 and 2 files (one global U/I weight) with zero weight slopes.
+// version 1 and 2 files (one global U/I weight) with zero weight slopes;
+// files before version 4 (trained without parameter averaging) with
+// options.average = 0.
 
 #include <string>
 #include <string_view>
@@ -32,7 +36,7 @@
 
 namespace rbmrec {
 
-inline constexpr uint32_t kModelFormatVersion = 3;
+inline constexpr uint32_t kModelFormatVersion = 4;
 
 // Serialises a model to bytes. Thread-safe.
 std::string SerializeModel(const Model& model);

@@ -122,6 +122,8 @@ absl::Status ValidateTrainOptions(const TrainOptions& o) {
   if (!(o.validation_fraction >= 0 && o.validation_fraction <= 0.5))
     return bad("validation", "must be in [0, 0.5]");
   if (o.patience < 1) return bad("patience", "must be >= 1");
+  if (!(o.average >= 0 && o.average < 1))
+    return bad("average", "must be in [0, 1)");
   if (o.threads < 0 || o.threads > 256) return bad("threads", "must be 0..256");
   if (o.ensemble < 1 || o.ensemble > 64)
     return bad("ensemble", "must be 1..64");
@@ -678,6 +680,8 @@ absl::StatusOr<TrainResult> TrainRbmSplit(const SparseRatings& train,
   int since_best = 0;
   int adaptive_level = 0;
   float lr = o.learning_rate;
+  // The running average of the parameters (TrainOptions::average).
+  RbmParams avg;
   for (int epoch = 1; epoch <= o.max_epochs; ++epoch) {
     if (share != nullptr) {
       trainer.SetThreads(threads + share->spare.load());
@@ -690,8 +694,21 @@ absl::StatusOr<TrainResult> TrainRbmSplit(const SparseRatings& train,
     st.learning_rate = lr;
     st.train_rmse = trainer.Epoch(epoch, st.cd_steps, lr);
     st.train_seconds = Seconds(te);
+    const RbmParams* served = &trainer.params();
+    if (o.average > 0) {
+      const RbmParams& p = trainer.params();
+      if (epoch == 1) {
+        avg = p;
+      } else {
+        const float a = o.average, fresh = 1 - o.average;
+        avg.W = a * avg.W + fresh * p.W;
+        avg.b = a * avg.b + fresh * p.b;
+        avg.c = a * avg.c + fresh * p.c;
+      }
+      served = &avg;
+    }
     st.valid_rmse =
-        have_valid ? trainer.ValidationRmse(trainer.params()) : st.train_rmse;
+        have_valid ? trainer.ValidationRmse(*served) : st.train_rmse;
     st.seconds = Seconds(te);
     result.history.push_back(st);
     result.epochs_run = epoch;
@@ -703,7 +720,7 @@ absl::StatusOr<TrainResult> TrainRbmSplit(const SparseRatings& train,
     if (st.valid_rmse < best - 1e-5) {
       best = st.valid_rmse;
       result.best_epoch = epoch;
-      result.params = trainer.params();
+      result.params = *served;
       since_best = 0;
     } else {
       ++since_best;
@@ -721,7 +738,9 @@ absl::StatusOr<TrainResult> TrainRbmSplit(const SparseRatings& train,
       break;
     }
   }
-  if (result.best_epoch == 0) result.params = trainer.params();
+  if (result.best_epoch == 0) {
+    result.params = o.average > 0 ? std::move(avg) : trainer.params();
+  }
   result.best_valid_rmse = best;
   result.train_seconds = Seconds(t0);
   return result;
@@ -772,7 +791,6 @@ int64_t EstimateTrainingBytes(const DataShape& shape,
   const double n = static_cast<double>(std::max<int64_t>(0, shape.users));
   const double nnz = static_cast<double>(std::max<int64_t>(0, shape.ratings));
   // One trainer over `rows` visible units and `cases` training cases.
-  // One trainer over `rows` visible units and `cases` training cases.
   auto trainer = [&](double rows, double cases) {
     const double params = RbmFloats(rows, K, F) * 4;
     // The ratings of one mini-batch: batch_size cases of up to 8x the mean.
@@ -782,7 +800,7 @@ int64_t EstimateTrainingBytes(const DataShape& shape,
     // errors (8), per-item starts and costs (8), the entry of each rating
     // (8) and the samples by entry (1).
     constexpr double kPerBatchRating = 16 + 4 + 8 + 8 + 8 + 1;
-    return 3 * params +     // params, momentum, best copy
+    return 4 * params +     // params, momentum, best copy, average
            4 * B * F * 4 +  // h0, hT, hidden samples, uniforms
            batch_ratings * kPerBatchRating +
            T * ((F + K) * 4 * 2 +         // Gibbs and validation scratch

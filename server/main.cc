@@ -220,6 +220,10 @@ int main(int argc, char** argv) {
   app.add_option("--validation-fraction", t.validation_fraction,
                  "training default: held-out fraction for early stopping")
       ->check(Finite());
+  app.add_option("--average", t.average,
+                 "training default: parameter averaging over epochs, in [0, "
+                 "1) (0 = off)")
+      ->check(Finite());
   app.add_option("--ensemble", t.ensemble,
                  "training default: user-based RBMs averaged (plus the "
                  "item-based one)")

@@ -217,6 +217,11 @@ absl::StatusOr<TrainJobRequest> TrainJobFromProto(
       return bad("weight_decay", "must be in [0, 1)");
     o.weight_decay = static_cast<float>(r.weight_decay());
   }
+  if (r.has_average()) {
+    if (!(r.average() >= 0 && r.average() < 1))
+      return bad("average", "must be in [0, 1)");
+    o.average = static_cast<float>(r.average());
+  }
   if (r.has_seed()) o.seed = r.seed();
   if (r.has_validation_fraction()) {
     if (!(r.validation_fraction() >= 0 && r.validation_fraction() <= 0.5))

@@ -297,7 +297,9 @@ TEST(BuildTrainRequestTest, OnlyGivenOptionsArePresent) {
                                  "--validation-fraction",
                                  "0",
                                  "--ensemble",
-                                 "4"}));
+                                 "4",
+                                 "--average",
+                                 "0.5"}));
   ASSERT_TRUE(r.ok()) << r.status();
   const v1::TrainOptions& o = r->options();
   EXPECT_EQ(o.hidden(), 50);
@@ -312,6 +314,7 @@ TEST(BuildTrainRequestTest, OnlyGivenOptionsArePresent) {
   EXPECT_TRUE(o.has_validation_fraction());
   EXPECT_EQ(o.validation_fraction(), 0);
   EXPECT_EQ(o.ensemble(), 4);
+  EXPECT_EQ(o.average(), 0.5);
 }
 
 TEST(BuildTrainRequestTest, BadValuesNameTheFlag) {

@@ -132,8 +132,10 @@ std::string AsOlderVersion(const std::string& current, uint32_t version,
   return old;
 }
 
-// Version 3 added the U/I weight's two slopes (2 floats).
-constexpr size_t kVersion3Tail = 2 * 4;
+// Version 3 added the U/I weight's two slopes (2 floats), version 4 the
+// parameter averaging option (a float).
+constexpr size_t kVersion4Tail = 4;
+constexpr size_t kVersion3Tail = 2 * 4 + kVersion4Tail;
 
 // A version 1 file (before the rated RBM): a model without it, minus the
 // version 2 tail (3 options, 3 summary fields, the rated RBM's (m, K, F =
@@ -184,6 +186,26 @@ TEST(ModelFile, VersionTwoLoadsWithOneGlobalWeight) {
   bad = DeserializeModel(SerializeModel(Model(params)));
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("slopes"), std::string::npos);
+}
+
+// A version 3 file (before parameter averaging) loads with average 0; a
+// current file keeps the option, and an average outside [0, 1) is corrupt.
+TEST(ModelFile, VersionThreeLoadsWithoutAveraging) {
+  ModelParams params = SmallModel().TakeParams();
+  params.options.average = 0.5f;
+  const std::string v4 = SerializeModel(Model(params));
+  auto now = DeserializeModel(v4);
+  ASSERT_TRUE(now.ok()) << now.status();
+  EXPECT_EQ(now->options().average, 0.5f);
+  auto back = DeserializeModel(AsOlderVersion(v4, 3, kVersion4Tail));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->options().average, 0.0f);
+  EXPECT_EQ(back->params().user_weight_per_log_item,
+            params.user_weight_per_log_item);
+  params.options.average = 1.0f;
+  auto bad = DeserializeModel(SerializeModel(Model(params)));
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("average"), std::string::npos);
 }
 
 TEST(ModelFile, MissingFileAndUnwritablePath) {

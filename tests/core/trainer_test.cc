@@ -178,6 +178,31 @@ TEST(Trainer, ProgressCanCancelAndBestEpochIsKept) {
       r->history[static_cast<size_t>(r->best_epoch - 1)].valid_rmse);
 }
 
+// Parameter averaging changes what is validated and returned, not the
+// trajectory: after two epochs the model is average * P1 + (1 - average) *
+// P2, P1 and P2 being the raw parameters after epochs 1 and 2 (the returned
+// parameters of unaveraged runs of one and two epochs; the validation RMSE
+// falls from epoch 1 to 2 on this data).
+TEST(Trainer, AveragedParametersAreTheRunningAverageOfTheEpochs) {
+  auto s = testing_data::PlantedRatings(200, 60, 3, 0.3, 11);
+  TrainOptions o = SmallOptions();
+  o.average = 0;
+  o.max_epochs = 1;
+  auto p1 = TrainRbm(s.train.ByUser(), 5, o);
+  o.max_epochs = 2;
+  auto p2 = TrainRbm(s.train.ByUser(), 5, o);
+  o.average = 0.75f;
+  auto avg = TrainRbm(s.train.ByUser(), 5, o);
+  ASSERT_TRUE(p1.ok() && p2.ok() && avg.ok());
+  ASSERT_EQ(p2->best_epoch, 2);
+  ASSERT_EQ(avg->best_epoch, 2);
+  const RbmParams& a = avg->params;
+  EXPECT_TRUE(a.W.isApprox(0.75f * p1->params.W + 0.25f * p2->params.W, 1e-6f));
+  EXPECT_TRUE(a.b.isApprox(0.75f * p1->params.b + 0.25f * p2->params.b, 1e-6f));
+  EXPECT_TRUE(a.c.isApprox(0.75f * p1->params.c + 0.25f * p2->params.c, 1e-6f));
+  EXPECT_FALSE(a.W.isApprox(p2->params.W, 1e-3f));
+}
+
 TEST(Trainer, RejectsBadOptionsNamingTheField) {
   TrainOptions o;
   o.learning_rate = -1;
@@ -192,6 +217,13 @@ TEST(Trainer, RejectsBadOptionsNamingTheField) {
   o = TrainOptions();
   o.momentum = 1.5f;
   EXPECT_NE(ValidateTrainOptions(o).message().find("momentum"),
+            std::string::npos);
+  o = TrainOptions();
+  o.average = 1.0f;
+  EXPECT_NE(ValidateTrainOptions(o).message().find("average"),
+            std::string::npos);
+  o.average = -0.1f;
+  EXPECT_NE(ValidateTrainOptions(o).message().find("average"),
             std::string::npos);
   EXPECT_TRUE(ValidateTrainOptions(TrainOptions()).ok());
   SparseRatings empty;

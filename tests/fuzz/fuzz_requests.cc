@@ -168,7 +168,8 @@ bool OutOfRange(const v1::TrainOptions& o) {
          (o.has_threads() && o.threads() < 0) ||
          (o.has_validation_fraction() &&
           !(o.validation_fraction() >= 0 && o.validation_fraction() <= 0.5)) ||
-         (o.has_ensemble() && o.ensemble() < 1);
+         (o.has_ensemble() && o.ensemble() < 1) ||
+         (o.has_average() && !(o.average() >= 0 && o.average() < 1));
 }
 
 void FuzzTrain(State& st, v1::TrainRequest request) {

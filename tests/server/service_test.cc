@@ -316,6 +316,11 @@ TEST_F(ServiceTest, TrainOptionsAreValidated) {
       service_->Train(req, [](const v1::TrainProgress&) { return true; });
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("momentum"), std::string::npos) << s;
+  req.mutable_options()->clear_momentum();
+  req.mutable_options()->set_average(1.0);
+  s = service_->Train(req, [](const v1::TrainProgress&) { return true; });
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("average"), std::string::npos) << s;
 }
 
 TEST_F(ServiceTest, SecondTrainFailsWhileOneRunsAndCancelStopsIt) {
