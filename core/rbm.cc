@@ -42,9 +42,21 @@ void HiddenInput(const RbmParams& p, const VisibleSet& v, float* x) {
 
 void SigmoidInPlace(float* x, int F) {
   // 1/(1+exp(-x)) is stable in float: exp(-x) overflows to inf -> 0.
-  // Eigen vectorises exp.
-  Eigen::Map<Eigen::ArrayXf> a(x, F);
-  a = 1.0f / (1.0f + (-a).exp());
+  // Eigen vectorises exp, but over an unaligned array it takes the elements
+  // before the first aligned one with the scalar exp, whose last bit can
+  // differ from the vector one's: the result would depend on where x lives
+  // (a std::vector's 16-byte alignment varies with the heap). Blocks of 64
+  // through an aligned buffer make each element's arithmetic depend only on
+  // its index.
+  constexpr int kBlock = 64;
+  alignas(64) float buf[kBlock];
+  for (int j0 = 0; j0 < F; j0 += kBlock) {
+    const int n = std::min(kBlock, F - j0);
+    std::copy(x + j0, x + j0 + n, buf);
+    Eigen::Map<Eigen::ArrayXf, Eigen::Aligned64> a(buf, n);
+    a = 1.0f / (1.0f + (-a).exp());
+    std::copy(buf, buf + n, x + j0);
+  }
 }
 
 void VisibleLogits(const RbmParams& p, int32_t item, const float* h,

@@ -3,6 +3,7 @@
 // be enumerated.
 #include "core/rbm.h"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -152,6 +153,29 @@ TEST(RbmMath, ExactPredictionAndFreeEnergyMatchBruteForce) {
       sum += probs[k];
     }
     EXPECT_NEAR(sum, 1.0, 1e-6);
+  }
+}
+
+// The same inputs give the same bits wherever they are in memory: at every
+// offset of a 64-byte line, for lengths with and without a partial block.
+TEST(RbmMath, SigmoidDoesNotDependOnAlignment) {
+  for (int F : {13, 100, 200}) {
+    std::vector<float> in(static_cast<size_t>(F));
+    for (int j = 0; j < F; ++j) in[j] = 0.37f * static_cast<float>(j - F / 2);
+    std::vector<float> want = in;
+    SigmoidInPlace(want.data(), F);
+    std::vector<float> buf(static_cast<size_t>(F) + 16);
+    for (int offset = 0; offset < 16; ++offset) {
+      float* x = buf.data() + offset;
+      std::copy(in.begin(), in.end(), x);
+      SigmoidInPlace(x, F);
+      EXPECT_TRUE(std::equal(want.begin(), want.end(), x))
+          << "F " << F << " offset " << offset;
+    }
+    for (int j = 0; j < F; ++j) {
+      EXPECT_NEAR(want[j], 1.0 / (1.0 + std::exp(-static_cast<double>(in[j]))),
+                  1e-6);
+    }
   }
 }
 
