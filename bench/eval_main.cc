@@ -126,6 +126,9 @@ void AddFlags(CLI::App* app, Args* a) {
   app->add_option("--patience", o.patience,
                   "epochs without validation improvement before stopping")
       ->check(NonNegative());
+  app->add_flag("--ordinal", o.ordinal,
+                "ordinal sharing: train W_i^k as U_i^0 + ... + U_i^k (default "
+                "true; --ordinal=false turns it off)");
   app->add_option("--average", o.average,
                   "parameter averaging over epochs: validation and the model "
                   "use A = average * A + (1 - average) * params after every "
@@ -437,7 +440,8 @@ int Run(int argc, char** argv) {
         "\"train_ratings_per_second\": %.0f, \"peak_rss_mb\": %.1f, "
         "\"scale\": \"%s\", \"params\": {\"hidden\": %d, \"epochs\": %d, "
         "\"batch\": %d, \"lr\": %g, \"lr_decay\": %g, \"momentum\": %g, "
-        "\"weight_decay\": %g, \"init_std\": %g, \"cd_steps\": \"%s\", "
+        "\"weight_decay\": %g, \"init_std\": %g, \"ordinal\": %s, "
+        "\"cd_steps\": \"%s\", "
         "\"per_item_normalize\": %s, \"validation\": %g, \"patience\": %d, "
         "\"average\": %g, \"ensemble\": %d, \"item_based\": %s, "
         "\"user_weight\": %g, "
@@ -451,7 +455,8 @@ int Run(int argc, char** argv) {
         static_cast<long long>(model->summary().train_ratings), rps,
         PeakRssMb(), JsonEscape(scale.ToString()).c_str(), o.hidden,
         o.max_epochs, o.batch_size, o.learning_rate, o.lr_decay, o.momentum,
-        o.weight_decay, o.init_std, JsonEscape(o.cd.ToString()).c_str(),
+        o.weight_decay, o.init_std, o.ordinal ? "true" : "false",
+        JsonEscape(o.cd.ToString()).c_str(),
         o.per_item_normalize ? "true" : "false", o.validation_fraction,
         o.patience, o.average, o.ensemble, o.item_based ? "true" : "false",
         static_cast<double>(model->params().user_weight),

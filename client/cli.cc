@@ -115,6 +115,9 @@ std::vector<CommandSpec> MakeCommands() {
        Value("validation-fraction", "X",
              "fraction of ratings held out for validation, 0 disables"),
        Value("ensemble", "N", "number of RBMs averaged"),
+       Value("ordinal", "true|false",
+             "ordinal sharing between rating values (default: the "
+             "server's, true)"),
        Value("average", "X",
              "parameter averaging over epochs, in [0, 1), 0 = off"),
        Value("activate", "always|if-better|never",
@@ -912,6 +915,23 @@ absl::Status MaybeDouble(const ParsedArgs& args, absl::string_view name,
   return absl::OkStatus();
 }
 
+// --NAME true|false (also 1|0).
+template <typename Setter>
+absl::Status MaybeBool(const ParsedArgs& args, absl::string_view name,
+                       Setter set) {
+  if (!args.Has(name)) return absl::OkStatus();
+  const std::string text = args.Get(name, "");
+  if (text == "true" || text == "1") {
+    set(true);
+  } else if (text == "false" || text == "0") {
+    set(false);
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", name, ": expected true or false, got '", text, "'"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status AddRatingsAndModel(
     const ParsedArgs& args,
     google::protobuf::RepeatedPtrField<v1::ItemRating>* ratings,
@@ -954,6 +974,7 @@ absl::StatusOr<v1::TrainRequest> BuildTrainRequest(const ParsedArgs& args) {
                   [o](double v) { o->set_validation_fraction(v); }),
       MaybeInt32(args, "ensemble", [o](int32_t v) { o->set_ensemble(v); }),
       MaybeDouble(args, "average", [o](double v) { o->set_average(v); }),
+      MaybeBool(args, "ordinal", [o](bool v) { o->set_ordinal(v); }),
   };
   for (const absl::Status& s : statuses) {
     if (!s.ok()) return s;

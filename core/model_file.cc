@@ -235,8 +235,9 @@ std::string SerializeModel(const Model& model) {
   // Version 3: the U/I weight's slopes.
   file.Put<float>(m.user_weight_per_log_user);
   file.Put<float>(m.user_weight_per_log_item);
-  // Version 4: parameter averaging.
+  // Version 4: parameter averaging and ordinal sharing.
   file.Put<float>(m.options.average);
+  file.Put<uint8_t>(m.options.ordinal ? 1 : 0);
   std::string& out = file.str();
   const uint64_t length = out.size() - kHeaderSize;
   std::memcpy(out.data() + kHeaderSize - sizeof(length), &length,
@@ -363,12 +364,18 @@ absl::StatusOr<Model> DeserializeModel(std::string_view bytes) {
     }
   }
   if (version >= 4) {
+    uint8_t ordinal;
     if (!r.Get(&m.options.average) ||
         !(m.options.average >= 0 && m.options.average < 1)) {
       return Corrupt("bad training options (average)");
     }
+    if (!r.Get(&ordinal) || ordinal > 1) {
+      return Corrupt("bad training options (ordinal)");
+    }
+    m.options.ordinal = ordinal != 0;
   } else {
     m.options.average = 0;  // trained before parameter averaging
+    m.options.ordinal = false;
   }
   if (!r.done()) return Corrupt("unexpected bytes at the end of the payload");
   return Model(std::move(m));

@@ -17,7 +17,8 @@
 //                       summary (i32 epochs, f64 valid NDCG, f64 seconds)
 //                       and parameters (m, K = 1, F; F = 0: absent); since
 //                       version 3 the U/I weight's two slopes (f32); since
-//                       version 4 options.average (f32)
+//                       version 4 options.average (f32) and
+//                       options.ordinal (u8)
 //     24 + P   u64      FNV-1a 64 checksum of bytes [0, 24 + P)
 //
 // Loading fails with DataLoss for a wrong magic, truncation, trailing bytes,
@@ -25,8 +26,8 @@
 // FailedPrecondition for a format version newer than this build reads.
 // Version 1 files (no rated RBM) load with options.rated_hidden = 0;
 // version 1 and 2 files (one global U/I weight) with zero weight slopes;
-// files before version 4 (trained without parameter averaging) with
-// options.average = 0.
+// files before version 4 (trained without parameter averaging and ordinal
+// sharing) with options.average = 0 and options.ordinal = false.
 
 #include <string>
 #include <string_view>

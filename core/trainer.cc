@@ -205,12 +205,13 @@ VisibleSet RowOf(const SparseRatings& s, int32_t u) {
 }
 
 // Scratch buffers owned by one worker: the Gibbs chain's, a hidden input
-// (validation) and one item's K gradient rows (Update).
+// (validation) and one item's K gradient rows with two more rows for
+// OrdinalStep (Update).
 struct Scratch : GibbsScratch {
   Eigen::VectorXf x;
   std::vector<float> grad;
   Scratch(int F, int K)
-      : GibbsScratch(F, K), x(F), grad(static_cast<size_t>(F) * K) {}
+      : GibbsScratch(F, K), x(F), grad(static_cast<size_t>(F) * (K + 2)) {}
 };
 
 class CdTrainer {
@@ -523,6 +524,52 @@ class CdTrainer {
     }
   }
 
+  // The step of one batch item under ordinal sharing (TrainOptions::ordinal):
+  // the item's rows are W^k = U^0 + ... + U^k (and b^k likewise), and the
+  // momentum and weight-decay step is taken on U, whose gradient is
+  // dU^j = dW^j + ... + dW^(K-1). The K gradient rows (g, gb; rows without a
+  // term are zeroed by `touch`) become dU in place; then for k = 0..K-1,
+  // with U^k = W^k - W^(k-1) from the weights before the step:
+  //   v^k = momentum * v^k + scale * dU^k - decay * U^k, d += v^k, W^k += d
+  // (vel_w_ and vel_b_ hold U's velocities; biases take no decay). All K
+  // rows of the item move: a rating k also pulls the levels above it.
+  // g has room for (K + 2) * F floats: the two rows after the gradients hold
+  // the previous level's old weights and the running step d.
+  template <typename Touch>
+  void OrdinalStep(int32_t item, float* g, float* gb, float scale, float decay,
+                   Touch& touch) {
+    const int K = p_.K;
+    const int F = p_.F;
+    const float mom = o_.momentum;
+    for (int k = 0; k < K; ++k) touch(k);
+    for (int k = K - 2; k >= 0; --k) {
+      float* gk = g + static_cast<int64_t>(k) * F;
+      const float* above = gk + F;
+      for (int j = 0; j < F; ++j) gk[j] += above[j];
+      gb[k] += gb[k + 1];
+    }
+    float* prev = g + static_cast<int64_t>(K) * F;
+    float* d = prev + F;
+    std::fill(prev, prev + 2 * static_cast<int64_t>(F), 0.0f);
+    float db = 0;
+    for (int k = 0; k < K; ++k) {
+      const int64_t row = p_.Row(item, k);
+      const float* gk = g + static_cast<int64_t>(k) * F;
+      float* w = p_.W.row(row).data();
+      float* vw = vel_w_.row(row).data();
+      for (int j = 0; j < F; ++j) {
+        const float u = w[j] - prev[j];
+        vw[j] = mom * vw[j] + scale * gk[j] - decay * u;
+        d[j] += vw[j];
+        prev[j] = w[j];
+        w[j] += d[j];
+      }
+      vel_b_[row] = mom * vel_b_[row] + scale * gb[k];
+      db += vel_b_[row];
+      p_.b[row] += db;
+    }
+  }
+
   // Phase B: the update, item by item in parallel (an item's K rows are
   // its own). For batch item i, each of its batch ratings (user s, rating
   // k, sample vt) adds h0[s] to the gradient of row (i, k) and subtracts
@@ -532,7 +579,8 @@ class CdTrainer {
   // a term then takes the momentum + weight-decay step, with its visible
   // bias; rows without a term in this batch keep their weights and velocity
   // (sparse momentum), so the cost follows the batch's ratings, not m*K.
-  // Last, the hidden biases.
+  // Last, the hidden biases. With TrainOptions::ordinal the step is
+  // OrdinalStep's instead.
   void Update(size_t nb, float lr) {
     const int K = p_.K;
     const int F = p_.F;
@@ -572,6 +620,10 @@ class CdTrainer {
             const float n = o_.per_item_normalize ? static_cast<float>(q1 - q0)
                                                   : static_cast<float>(nb);
             const float scale = lr / n;
+            if (o_.ordinal) {
+              OrdinalStep(item, g, gb, scale, decay, touch);
+              continue;
+            }
             for (int k = 0; k < K; ++k) {
               if (!(touched[k >> 6] >> (k & 63) & 1)) continue;
               const int64_t row = p_.Row(item, k);
@@ -804,7 +856,7 @@ int64_t EstimateTrainingBytes(const DataShape& shape,
            4 * B * F * 4 +  // h0, hT, hidden samples, uniforms
            batch_ratings * kPerBatchRating +
            T * ((F + K) * 4 * 2 +         // Gibbs and validation scratch
-                K * F * 4 +               // an item's gradient rows
+                (K + 2) * F * 4 +         // an item's gradient rows
                 batch_ratings * K * 4) +  // reconstruction probabilities
            nnz +                          // sampled visible states
            rows * 4;                      // batch slots of the visible units

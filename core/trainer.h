@@ -45,7 +45,13 @@ struct TrainOptions {
   float momentum = 0.8f;        // classical momentum on W, b and c
   float weight_decay = 0.005f;  // L2 on W, as lr * weight_decay * W
   float init_std = 0.05f;       // W ~ N(0, init_std^2)
-  CdSchedule cd;                // CD-T schedule
+  // Ordinal sharing between rating values (as CF-NADE shares its weights,
+  // Zheng et al., ICML 2016): training steps W_i^k = U_i^0 + ... + U_i^k
+  // (and b_i^k likewise) in U, with the weight decay on U, so neighbouring
+  // values start alike and stay alike unless the data says otherwise. The
+  // model (its energy, W and b) is the same RBM; only learning differs.
+  bool ordinal = true;
+  CdSchedule cd;                    // CD-T schedule
   bool per_item_normalize = false;  // divide item rows' gradients by the
                                     // number of batch users who rated the item
   double validation_fraction = 0.05;  // per user, held out for early stopping

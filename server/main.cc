@@ -220,6 +220,9 @@ int main(int argc, char** argv) {
   app.add_option("--validation-fraction", t.validation_fraction,
                  "training default: held-out fraction for early stopping")
       ->check(Finite());
+  app.add_flag("--ordinal", t.ordinal,
+               "training default: ordinal sharing between rating values "
+               "(default true; --ordinal=false turns it off)");
   app.add_option("--average", t.average,
                  "training default: parameter averaging over epochs, in [0, "
                  "1) (0 = off)")

@@ -222,6 +222,7 @@ absl::StatusOr<TrainJobRequest> TrainJobFromProto(
       return bad("average", "must be in [0, 1)");
     o.average = static_cast<float>(r.average());
   }
+  if (r.has_ordinal()) o.ordinal = r.ordinal();
   if (r.has_seed()) o.seed = r.seed();
   if (r.has_validation_fraction()) {
     if (!(r.validation_fraction() >= 0 && r.validation_fraction() <= 0.5))

@@ -299,7 +299,9 @@ TEST(BuildTrainRequestTest, OnlyGivenOptionsArePresent) {
                                  "--ensemble",
                                  "4",
                                  "--average",
-                                 "0.5"}));
+                                 "0.5",
+                                 "--ordinal",
+                                 "false"}));
   ASSERT_TRUE(r.ok()) << r.status();
   const v1::TrainOptions& o = r->options();
   EXPECT_EQ(o.hidden(), 50);
@@ -315,6 +317,8 @@ TEST(BuildTrainRequestTest, OnlyGivenOptionsArePresent) {
   EXPECT_EQ(o.validation_fraction(), 0);
   EXPECT_EQ(o.ensemble(), 4);
   EXPECT_EQ(o.average(), 0.5);
+  EXPECT_TRUE(o.has_ordinal());
+  EXPECT_FALSE(o.ordinal());
 }
 
 TEST(BuildTrainRequestTest, BadValuesNameTheFlag) {
@@ -331,6 +335,10 @@ TEST(BuildTrainRequestTest, BadValuesNameTheFlag) {
   EXPECT_EQ(
       BuildTrainRequest(ParseOk({"train", "--lr", "fast"})).status().message(),
       "--lr: expected a number, got 'fast'");
+  EXPECT_EQ(BuildTrainRequest(ParseOk({"train", "--ordinal", "yes"}))
+                .status()
+                .message(),
+            "--ordinal: expected true or false, got 'yes'");
 }
 
 TEST(BuildPredictRequestTest, UserItemsRatingsMethodModel) {

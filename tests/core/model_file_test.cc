@@ -133,8 +133,8 @@ std::string AsOlderVersion(const std::string& current, uint32_t version,
 }
 
 // Version 3 added the U/I weight's two slopes (2 floats), version 4 the
-// parameter averaging option (a float).
-constexpr size_t kVersion4Tail = 4;
+// parameter averaging and ordinal sharing options (a float and a byte).
+constexpr size_t kVersion4Tail = 4 + 1;
 constexpr size_t kVersion3Tail = 2 * 4 + kVersion4Tail;
 
 // A version 1 file (before the rated RBM): a model without it, minus the
@@ -188,18 +188,26 @@ TEST(ModelFile, VersionTwoLoadsWithOneGlobalWeight) {
   EXPECT_NE(bad.status().message().find("slopes"), std::string::npos);
 }
 
-// A version 3 file (before parameter averaging) loads with average 0; a
-// current file keeps the option, and an average outside [0, 1) is corrupt.
+// A version 3 file (before parameter averaging and ordinal sharing) loads
+// with average 0 and ordinal false; a current file keeps the options, and an
+// average outside [0, 1) is corrupt.
 TEST(ModelFile, VersionThreeLoadsWithoutAveraging) {
   ModelParams params = SmallModel().TakeParams();
   params.options.average = 0.5f;
+  params.options.ordinal = true;
   const std::string v4 = SerializeModel(Model(params));
   auto now = DeserializeModel(v4);
   ASSERT_TRUE(now.ok()) << now.status();
   EXPECT_EQ(now->options().average, 0.5f);
+  EXPECT_TRUE(now->options().ordinal);
+  params.options.ordinal = false;
+  auto off = DeserializeModel(SerializeModel(Model(params)));
+  ASSERT_TRUE(off.ok()) << off.status();
+  EXPECT_FALSE(off->options().ordinal);
   auto back = DeserializeModel(AsOlderVersion(v4, 3, kVersion4Tail));
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ(back->options().average, 0.0f);
+  EXPECT_FALSE(back->options().ordinal);
   EXPECT_EQ(back->params().user_weight_per_log_item,
             params.user_weight_per_log_item);
   params.options.average = 1.0f;

@@ -203,6 +203,58 @@ TEST(Trainer, AveragedParametersAreTheRunningAverageOfTheEpochs) {
   EXPECT_FALSE(a.W.isApprox(p2->params.W, 1e-3f));
 }
 
+// Ordinal sharing steps U, W^k = U^0 + ... + U^k, with dU^j = dW^j + ... +
+// dW^(K-1). Over one batch with no momentum and no weight decay, from the
+// same start and with the same random draws, the step of W^k under sharing
+// is therefore the sum over j <= k and k' >= j of the unshared steps of
+// W^k'; likewise for the visible biases. The start is a run whose learning
+// rate is too small to move any weight.
+TEST(Trainer, OrdinalSharingStepsTheCumulativeParameters) {
+  auto s = testing_data::PlantedRatings(60, 20, 2, 0.3, 5);
+  const SparseRatings by_user = s.train.ByUser();
+  TrainOptions o = SmallOptions();
+  o.max_epochs = 1;
+  o.batch_size = by_user.rows;  // one batch
+  o.momentum = 0;
+  o.weight_decay = 0;
+  o.average = 0;
+  o.learning_rate = 1e-30f;
+  auto start = TrainRbm(by_user, 5, o);
+  o.learning_rate = 0.05f;
+  o.ordinal = false;
+  auto apart = TrainRbm(by_user, 5, o);
+  o.ordinal = true;
+  auto shared = TrainRbm(by_user, 5, o);
+  ASSERT_TRUE(start.ok() && apart.ok() && shared.ok());
+  const RbmParams& p0 = start->params;
+  const RbmParams& pa = apart->params;
+  const RbmParams& ps = shared->params;
+  ASSERT_FALSE(pa.W.isApprox(p0.W, 1e-4f));
+  const int K = 5;
+  double max_err = 0;
+  for (int32_t i = 0; i < p0.num_items; ++i) {
+    for (int k = 0; k < K; ++k) {
+      Eigen::VectorXf want = Eigen::VectorXf::Zero(p0.F);
+      double want_b = 0;
+      for (int j = 0; j <= k; ++j) {
+        for (int k2 = j; k2 < K; ++k2) {
+          want +=
+              (pa.W.row(pa.Row(i, k2)) - p0.W.row(p0.Row(i, k2))).transpose();
+          want_b += pa.b[pa.Row(i, k2)] - p0.b[p0.Row(i, k2)];
+        }
+      }
+      const Eigen::VectorXf got =
+          (ps.W.row(ps.Row(i, k)) - p0.W.row(p0.Row(i, k))).transpose();
+      max_err = std::max(
+          max_err, static_cast<double>((got - want).cwiseAbs().maxCoeff()));
+      max_err = std::max(
+          max_err, std::abs(ps.b[ps.Row(i, k)] - p0.b[p0.Row(i, k)] - want_b));
+    }
+  }
+  EXPECT_LT(max_err, 1e-5);
+  EXPECT_TRUE(ps.c.isApprox(pa.c));
+}
+
 TEST(Trainer, RejectsBadOptionsNamingTheField) {
   TrainOptions o;
   o.learning_rate = -1;
