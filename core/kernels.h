@@ -382,6 +382,68 @@ inline void MatVecRowsAvx2(const T* w, int64_t rows, int F,
 }  // namespace internal
 #endif
 
+// One item's step under ordinal sharing (TrainOptions::ordinal) over its K
+// rows of W (w, K x F, contiguous) and their velocities (v): the rows are
+// W^k = U^0 + ... + U^k and the step is taken on U. With dU^k = the sum of
+// g's rows k' >= k (g is K x F; only the rows whose bit is set in `touched`
+// are read, the others count as zero) and U^k = W^k - W^(k-1) (weights
+// before the step, W^-1 = 0), for k = 0..K-1:
+//   v^k = mom * v^k + scale * dU^k - decay * U^k;  d += v^k;  W^k += d.
+// dU^0 is the sum of the touched rows, and dU^(k+1) = dU^k - g^k. Eight
+// hidden units at a time go through all K rows, so d, the previous row and
+// dU stay in registers.
+inline void OrdinalRows(float* w, float* v, const float* g,
+                        const uint64_t* touched, int K, int F, float mom,
+                        float scale, float decay) {
+  auto is_touched = [touched](int k) {
+    return (touched[k >> 6] >> (k & 63)) & 1;
+  };
+  int j = 0;
+#ifdef RBMREC_AVX2
+  const __m256 vmom = _mm256_set1_ps(mom), vscale = _mm256_set1_ps(scale),
+               vdecay = _mm256_set1_ps(decay);
+  for (; j + 8 <= F; j += 8) {
+    __m256 du = _mm256_setzero_ps();
+    for (int k = 0; k < K; ++k) {
+      if (is_touched(k)) du = _mm256_add_ps(du, _mm256_loadu_ps(g + k * F + j));
+    }
+    __m256 prev = _mm256_setzero_ps(), d = _mm256_setzero_ps();
+    for (int k = 0; k < K; ++k) {
+      float* wk = w + k * F + j;
+      float* vk = v + k * F + j;
+      const __m256 wold = _mm256_loadu_ps(wk);
+      // mom * v + scale * du - decay * (w - prev).
+      __m256 vel =
+          _mm256_fmadd_ps(vmom, _mm256_loadu_ps(vk), _mm256_mul_ps(vscale, du));
+      vel = _mm256_fnmadd_ps(vdecay, _mm256_sub_ps(wold, prev), vel);
+      _mm256_storeu_ps(vk, vel);
+      d = _mm256_add_ps(d, vel);
+      _mm256_storeu_ps(wk, _mm256_add_ps(wold, d));
+      prev = wold;
+      if (is_touched(k)) du = _mm256_sub_ps(du, _mm256_loadu_ps(g + k * F + j));
+    }
+  }
+#endif
+  for (; j < F; ++j) {
+    float du = 0;
+    for (int k = 0; k < K; ++k) {
+      if (is_touched(k)) du += g[k * F + j];
+    }
+    float prev = 0, d = 0;
+    for (int k = 0; k < K; ++k) {
+      const float wold = w[k * F + j];
+      float vel = mom * v[k * F + j];
+      vel = vel + scale * du;
+      vel = vel - decay * (wold - prev);
+      v[k * F + j] = vel;
+      d += vel;
+      w[k * F + j] = wold + d;
+      prev = wold;
+      if (is_touched(k)) du -= g[k * F + j];
+    }
+  }
+}
+
 inline void MatVecRows(const float* w, int64_t rows, int F,
                        const float* const* h, float* const* out, int B) {
 #ifdef RBMREC_AVX2

@@ -205,13 +205,12 @@ VisibleSet RowOf(const SparseRatings& s, int32_t u) {
 }
 
 // Scratch buffers owned by one worker: the Gibbs chain's, a hidden input
-// (validation) and one item's K gradient rows with two more rows for
-// OrdinalStep (Update).
+// (validation) and one item's K gradient rows (Update).
 struct Scratch : GibbsScratch {
   Eigen::VectorXf x;
   std::vector<float> grad;
   Scratch(int F, int K)
-      : GibbsScratch(F, K), x(F), grad(static_cast<size_t>(F) * (K + 2)) {}
+      : GibbsScratch(F, K), x(F), grad(static_cast<size_t>(F) * K) {}
 };
 
 class CdTrainer {
@@ -526,47 +525,26 @@ class CdTrainer {
 
   // The step of one batch item under ordinal sharing (TrainOptions::ordinal):
   // the item's rows are W^k = U^0 + ... + U^k (and b^k likewise), and the
-  // momentum and weight-decay step is taken on U, whose gradient is
-  // dU^j = dW^j + ... + dW^(K-1). The K gradient rows (g, gb; rows without a
-  // term are zeroed by `touch`) become dU in place; then for k = 0..K-1,
-  // with U^k = W^k - W^(k-1) from the weights before the step:
-  //   v^k = momentum * v^k + scale * dU^k - decay * U^k, d += v^k, W^k += d
-  // (vel_w_ and vel_b_ hold U's velocities; biases take no decay). All K
-  // rows of the item move: a rating k also pulls the levels above it.
-  // g has room for (K + 2) * F floats: the two rows after the gradients hold
-  // the previous level's old weights and the running step d.
-  template <typename Touch>
-  void OrdinalStep(int32_t item, float* g, float* gb, float scale, float decay,
-                   Touch& touch) {
+  // momentum and weight-decay step is taken on U (kernels::OrdinalRows; the
+  // biases take no decay). g holds the item's gradient rows whose bits are
+  // set in `touched` (gb the bias gradients). All K rows of the item move: a
+  // rating k also pulls the levels above it.
+  void OrdinalStep(int32_t item, const float* g, const float* gb,
+                   const uint64_t* touched, float scale, float decay) {
     const int K = p_.K;
-    const int F = p_.F;
-    const float mom = o_.momentum;
-    for (int k = 0; k < K; ++k) touch(k);
-    for (int k = K - 2; k >= 0; --k) {
-      float* gk = g + static_cast<int64_t>(k) * F;
-      const float* above = gk + F;
-      for (int j = 0; j < F; ++j) gk[j] += above[j];
-      gb[k] += gb[k + 1];
-    }
-    float* prev = g + static_cast<int64_t>(K) * F;
-    float* d = prev + F;
-    std::fill(prev, prev + 2 * static_cast<int64_t>(F), 0.0f);
-    float db = 0;
+    const int64_t row0 = p_.Row(item, 0);
+    kernels::OrdinalRows(p_.W.row(row0).data(), vel_w_.row(row0).data(), g,
+                         touched, K, p_.F, o_.momentum, scale, decay);
+    float du = 0, d = 0;
     for (int k = 0; k < K; ++k) {
-      const int64_t row = p_.Row(item, k);
-      const float* gk = g + static_cast<int64_t>(k) * F;
-      float* w = p_.W.row(row).data();
-      float* vw = vel_w_.row(row).data();
-      for (int j = 0; j < F; ++j) {
-        const float u = w[j] - prev[j];
-        vw[j] = mom * vw[j] + scale * gk[j] - decay * u;
-        d[j] += vw[j];
-        prev[j] = w[j];
-        w[j] += d[j];
-      }
-      vel_b_[row] = mom * vel_b_[row] + scale * gb[k];
-      db += vel_b_[row];
-      p_.b[row] += db;
+      if (touched[k >> 6] >> (k & 63) & 1) du += gb[k];
+    }
+    for (int k = 0; k < K; ++k) {
+      float& vb = vel_b_[row0 + k];
+      vb = o_.momentum * vb + scale * du;
+      d += vb;
+      p_.b[row0 + k] += d;
+      if (touched[k >> 6] >> (k & 63) & 1) du -= gb[k];
     }
   }
 
@@ -594,6 +572,22 @@ class CdTrainer {
             const int32_t item = batch_items_[static_cast<size_t>(x)];
             const int64_t q0 = entry_start_[static_cast<size_t>(x)];
             const int64_t q1 = entry_start_[static_cast<size_t>(x) + 1];
+            if (o_.ordinal && x + 1 < e) {
+              // The next item's K rows of W and of their velocities, all
+              // of which OrdinalStep reads and writes: ask for them while
+              // this item's gradients are summed (most miss the cache).
+              const int64_t next =
+                  p_.Row(batch_items_[static_cast<size_t>(x) + 1], 0);
+              const char* wn =
+                  reinterpret_cast<const char*>(p_.W.row(next).data());
+              const char* vn =
+                  reinterpret_cast<const char*>(vel_w_.row(next).data());
+              const int64_t bytes = static_cast<int64_t>(K) * F * 4;
+              for (int64_t off = 0; off < bytes; off += 64) {
+                __builtin_prefetch(wn + off, 1);
+                __builtin_prefetch(vn + off, 1);
+              }
+            }
             uint64_t touched[4] = {0, 0, 0, 0};  // bit k: row (item, k)
             auto touch = [&](int k) {
               float* gk = g + static_cast<int64_t>(k) * F;
@@ -621,7 +615,7 @@ class CdTrainer {
                                                   : static_cast<float>(nb);
             const float scale = lr / n;
             if (o_.ordinal) {
-              OrdinalStep(item, g, gb, scale, decay, touch);
+              OrdinalStep(item, g, gb, touched, scale, decay);
               continue;
             }
             for (int k = 0; k < K; ++k) {
@@ -856,7 +850,7 @@ int64_t EstimateTrainingBytes(const DataShape& shape,
            4 * B * F * 4 +  // h0, hT, hidden samples, uniforms
            batch_ratings * kPerBatchRating +
            T * ((F + K) * 4 * 2 +         // Gibbs and validation scratch
-                (K + 2) * F * 4 +         // an item's gradient rows
+                K * F * 4 +               // an item's gradient rows
                 batch_ratings * K * 4) +  // reconstruction probabilities
            nnz +                          // sampled visible states
            rows * 4;                      // batch slots of the visible units
