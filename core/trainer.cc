@@ -535,17 +535,10 @@ class CdTrainer {
     const int64_t row0 = p_.Row(item, 0);
     kernels::OrdinalRows(p_.W.row(row0).data(), vel_w_.row(row0).data(), g,
                          touched, K, p_.F, o_.momentum, scale, decay);
-    float du = 0, d = 0;
-    for (int k = 0; k < K; ++k) {
-      if (touched[k >> 6] >> (k & 63) & 1) du += gb[k];
-    }
-    for (int k = 0; k < K; ++k) {
-      float& vb = vel_b_[row0 + k];
-      vb = o_.momentum * vb + scale * du;
-      d += vb;
-      p_.b[row0 + k] += d;
-      if (touched[k >> 6] >> (k & 63) & 1) du -= gb[k];
-    }
+    // The item's K visible biases are the same step with one "hidden unit"
+    // and no decay.
+    kernels::OrdinalRows(p_.b.data() + row0, vel_b_.data() + row0, gb, touched,
+                         K, 1, o_.momentum, scale, 0.0f);
   }
 
   // Phase B: the update, item by item in parallel (an item's K rows are
