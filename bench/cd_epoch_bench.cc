@@ -1,6 +1,7 @@
 // rbmrec-cd-bench: one epoch of CD-1 training of the user-based RBM (F=100,
 // K=5, the shipped update rules, mini-batches of 20 and of 100 users, 1 and
-// 2 threads) on synthetic data shaped
+// 2 threads, factored through 32 factors as the size rule trains data of
+// this size, and unfactored) on synthetic data shaped
 // like MovieLens 1M's 90% training part: 6,040 users, 3,706 items,
 // ~900,000 ratings, user activity heavy-tailed (at least 18 ratings, mean
 // ~149, a few users with ~2,000) and item popularity Zipf-like, so the rows
@@ -13,13 +14,19 @@
 //   Mratings/cpu_s  the same per CPU-second of all threads: steadier than
 //               the wall clock on a busy machine, and at 1 thread the
 //               kernel's own speed
-//   GFLOP/s     achieved, counting 2 * (2*K*F + 6*F) = 3,200 FLOPs per
-//               rating at K=5, F=100: per rating, the positive hidden input
-//               (F adds), the K logits of the reconstruction (K*F FMAs),
-//               the negative hidden input (F adds), two gradient rows (2F
-//               adds) and the momentum/weight-decay update of up to two rows
-//               (2F FMAs), i.e. (2K+6)F multiply-adds of 2 FLOPs each
-//               (../shared/docs/benchmarks.md, "what the machine allows").
+//   GFLOP/s     achieved. Unfactored, counting 2 * (2*K*F + 6*F) = 3,200
+//               FLOPs per rating at K=5, F=100: per rating, the positive
+//               hidden input (F adds), the K logits of the reconstruction
+//               (K*F FMAs), the negative hidden input (F adds), two gradient
+//               rows (2F adds) and the momentum/weight-decay update of up to
+//               two rows (2F FMAs), i.e. (2K+6)F multiply-adds of 2 FLOPs
+//               each (../shared/docs/benchmarks.md, "what the machine
+//               allows"). Factored (W = A B, C factors), the same terms in
+//               C-wide rows of A, 2 * (2*K*C + 6*C) = 1,024 FLOPs per rating
+//               at C=32, plus per user the seven C x F products (c + a0 B,
+//               B hs, c + aT B, B h0, B hT and the two terms of B's
+//               gradient), 2 * 7*C*F = 44,800 FLOPs: ~1,325 FLOPs per rating
+//               at this data's ~149 ratings per user.
 //   peak_pct    GFLOP/s as a percentage of the FMA peak of the threads used:
 //               threads x 32 FLOPs/cycle (two 8-lane FMA ports) x the clock
 //               /proc/cpuinfo reports (0 when it reports none).
@@ -47,7 +54,17 @@ constexpr int kUsers = 6040;
 constexpr int kItems = 3706;
 constexpr int kK = 5;
 constexpr int kHidden = 100;
-constexpr double kFlopsPerRating = 2.0 * (2 * kK * kHidden + 6 * kHidden);
+
+// FLOPs of one epoch (see the file comment), factored through `factors`
+// (0: unfactored).
+double EpochFlops(const SparseRatings& train, int factors) {
+  const double nnz = static_cast<double>(train.nnz());
+  if (factors <= 0) return nnz * 2.0 * (2 * kK * kHidden + 6 * kHidden);
+  double users = 0;
+  for (int32_t u = 0; u < train.rows; ++u) users += train.RowSize(u) > 0;
+  const double C = factors;
+  return nnz * 2.0 * (2 * kK * C + 6 * C) + users * 2.0 * 7 * C * kHidden;
+}
 
 // ML-1M-shaped training ratings (deterministic, seed 7).
 const SparseRatings& Data() {
@@ -131,6 +148,7 @@ void BM_CdEpoch(benchmark::State& state) {
   o.max_epochs = 1;
   o.threads = static_cast<int>(state.range(0));
   o.batch_size = static_cast<int>(state.range(1));
+  o.factors = static_cast<int>(state.range(2));
   o.item_based = false;
   // Two epochs per iteration; the second is measured (the first includes
   // the trainer's set-up in its CPU time).
@@ -160,7 +178,8 @@ void BM_CdEpoch(benchmark::State& state) {
     ratings += r->train_ratings;
   }
   const double rate = seconds > 0 ? static_cast<double>(ratings) / seconds : 0;
-  const double gflops = rate * kFlopsPerRating / 1e9;
+  const double gflops = rate * EpochFlops(train, o.factors) /
+                        static_cast<double>(train.nnz()) / 1e9;
   const double peak = static_cast<double>(o.threads) * 32.0 * CpuGhz();
   state.counters["Mratings/s"] = rate / 1e6;
   state.counters["Mratings/cpu_s"] =
@@ -170,8 +189,8 @@ void BM_CdEpoch(benchmark::State& state) {
   state.counters["ratings"] = static_cast<double>(train.nnz());
 }
 BENCHMARK(BM_CdEpoch)
-    ->ArgsProduct({{1, 2}, {20, 100}})
-    ->ArgNames({"threads", "batch"})
+    ->ArgsProduct({{1, 2}, {20, 100}, {32, 0}})
+    ->ArgNames({"threads", "batch", "factors"})
     ->UseManualTime()
     ->Unit(benchmark::kMillisecond)
     ->MinTime(1.5);

@@ -129,6 +129,11 @@ void AddFlags(CLI::App* app, Args* a) {
   app->add_flag("--ordinal", o.ordinal,
                 "ordinal sharing: train W_i^k as U_i^0 + ... + U_i^k (default "
                 "true; --ordinal=false turns it off)");
+  app->add_option("--factors", o.factors,
+                  "factored RBM: train W = A B through C factors (paper Eq. "
+                  "12; -1 = the size rule: 32 from 500,000 ratings on, else "
+                  "0 = unfactored)")
+      ->check(CLI::Range(-1, 10000));
   app->add_option("--average", o.average,
                   "parameter averaging over epochs: validation and the model "
                   "use A = average * A + (1 - average) * params after every "
@@ -441,6 +446,7 @@ int Run(int argc, char** argv) {
         "\"scale\": \"%s\", \"params\": {\"hidden\": %d, \"epochs\": %d, "
         "\"batch\": %d, \"lr\": %g, \"lr_decay\": %g, \"momentum\": %g, "
         "\"weight_decay\": %g, \"init_std\": %g, \"ordinal\": %s, "
+        "\"factors\": %d, "
         "\"cd_steps\": \"%s\", "
         "\"per_item_normalize\": %s, \"validation\": %g, \"patience\": %d, "
         "\"average\": %g, \"ensemble\": %d, \"item_based\": %s, "
@@ -455,7 +461,7 @@ int Run(int argc, char** argv) {
         static_cast<long long>(model->summary().train_ratings), rps,
         PeakRssMb(), JsonEscape(scale.ToString()).c_str(), o.hidden,
         o.max_epochs, o.batch_size, o.learning_rate, o.lr_decay, o.momentum,
-        o.weight_decay, o.init_std, o.ordinal ? "true" : "false",
+        o.weight_decay, o.init_std, o.ordinal ? "true" : "false", o.factors,
         JsonEscape(o.cd.ToString()).c_str(),
         o.per_item_normalize ? "true" : "false", o.validation_fraction,
         o.patience, o.average, o.ensemble, o.item_based ? "true" : "false",

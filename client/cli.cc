@@ -120,6 +120,9 @@ std::vector<CommandSpec> MakeCommands() {
              "server's, true)"),
        Value("average", "X",
              "parameter averaging over epochs, in [0, 1), 0 = off"),
+       Value("factors", "N",
+             "factored training through N factors (-1 = size rule, 0 = "
+             "unfactored)"),
        Value("activate", "always|if-better|never",
              "whether the new model becomes active: always, only if its "
              "validation RMSE is not worse than the active model's "
@@ -973,6 +976,7 @@ absl::StatusOr<v1::TrainRequest> BuildTrainRequest(const ParsedArgs& args) {
       MaybeDouble(args, "validation-fraction",
                   [o](double v) { o->set_validation_fraction(v); }),
       MaybeInt32(args, "ensemble", [o](int32_t v) { o->set_ensemble(v); }),
+      MaybeInt32(args, "factors", [o](int32_t v) { o->set_factors(v); }),
       MaybeDouble(args, "average", [o](double v) { o->set_average(v); }),
       MaybeBool(args, "ordinal", [o](bool v) { o->set_ordinal(v); }),
   };

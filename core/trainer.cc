@@ -92,6 +92,7 @@ TrainOptions ResolveTrainOptions(const TrainOptions& options, int64_t ratings) {
         std::clamp(std::round(x / step) * step, base, most));
   };
   if (o.hidden == 0) o.hidden = rule(100, 200000, 10, 200);
+  if (o.factors < 0) o.factors = ratings >= 500000 ? 32 : 0;
   if (o.batch_size == 0) o.batch_size = rule(20, 100000, 1, 200);
   if (o.learning_rate == 0) {
     o.learning_rate = static_cast<float>(
@@ -109,6 +110,8 @@ absl::Status ValidateTrainOptions(const TrainOptions& o) {
   if (o.max_epochs < 1 || o.max_epochs > 100000)
     return bad("epochs", "must be 1..100000");
   if (o.batch_size < 0) return bad("batch", "must be >= 1 (0 = size rule)");
+  if (o.factors < -1 || o.factors > 10000)
+    return bad("factors", "must be -1 (size rule), 0 (unfactored) or 1..10000");
   if (!(o.learning_rate >= 0 && o.learning_rate < 100))
     return bad("lr", "must be in (0, 100)");
   if (!(o.lr_decay > 0 && o.lr_decay <= 1))
@@ -205,12 +208,16 @@ VisibleSet RowOf(const SparseRatings& s, int32_t u) {
 }
 
 // Scratch buffers owned by one worker: the Gibbs chain's, a hidden input
-// (validation) and one item's K gradient rows (Update).
+// (validation), one item's K gradient rows of `width` floats (Update) and a
+// C-vector (the factored chains' B h).
 struct Scratch : GibbsScratch {
-  Eigen::VectorXf x;
+  Eigen::VectorXf x, z;
   std::vector<float> grad;
-  Scratch(int F, int K)
-      : GibbsScratch(F, K), x(F), grad(static_cast<size_t>(F) * K) {}
+  Scratch(int F, int K, int width, int C)
+      : GibbsScratch(F, K),
+        x(F),
+        z(std::max(C, 1)),
+        grad(static_cast<size_t>(width) * K) {}
 };
 
 class CdTrainer {
@@ -222,20 +229,41 @@ class CdTrainer {
       : train_(train),
         valid_(valid),
         o_(o),
+        C_(o.factors > 0 && o.factors < o.hidden ? o.factors : 0),
         pool_(std::max(threads, pool_threads)) {
     pool_.SetWidth(threads);
     p_.Resize(train.cols, K, o.hidden);
     Rng rng(StreamSeed(o.seed, 0x1417));
-    for (Eigen::Index r = 0; r < p_.W.rows(); ++r) {
-      for (Eigen::Index j = 0; j < p_.W.cols(); ++j) {
-        p_.W(r, j) = static_cast<float>(rng.Normal() * o.init_std);
+    if (C_ > 0) {
+      // W = A B with the entries of A and B ~ N(0, s^2), s^2 = init_std /
+      // sqrt(C): the entries of W then have W's own init_std.
+      const double sd = std::sqrt(o.init_std / std::sqrt(double{1.0} * C_));
+      a_.resize(p_.W.rows(), C_);
+      bm_.resize(C_, p_.F);
+      for (RowMatrixXf* m : {&a_, &bm_}) {
+        for (Eigen::Index r = 0; r < m->rows(); ++r) {
+          for (Eigen::Index j = 0; j < m->cols(); ++j) {
+            (*m)(r, j) = static_cast<float>(rng.Normal() * sd);
+          }
+        }
       }
+      vel_w_.setZero(a_.rows(), C_);  // A's velocity
+      vel_bm_.setZero(C_, p_.F);
+      p_.W.noalias() = a_ * bm_;
+    } else {
+      for (Eigen::Index r = 0; r < p_.W.rows(); ++r) {
+        for (Eigen::Index j = 0; j < p_.W.cols(); ++j) {
+          p_.W(r, j) = static_cast<float>(rng.Normal() * o.init_std);
+        }
+      }
+      vel_w_.setZero(p_.W.rows(), p_.W.cols());
     }
     InitVisibleBiases(train, &p_);
-    vel_w_.setZero(p_.W.rows(), p_.W.cols());
     vel_b_.setZero(p_.b.size());
     vel_c_.setZero(p_.F);
-    for (int t = 0; t < pool_.size(); ++t) scratch_.emplace_back(p_.F, K);
+    for (int t = 0; t < pool_.size(); ++t) {
+      scratch_.emplace_back(p_.F, K, C_ > 0 ? C_ : p_.F, C_);
+    }
     vt_.resize(static_cast<size_t>(train.nnz()));
     item_slot_.assign(static_cast<size_t>(train.cols), -1);
   }
@@ -262,16 +290,26 @@ class CdTrainer {
     h0_.setZero(static_cast<Eigen::Index>(B), F);
     ht_.setZero(static_cast<Eigen::Index>(B), F);
     hs_.setZero(static_cast<Eigen::Index>(B), F);
+    if (C_ > 0) {
+      for (RowMatrixXf* m : {&a0_, &at_, &g0_, &gt_}) {
+        m->setZero(static_cast<Eigen::Index>(B), C_);
+      }
+    }
     sq_err_.assign(B, 0.0);
     double sse = 0;
     for (size_t start = 0; start < order.size(); start += B) {
       const size_t nb = std::min(B, order.size() - start);
       const int32_t* users = order.data() + start;
-      // Phase A: the batch's Gibbs chains (BatchChains).
-      BatchChains(epoch, users, nb, cd_steps);
+      // Phase A: the batch's Gibbs chains (BatchChains, FactoredChains).
+      if (C_ > 0) {
+        FactoredChains(epoch, users, nb, cd_steps);
+      } else {
+        BatchChains(epoch, users, nb, cd_steps);
+      }
       for (size_t s = 0; s < nb; ++s) sse += sq_err_[s];
       Update(nb, lr);
     }
+    if (C_ > 0) p_.W.noalias() = a_ * bm_;
     return std::sqrt(sse /
                      static_cast<double>(std::max<int64_t>(1, train_.nnz())));
   }
@@ -311,24 +349,14 @@ class CdTrainer {
   }
 
  private:
-  // The CD-T chains of batch users users[0..nb), with exactly CdChain's
-  // arithmetic and random draws for every user (so the same bits), into
-  // h0_ row s, ht_ row s, vt_ at the user's ratings and sq_err_[s]; but the
-  // reconstruction runs item by item: every batch rating of item i is done
-  // while item i's K rows of W are in L1, instead of once per rating
-  // scattered over W. Per step:
-  //   1. per user (parallel): the step's uniforms from the user's own
-  //      stream (F for the hidden sample, then one per rating, in rating
-  //      order: CdChain's order) and the binary hidden sample hs_;
-  //   2. per item (parallel): the logits of each batch rating of the item,
-  //      their softmaxes (SoftmaxRows: bit-identical to one per row), the
-  //      visible sample with the rating's uniform, and at step 1 the
-  //      squared error of the reconstruction's expectation;
-  //   3. per user (parallel): ht = sigmoid(c + sum of the sampled rows),
-  //      summed in rating order as HiddenInput does.
-  void BatchChains(int epoch, const int32_t* users, size_t nb, int cd_steps) {
-    const int F = p_.F, K = p_.K;
-    // Batch-local rating positions and the item-major index of the batch.
+  // The batch's index, shared by both chains and both updates: each batch
+  // user's first batch-local rating position (local_start_), the batch's
+  // items in increasing id order (batch_items_) and its ratings by item
+  // (entries_[entry_start_[t] ..) for batch item t, in batch order), the
+  // items' costs for the item-parallel loops and the users' random streams.
+  void IndexBatch(int epoch, const int32_t* users, size_t nb) {
+    const int F = p_.F;
+
     local_start_.resize(nb + 1);
     local_start_[0] = 0;
     batch_items_.clear();
@@ -399,31 +427,62 @@ class CdTrainer {
     for (int32_t i : batch_items_) item_slot_[static_cast<size_t>(i)] = -1;
     uniforms_.resize(nb * static_cast<size_t>(F) +
                      static_cast<size_t>(n_local));
-    d2_.resize(static_cast<size_t>(n_local));
-    vt_entry_.resize(static_cast<size_t>(n_local));
     rngs_.clear();
     for (size_t s = 0; s < nb; ++s) {
       rngs_.emplace_back(StreamSeed(o_.seed,
                                     static_cast<uint64_t>(epoch) << 1 | 1,
                                     static_cast<uint64_t>(users[s])));
     }
-    // The uniforms of batch user s: F for the hidden sample, then one per
-    // rating (at local_start_[s] past the hidden ones).
-    auto hidden_u = [&](size_t s) {
-      return uniforms_.data() + s * static_cast<size_t>(F);
-    };
-    auto visible_u = [&](size_t s) {
-      return uniforms_.data() + nb * static_cast<size_t>(F) + local_start_[s];
-    };
+  }
+
+  // The uniforms of batch user s: F for the hidden sample, then one per
+  // rating (at local_start_[s] past the hidden ones).
+  float* HiddenUniforms(size_t nb, size_t s) {
+    (void)nb;
+    return uniforms_.data() + s * static_cast<size_t>(p_.F);
+  }
+  float* VisibleUniforms(size_t nb, size_t s) {
+    return uniforms_.data() + nb * static_cast<size_t>(p_.F) + local_start_[s];
+  }
+  // Draws batch user s's uniforms for one step from the user's stream and
+  // the binary hidden sample hs_ row s from probabilities hp.
+  void SampleHidden(size_t nb, size_t s, const float* hp) {
+    const int F = p_.F;
+    Rng& rng = rngs_[s];
+    float* uh = HiddenUniforms(nb, s);
+    for (int j = 0; j < F; ++j) uh[j] = rng.Uniform();
+    float* uv = VisibleUniforms(nb, s);
+    const int64_t n = local_start_[s + 1] - local_start_[s];
+    for (int64_t r = 0; r < n; ++r) uv[r] = rng.Uniform();
+    float* h = hs_.row(static_cast<Eigen::Index>(s)).data();
+    for (int j = 0; j < F; ++j) h[j] = uh[j] < hp[j] ? 1.f : 0.f;
+  }
+
+  // The CD-T chains of batch users users[0..nb), with exactly CdChain's
+  // arithmetic and random draws for every user (so the same bits), into
+  // h0_ row s, ht_ row s, vt_ at the user's ratings and sq_err_[s]; but the
+  // reconstruction runs item by item: every batch rating of item i is done
+  // while item i's K rows of W are in L1, instead of once per rating
+  // scattered over W. Per step:
+  //   1. per user (parallel): the step's uniforms from the user's own
+  //      stream (F for the hidden sample, then one per rating, in rating
+  //      order: CdChain's order) and the binary hidden sample hs_;
+  //   2. per item (parallel): the logits of each batch rating of the item,
+  //      their softmaxes (SoftmaxRows: bit-identical to one per row), the
+  //      visible sample with the rating's uniform, and at step 1 the
+  //      squared error of the reconstruction's expectation;
+  //   3. per user (parallel): ht = sigmoid(c + sum of the sampled rows),
+  //      summed in rating order as HiddenInput does.
+  void BatchChains(int epoch, const int32_t* users, size_t nb, int cd_steps) {
+    IndexBatch(epoch, users, nb);
+    const int F = p_.F, K = p_.K;
+    const size_t n_items = batch_items_.size();
+    const int64_t n_local = local_start_[nb];
+    d2_.resize(static_cast<size_t>(n_local));
+    vt_entry_.resize(static_cast<size_t>(n_local));
+    auto visible_u = [&](size_t s) { return VisibleUniforms(nb, s); };
     auto sample_hidden = [&](size_t s, const float* hp) {
-      Rng& rng = rngs_[s];
-      float* uh = hidden_u(s);
-      for (int j = 0; j < F; ++j) uh[j] = rng.Uniform();
-      float* uv = visible_u(s);
-      const int64_t n = local_start_[s + 1] - local_start_[s];
-      for (int64_t r = 0; r < n; ++r) uv[r] = rng.Uniform();
-      float* h = hs_.row(static_cast<Eigen::Index>(s)).data();
-      for (int j = 0; j < F; ++j) h[j] = uh[j] < hp[j] ? 1.f : 0.f;
+      SampleHidden(nb, s, hp);
     };
     // Positive phase and the first hidden sample.
     pool_.ParallelFor(
@@ -523,18 +582,100 @@ class CdTrainer {
     }
   }
 
+  // The factored RBM's CD-T chains (TrainOptions::factors, the paper's
+  // Eq. 12): W = A B with A (m*K) x C and B C x F, so that
+  //   hidden input  c + W^T v = c + B^T (A^T v): C adds per rating, then
+  //                 one C x F product per user;
+  //   logits        b_i^k + W_i^k . h = b_i^k + A_i^k . (B h): K*C per
+  //                 rating after one C x F product per user.
+  // Per batch user s (parallel over users; each user's arithmetic and
+  // random draws are its own, so the thread count never changes a bit): a0_
+  // row s = the sum of A's rows of the user's ratings, h0_ = sigmoid(c + a0
+  // B), the hidden sample, then per step the reconstruction (logits,
+  // SoftmaxRows, the visible sample into vt_, at step 1 the squared error
+  // of its expectation), at_ = the sum of A's rows of the sample and ht_ =
+  // sigmoid(c + at B); last g0_ = B h0 and gt_ = B hT, the C-vectors that
+  // Update adds to A's gradient rows.
+  void FactoredChains(int epoch, const int32_t* users, size_t nb,
+                      int cd_steps) {
+    IndexBatch(epoch, users, nb);
+    const int F = p_.F, K = p_.K;
+    pool_.ParallelFor(
+        static_cast<int64_t>(nb),
+        [&](int t, int64_t b, int64_t e) {
+          Scratch& sc = scratch_[static_cast<size_t>(t)];
+          for (int64_t s64 = b; s64 < e; ++s64) {
+            const size_t s = static_cast<size_t>(s64);
+            const Eigen::Index si = static_cast<Eigen::Index>(s);
+            const int32_t u = users[s];
+            const VisibleSet v = RowOf(train_, u);
+            const size_t need = static_cast<size_t>(v.n * K);
+            if (sc.probs.size() < need) sc.probs.resize(need);
+            float* probs = sc.probs.data();
+            auto a0 = a0_.row(si);
+            a0.setZero();
+            for (int64_t r = 0; r < v.n; ++r) {
+              a0 += a_.row(p_.Row(v.items[r], v.ks[r]));
+            }
+            auto h0 = h0_.row(si);
+            h0 = p_.c.transpose();
+            h0.noalias() += a0 * bm_;
+            SigmoidInPlace(h0.data(), F);
+            SampleHidden(nb, s, h0.data());
+            auto ht = ht_.row(si);
+            auto at = at_.row(si);
+            uint8_t* vt = vt_.data() + train_.offsets[u];
+            for (int step = 0; step < cd_steps; ++step) {
+              sc.z.noalias() = bm_ * hs_.row(si).transpose();
+              for (int64_t r = 0; r < v.n; ++r) {
+                const int64_t row0 = p_.Row(v.items[r], 0);
+                kernels::RowDots(a_.row(row0).data(), p_.b.data() + row0, K, C_,
+                                 sc.z.data(), probs + r * K);
+              }
+              SoftmaxRows(probs, v.n, K);
+              const float* uv = VisibleUniforms(nb, s);
+              at.setZero();
+              double sq = 0;
+              for (int64_t r = 0; r < v.n; ++r) {
+                const float* pr = probs + r * K;
+                vt[r] = static_cast<uint8_t>(SampleCategorical(pr, K, uv[r]));
+                at += a_.row(p_.Row(v.items[r], vt[r]));
+                if (step == 0) {
+                  double mean = 0;
+                  for (int k = 0; k < K; ++k) {
+                    mean += static_cast<double>(k) * pr[k];
+                  }
+                  const double d = mean - v.ks[r];
+                  sq += d * d;
+                }
+              }
+              if (step == 0) sq_err_[s] = sq;
+              ht = p_.c.transpose();
+              ht.noalias() += at * bm_;
+              SigmoidInPlace(ht.data(), F);
+              if (step + 1 < cd_steps) SampleHidden(nb, s, ht.data());
+            }
+            g0_.row(si).noalias() = (bm_ * h0.transpose()).transpose();
+            gt_.row(si).noalias() = (bm_ * ht.transpose()).transpose();
+          }
+        },
+        local_start_.data());
+  }
+
   // The step of one batch item under ordinal sharing (TrainOptions::ordinal):
   // the item's rows are W^k = U^0 + ... + U^k (and b^k likewise), and the
   // momentum and weight-decay step is taken on U (kernels::OrdinalRows; the
   // biases take no decay). g holds the item's gradient rows whose bits are
   // set in `touched` (gb the bias gradients). All K rows of the item move: a
   // rating k also pulls the levels above it.
-  void OrdinalStep(int32_t item, const float* g, const float* gb,
-                   const uint64_t* touched, float scale, float decay) {
+  void OrdinalStep(RowMatrixXf& w, int32_t item, const float* g,
+                   const float* gb, const uint64_t* touched, float scale,
+                   float decay) {
     const int K = p_.K;
     const int64_t row0 = p_.Row(item, 0);
-    kernels::OrdinalRows(p_.W.row(row0).data(), vel_w_.row(row0).data(), g,
-                         touched, K, p_.F, o_.momentum, scale, decay);
+    kernels::OrdinalRows(w.row(row0).data(), vel_w_.row(row0).data(), g,
+                         touched, K, static_cast<int>(w.cols()), o_.momentum,
+                         scale, decay);
     // The item's K visible biases are the same step with one "hidden unit"
     // and no decay.
     kernels::OrdinalRows(p_.b.data() + row0, vel_b_.data() + row0, gb, touched,
@@ -551,10 +692,17 @@ class CdTrainer {
   // bias; rows without a term in this batch keep their weights and velocity
   // (sparse momentum), so the cost follows the batch's ratings, not m*K.
   // Last, the hidden biases. With TrainOptions::ordinal the step is
-  // OrdinalStep's instead.
+  // OrdinalStep's instead. The factored RBM steps A's rows the same way
+  // with g0_ / gt_ (B h0, B hT: the gradient of W times B^T) in place of
+  // h0 / hT, then B with A^T times the gradient of W: the sum over the
+  // batch of a0 h0^T - at hT^T.
   void Update(size_t nb, float lr) {
     const int K = p_.K;
-    const int F = p_.F;
+    const bool factored = C_ > 0;
+    RowMatrixXf& w = factored ? a_ : p_.W;
+    const RowMatrixXf& pos = factored ? g0_ : h0_;
+    const RowMatrixXf& neg = factored ? gt_ : ht_;
+    const int width = static_cast<int>(w.cols());
     const float mom = o_.momentum, decay = lr * o_.weight_decay;
     pool_.ParallelFor(
         static_cast<int64_t>(batch_items_.size()),
@@ -572,10 +720,10 @@ class CdTrainer {
               const int64_t next =
                   p_.Row(batch_items_[static_cast<size_t>(x) + 1], 0);
               const char* wn =
-                  reinterpret_cast<const char*>(p_.W.row(next).data());
+                  reinterpret_cast<const char*>(w.row(next).data());
               const char* vn =
                   reinterpret_cast<const char*>(vel_w_.row(next).data());
-              const int64_t bytes = static_cast<int64_t>(K) * F * 4;
+              const int64_t bytes = static_cast<int64_t>(K) * width * 4;
               for (int64_t off = 0; off < bytes; off += 64) {
                 __builtin_prefetch(wn + off, 1);
                 __builtin_prefetch(vn + off, 1);
@@ -583,10 +731,10 @@ class CdTrainer {
             }
             uint64_t touched[4] = {0, 0, 0, 0};  // bit k: row (item, k)
             auto touch = [&](int k) {
-              float* gk = g + static_cast<int64_t>(k) * F;
+              float* gk = g + static_cast<int64_t>(k) * width;
               if (!(touched[k >> 6] >> (k & 63) & 1)) {
                 touched[k >> 6] |= uint64_t{1} << (k & 63);
-                std::fill(gk, gk + F, 0.0f);
+                std::fill(gk, gk + width, 0.0f);
                 gb[k] = 0.0f;
               }
               return gk;
@@ -594,32 +742,33 @@ class CdTrainer {
             for (int64_t q = q0; q < q1; ++q) {
               const Entry& en = entries_[static_cast<size_t>(q)];
               const int kp = train_.k[static_cast<size_t>(en.r)];
-              const int kn = vt_entry_[static_cast<size_t>(q)];
+              const int kn = factored ? vt_[static_cast<size_t>(en.r)]
+                                      : vt_entry_[static_cast<size_t>(q)];
               float* gp = touch(kp);
-              const float* h0 = h0_.row(en.s).data();
-              for (int j = 0; j < F; ++j) gp[j] += h0[j];
+              const float* hp = pos.row(en.s).data();
+              for (int j = 0; j < width; ++j) gp[j] += hp[j];
               gb[kp] += 1.0f;
               float* gn = touch(kn);
-              const float* ht = ht_.row(en.s).data();
-              for (int j = 0; j < F; ++j) gn[j] -= ht[j];
+              const float* hn = neg.row(en.s).data();
+              for (int j = 0; j < width; ++j) gn[j] -= hn[j];
               gb[kn] -= 1.0f;
             }
             const float n = o_.per_item_normalize ? static_cast<float>(q1 - q0)
                                                   : static_cast<float>(nb);
             const float scale = lr / n;
             if (o_.ordinal) {
-              OrdinalStep(item, g, gb, touched, scale, decay);
+              OrdinalStep(w, item, g, gb, touched, scale, decay);
               continue;
             }
             for (int k = 0; k < K; ++k) {
               if (!(touched[k >> 6] >> (k & 63) & 1)) continue;
               const int64_t row = p_.Row(item, k);
-              const float* gk = g + static_cast<int64_t>(k) * F;
-              float* w = p_.W.row(row).data();
+              const float* gk = g + static_cast<int64_t>(k) * width;
+              float* wr = w.row(row).data();
               float* vw = vel_w_.row(row).data();
-              for (int j = 0; j < F; ++j) {
-                vw[j] = mom * vw[j] + scale * gk[j] - decay * w[j];
-                w[j] += vw[j];
+              for (int j = 0; j < width; ++j) {
+                vw[j] = mom * vw[j] + scale * gk[j] - decay * wr[j];
+                wr[j] += vw[j];
               }
               vel_b_[row] = mom * vel_b_[row] + scale * gb[k];
               p_.b[row] += vel_b_[row];
@@ -627,21 +776,34 @@ class CdTrainer {
           }
         },
         item_cost_.data());
-    gc_.setZero(F);
+    const Eigen::Index nbi = static_cast<Eigen::Index>(nb);
+    const float batch_scale = lr / static_cast<float>(nb);
+    if (factored) {
+      db_.noalias() = a0_.topRows(nbi).transpose() * h0_.topRows(nbi);
+      db_.noalias() -= at_.topRows(nbi).transpose() * ht_.topRows(nbi);
+      const float b_scale = lr / static_cast<float>(local_start_[nb]);
+      vel_bm_ = mom * vel_bm_ + b_scale * db_ - decay * bm_;
+      bm_ += vel_bm_;
+    }
+    gc_.setZero(p_.F);
     for (size_t s = 0; s < nb; ++s) {
       gc_ += h0_.row(static_cast<Eigen::Index>(s)).transpose() -
              ht_.row(static_cast<Eigen::Index>(s)).transpose();
     }
-    vel_c_ = mom * vel_c_ + (lr / static_cast<float>(nb)) * gc_;
+    vel_c_ = mom * vel_c_ + batch_scale * gc_;
     p_.c += vel_c_;
   }
 
   const SparseRatings& train_;
   const SparseRatings& valid_;
   const TrainOptions& o_;
+  // TrainOptions::factors: C > 0 trains W = A B (a_ is A, bm_ is B; vel_w_
+  // is then A's velocity, and p_.W is set to A B after every epoch).
+  const int C_;
   ThreadPool pool_;
   RbmParams p_;
   RowMatrixXf vel_w_, h0_, ht_, hs_;
+  RowMatrixXf a_, bm_, vel_bm_, db_, a0_, at_, g0_, gt_;
   Eigen::VectorXf vel_b_, vel_c_, gc_;
   std::vector<Scratch> scratch_;
   std::vector<uint8_t> vt_;

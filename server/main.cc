@@ -223,6 +223,10 @@ int main(int argc, char** argv) {
   app.add_flag("--ordinal", t.ordinal,
                "training default: ordinal sharing between rating values "
                "(default true; --ordinal=false turns it off)");
+  app.add_option("--factors", t.factors,
+                 "training default: factored training through C factors (-1 "
+                 "= size rule, 0 = unfactored)")
+      ->check(CLI::Range(-1, 10000));
   app.add_option("--average", t.average,
                  "training default: parameter averaging over epochs, in [0, "
                  "1) (0 = off)")

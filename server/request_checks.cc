@@ -195,6 +195,9 @@ absl::StatusOr<TrainJobRequest> TrainJobFromProto(
   if (s.ok() && r.has_ensemble() &&
       (s = ranged("ensemble", r.ensemble(), 1, kMaxEnsemble)).ok())
     o.ensemble = r.ensemble();
+  if (s.ok() && r.has_factors() &&
+      (s = ranged("factors", r.factors(), -1, kMaxHidden)).ok())
+    o.factors = r.factors();
   if (s.ok() && r.has_rated_hidden() &&
       (s = ranged("rated_hidden", r.rated_hidden(), -1, kMaxHidden)).ok())
     o.rated_hidden = r.rated_hidden();

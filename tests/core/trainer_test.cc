@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <limits>
 
+#include "Eigen/SVD"
 #include "core/fit.h"
 #include "core/model_file.h"
 #include "core/online.h"
@@ -255,6 +256,70 @@ TEST(Trainer, OrdinalSharingStepsTheCumulativeParameters) {
   EXPECT_TRUE(ps.c.isApprox(pa.c));
 }
 
+// The factored RBM (TrainOptions::factors): same seed, same bits at any
+// thread count, and a different model from the unfactored one.
+TEST(Trainer, FactoredSameSeedSameModelAtAnyThreadCount) {
+  auto s = testing_data::PlantedRatings(120, 40, 3, 0.3, 5);
+  TrainOptions o = SmallOptions();
+  o.max_epochs = 6;
+  o.rated_hidden = 0;
+  o.factors = 4;
+  o.threads = 1;
+  auto a = FitModel(s.train, o);
+  o.threads = 2;
+  auto b = FitModel(s.train, o);
+  o.threads = 3;
+  auto c = FitModel(s.train, o);
+  o.factors = 0;
+  auto dense = FitModel(s.train, o);
+  ASSERT_TRUE(a.ok() && b.ok() && c.ok() && dense.ok());
+  EXPECT_TRUE(a->members()[0] == b->members()[0]);
+  EXPECT_TRUE(a->members()[0] == c->members()[0]);
+  EXPECT_TRUE(a->item_rbm() == b->item_rbm());
+  EXPECT_TRUE(a->item_rbm() == c->item_rbm());
+  EXPECT_FALSE(a->members()[0] == dense->members()[0]);
+}
+
+// W = A B: without averaging the trained W has rank at most C, while the
+// unfactored trainer's W does not.
+TEST(Trainer, FactoredWeightsHaveRankAtMostC) {
+  auto s = testing_data::PlantedRatings(80, 30, 3, 0.3, 9);
+  const SparseRatings by_user = s.train.ByUser();
+  TrainOptions o = SmallOptions();
+  o.max_epochs = 5;
+  o.average = 0;
+  o.factors = 4;
+  auto factored = TrainRbm(by_user, 5, o);
+  o.factors = 0;
+  auto dense = TrainRbm(by_user, 5, o);
+  ASSERT_TRUE(factored.ok() && dense.ok());
+  auto singular = [](const RbmParams& p) {
+    const Eigen::MatrixXf w = p.W;
+    return Eigen::JacobiSVD<Eigen::MatrixXf>(w).singularValues();
+  };
+  const Eigen::VectorXf sf = singular(factored->params);
+  const Eigen::VectorXf sd = singular(dense->params);
+  ASSERT_EQ(sf.size(), 16);
+  EXPECT_GT(sf[3], 1e-3f * sf[0]);
+  EXPECT_LT(sf[4], 1e-4f * sf[0]);
+  EXPECT_GT(sd[4], 1e-2f * sd[0]);
+}
+
+// The factored RBM learns the planted structure as the unfactored one does.
+TEST(Trainer, FactoredBeatsItemMeanOnPlantedStructure) {
+  auto s = testing_data::PlantedRatings(200, 60, 3, 0.3, 11);
+  TrainOptions o = SmallOptions();
+  o.factors = 4;
+  o.rated_hidden = 0;
+  auto model = FitModel(s.train, o);
+  ASSERT_TRUE(model.ok()) << model.status();
+  const EvalMetrics m =
+      Evaluate(*model, s.train.ByUser(), s.test, PredictMethod::kExact, 2);
+  const double baseline = ItemMeanRmse(s);
+  EXPECT_LT(m.rmse, 0.8 * baseline) << "item-mean baseline " << baseline;
+  EXPECT_LT(m.nll, m.hist_nll);
+}
+
 TEST(Trainer, RejectsBadOptionsNamingTheField) {
   TrainOptions o;
   o.learning_rate = -1;
@@ -265,6 +330,13 @@ TEST(Trainer, RejectsBadOptionsNamingTheField) {
             std::string::npos);
   o.hidden = 10001;
   EXPECT_NE(ValidateTrainOptions(o).message().find("hidden"),
+            std::string::npos);
+  o = TrainOptions();
+  o.factors = -2;
+  EXPECT_NE(ValidateTrainOptions(o).message().find("factors"),
+            std::string::npos);
+  o.factors = 10001;
+  EXPECT_NE(ValidateTrainOptions(o).message().find("factors"),
             std::string::npos);
   o = TrainOptions();
   o.momentum = 1.5f;
