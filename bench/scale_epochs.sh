@@ -13,13 +13,15 @@
 #
 # Usage: bench/scale_epochs.sh [SIZES...]    e.g. 1000000:6040:3706
 #        (SIZE = RATINGS:USERS:ITEMS)
-# Env:   THREADS=2, EPOCHS=2, RATED_MAX_RATINGS=10000000
+# Env:   THREADS=2, EPOCHS=2, RATED_MAX_RATINGS=10000000, EVAL_FLAGS (more
+#        rbmrec-eval flags, e.g. "--factors 0" for unfactored training)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 bin=$root/build/bin
 threads=${THREADS:-2}
 epochs=${EPOCHS:-2}
 rated_max=${RATED_MAX_RATINGS:-10000000}
+read -r -a eval_flags <<<"${EVAL_FLAGS:-}"
 sizes=("$@")
 [ ${#sizes[@]} -gt 0 ] || sizes=(1000000:6040:3706 10000000:60000:10000
   50000000:300000:17770)
@@ -42,6 +44,7 @@ for size in "${sizes[@]}"; do
   [ "$n" -le "$rated_max" ] || rated=(--rated-hidden 0)
   "$bin/rbmrec-eval" --train "$tmp/train" --test "$tmp/test" \
     --threads "$threads" --epochs "$epochs" --patience 100 "${rated[@]}" \
+    ${eval_flags[@]+"${eval_flags[@]}"} \
     >"$tmp/out" 2>"$tmp/err"
   u=$(awk '$1=="member" && $2==0 {sub("s","",$NF); print $NF}' "$tmp/err" | median)
   i=$(awk '$1=="member" && $2==1 {sub("s","",$NF); print $NF}' "$tmp/err" | median)

@@ -137,7 +137,8 @@ int64_t EstimateModelBytes(const DataShape& shape, const TrainOptions& options);
 // memory), for every RBM the trainer's parameters, momentum, best-epoch copy
 // and running average (4x the parameters), its mini-batch buffers (4 x
 // batch_size x hidden floats, and per-rating buffers for a batch of batch_size
-// cases of up to 8x the mean number of ratings) and per-thread scratch, plus
+// cases of up to 8x the mean number of ratings), per-thread scratch and the
+// averaged model's hidden input per case (factored training), plus
 // the rating data (the by-user and by-item sparse copies with their
 // train/validation split) and the validation pass. Counts all RBMs as if
 // resident at once (the item-based RBM trains beside the user-based ones).

@@ -305,6 +305,46 @@ TEST(Trainer, FactoredWeightsHaveRankAtMostC) {
   EXPECT_GT(sd[4], 1e-2f * sd[0]);
 }
 
+// Factored training validates the averaged parameters from running
+// averages of the hidden inputs (AveragedValidationRmse): the validation
+// RMSE it reports for the returned (averaged) parameters is the one
+// computed from those parameters directly.
+TEST(Trainer, FactoredValidationOfTheAverageMatchesADirectPass) {
+  auto s = testing_data::PlantedRatings(120, 40, 3, 0.3, 13);
+  SparseRatings train, valid;
+  CarveValidation(s.train.ByUser(), 0.1, 3, &train, &valid);
+  ASSERT_GT(valid.nnz(), 50);
+  TrainOptions o = SmallOptions();
+  o.factors = 4;
+  o.max_epochs = 20;
+  o.patience = 20;
+  o.learning_rate = 0.2f;
+  o.average = 0.85f;
+  auto r = TrainRbmSplit(train, valid, 5, o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_GE(r->best_epoch, 2);  // an average of several epochs
+  const RbmParams& p = r->params;
+  double sse = 0;
+  Eigen::VectorXf x(p.F);
+  std::vector<float> probs(5);
+  for (int32_t u = 0; u < valid.rows; ++u) {
+    VisibleSet v{train.col.data() + train.offsets[u],
+                 train.k.data() + train.offsets[u], train.RowSize(u)};
+    HiddenInput(p, v, x.data());
+    for (int64_t q = valid.offsets[u]; q < valid.offsets[u + 1]; ++q) {
+      PredictExact(p, x.data(), valid.col[q], probs.data());
+      double mean = 0;
+      for (int k = 0; k < 5; ++k)
+        mean += static_cast<double>(k) * probs[static_cast<size_t>(k)];
+      sse += (mean - valid.k[q]) * (mean - valid.k[q]);
+    }
+  }
+  const double direct = std::sqrt(sse / static_cast<double>(valid.nnz()));
+  EXPECT_NEAR(r->best_valid_rmse, direct, 1e-5);
+  EXPECT_NEAR(r->history[static_cast<size_t>(r->best_epoch - 1)].valid_rmse,
+              direct, 1e-5);
+}
+
 // The factored RBM learns the planted structure as the unfactored one does.
 TEST(Trainer, FactoredBeatsItemMeanOnPlantedStructure) {
   auto s = testing_data::PlantedRatings(200, 60, 3, 0.3, 11);
