@@ -321,6 +321,33 @@ TEST_F(ServiceTest, TrainOptionsAreValidated) {
   s = service_->Train(req, [](const v1::TrainProgress&) { return true; });
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("average"), std::string::npos) << s;
+  req.mutable_options()->clear_average();
+  req.mutable_options()->set_factors(-2);
+  s = service_->Train(req, [](const v1::TrainProgress&) { return true; });
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("factors"), std::string::npos) << s;
+}
+
+// TrainOptions.factors reaches the trainer: a factored model trains and
+// serves distributions like any other.
+TEST_F(ServiceTest, FactoredTrainingServesDistributions) {
+  LoadSynthetic();
+  v1::TrainRequest train;
+  train.mutable_options()->set_factors(3);  // the test defaults' hidden is 8
+  train.mutable_options()->set_rated_hidden(0);
+  const std::vector<v1::TrainProgress> done = TrainSync(train);
+  ASSERT_FALSE(done.empty());
+  EXPECT_EQ(done.back().state(), v1::TrainProgress::SUCCEEDED);
+  ASSERT_GT(done.back().model_version(), 0);
+  v1::PredictRatingsResponse p = Predict(U(3), {I(1), I(2)});
+  ASSERT_EQ(p.predictions_size(), 2);
+  for (const auto& pred : p.predictions()) {
+    double sum = 0;
+    for (double x : pred.probabilities()) sum += x;
+    EXPECT_NEAR(sum, 1.0, 1e-5);
+    EXPECT_GE(pred.expected_rating(), 1.0);
+    EXPECT_LE(pred.expected_rating(), 5.0);
+  }
 }
 
 TEST_F(ServiceTest, SecondTrainFailsWhileOneRunsAndCancelStopsIt) {
