@@ -782,7 +782,9 @@ class CdTrainer {
   // OrdinalStep's instead. The factored RBM steps A's rows the same way
   // with g0_ / gt_ (B h0, B hT: the gradient of W times B^T) in place of
   // h0 / hT, then B with A^T times the gradient of W: the sum over the
-  // batch of a0 h0^T - at hT^T.
+  // batch of a0 h0^T - at hT^T, scaled by lr / (the batch's ratings) rather
+  // than lr / nb, as every rating adds to it (with lr / nb it moved W so
+  // fast that training stalled at the biases' RMSE or diverged on ML-1M).
   void Update(size_t nb, float lr) {
     const int K = p_.K;
     const bool factored = C_ > 0;
