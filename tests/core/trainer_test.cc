@@ -136,21 +136,34 @@ TEST(Trainer, TopNMetricsAreInRangeAndDoNotDependOnThreads) {
   EXPECT_GT(a[3].mean.recall, 0);
 }
 
+// The model FitModel trains from `o` at 1, 2 and 3 threads; expects the
+// three user-based and item-based RBMs to be the same bits and returns them.
+std::vector<Model> FitAtOneTwoThreeThreads(const Dataset& train,
+                                           TrainOptions o) {
+  std::vector<Model> models;
+  for (int threads = 1; threads <= 3; ++threads) {
+    o.threads = threads;
+    auto m = FitModel(train, o);
+    EXPECT_TRUE(m.ok()) << m.status();
+    if (!m.ok()) return {};
+    models.push_back(*std::move(m));
+  }
+  for (size_t t = 1; t < models.size(); ++t) {
+    EXPECT_TRUE(models[0].members()[0] == models[t].members()[0]) << t + 1;
+    EXPECT_TRUE(models[0].item_rbm() == models[t].item_rbm()) << t + 1;
+  }
+  return models;
+}
+
 TEST(Trainer, SameSeedSameModelAtAnyThreadCount) {
   auto s = testing_data::PlantedRatings(120, 40, 3, 0.3, 5);
   TrainOptions o = SmallOptions();
   o.max_epochs = 6;
-  o.threads = 1;
-  auto a = FitModel(s.train, o);
-  o.threads = 2;
-  auto b = FitModel(s.train, o);
-  o.threads = 3;
-  auto c = FitModel(s.train, o);
-  ASSERT_TRUE(a.ok() && b.ok() && c.ok());
-  EXPECT_TRUE(a->members()[0] == b->members()[0]);
-  EXPECT_TRUE(a->members()[0] == c->members()[0]);
-  EXPECT_TRUE(a->item_rbm() == b->item_rbm());
-  EXPECT_TRUE(a->item_rbm() == c->item_rbm());
+  const std::vector<Model> models = FitAtOneTwoThreeThreads(s.train, o);
+  ASSERT_EQ(models.size(), 3u);
+  const Model* a = &models[0];
+  const Model* b = &models[1];
+  const Model* c = &models[2];
   ASSERT_TRUE(a->HasRatedRbm());
   EXPECT_TRUE(a->rated_rbm() == b->rated_rbm());
   EXPECT_TRUE(a->rated_rbm() == c->rated_rbm());
@@ -264,20 +277,12 @@ TEST(Trainer, FactoredSameSeedSameModelAtAnyThreadCount) {
   o.max_epochs = 6;
   o.rated_hidden = 0;
   o.factors = 4;
-  o.threads = 1;
-  auto a = FitModel(s.train, o);
-  o.threads = 2;
-  auto b = FitModel(s.train, o);
-  o.threads = 3;
-  auto c = FitModel(s.train, o);
+  const std::vector<Model> models = FitAtOneTwoThreeThreads(s.train, o);
+  ASSERT_EQ(models.size(), 3u);
   o.factors = 0;
   auto dense = FitModel(s.train, o);
-  ASSERT_TRUE(a.ok() && b.ok() && c.ok() && dense.ok());
-  EXPECT_TRUE(a->members()[0] == b->members()[0]);
-  EXPECT_TRUE(a->members()[0] == c->members()[0]);
-  EXPECT_TRUE(a->item_rbm() == b->item_rbm());
-  EXPECT_TRUE(a->item_rbm() == c->item_rbm());
-  EXPECT_FALSE(a->members()[0] == dense->members()[0]);
+  ASSERT_TRUE(dense.ok());
+  EXPECT_FALSE(models[0].members()[0] == dense->members()[0]);
 }
 
 // W = A B: without averaging the trained W has rank at most C, while the
