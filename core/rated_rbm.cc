@@ -181,8 +181,13 @@ absl::StatusOr<RatedRbmResult> TrainRatedRbm(const SparseRatings& train,
   Eigen::VectorXf vel_b = Eigen::VectorXf::Zero(m);
   Eigen::VectorXf vel_c = Eigen::VectorXf::Zero(F);
   const int B = o.batch_size;
-  RowMatrixXf v(B, m), v1(B, m), h(B, F), hs(B, F), h1(B, F);
-  v.setZero();
+  RowMatrixXf v1(B, m), h(B, F), hs(B, F), h1(B, F);
+  // The batch's rated sets item-major: the batch rows that rated item i are
+  // rated_row[rated_start[i] .. rated_start[i + 1]), in row order. The
+  // positive phase's gradient sum_r r_ri h_r is sparse: read from here
+  // instead of a dense (batch x items) product with the 0/1 visibles.
+  std::vector<int64_t> rated_start(static_cast<size_t>(m) + 1);
+  std::vector<int32_t> rated_row;
   ThreadPool pool(std::max(1, o.threads));
   RbmParams best = p;
   double best_ndcg = -2;
@@ -195,11 +200,23 @@ absl::StatusOr<RatedRbmResult> TrainRatedRbm(const SparseRatings& train,
     for (size_t s = 0; s < cases.size(); s += static_cast<size_t>(B)) {
       const int64_t bs = std::min<int64_t>(B, cases.size() - s);
       // Positive phase: the users' rated sets and p(h | r).
+      std::fill(rated_start.begin(), rated_start.end(), 0);
+      for (int64_t r = 0; r < bs; ++r) {
+        const int32_t u = cases[s + static_cast<size_t>(r)];
+        for (int64_t x = train.offsets[u]; x < train.offsets[u + 1]; ++x) {
+          ++rated_start[static_cast<size_t>(train.col[x]) + 1];
+        }
+      }
+      for (int64_t i = 0; i < m; ++i) rated_start[i + 1] += rated_start[i];
+      rated_row.resize(static_cast<size_t>(rated_start[m]));
       for (int64_t r = 0; r < bs; ++r) {
         const int32_t u = cases[s + static_cast<size_t>(r)];
         const int32_t* items = train.col.data() + train.offsets[u];
         const int64_t n = train.RowSize(u);
-        for (int64_t t = 0; t < n; ++t) v(r, items[t]) = 1.0f;
+        for (int64_t t = 0; t < n; ++t) {
+          rated_row[static_cast<size_t>(rated_start[items[t]]++)] =
+              static_cast<int32_t>(r);
+        }
         RatedHidden(p, items, n, h.row(r).data());
         Rng rng(StreamSeed(o.seed, static_cast<uint64_t>(epoch),
                            static_cast<uint64_t>(u) + 1));
@@ -207,6 +224,9 @@ absl::StatusOr<RatedRbmResult> TrainRatedRbm(const SparseRatings& train,
           hs(r, j) = rng.Uniform() < h(r, j) ? 1.0f : 0.0f;
         }
       }
+      // The fill above advanced every start to the next item's: shift back.
+      for (int64_t i = m; i > 0; --i) rated_start[i] = rated_start[i - 1];
+      rated_start[0] = 0;
       // Negative phase: p(r | h sampled) for every item, then p(h | that).
       pool.ParallelFor(Chunks(m, kItemChunk), [&](int, int64_t cb, int64_t ce) {
         for (int64_t c = cb; c < ce; ++c) {
@@ -242,16 +262,23 @@ absl::StatusOr<RatedRbmResult> TrainRatedRbm(const SparseRatings& train,
           const int64_t i0 = c * kItemChunk;
           const int64_t len = std::min(kItemChunk, m - i0);
           auto g = grad.topRows(len);
-          g.noalias() = v.block(0, i0, bs, len).transpose() * h.topRows(bs);
-          g.noalias() -= v1.block(0, i0, bs, len).transpose() * h1.topRows(bs);
+          g.noalias() = -v1.block(0, i0, bs, len).transpose() * h1.topRows(bs);
+          for (int64_t i = i0; i < i0 + len; ++i) {
+            for (int64_t t = rated_start[i]; t < rated_start[i + 1]; ++t) {
+              g.row(i - i0) += h.row(rated_row[static_cast<size_t>(t)]);
+            }
+          }
           auto w = p.W.middleRows(i0, len);
           auto vw = vel_w.middleRows(i0, len);
           vw = o.momentum * vw +
                o.learning_rate * (scale * g - o.weight_decay * w);
           w += vw;
+          const Eigen::RowVectorXf neg =
+              v1.block(0, i0, bs, len).colwise().sum();
           for (int64_t i = i0; i < i0 + len; ++i) {
-            float gb = 0;
-            for (int64_t r = 0; r < bs; ++r) gb += v(r, i) - v1(r, i);
+            const float gb =
+                static_cast<float>(rated_start[i + 1] - rated_start[i]) -
+                neg[i - i0];
             vel_b[i] = o.momentum * vel_b[i] + o.learning_rate * scale * gb;
             p.b[i] += vel_b[i];
           }
@@ -260,12 +287,6 @@ absl::StatusOr<RatedRbmResult> TrainRatedRbm(const SparseRatings& train,
       Eigen::VectorXf gc = (h.topRows(bs) - h1.topRows(bs)).colwise().sum();
       vel_c = o.momentum * vel_c + (o.learning_rate * scale) * gc;
       p.c += vel_c;
-      for (int64_t r = 0; r < bs; ++r) {
-        const int32_t u = cases[s + static_cast<size_t>(r)];
-        for (int64_t x = train.offsets[u]; x < train.offsets[u + 1]; ++x) {
-          v(r, train.col[x]) = 0.0f;
-        }
-      }
     }
     result.epochs_run = epoch;
     const double ndcg =
