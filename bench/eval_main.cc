@@ -156,6 +156,10 @@ void AddFlags(CLI::App* app, Args* a) {
   app->add_option("--rated-lr", o.rated_learning_rate,
                   "learning rate of the rated RBM")
       ->check(Finite());
+  app->add_option("--rated-factors", o.rated_factors,
+                  "the rated RBM trained factored through C factors (0 = "
+                  "unfactored)")
+      ->check(CLI::Range(0, 10000));
   app->add_option("--predict", a->predict, "exact|meanfield");
   app->add_option("--seed", o.seed, "random seed (same seed, same model)");
   app->add_option("--threads", o.threads, "worker threads (0 = all cores)")
@@ -446,7 +450,7 @@ int Run(int argc, char** argv) {
         "\"scale\": \"%s\", \"params\": {\"hidden\": %d, \"epochs\": %d, "
         "\"batch\": %d, \"lr\": %g, \"lr_decay\": %g, \"momentum\": %g, "
         "\"weight_decay\": %g, \"init_std\": %g, \"ordinal\": %s, "
-        "\"factors\": %d, "
+        "\"factors\": %d, \"rated_factors\": %d, "
         "\"cd_steps\": \"%s\", "
         "\"per_item_normalize\": %s, \"validation\": %g, \"patience\": %d, "
         "\"average\": %g, \"ensemble\": %d, \"item_based\": %s, "
@@ -462,7 +466,7 @@ int Run(int argc, char** argv) {
         PeakRssMb(), JsonEscape(scale.ToString()).c_str(), o.hidden,
         o.max_epochs, o.batch_size, o.learning_rate, o.lr_decay, o.momentum,
         o.weight_decay, o.init_std, o.ordinal ? "true" : "false", o.factors,
-        JsonEscape(o.cd.ToString()).c_str(),
+        o.rated_factors, JsonEscape(o.cd.ToString()).c_str(),
         o.per_item_normalize ? "true" : "false", o.validation_fraction,
         o.patience, o.average, o.ensemble, o.item_based ? "true" : "false",
         static_cast<double>(model->params().user_weight),

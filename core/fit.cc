@@ -281,6 +281,7 @@ absl::StatusOr<Model> FitModel(const Dataset& train,
     ro.hidden = rated_f;
     ro.max_epochs = options.rated_max_epochs;
     ro.learning_rate = options.rated_learning_rate;
+    ro.factors = options.rated_factors;
     ro.seed = options.seed + 0x7a7e;
     ro.threads = threads;
     const int member = n_models;

@@ -50,12 +50,16 @@ absl::Status Validate(const RatedRbmOptions& o) {
   if (!(o.init_std >= 0 && o.init_std <= 1)) return bad("init_std", o.init_std);
   if (o.patience < 1) return bad("patience", o.patience);
   if (o.eval_n < 1) return bad("eval_n", o.eval_n);
+  if (o.factors < 0 || o.factors > 10000) return bad("factors", o.factors);
   return absl::OkStatus();
 }
 
 // Mean NDCG@n over the users with validation entries: each ranks the items
-// with training data outside their own training set by logit.
-double ValidationNdcg(const RbmParams& p, const SparseRatings& train,
+// with training data outside their own training set by logit. With factors
+// (`a` and `bm` not null, p.W == a * bm) the logits are computed through
+// them: ~C instead of F per item and user.
+double ValidationNdcg(const RbmParams& p, const RowMatrixXf* a,
+                      const RowMatrixXf* bm, const SparseRatings& train,
                       const SparseRatings& valid,
                       const std::vector<uint8_t>& has_data, int n,
                       ThreadPool* pool) {
@@ -71,8 +75,12 @@ double ValidationNdcg(const RbmParams& p, const SparseRatings& train,
   pool->ParallelFor(
       Chunks(static_cast<int64_t>(users.size()), kUserChunk),
       [&](int, int64_t cb, int64_t ce) {
-        RowMatrixXf h(kUserChunk, p.F), logits(kUserChunk, m);
-        std::vector<std::pair<float, int32_t>> cand;
+        RowMatrixXf h(kUserChunk, p.F), logits(kUserChunk, m), hb;
+        if (a != nullptr) hb.resize(kUserChunk, a->cols());
+        // The best n candidates so far, best first (higher logit, then
+        // lower item id): the items come in increasing id order, so a new
+        // one enters only with a strictly higher logit than the n-th.
+        std::vector<std::pair<float, int32_t>> top;
         std::vector<uint8_t> mine(static_cast<size_t>(m), 0);
         for (int64_t c = cb; c < ce; ++c) {
           const int64_t u0 = c * kUserChunk;
@@ -83,33 +91,38 @@ double ValidationNdcg(const RbmParams& p, const SparseRatings& train,
             RatedHidden(p, train.col.data() + train.offsets[u],
                         train.RowSize(u), h.row(r).data());
           }
-          logits.topRows(nu).noalias() = h.topRows(nu) * p.W.transpose();
+          if (a != nullptr) {
+            hb.topRows(nu).noalias() = h.topRows(nu) * bm->transpose();
+            logits.topRows(nu).noalias() = hb.topRows(nu) * a->transpose();
+          } else {
+            logits.topRows(nu).noalias() = h.topRows(nu) * p.W.transpose();
+          }
           for (int64_t r = 0; r < nu; ++r) {
             const int32_t u = users[static_cast<size_t>(u0 + r)];
             const float* l = logits.row(r).data();
             for (int64_t x = train.offsets[u]; x < train.offsets[u + 1]; ++x) {
               mine[static_cast<size_t>(train.col[x])] = 1;
             }
-            cand.clear();
+            top.clear();
             for (int64_t i = 0; i < m; ++i) {
-              if (has_data[i] && !mine[i]) {
-                cand.emplace_back(l[i] + p.b[i], static_cast<int32_t>(i));
+              if (!has_data[i] || mine[i]) continue;
+              const float score = l[i] + p.b[i];
+              if (static_cast<int>(top.size()) == n) {
+                if (!(score > top.back().first)) continue;
+                top.pop_back();
               }
+              auto at = top.end();
+              while (at != top.begin() && (at - 1)->first < score) --at;
+              top.insert(at, {score, static_cast<int32_t>(i)});
             }
             for (int64_t x = train.offsets[u]; x < train.offsets[u + 1]; ++x) {
               mine[static_cast<size_t>(train.col[x])] = 0;
             }
-            const size_t top = std::min(cand.size(), static_cast<size_t>(n));
-            std::partial_sort(cand.begin(), cand.begin() + top, cand.end(),
-                              [](const auto& a, const auto& b) {
-                                return a.first != b.first ? a.first > b.first
-                                                          : a.second < b.second;
-                              });
             const int32_t* vb = valid.col.data() + valid.offsets[u];
             const int32_t* ve = vb + valid.RowSize(u);
             double dcg = 0, ideal = 0;
-            for (size_t r2 = 0; r2 < top; ++r2) {
-              if (std::binary_search(vb, ve, cand[r2].second)) {
+            for (size_t r2 = 0; r2 < top.size(); ++r2) {
+              if (std::binary_search(vb, ve, top[r2].second)) {
                 dcg += discount[r2];
               }
             }
@@ -160,8 +173,33 @@ absl::StatusOr<RatedRbmResult> TrainRatedRbm(const SparseRatings& train,
   RbmParams& p = result.params;
   p.Resize(static_cast<int32_t>(m), 1, F);
   Rng init(StreamSeed(o.seed, 0x7a7edULL));
-  for (int64_t i = 0; i < p.W.size(); ++i) {
-    p.W.data()[i] = static_cast<float>(o.init_std * init.Normal());
+  // Factored (RatedRbmOptions::factors): W = A B, A m x C, B C x F. B's
+  // entries ~ N(0, 1 / F), so B B^T is near the identity and A's first
+  // steps move W about as far as W's own would; A's ~ N(0, init_std^2 F /
+  // C), so W's entries start with W's own init_std. (Both at sqrt(init_std
+  // / sqrt(C)), as the rating RBMs' factored trainer has them, the first
+  // steps are so small on small data that early stopping ends training
+  // before anything is learned.)
+  const int C = o.factors > 0 && o.factors < F ? o.factors : 0;
+  RowMatrixXf a, bm, vel_a, vel_bm;
+  if (C > 0) {
+    const double sd_a = o.init_std * std::sqrt(double{1.0} * F / C);
+    const double sd_b = 1.0 / std::sqrt(double{1.0} * F);
+    a.resize(m, C);
+    bm.resize(C, F);
+    for (int64_t i = 0; i < a.size(); ++i) {
+      a.data()[i] = static_cast<float>(sd_a * init.Normal());
+    }
+    for (int64_t i = 0; i < bm.size(); ++i) {
+      bm.data()[i] = static_cast<float>(sd_b * init.Normal());
+    }
+    vel_a.setZero(m, C);
+    vel_bm.setZero(C, F);
+    p.W.noalias() = a * bm;
+  } else {
+    for (int64_t i = 0; i < p.W.size(); ++i) {
+      p.W.data()[i] = static_cast<float>(o.init_std * init.Normal());
+    }
   }
   // Visible biases: the logit of each item's share of users (smoothed).
   std::vector<int64_t> count(static_cast<size_t>(m), 0);
@@ -177,11 +215,18 @@ absl::StatusOr<RatedRbmResult> TrainRatedRbm(const SparseRatings& train,
   for (int32_t u = 0; u < train.rows; ++u) {
     if (train.RowSize(u) > 0) cases.push_back(u);
   }
-  RowMatrixXf vel_w = RowMatrixXf::Zero(m, F);
+  RowMatrixXf vel_w = RowMatrixXf::Zero(C > 0 ? 0 : m, F);
   Eigen::VectorXf vel_b = Eigen::VectorXf::Zero(m);
   Eigen::VectorXf vel_c = Eigen::VectorXf::Zero(F);
   const int B = o.batch_size;
   RowMatrixXf v1(B, m), h(B, F), hs(B, F), h1(B, F);
+  // Factored: a0 / at the batch's visibles times A (positive: the sum of the
+  // rated items' rows; negative: v1 A), g0 / gt = h B^T / h1 B^T (the
+  // gradient of W times B^T is the gradient of A), hb = hs B^T.
+  RowMatrixXf a0, at, g0, gt, hb;
+  if (C > 0) {
+    for (RowMatrixXf* x : {&a0, &at, &g0, &gt, &hb}) x->setZero(B, C);
+  }
   // The batch's rated sets item-major: the batch rows that rated item i are
   // rated_row[rated_start[i] .. rated_start[i + 1]), in row order. The
   // positive phase's gradient sum_r r_ri h_r is sparse: read from here
@@ -217,13 +262,28 @@ absl::StatusOr<RatedRbmResult> TrainRatedRbm(const SparseRatings& train,
           rated_row[static_cast<size_t>(rated_start[items[t]]++)] =
               static_cast<int32_t>(r);
         }
-        RatedHidden(p, items, n, h.row(r).data());
+        if (C > 0) {
+          auto x = a0.row(r);
+          x.setZero();
+          for (int64_t t = 0; t < n; ++t) x += a.row(items[t]);
+        } else {
+          RatedHidden(p, items, n, h.row(r).data());
+        }
+      }
+      if (C > 0) {
+        h.topRows(bs).noalias() = a0.topRows(bs) * bm;
+        h.topRows(bs).rowwise() += p.c.transpose();
+        for (int64_t r = 0; r < bs; ++r) SigmoidArray(h.row(r).data(), F);
+      }
+      for (int64_t r = 0; r < bs; ++r) {
+        const int32_t u = cases[s + static_cast<size_t>(r)];
         Rng rng(StreamSeed(o.seed, static_cast<uint64_t>(epoch),
                            static_cast<uint64_t>(u) + 1));
         for (int j = 0; j < F; ++j) {
           hs(r, j) = rng.Uniform() < h(r, j) ? 1.0f : 0.0f;
         }
       }
+      if (C > 0) hb.topRows(bs).noalias() = hs.topRows(bs) * bm.transpose();
       // The fill above advanced every start to the next item's: shift back.
       for (int64_t i = m; i > 0; --i) rated_start[i] = rated_start[i - 1];
       rated_start[0] = 0;
@@ -233,8 +293,13 @@ absl::StatusOr<RatedRbmResult> TrainRatedRbm(const SparseRatings& train,
           const int64_t i0 = c * kItemChunk;
           const int64_t len = std::min(kItemChunk, m - i0);
           auto block = v1.block(0, i0, bs, len);
-          block.noalias() =
-              hs.topRows(bs) * p.W.middleRows(i0, len).transpose();
+          if (C > 0) {
+            block.noalias() =
+                hb.topRows(bs) * a.middleRows(i0, len).transpose();
+          } else {
+            block.noalias() =
+                hs.topRows(bs) * p.W.middleRows(i0, len).transpose();
+          }
           block.rowwise() += p.b.segment(i0, len).transpose();
           for (int64_t r = 0; r < bs; ++r) {
             SigmoidArray(v1.row(r).data() + i0, len);
@@ -246,7 +311,12 @@ absl::StatusOr<RatedRbmResult> TrainRatedRbm(const SparseRatings& train,
             for (int64_t c = cb; c < ce; ++c) {
               const int64_t r0 = c * kUserChunk;
               const int64_t nr = std::min(kUserChunk, bs - r0);
-              h1.middleRows(r0, nr).noalias() = v1.middleRows(r0, nr) * p.W;
+              if (C > 0) {
+                at.middleRows(r0, nr).noalias() = v1.middleRows(r0, nr) * a;
+                h1.middleRows(r0, nr).noalias() = at.middleRows(r0, nr) * bm;
+              } else {
+                h1.middleRows(r0, nr).noalias() = v1.middleRows(r0, nr) * p.W;
+              }
               for (int64_t r = r0; r < r0 + nr; ++r) {
                 h1.row(r) += p.c.transpose();
                 SigmoidArray(h1.row(r).data(), F);
@@ -255,42 +325,68 @@ absl::StatusOr<RatedRbmResult> TrainRatedRbm(const SparseRatings& train,
           });
       // Updates, item rows in parallel (each row's gradient is a sum over
       // the batch in a fixed order).
+      // Factored, the rows of A take the place of W's, with g0 / gt in
+      // place of h / h1.
       const float scale = 1.0f / static_cast<float>(bs);
+      if (C > 0) {
+        g0.topRows(bs).noalias() = h.topRows(bs) * bm.transpose();
+        gt.topRows(bs).noalias() = h1.topRows(bs) * bm.transpose();
+      }
+      RowMatrixXf& w_all = C > 0 ? a : p.W;
+      RowMatrixXf& vel_all = C > 0 ? vel_a : vel_w;
+      const RowMatrixXf& pos = C > 0 ? g0 : h;
+      const RowMatrixXf& neg = C > 0 ? gt : h1;
+      const int64_t width = w_all.cols();
       pool.ParallelFor(Chunks(m, kItemChunk), [&](int, int64_t cb, int64_t ce) {
-        RowMatrixXf grad(kItemChunk, F);
+        RowMatrixXf grad(kItemChunk, width);
         for (int64_t c = cb; c < ce; ++c) {
           const int64_t i0 = c * kItemChunk;
           const int64_t len = std::min(kItemChunk, m - i0);
           auto g = grad.topRows(len);
-          g.noalias() = -v1.block(0, i0, bs, len).transpose() * h1.topRows(bs);
+          g.noalias() = -v1.block(0, i0, bs, len).transpose() * neg.topRows(bs);
           for (int64_t i = i0; i < i0 + len; ++i) {
             for (int64_t t = rated_start[i]; t < rated_start[i + 1]; ++t) {
-              g.row(i - i0) += h.row(rated_row[static_cast<size_t>(t)]);
+              g.row(i - i0) += pos.row(rated_row[static_cast<size_t>(t)]);
             }
           }
-          auto w = p.W.middleRows(i0, len);
-          auto vw = vel_w.middleRows(i0, len);
+          auto w = w_all.middleRows(i0, len);
+          auto vw = vel_all.middleRows(i0, len);
           vw = o.momentum * vw +
                o.learning_rate * (scale * g - o.weight_decay * w);
           w += vw;
-          const Eigen::RowVectorXf neg =
+          const Eigen::RowVectorXf neg_sum =
               v1.block(0, i0, bs, len).colwise().sum();
           for (int64_t i = i0; i < i0 + len; ++i) {
             const float gb =
                 static_cast<float>(rated_start[i + 1] - rated_start[i]) -
-                neg[i - i0];
+                neg_sum[i - i0];
             vel_b[i] = o.momentum * vel_b[i] + o.learning_rate * scale * gb;
             p.b[i] += vel_b[i];
           }
         }
       });
+      if (C > 0) {
+        // B's gradient A^T (the gradient of W) = a0^T h - at^T h1, a sum
+        // over every rated item of the batch: its step is scaled by the
+        // batch's rated count rather than its users (the rating RBMs' rule).
+        RowMatrixXf db = a0.topRows(bs).transpose() * h.topRows(bs);
+        db.noalias() -= at.topRows(bs).transpose() * h1.topRows(bs);
+        const float b_scale =
+            o.learning_rate / static_cast<float>(std::max<int64_t>(
+                                  1, rated_start[static_cast<size_t>(m)]));
+        vel_bm = o.momentum * vel_bm + b_scale * db -
+                 (o.learning_rate * o.weight_decay) * bm;
+        bm += vel_bm;
+      }
       Eigen::VectorXf gc = (h.topRows(bs) - h1.topRows(bs)).colwise().sum();
       vel_c = o.momentum * vel_c + (o.learning_rate * scale) * gc;
       p.c += vel_c;
     }
+    if (C > 0) p.W.noalias() = a * bm;
     result.epochs_run = epoch;
     const double ndcg =
-        ValidationNdcg(p, train, valid, has_data, o.eval_n, &pool);
+        ValidationNdcg(p, C > 0 ? &a : nullptr, C > 0 ? &bm : nullptr, train,
+                       valid, has_data, o.eval_n, &pool);
     result.valid_ndcg.push_back(ndcg);
     if (ndcg < 0 || ndcg > best_ndcg) {
       best_ndcg = ndcg;

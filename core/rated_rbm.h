@@ -44,6 +44,11 @@ struct RatedRbmOptions {
   float init_std = 0.01f;      // W ~ N(0, init_std^2)
   int patience = 3;  // epochs without a better validation NDCG before stopping
   int eval_n = 10;   // validation metric: NDCG at this cut-off
+  // Factored (the seed paper's Eq. 12): 0 trains W itself; C in [1, F)
+  // trains W = A B (A items x C, B C x F), so the negative phase's dense
+  // products cost ~C rather than F per item and user; W is set to A B after
+  // every epoch (validation and the result see W as usual).
+  int factors = 0;
   uint64_t seed = 1;
   int threads = 1;
 };

@@ -136,6 +136,8 @@ absl::Status ValidateTrainOptions(const TrainOptions& o) {
     return bad("rated-epochs", "must be 1..100000");
   if (!(o.rated_learning_rate > 0 && o.rated_learning_rate <= 10))
     return bad("rated-lr", "must be in (0, 10]");
+  if (o.rated_factors < 0 || o.rated_factors > 10000)
+    return bad("rated-factors", "must be 0 (unfactored) or 1..10000");
   return absl::OkStatus();
 }
 

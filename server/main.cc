@@ -239,6 +239,10 @@ int main(int argc, char** argv) {
                  "training default: hidden units of the rated RBM behind "
                  "Recommend's default ranking (-1 = size rule, 0 = off)")
       ->check(CLI::Range(-1, 10000));
+  app.add_option("--rated-factors", t.rated_factors,
+                 "training default: the rated RBM trained factored through "
+                 "C factors (0 = unfactored)")
+      ->check(CLI::Range(0, 10000));
   app.add_option("--train-threads", so.max_train_threads,
                  "max training threads (0 = hardware threads)")
       ->check(CLI::Range(0, 256));

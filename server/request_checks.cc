@@ -201,6 +201,9 @@ absl::StatusOr<TrainJobRequest> TrainJobFromProto(
   if (s.ok() && r.has_rated_hidden() &&
       (s = ranged("rated_hidden", r.rated_hidden(), -1, kMaxHidden)).ok())
     o.rated_hidden = r.rated_hidden();
+  if (s.ok() && r.has_rated_factors() &&
+      (s = ranged("rated_factors", r.rated_factors(), 0, kMaxHidden)).ok())
+    o.rated_factors = r.rated_factors();
   if (s.ok() && r.has_threads() &&
       (s = ranged("threads", r.threads(), 0, kMaxTrainThreads)).ok())
     o.threads = r.threads();

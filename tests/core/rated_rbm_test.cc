@@ -4,6 +4,7 @@
 #include <cmath>
 #include <vector>
 
+#include "Eigen/SVD"
 #include "core/rng.h"
 #include "gtest/gtest.h"
 
@@ -120,11 +121,22 @@ TEST(RatedRbm, NothingOverflowsToNaN) {
   }
 }
 
-TEST(RatedRbm, LearnsWhichItemsGoTogether) {
+// Unfactored and factored (W = A B through 4 factors).
+class RatedRbmFactors : public ::testing::TestWithParam<int> {
+ protected:
+  RatedRbmOptions Options() const {
+    RatedRbmOptions o = SmallOptions();
+    o.factors = GetParam();
+    return o;
+  }
+};
+
+INSTANTIATE_TEST_SUITE_P(Factors, RatedRbmFactors, ::testing::Values(0, 4));
+
+TEST_P(RatedRbmFactors, LearnsWhichItemsGoTogether) {
   SparseRatings train, valid;
   GroupedRatedSets(200, 40, 2, 0.5, 0.03, 5, &train, &valid);
-  absl::StatusOr<RatedRbmResult> r =
-      TrainRatedRbm(train, valid, SmallOptions());
+  absl::StatusOr<RatedRbmResult> r = TrainRatedRbm(train, valid, Options());
   ASSERT_TRUE(r.ok()) << r.status();
   const RbmParams& p = r->params;
   ASSERT_EQ(p.num_items, 40);
@@ -168,11 +180,11 @@ TEST(RatedRbm, LearnsWhichItemsGoTogether) {
   EXPECT_GT(r->best_valid_ndcg, r->valid_ndcg.front());
 }
 
-TEST(RatedRbm, SameSeedSameBitsAtAnyThreadCount) {
+TEST_P(RatedRbmFactors, SameSeedSameBitsAtAnyThreadCount) {
   SparseRatings train, valid;
   // More items than one work chunk (256), so two threads really split them.
   GroupedRatedSets(120, 600, 3, 0.1, 0.01, 9, &train, &valid);
-  RatedRbmOptions o = SmallOptions();
+  RatedRbmOptions o = Options();
   o.max_epochs = 3;
   o.threads = 1;
   absl::StatusOr<RatedRbmResult> a = TrainRatedRbm(train, valid, o);
@@ -187,6 +199,31 @@ TEST(RatedRbm, SameSeedSameBitsAtAnyThreadCount) {
   absl::StatusOr<RatedRbmResult> d = TrainRatedRbm(train, valid, o);
   ASSERT_TRUE(d.ok());
   EXPECT_FALSE(a->params == d->params);
+}
+
+// Factored, W = A B has rank at most C (no averaging in this trainer);
+// unfactored, it does not; the factored and unfactored models differ.
+TEST(RatedRbm, FactoredWeightsHaveRankAtMostC) {
+  SparseRatings train, valid;
+  GroupedRatedSets(200, 40, 4, 0.5, 0.03, 5, &train, &valid);
+  auto fit = [&](int factors) {
+    RatedRbmOptions o = SmallOptions();
+    o.max_epochs = 5;
+    o.factors = factors;
+    return TrainRatedRbm(train, valid, o);
+  };
+  const absl::StatusOr<RatedRbmResult> f = fit(3), d = fit(0);
+  ASSERT_TRUE(f.ok() && d.ok());
+  auto rank = [](const RowMatrixXf& w) {
+    Eigen::JacobiSVD<Eigen::MatrixXf> svd(w);
+    const Eigen::VectorXf s = svd.singularValues();
+    int r = 0;
+    for (Eigen::Index i = 0; i < s.size(); ++i) r += s[i] > 1e-4f * s[0];
+    return r;
+  };
+  EXPECT_LE(rank(f->params.W), 3);
+  EXPECT_EQ(rank(d->params.W), 8);
+  EXPECT_FALSE(f->params == d->params);
 }
 
 TEST(RatedRbm, WithoutValidationRunsEveryEpoch) {
@@ -226,7 +263,8 @@ TEST(RatedRbm, RejectsBadOptionsAndShapes) {
            [](RatedRbmOptions* o) { o->learning_rate = NAN; },
            [](RatedRbmOptions* o) { o->momentum = 1; },
            [](RatedRbmOptions* o) { o->weight_decay = -1; },
-           [](RatedRbmOptions* o) { o->patience = 0; }}) {
+           [](RatedRbmOptions* o) { o->patience = 0; },
+           [](RatedRbmOptions* o) { o->factors = -1; }}) {
     RatedRbmOptions o = SmallOptions();
     edit(&o);
     absl::StatusOr<RatedRbmResult> r = TrainRatedRbm(train, valid, o);

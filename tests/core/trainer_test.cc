@@ -384,6 +384,10 @@ TEST(Trainer, RejectsBadOptionsNamingTheField) {
   EXPECT_NE(ValidateTrainOptions(o).message().find("factors"),
             std::string::npos);
   o = TrainOptions();
+  o.rated_factors = -1;
+  EXPECT_NE(ValidateTrainOptions(o).message().find("rated-factors"),
+            std::string::npos);
+  o = TrainOptions();
   o.momentum = 1.5f;
   EXPECT_NE(ValidateTrainOptions(o).message().find("momentum"),
             std::string::npos);

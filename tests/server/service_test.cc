@@ -326,6 +326,11 @@ TEST_F(ServiceTest, TrainOptionsAreValidated) {
   s = service_->Train(req, [](const v1::TrainProgress&) { return true; });
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("factors"), std::string::npos) << s;
+  req.mutable_options()->clear_factors();
+  req.mutable_options()->set_rated_factors(-1);
+  s = service_->Train(req, [](const v1::TrainProgress&) { return true; });
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("rated_factors"), std::string::npos) << s;
 }
 
 // TrainOptions.factors reaches the trainer: a factored model trains and
@@ -773,21 +778,41 @@ TEST_F(ServiceTest, RecommendReRankingReportsExactNumbers) {
   Start(nullptr, o);
   LoadSynthetic();
   TrainOk();
-  v1::RecommendRequest req;
-  req.set_user_id("u3");
-  req.set_n(3);
-  absl::StatusOr<v1::RecommendResponse> r = service_->Recommend(req);
-  ASSERT_TRUE(r.ok()) << r.status();
-  ASSERT_EQ(r->recommendations_size(), 3);
-  std::vector<std::string> ids;
-  for (const auto& rec : r->recommendations()) ids.push_back(rec.item_id());
-  v1::PredictRatingsResponse p = Predict("u3", ids);
-  for (int k = 0; k < 3; ++k) {
-    EXPECT_NEAR(r->recommendations(k).expected_rating(),
-                p.predictions(k).expected_rating(), 1e-5);
-    if (k > 0) {
-      EXPECT_LE(r->recommendations(k).expected_rating(),
-                r->recommendations(k - 1).expected_rating() + 1e-6);
+  // The score each ranking sorts by, from the numbers it reports.
+  auto score = [](v1::RankBy by, const v1::Recommendation& rec) {
+    switch (by) {
+      case v1::EXPECTED_RATING:
+        return rec.expected_rating();
+      case v1::PROBABILITY_RATED_AT_LEAST:
+        return rec.probability_rated() * rec.probability_at_least();
+      default:
+        ADD_FAILURE() << v1::RankBy_Name(by);
+        return 0.0;
+    }
+  };
+  // The default ranking (p(rated) x p(rating >= t)) and the expected rating.
+  for (v1::RankBy by : {v1::RANK_BY_UNSPECIFIED, v1::EXPECTED_RATING}) {
+    SCOPED_TRACE(v1::RankBy_Name(by));
+    v1::RecommendRequest req;
+    req.set_user_id("u3");
+    req.set_n(3);
+    req.set_rank_by(by);
+    absl::StatusOr<v1::RecommendResponse> r = service_->Recommend(req);
+    ASSERT_TRUE(r.ok()) << r.status();
+    ASSERT_EQ(r->recommendations_size(), 3);
+    if (by == v1::RANK_BY_UNSPECIFIED) {
+      EXPECT_EQ(r->rank_by(), v1::PROBABILITY_RATED_AT_LEAST);
+    }
+    std::vector<std::string> ids;
+    for (const auto& rec : r->recommendations()) ids.push_back(rec.item_id());
+    v1::PredictRatingsResponse p = Predict("u3", ids);
+    for (int k = 0; k < 3; ++k) {
+      EXPECT_NEAR(r->recommendations(k).expected_rating(),
+                  p.predictions(k).expected_rating(), 1e-5);
+      if (k > 0) {
+        EXPECT_LE(score(r->rank_by(), r->recommendations(k)),
+                  score(r->rank_by(), r->recommendations(k - 1)) + 1e-6);
+      }
     }
   }
 }
