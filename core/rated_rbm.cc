@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <limits>
 #include <utility>
 #include <vector>
 
@@ -70,6 +71,10 @@ double ValidationNdcg(const RbmParams& p, const RowMatrixXf* a,
   if (users.empty()) return -1;
   const int64_t m = p.num_items;
   std::vector<double> ndcg(users.size(), 0.0);
+  // b_i for the items with training data, -inf for the others.
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  Eigen::VectorXf bias(m);
+  for (int64_t i = 0; i < m; ++i) bias[i] = has_data[i] ? p.b[i] : -kInf;
   std::vector<double> discount(static_cast<size_t>(n));
   for (int r = 0; r < n; ++r) discount[r] = 1.0 / std::log2(r + 2.0);
   pool->ParallelFor(
@@ -81,7 +86,6 @@ double ValidationNdcg(const RbmParams& p, const RowMatrixXf* a,
         // lower item id): the items come in increasing id order, so a new
         // one enters only with a strictly higher logit than the n-th.
         std::vector<std::pair<float, int32_t>> top;
-        std::vector<uint8_t> mine(static_cast<size_t>(m), 0);
         for (int64_t c = cb; c < ce; ++c) {
           const int64_t u0 = c * kUserChunk;
           const int64_t nu = std::min<int64_t>(
@@ -99,24 +103,22 @@ double ValidationNdcg(const RbmParams& p, const RowMatrixXf* a,
           }
           for (int64_t r = 0; r < nu; ++r) {
             const int32_t u = users[static_cast<size_t>(u0 + r)];
-            const float* l = logits.row(r).data();
+            // Scores, with -inf for the items that are not candidates, so
+            // the scan is one comparison per item.
+            logits.row(r) += bias.transpose();
+            float* l = logits.row(r).data();
             for (int64_t x = train.offsets[u]; x < train.offsets[u + 1]; ++x) {
-              mine[static_cast<size_t>(train.col[x])] = 1;
+              l[train.col[x]] = -kInf;
             }
             top.clear();
+            float bar = -kInf;  // the n-th best so far once there are n
             for (int64_t i = 0; i < m; ++i) {
-              if (!has_data[i] || mine[i]) continue;
-              const float score = l[i] + p.b[i];
-              if (static_cast<int>(top.size()) == n) {
-                if (!(score > top.back().first)) continue;
-                top.pop_back();
-              }
+              if (!(l[i] > bar)) continue;
               auto at = top.end();
-              while (at != top.begin() && (at - 1)->first < score) --at;
-              top.insert(at, {score, static_cast<int32_t>(i)});
-            }
-            for (int64_t x = train.offsets[u]; x < train.offsets[u + 1]; ++x) {
-              mine[static_cast<size_t>(train.col[x])] = 0;
+              while (at != top.begin() && (at - 1)->first < l[i]) --at;
+              top.insert(at, {l[i], static_cast<int32_t>(i)});
+              if (static_cast<int>(top.size()) > n) top.pop_back();
+              if (static_cast<int>(top.size()) == n) bar = top.back().first;
             }
             const int32_t* vb = valid.col.data() + valid.offsets[u];
             const int32_t* ve = vb + valid.RowSize(u);
