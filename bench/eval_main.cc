@@ -126,6 +126,10 @@ void AddFlags(CLI::App* app, Args* a) {
   app->add_option("--patience", o.patience,
                   "epochs without validation improvement before stopping")
       ->check(NonNegative());
+  app->add_option("--min-improvement", o.min_improvement,
+                  "relative fall of the validation RMSE that counts as an "
+                  "improvement for --patience")
+      ->check(Finite());
   app->add_flag("--ordinal", o.ordinal,
                 "ordinal sharing: train W_i^k as U_i^0 + ... + U_i^k (default "
                 "true; --ordinal=false turns it off)");

@@ -125,6 +125,8 @@ absl::Status ValidateTrainOptions(const TrainOptions& o) {
   if (!(o.validation_fraction >= 0 && o.validation_fraction <= 0.5))
     return bad("validation", "must be in [0, 0.5]");
   if (o.patience < 1) return bad("patience", "must be >= 1");
+  if (!(o.min_improvement >= 0 && o.min_improvement < 0.1))
+    return bad("min-improvement", "must be in [0, 0.1)");
   if (!(o.average >= 0 && o.average < 1))
     return bad("average", "must be in [0, 1)");
   if (o.threads < 0 || o.threads > 256) return bad("threads", "must be 0..256");
@@ -991,6 +993,10 @@ absl::StatusOr<TrainResult> TrainRbmSplit(const SparseRatings& train,
                     share != nullptr ? share->total : threads);
   const bool have_valid = valid.nnz() > 0;
   double best = std::numeric_limits<double>::infinity();
+  // Early stopping counts epochs since the validation RMSE last fell by at
+  // least min_improvement (relative) below `anchor`; the best model is kept
+  // whenever it falls at all.
+  double anchor = best;
   int since_best = 0;
   int adaptive_level = 0;
   float lr = o.learning_rate;
@@ -1037,6 +1043,9 @@ absl::StatusOr<TrainResult> TrainRbmSplit(const SparseRatings& train,
       best = st.valid_rmse;
       result.best_epoch = epoch;
       result.params = *served;
+    }
+    if (st.valid_rmse < anchor * (1 - o.min_improvement) - 1e-5) {
+      anchor = st.valid_rmse;
       since_best = 0;
     } else {
       ++since_best;

@@ -173,6 +173,45 @@ TEST(Trainer, SameSeedSameModelAtAnyThreadCount) {
   EXPECT_FALSE(a->members()[0] == d->members()[0]);
 }
 
+// TrainOptions::min_improvement: training stops `patience` epochs after the
+// last epoch whose validation RMSE fell by that fraction below the previous
+// such epoch's, and the best epoch is kept whatever the size of its gain.
+TEST(Trainer, EarlyStoppingCountsOnlyLargeEnoughImprovements) {
+  auto s = testing_data::PlantedRatings(200, 60, 3, 0.3, 11);
+  TrainOptions o = SmallOptions();
+  o.validation_fraction = 0.2;
+  o.patience = 3;
+  o.min_improvement = 0;
+  auto all = TrainRbm(s.train.ByUser(), 5, o);
+  o.min_improvement = 0.01;
+  auto large = TrainRbm(s.train.ByUser(), 5, o);
+  ASSERT_TRUE(all.ok() && large.ok());
+  EXPECT_LT(large->epochs_run, all->epochs_run);
+  // The same epochs up to the stop (same seed).
+  for (int e = 0; e < large->epochs_run; ++e) {
+    EXPECT_EQ(large->history[e].valid_rmse, all->history[e].valid_rmse) << e;
+  }
+  // The rule, replayed on the history.
+  double anchor = INFINITY, best = INFINITY;
+  int since = 0, stop = 0, best_epoch = 0;
+  for (const EpochStats& st : large->history) {
+    if (st.valid_rmse < best - 1e-5) {
+      best = st.valid_rmse;
+      best_epoch = st.epoch;
+    }
+    if (st.valid_rmse < anchor * (1 - 0.01) - 1e-5) {
+      anchor = st.valid_rmse;
+      since = 0;
+    } else if (++since >= o.patience) {
+      stop = st.epoch;
+      break;
+    }
+  }
+  EXPECT_EQ(stop, large->epochs_run);
+  EXPECT_EQ(best_epoch, large->best_epoch);
+  EXPECT_EQ(best, large->best_valid_rmse);
+}
+
 TEST(Trainer, ProgressCanCancelAndBestEpochIsKept) {
   auto s = testing_data::PlantedRatings(80, 30, 2, 0.3, 3);
   int calls = 0;
