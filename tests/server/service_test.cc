@@ -355,6 +355,38 @@ TEST_F(ServiceTest, FactoredTrainingServesDistributions) {
   }
 }
 
+// TrainOptions.rated_factors reaches the rated RBM: the same request with
+// it 0 (unfactored) and 3 serves different p(rated), both in (0, 1).
+TEST_F(ServiceTest, RatedFactorsReachTheRatedRbm) {
+  LoadSynthetic();
+  std::vector<std::vector<double>> rated;
+  for (int factors : {0, 3}) {
+    v1::TrainRequest train;
+    train.mutable_options()->set_rated_hidden(8);
+    train.mutable_options()->set_rated_factors(factors);
+    train.set_activation(v1::ACTIVATE_ALWAYS);
+    const std::vector<v1::TrainProgress> done = TrainSync(train);
+    ASSERT_FALSE(done.empty());
+    ASSERT_EQ(done.back().state(), v1::TrainProgress::SUCCEEDED);
+    v1::RecommendRequest req;
+    req.set_user_id(U(3));
+    req.set_n(5);
+    req.set_rank_by(v1::PROBABILITY_RATED);
+    absl::StatusOr<v1::RecommendResponse> r = service_->Recommend(req);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->model_version(), done.back().model_version());
+    ASSERT_EQ(r->recommendations_size(), 5);
+    std::vector<double> p;
+    for (const auto& rec : r->recommendations()) {
+      EXPECT_GT(rec.probability_rated(), 0);
+      EXPECT_LT(rec.probability_rated(), 1);
+      p.push_back(rec.probability_rated());
+    }
+    rated.push_back(p);
+  }
+  EXPECT_NE(rated[0], rated[1]);
+}
+
 TEST_F(ServiceTest, SecondTrainFailsWhileOneRunsAndCancelStopsIt) {
   LoadSynthetic();
   v1::TrainRequest req;
