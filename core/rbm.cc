@@ -295,6 +295,73 @@ void PredictMeanField(const RbmParams& p, const float* h_hat, int32_t q,
   SoftmaxInPlace(probs, p.K);
 }
 
+float SoftplusSumFromExp(const float* ex, const float* ew, int F) {
+  // Each factor 1 + ex ew is in [1, 1 + e^80] (< 2^116): eight products per
+  // lane stay below 2^928, then the lanes' binary exponents move into
+  // `exps` and their mantissas back to [1, 2).
+  constexpr int kRenorm = 8;
+#ifdef RBMREC_AVX2
+  const __m256 one = _mm256_set1_ps(1.0f);
+  const __m256i mantissa = _mm256_set1_epi64x(0x000fffffffffffffLL);
+  const __m256i bias = _mm256_set1_epi64x(1023LL << 52);
+  __m256d p0 = _mm256_set1_pd(1.0), p1 = _mm256_set1_pd(1.0);
+  __m256i exps = _mm256_setzero_si256();
+  auto renorm = [&](__m256d* p) {
+    const __m256i bits = _mm256_castpd_si256(*p);
+    exps = _mm256_add_epi64(exps, _mm256_sub_epi64(_mm256_srli_epi64(bits, 52),
+                                                   _mm256_set1_epi64x(1023)));
+    *p = _mm256_castsi256_pd(
+        _mm256_or_si256(_mm256_and_si256(bits, mantissa), bias));
+  };
+  auto step = [&](__m256 f) {
+    p0 = _mm256_mul_pd(p0, _mm256_cvtps_pd(_mm256_castps256_ps128(f)));
+    p1 = _mm256_mul_pd(p1, _mm256_cvtps_pd(_mm256_extractf128_ps(f, 1)));
+  };
+  int j = 0, n = 0;
+  for (; j + 8 <= F; j += 8) {
+    step(
+        _mm256_fmadd_ps(_mm256_loadu_ps(ex + j), _mm256_loadu_ps(ew + j), one));
+    if (++n == kRenorm) {
+      renorm(&p0);
+      renorm(&p1);
+      n = 0;
+    }
+  }
+  if (j < F) {
+    // A masked last vector: unused lanes get the factor 1.
+    const __m256i mask = _mm256_cmpgt_epi32(
+        _mm256_set1_epi32(F - j), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    step(_mm256_fmadd_ps(_mm256_maskload_ps(ex + j, mask),
+                         _mm256_maskload_ps(ew + j, mask), one));
+  }
+  renorm(&p0);
+  renorm(&p1);
+  // Eight mantissas in [1, 2): their product is below 2^8.
+  alignas(32) double m[8];
+  alignas(32) int64_t e[4];
+  _mm256_store_pd(m, p0);
+  _mm256_store_pd(m + 4, p1);
+  _mm256_store_si256(reinterpret_cast<__m256i*>(e), exps);
+  const double prod = m[0] * m[1] * m[2] * m[3] * m[4] * m[5] * m[6] * m[7];
+  const int64_t exp2 = e[0] + e[1] + e[2] + e[3];
+  return static_cast<float>(std::log(prod) +
+                            static_cast<double>(exp2) * 0.69314718055994531);
+#else
+  double prod = 1, logs = 0;
+  int n = 0;
+  for (int j = 0; j < F; ++j) {
+    prod *= 1.0 + static_cast<double>(ex[j]) * static_cast<double>(ew[j]);
+    if (++n == kRenorm) {
+      int e = 0;
+      prod = std::frexp(prod, &e);
+      logs += e * 0.69314718055994531;
+      n = 0;
+    }
+  }
+  return static_cast<float>(logs + std::log(prod));
+#endif
+}
+
 double CdChain(const RbmParams& p, const VisibleSet& v, int T, Rng* rng,
                GibbsScratch* sc, float* h0, float* ht, uint8_t* vt) {
   const int F = p.F, K = p.K;

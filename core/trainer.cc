@@ -216,6 +216,7 @@ VisibleSet RowOf(const SparseRatings& s, int32_t u) {
 // C-vector (the factored chains' B h).
 struct Scratch : GibbsScratch {
   Eigen::VectorXf x, z;
+  RowMatrixXf ew;  // ExactValidation: exp of an item's K rows of W
   std::vector<float> grad;
   std::vector<const float*> rows;  // a case's rows of A (factored chains)
   Scratch(int F, int K, int width, int C)
@@ -373,6 +374,7 @@ class CdTrainer {
   // input(u, x) writing case u's hidden input into x[0..F).
   template <typename Input>
   double ValidationPass(const RbmParams& p, const Input& input) {
+    if (o_.predict == PredictMethod::kExact) return ExactValidation(p, input);
     std::vector<double> per_user(static_cast<size_t>(valid_.rows), 0.0);
     pool_.ParallelFor(valid_.rows, [&](int t, int64_t b, int64_t e) {
       Scratch& s = scratch_[t];
@@ -401,6 +403,89 @@ class CdTrainer {
     });
     double sse = 0;
     for (double e : per_user) sse += e;
+    return std::sqrt(sse /
+                     static_cast<double>(std::max<int64_t>(1, valid_.nnz())));
+  }
+
+  // ValidationPass with exact predictions (PredictExact's arithmetic), item
+  // by item: every validation rating of item i needs its K rows' softplus
+  // sums against its user's hidden input, sum_j log(1 + exp(x_j + w_j)).
+  // With exp(x) per user and exp(w) per row computed once, each of those
+  // is SoftplusSumFromExp's product instead of F exponentials: first each
+  // user's input and its exponentials (xv_, ex_), then each item's K rows'
+  // exponentials in the thread's scratch and its ratings. A user or row
+  // with an entry beyond kExpSoftplusLimit takes SoftplusSum instead. The
+  // squared errors are summed per item, then in item order: the same bits
+  // at any thread count.
+  template <typename Input>
+  double ExactValidation(const RbmParams& p, const Input& input) {
+    const int F = p.F, K = p.K;
+    if (valid_by_item_.rows == 0 && valid_.nnz() > 0) {
+      valid_by_item_ = valid_.Transpose();
+      item_cost_valid_.assign(static_cast<size_t>(valid_by_item_.rows) + 1, 0);
+      for (int32_t i = 0; i < valid_by_item_.rows; ++i) {
+        item_cost_valid_[static_cast<size_t>(i) + 1] =
+            item_cost_valid_[static_cast<size_t>(i)] + 1 +
+            valid_by_item_.RowSize(i);
+      }
+    }
+    xv_.resize(valid_.rows, F);
+    ex_.resize(valid_.rows, F);
+    ex_ok_.assign(static_cast<size_t>(valid_.rows), 0);
+    pool_.ParallelFor(valid_.rows, [&](int, int64_t b, int64_t e) {
+      for (int64_t u = b; u < e; ++u) {
+        if (valid_.RowSize(static_cast<int32_t>(u)) == 0) continue;
+        float* x = xv_.row(u).data();
+        input(static_cast<int32_t>(u), x);
+        const auto xs = xv_.row(u).array();
+        ex_ok_[static_cast<size_t>(u)] =
+            xs.abs().maxCoeff() <= kExpSoftplusLimit;
+        ex_.row(u).array() = xs.exp();
+      }
+    });
+    std::vector<double> per_item(static_cast<size_t>(valid_by_item_.rows), 0);
+    pool_.ParallelFor(
+        valid_by_item_.rows,
+        [&](int t, int64_t b, int64_t e) {
+          Scratch& s = scratch_[static_cast<size_t>(t)];
+          s.ew.resize(K, F);
+          float* logits = s.logits.data();
+          for (int64_t i = b; i < e; ++i) {
+            const int32_t item = static_cast<int32_t>(i);
+            if (valid_by_item_.RowSize(item) == 0) continue;
+            const int64_t row0 = p.Row(item, 0);
+            bool rows_ok = true;
+            for (int k = 0; k < K; ++k) {
+              const auto w = p.W.row(row0 + k).array();
+              rows_ok = rows_ok && w.abs().maxCoeff() <= kExpSoftplusLimit;
+              s.ew.row(k).array() = w.exp();
+            }
+            double err = 0;
+            for (int64_t r = valid_by_item_.offsets[item];
+                 r < valid_by_item_.offsets[item + 1]; ++r) {
+              const int32_t u = valid_by_item_.col[static_cast<size_t>(r)];
+              const bool fast = rows_ok && ex_ok_[static_cast<size_t>(u)];
+              for (int k = 0; k < K; ++k) {
+                logits[k] = p.b[row0 + k] +
+                            (fast ? SoftplusSumFromExp(ex_.row(u).data(),
+                                                       s.ew.row(k).data(), F)
+                                  : SoftplusSum(xv_.row(u).data(),
+                                                p.W.row(row0 + k).data(), F));
+              }
+              SoftmaxInPlace(logits, K);
+              double mean = 0;
+              for (int k = 0; k < K; ++k) {
+                mean += static_cast<double>(k) * logits[k];
+              }
+              const double d = mean - valid_by_item_.k[static_cast<size_t>(r)];
+              err += d * d;
+            }
+            per_item[static_cast<size_t>(i)] = err;
+          }
+        },
+        item_cost_valid_.data());
+    double sse = 0;
+    for (double e : per_item) sse += e;
     return std::sqrt(sse /
                      static_cast<double>(std::max<int64_t>(1, valid_.nnz())));
   }
@@ -918,6 +1003,12 @@ class CdTrainer {
   RowMatrixXf a_, bm_, vel_bm_, db_, a0_, at_, g0_, gt_;
   std::vector<float> zeros_;  // C zeros (SumRows' start)
   RowMatrixXf x_avg_;  // AveragedValidationRmse: the average's hidden inputs
+  // ExactValidation: the validation ratings by item, the items' costs, and
+  // per case its hidden input, exp of it and whether that is in range.
+  SparseRatings valid_by_item_;
+  std::vector<int64_t> item_cost_valid_;
+  RowMatrixXf xv_, ex_;
+  std::vector<uint8_t> ex_ok_;
   std::vector<int64_t> work_cost_;  // cumulative costs of a parallel loop
   Eigen::VectorXf vel_b_, vel_c_, gc_;
   std::vector<Scratch> scratch_;
@@ -1129,11 +1220,12 @@ int64_t EstimateTrainingBytes(const DataShape& shape,
            4 * B * F * 4 +  // h0, hT, hidden samples, uniforms
            batch_ratings * kPerBatchRating +
            T * ((F + K) * 4 * 2 +         // Gibbs and validation scratch
-                K * F * 4 +               // an item's gradient rows
+                K * F * 4 * 2 +           // an item's gradient rows, exps
                 batch_ratings * K * 4) +  // reconstruction probabilities
            nnz +                          // sampled visible states
            rows * 4 +                     // batch slots of the visible units
-           cases * F * 4;  // the average's hidden inputs (factored)
+           cases * F * 4 +     // the average's hidden inputs (factored)
+           cases * F * 4 * 2;  // validation: hidden inputs and their exps
   };
   const double ensemble = std::max(1, options.ensemble);
   double bytes = ensemble * trainer(m, n);

@@ -233,6 +233,36 @@ TEST(RbmMath, SoftplusSumMatchesDoubleReference) {
   EXPECT_NEAR(SoftplusSum(small.data(), zeros.data(), 1000), 0.0, 1e-6);
 }
 
+TEST(RbmMath, SoftplusSumFromExpMatchesDoubleReference) {
+  Rng rng(9);
+  // Partial vectors (1, 7, 201), several renormalisations (1000), and
+  // inputs up to the limit, where each factor is ~e^80.
+  for (int F : {1, 7, 8, 64, 100, 201, 1000}) {
+    for (float scale : {0.1f, 3.0f, 30.0f, kExpSoftplusLimit}) {
+      std::vector<float> x(static_cast<size_t>(F)), w(x.size());
+      std::vector<float> ex(x.size()), ew(x.size());
+      double ref = 0;
+      for (size_t j = 0; j < x.size(); ++j) {
+        x[j] = scale * (2 * rng.Uniform() - 1);
+        w[j] = scale * (2 * rng.Uniform() - 1);
+        ex[j] = std::exp(x[j]);
+        ew[j] = std::exp(w[j]);
+        ref += Softplus(static_cast<double>(x[j]) + w[j]);
+      }
+      const float got = SoftplusSumFromExp(ex.data(), ew.data(), F);
+      EXPECT_NEAR(got, ref, 2e-6 * F + 1e-6 * std::abs(ref))
+          << "F " << F << " scale " << scale;
+      EXPECT_NEAR(got, SoftplusSum(x.data(), w.data(), F),
+                  4e-6 * F + 2e-6 * std::abs(ref))
+          << "F " << F << " scale " << scale;
+    }
+  }
+  // Every factor at its largest: 1000 of e^80 (2^115.4 each) stay finite.
+  std::vector<float> top(1000, std::exp(kExpSoftplusLimit));
+  EXPECT_NEAR(SoftplusSumFromExp(top.data(), top.data(), 1000),
+              1000 * 2 * kExpSoftplusLimit, 1e-1);
+}
+
 TEST(RbmMath, SoftmaxRowsIsSoftmaxInPlaceOnEveryRow) {
   Rng rng(11);
   for (int K : {1, 2, 3, 5, 8, 10}) {

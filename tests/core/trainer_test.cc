@@ -353,28 +353,32 @@ TEST(Trainer, FactoredWeightsHaveRankAtMostC) {
 // averages of the hidden inputs (AveragedValidationRmse): the validation
 // RMSE it reports for the returned (averaged) parameters is the one
 // computed from those parameters directly.
-TEST(Trainer, FactoredValidationOfTheAverageMatchesADirectPass) {
+// Trains with `o` (20 epochs, patience 20) on planted data and expects the
+// reported validation RMSE of the returned parameters to equal a direct
+// pass of PredictExact over them; returns the largest |hidden input| of a
+// validation user.
+float ExpectValidationMatchesADirectPass(TrainOptions o) {
   auto s = testing_data::PlantedRatings(120, 40, 3, 0.3, 13);
   SparseRatings train, valid;
   CarveValidation(s.train.ByUser(), 0.1, 3, &train, &valid);
-  ASSERT_GT(valid.nnz(), 50);
-  TrainOptions o = SmallOptions();
-  o.factors = 4;
+  EXPECT_GT(valid.nnz(), 50);
   o.max_epochs = 20;
   o.patience = 20;
-  o.learning_rate = 0.2f;
-  o.average = 0.85f;
   auto r = TrainRbmSplit(train, valid, 5, o);
-  ASSERT_TRUE(r.ok()) << r.status();
-  ASSERT_GE(r->best_epoch, 2);  // an average of several epochs
+  EXPECT_TRUE(r.ok()) << r.status();
+  if (!r.ok()) return 0;
   const RbmParams& p = r->params;
   double sse = 0;
+  float max_input = 0;
   Eigen::VectorXf x(p.F);
   std::vector<float> probs(5);
   for (int32_t u = 0; u < valid.rows; ++u) {
     VisibleSet v{train.col.data() + train.offsets[u],
                  train.k.data() + train.offsets[u], train.RowSize(u)};
     HiddenInput(p, v, x.data());
+    if (valid.RowSize(u) > 0) {
+      max_input = std::max(max_input, x.cwiseAbs().maxCoeff());
+    }
     for (int64_t q = valid.offsets[u]; q < valid.offsets[u + 1]; ++q) {
       PredictExact(p, x.data(), valid.col[q], probs.data());
       double mean = 0;
@@ -387,6 +391,36 @@ TEST(Trainer, FactoredValidationOfTheAverageMatchesADirectPass) {
   EXPECT_NEAR(r->best_valid_rmse, direct, 1e-5);
   EXPECT_NEAR(r->history[static_cast<size_t>(r->best_epoch - 1)].valid_rmse,
               direct, 1e-5);
+  EXPECT_GE(r->best_epoch, 2);  // an average of several epochs
+  return max_input;
+}
+
+// The averaged model's validation through running averages of its hidden
+// inputs (factored), and the exact predictions from exponentials computed
+// ahead (ExactValidation), against a direct pass.
+TEST(Trainer, FactoredValidationOfTheAverageMatchesADirectPass) {
+  TrainOptions o = SmallOptions();
+  o.factors = 4;
+  o.learning_rate = 0.2f;
+  o.average = 0.85f;
+  ExpectValidationMatchesADirectPass(o);
+}
+
+TEST(Trainer, ValidationMatchesADirectPass) {
+  TrainOptions o = SmallOptions();
+  o.factors = 0;
+  o.learning_rate = 0.2f;
+  ExpectValidationMatchesADirectPass(o);
+}
+
+// Hidden inputs beyond kExpSoftplusLimit: those users take SoftplusSum.
+TEST(Trainer, ValidationMatchesADirectPassBeyondTheExpRange) {
+  TrainOptions o = SmallOptions();
+  o.factors = 0;
+  o.init_std = 9.5f;
+  o.learning_rate = 0.01f;
+  o.average = 0;
+  EXPECT_GT(ExpectValidationMatchesADirectPass(o), 2 * kExpSoftplusLimit);
 }
 
 // The factored RBM learns the planted structure as the unfactored one does.
