@@ -90,10 +90,28 @@ double ValidationNdcg(const RbmParams& p, const RowMatrixXf* a,
           const int64_t u0 = c * kUserChunk;
           const int64_t nu = std::min<int64_t>(
               kUserChunk, static_cast<int64_t>(users.size()) - u0);
-          for (int64_t r = 0; r < nu; ++r) {
-            const int32_t u = users[static_cast<size_t>(u0 + r)];
-            RatedHidden(p, train.col.data() + train.offsets[u],
-                        train.RowSize(u), h.row(r).data());
+          if (a != nullptr) {
+            // h = sigmoid(c + (the sum of A's rows of the rated items) B).
+            for (int64_t r = 0; r < nu; ++r) {
+              const int32_t u = users[static_cast<size_t>(u0 + r)];
+              auto z = hb.row(r);
+              z.setZero();
+              for (int64_t x = train.offsets[u]; x < train.offsets[u + 1];
+                   ++x) {
+                z += a->row(train.col[static_cast<size_t>(x)]);
+              }
+            }
+            h.topRows(nu).noalias() = hb.topRows(nu) * *bm;
+            for (int64_t r = 0; r < nu; ++r) {
+              h.row(r) += p.c.transpose();
+              SigmoidArray(h.row(r).data(), p.F);
+            }
+          } else {
+            for (int64_t r = 0; r < nu; ++r) {
+              const int32_t u = users[static_cast<size_t>(u0 + r)];
+              RatedHidden(p, train.col.data() + train.offsets[u],
+                          train.RowSize(u), h.row(r).data());
+            }
           }
           if (a != nullptr) {
             hb.topRows(nu).noalias() = h.topRows(nu) * bm->transpose();
