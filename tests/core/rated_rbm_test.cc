@@ -30,14 +30,16 @@ void GroupedRatedSets(int users, int items, int groups, double in, double out,
   *valid = SparseRatings::FromRatings(users, items, va);
 }
 
-// Mean NDCG@10 of the held-out items when every user's candidates (items
-// outside their training set) are ranked in a random order: what a model
-// that learned nothing scores.
-double RandomOrderNdcg(const SparseRatings& train, const SparseRatings& valid,
-                       uint64_t seed) {
-  Rng rng(seed);
+// Mean NDCG@10 of the held-out items over the users with some, each user
+// ranking the candidates (the items outside their training set; with
+// `has_data`, only those with training data) in the order rank(u, &cand)
+// leaves them. *users: how many users were ranked.
+template <typename Rank>
+double MeanNdcgAt10(const SparseRatings& train, const SparseRatings& valid,
+                    const std::vector<uint8_t>* has_data, const Rank& rank,
+                    int* users = nullptr) {
   double sum = 0;
-  int users = 0;
+  int n = 0;
   for (int32_t u = 0; u < valid.rows; ++u) {
     if (valid.RowSize(u) == 0) continue;
     const int32_t* tb = train.col.data() + train.offsets[u];
@@ -46,11 +48,10 @@ double RandomOrderNdcg(const SparseRatings& train, const SparseRatings& valid,
     const int32_t* ve = vb + valid.RowSize(u);
     std::vector<int32_t> cand;
     for (int32_t i = 0; i < train.cols; ++i) {
+      if (has_data != nullptr && !(*has_data)[static_cast<size_t>(i)]) continue;
       if (!std::binary_search(tb, te, i)) cand.push_back(i);
     }
-    for (size_t t = cand.size(); t > 1; --t) {
-      std::swap(cand[t - 1], cand[rng.Below(t)]);
-    }
+    rank(u, &cand);
     double dcg = 0, ideal = 0;
     for (size_t r = 0; r < std::min<size_t>(10, cand.size()); ++r) {
       if (std::binary_search(vb, ve, cand[r]))
@@ -60,9 +61,23 @@ double RandomOrderNdcg(const SparseRatings& train, const SparseRatings& valid,
       ideal += 1 / std::log2(static_cast<double>(r) + 2.0);
     }
     sum += dcg / ideal;
-    ++users;
+    ++n;
   }
-  return sum / users;
+  if (users != nullptr) *users = n;
+  return sum / n;
+}
+
+// MeanNdcgAt10 with every user's candidates in a random order: what a model
+// that learned nothing scores.
+double RandomOrderNdcg(const SparseRatings& train, const SparseRatings& valid,
+                       uint64_t seed) {
+  Rng rng(seed);
+  return MeanNdcgAt10(train, valid, nullptr,
+                      [&](int32_t, std::vector<int32_t>* cand) {
+                        for (size_t t = cand->size(); t > 1; --t) {
+                          std::swap((*cand)[t - 1], (*cand)[rng.Below(t)]);
+                        }
+                      });
 }
 
 RatedRbmOptions SmallOptions() {
@@ -197,39 +212,20 @@ TEST_P(RatedRbmFactors, ValidationNdcgMatchesADirectRanking) {
   std::vector<uint8_t> has_data(203, 0);
   for (int32_t i : train.col) has_data[static_cast<size_t>(i)] = 1;
   std::vector<float> h(static_cast<size_t>(p.F)), logits(203);
-  double sum = 0;
   int users = 0;
-  for (int32_t u = 0; u < valid.rows; ++u) {
-    if (valid.RowSize(u) == 0) continue;
-    const int32_t* tb = train.col.data() + train.offsets[u];
-    const int32_t* te = tb + train.RowSize(u);
-    RatedHidden(p, tb, train.RowSize(u), h.data());
-    RatedLogits(p, h.data(), logits.data());
-    std::vector<int32_t> cand;
-    for (int32_t i = 0; i < 203; ++i) {
-      if (has_data[static_cast<size_t>(i)] && !std::binary_search(tb, te, i)) {
-        cand.push_back(i);
-      }
-    }
-    std::sort(cand.begin(), cand.end(), [&](int32_t a, int32_t b) {
-      return logits[a] != logits[b] ? logits[a] > logits[b] : a < b;
-    });
-    const int32_t* vb = valid.col.data() + valid.offsets[u];
-    const int32_t* ve = vb + valid.RowSize(u);
-    double dcg = 0, ideal = 0;
-    for (size_t t = 0; t < std::min<size_t>(10, cand.size()); ++t) {
-      if (std::binary_search(vb, ve, cand[t])) {
-        dcg += 1 / std::log2(static_cast<double>(t) + 2);
-      }
-    }
-    for (int64_t t = 0; t < std::min<int64_t>(10, valid.RowSize(u)); ++t) {
-      ideal += 1 / std::log2(static_cast<double>(t) + 2);
-    }
-    sum += dcg / ideal;
-    ++users;
-  }
+  const double direct = MeanNdcgAt10(
+      train, valid, &has_data,
+      [&](int32_t u, std::vector<int32_t>* cand) {
+        RatedHidden(p, train.col.data() + train.offsets[u], train.RowSize(u),
+                    h.data());
+        RatedLogits(p, h.data(), logits.data());
+        std::sort(cand->begin(), cand->end(), [&](int32_t a, int32_t b) {
+          return logits[a] != logits[b] ? logits[a] > logits[b] : a < b;
+        });
+      },
+      &users);
   ASSERT_GT(users, 100);
-  EXPECT_NEAR(r->best_valid_ndcg, sum / users, 0.5 / users);
+  EXPECT_NEAR(r->best_valid_ndcg, direct, 0.5 / users);
   EXPECT_GT(r->best_valid_ndcg, RandomOrderNdcg(train, valid, 1) + 0.05);
 }
 
