@@ -292,37 +292,57 @@ absl::StatusOr<RatedRbmResult> TrainRatedRbm(const SparseRatings& train,
       rated_row.resize(static_cast<size_t>(rated_start[m]));
       for (int64_t r = 0; r < bs; ++r) {
         const int32_t u = cases[s + static_cast<size_t>(r)];
-        const int32_t* items = train.col.data() + train.offsets[u];
-        const int64_t n = train.RowSize(u);
-        for (int64_t t = 0; t < n; ++t) {
-          rated_row[static_cast<size_t>(rated_start[items[t]]++)] =
+        for (int64_t x = train.offsets[u]; x < train.offsets[u + 1]; ++x) {
+          rated_row[static_cast<size_t>(rated_start[train.col[x]]++)] =
               static_cast<int32_t>(r);
         }
-        if (C > 0) {
-          auto x = a0.row(r);
-          x.setZero();
-          for (int64_t t = 0; t < n; ++t) x += a.row(items[t]);
-        } else {
-          RatedHidden(p, items, n, h.row(r).data());
-        }
       }
-      if (C > 0) {
-        h.topRows(bs).noalias() = a0.topRows(bs) * bm;
-        h.topRows(bs).rowwise() += p.c.transpose();
-        for (int64_t r = 0; r < bs; ++r) SigmoidArray(h.row(r).data(), F);
-      }
-      for (int64_t r = 0; r < bs; ++r) {
-        const int32_t u = cases[s + static_cast<size_t>(r)];
-        Rng rng(StreamSeed(o.seed, static_cast<uint64_t>(epoch),
-                           static_cast<uint64_t>(u) + 1));
-        for (int j = 0; j < F; ++j) {
-          hs(r, j) = rng.Uniform() < h(r, j) ? 1.0f : 0.0f;
-        }
-      }
-      if (C > 0) hb.topRows(bs).noalias() = hs.topRows(bs) * bm.transpose();
       // The fill above advanced every start to the next item's: shift back.
       for (int64_t i = m; i > 0; --i) rated_start[i] = rated_start[i - 1];
       rated_start[0] = 0;
+      // p(h | r) and its sample, in chunks of users of a fixed size (the
+      // same products, so the same bits, at any thread count); factored,
+      // h = sigmoid(c + a0 B) and then hb = hs B^T and g0 = h B^T.
+      pool.ParallelFor(
+          Chunks(bs, kUserChunk), [&](int, int64_t cb, int64_t ce) {
+            for (int64_t c = cb; c < ce; ++c) {
+              const int64_t r0 = c * kUserChunk;
+              const int64_t nr = std::min(kUserChunk, bs - r0);
+              for (int64_t r = r0; r < r0 + nr; ++r) {
+                const int32_t u = cases[s + static_cast<size_t>(r)];
+                const int32_t* items = train.col.data() + train.offsets[u];
+                const int64_t n = train.RowSize(u);
+                if (C > 0) {
+                  auto x = a0.row(r);
+                  x.setZero();
+                  for (int64_t t = 0; t < n; ++t) x += a.row(items[t]);
+                } else {
+                  RatedHidden(p, items, n, h.row(r).data());
+                }
+              }
+              if (C > 0) {
+                h.middleRows(r0, nr).noalias() = a0.middleRows(r0, nr) * bm;
+                for (int64_t r = r0; r < r0 + nr; ++r) {
+                  h.row(r) += p.c.transpose();
+                  SigmoidArray(h.row(r).data(), F);
+                }
+              }
+              for (int64_t r = r0; r < r0 + nr; ++r) {
+                const int32_t u = cases[s + static_cast<size_t>(r)];
+                Rng rng(StreamSeed(o.seed, static_cast<uint64_t>(epoch),
+                                   static_cast<uint64_t>(u) + 1));
+                for (int j = 0; j < F; ++j) {
+                  hs(r, j) = rng.Uniform() < h(r, j) ? 1.0f : 0.0f;
+                }
+              }
+              if (C > 0) {
+                hb.middleRows(r0, nr).noalias() =
+                    hs.middleRows(r0, nr) * bm.transpose();
+                g0.middleRows(r0, nr).noalias() =
+                    h.middleRows(r0, nr) * bm.transpose();
+              }
+            }
+          });
       // Negative phase: p(r | h sampled) for every item, then p(h | that).
       pool.ParallelFor(Chunks(m, kItemChunk), [&](int, int64_t cb, int64_t ce) {
         for (int64_t c = cb; c < ce; ++c) {
@@ -357,6 +377,10 @@ absl::StatusOr<RatedRbmResult> TrainRatedRbm(const SparseRatings& train,
                 h1.row(r) += p.c.transpose();
                 SigmoidArray(h1.row(r).data(), F);
               }
+              if (C > 0) {
+                gt.middleRows(r0, nr).noalias() =
+                    h1.middleRows(r0, nr) * bm.transpose();
+              }
             }
           });
       // Updates, item rows in parallel (each row's gradient is a sum over
@@ -364,10 +388,6 @@ absl::StatusOr<RatedRbmResult> TrainRatedRbm(const SparseRatings& train,
       // Factored, the rows of A take the place of W's, with g0 / gt in
       // place of h / h1.
       const float scale = 1.0f / static_cast<float>(bs);
-      if (C > 0) {
-        g0.topRows(bs).noalias() = h.topRows(bs) * bm.transpose();
-        gt.topRows(bs).noalias() = h1.topRows(bs) * bm.transpose();
-      }
       RowMatrixXf& w_all = C > 0 ? a : p.W;
       RowMatrixXf& vel_all = C > 0 ? vel_a : vel_w;
       const RowMatrixXf& pos = C > 0 ? g0 : h;
