@@ -583,7 +583,8 @@ class CdTrainer {
         entry_of_[static_cast<size_t>(local_start_[s] + r -
                                       train_.offsets[u])] = entry_fill_[slot];
         entries_[static_cast<size_t>(entry_fill_[slot]++)] =
-            Entry{static_cast<int32_t>(s), r};
+            Entry{static_cast<int32_t>(s), train_.k[static_cast<size_t>(r)],
+                  r};
       }
     }
     for (int32_t i : batch_items_) item_slot_[static_cast<size_t>(i)] = -1;
@@ -953,7 +954,7 @@ class CdTrainer {
             };
             for (int64_t q = q0; q < q1; ++q) {
               const Entry& en = entries_[static_cast<size_t>(q)];
-              const int kp = train_.k[static_cast<size_t>(en.r)];
+              const int kp = en.k;
               const int kn = factored ? vt_[static_cast<size_t>(en.r)]
                                       : vt_entry_[static_cast<size_t>(q)];
               float* gp = touch(kp);
@@ -1021,6 +1022,7 @@ class CdTrainer {
   // streams, the step's uniforms and the squared reconstruction errors.
   struct Entry {
     int32_t s;  // batch position of the user
+    uint8_t k;  // the rating (train_.k[r], here so Update need not load it)
     int64_t r;  // index of the rating in train_
   };
   std::vector<int32_t> batch_items_, item_slot_;
