@@ -457,6 +457,7 @@ int Run(int argc, char** argv) {
         "\"factors\": %d, \"rated_factors\": %d, "
         "\"cd_steps\": \"%s\", "
         "\"per_item_normalize\": %s, \"validation\": %g, \"patience\": %d, "
+        "\"min_improvement\": %g, "
         "\"average\": %g, \"ensemble\": %d, \"item_based\": %s, "
         "\"user_weight\": %g, "
         "\"user_weight_per_log_user\": %g, \"user_weight_per_log_item\": %g, "
@@ -472,7 +473,8 @@ int Run(int argc, char** argv) {
         o.weight_decay, o.init_std, o.ordinal ? "true" : "false", o.factors,
         o.rated_factors, JsonEscape(o.cd.ToString()).c_str(),
         o.per_item_normalize ? "true" : "false", o.validation_fraction,
-        o.patience, o.average, o.ensemble, o.item_based ? "true" : "false",
+        o.patience, o.min_improvement, o.average, o.ensemble,
+        o.item_based ? "true" : "false",
         static_cast<double>(model->params().user_weight),
         static_cast<double>(model->params().user_weight_per_log_user),
         static_cast<double>(model->params().user_weight_per_log_item),
