@@ -20,8 +20,9 @@
 //
 // Trained by CD-1 on mini-batches of users with dense matrix products
 // (the negative phase reconstructs every item, so the cost per epoch is
-// ~8 * users * items * F flops); deterministic: the same data, options and
-// seed give the same bits whatever the thread count.
+// ~6 * users * items * F flops, or ~6 * users * items * C factored through
+// C factors; the positive phase's gradient is sparse); deterministic: the
+// same data, options and seed give the same bits whatever the thread count.
 
 #include <cmath>
 #include <cstdint>
