@@ -583,8 +583,7 @@ class CdTrainer {
         entry_of_[static_cast<size_t>(local_start_[s] + r -
                                       train_.offsets[u])] = entry_fill_[slot];
         entries_[static_cast<size_t>(entry_fill_[slot]++)] =
-            Entry{static_cast<int32_t>(s), train_.k[static_cast<size_t>(r)],
-                  r};
+            Entry{static_cast<int32_t>(s), train_.k[static_cast<size_t>(r)], r};
       }
     }
     for (int32_t i : batch_items_) item_slot_[static_cast<size_t>(i)] = -1;
