@@ -30,6 +30,33 @@ void SigmoidArray(float* x, int64_t n) {
   a = 1.0f / (1.0f + (-a).exp());
 }
 
+// p(h | r) into h's rows 0..n-1 for the users users[0..n). Unfactored
+// (a == nullptr): RatedHidden. Factored (p.W == a * bm): z's rows = the
+// sums of A's rows of each user's rated items, then h = sigmoid(c + z B),
+// C per rated item instead of F. REQUIRES: h (and, factored, z) have at
+// least n rows.
+void HiddenRows(const RbmParams& p, const RowMatrixXf* a, const RowMatrixXf* bm,
+                const SparseRatings& train, const int32_t* users, int64_t n,
+                Eigen::Ref<RowMatrixXf> z, Eigen::Ref<RowMatrixXf> h) {
+  for (int64_t r = 0; r < n; ++r) {
+    const int32_t u = users[r];
+    const int32_t* items = train.col.data() + train.offsets[u];
+    if (a == nullptr) {
+      RatedHidden(p, items, train.RowSize(u), h.row(r).data());
+      continue;
+    }
+    auto zr = z.row(r);
+    zr.setZero();
+    for (int64_t t = 0; t < train.RowSize(u); ++t) zr += a->row(items[t]);
+  }
+  if (a == nullptr) return;
+  h.topRows(n).noalias() = z.topRows(n) * *bm;
+  for (int64_t r = 0; r < n; ++r) {
+    h.row(r) += p.c.transpose();
+    SigmoidArray(h.row(r).data(), p.F);
+  }
+}
+
 absl::Status Validate(const RatedRbmOptions& o) {
   auto bad = [](const char* what, double v) {
     return absl::InvalidArgumentError(
@@ -91,29 +118,7 @@ double ValidationNdcg(const RbmParams& p, const RowMatrixXf* a,
           const int64_t u0 = c * kUserChunk;
           const int64_t nu = std::min<int64_t>(
               kUserChunk, static_cast<int64_t>(users.size()) - u0);
-          if (a != nullptr) {
-            // h = sigmoid(c + (the sum of A's rows of the rated items) B).
-            for (int64_t r = 0; r < nu; ++r) {
-              const int32_t u = users[static_cast<size_t>(u0 + r)];
-              auto z = hb.row(r);
-              z.setZero();
-              for (int64_t x = train.offsets[u]; x < train.offsets[u + 1];
-                   ++x) {
-                z += a->row(train.col[static_cast<size_t>(x)]);
-              }
-            }
-            h.topRows(nu).noalias() = hb.topRows(nu) * *bm;
-            for (int64_t r = 0; r < nu; ++r) {
-              h.row(r) += p.c.transpose();
-              SigmoidArray(h.row(r).data(), p.F);
-            }
-          } else {
-            for (int64_t r = 0; r < nu; ++r) {
-              const int32_t u = users[static_cast<size_t>(u0 + r)];
-              RatedHidden(p, train.col.data() + train.offsets[u],
-                          train.RowSize(u), h.row(r).data());
-            }
-          }
+          HiddenRows(p, a, bm, train, users.data() + u0, nu, hb, h);
           if (a != nullptr) {
             hb.topRows(nu).noalias() = h.topRows(nu) * bm->transpose();
             logits.topRows(nu).noalias() = hb.topRows(nu) * a->transpose();
@@ -308,25 +313,10 @@ absl::StatusOr<RatedRbmResult> TrainRatedRbm(const SparseRatings& train,
             for (int64_t c = cb; c < ce; ++c) {
               const int64_t r0 = c * kUserChunk;
               const int64_t nr = std::min(kUserChunk, bs - r0);
-              for (int64_t r = r0; r < r0 + nr; ++r) {
-                const int32_t u = cases[s + static_cast<size_t>(r)];
-                const int32_t* items = train.col.data() + train.offsets[u];
-                const int64_t n = train.RowSize(u);
-                if (C > 0) {
-                  auto x = a0.row(r);
-                  x.setZero();
-                  for (int64_t t = 0; t < n; ++t) x += a.row(items[t]);
-                } else {
-                  RatedHidden(p, items, n, h.row(r).data());
-                }
-              }
-              if (C > 0) {
-                h.middleRows(r0, nr).noalias() = a0.middleRows(r0, nr) * bm;
-                for (int64_t r = r0; r < r0 + nr; ++r) {
-                  h.row(r) += p.c.transpose();
-                  SigmoidArray(h.row(r).data(), F);
-                }
-              }
+              HiddenRows(p, C > 0 ? &a : nullptr, C > 0 ? &bm : nullptr, train,
+                         cases.data() + s + r0, nr,
+                         C > 0 ? a0.middleRows(r0, nr) : hb.topRows(0),
+                         h.middleRows(r0, nr));
               for (int64_t r = r0; r < r0 + nr; ++r) {
                 const int32_t u = cases[s + static_cast<size_t>(r)];
                 Rng rng(StreamSeed(o.seed, static_cast<uint64_t>(epoch),
