@@ -273,6 +273,15 @@ class CdTrainer {
     }
     vt_.resize(static_cast<size_t>(train.nnz()));
     item_slot_.assign(static_cast<size_t>(train.cols), -1);
+    if (o.predict == PredictMethod::kExact && valid.nnz() > 0) {
+      valid_by_item_ = valid.Transpose();
+      item_cost_valid_.assign(static_cast<size_t>(valid_by_item_.rows) + 1, 0);
+      for (int32_t i = 0; i < valid_by_item_.rows; ++i) {
+        item_cost_valid_[static_cast<size_t>(i) + 1] =
+            item_cost_valid_[static_cast<size_t>(i)] + 1 +
+            valid_by_item_.RowSize(i);
+      }
+    }
   }
 
   RbmParams& params() { return p_; }
@@ -420,15 +429,6 @@ class CdTrainer {
   template <typename Input>
   double ExactValidation(const RbmParams& p, const Input& input) {
     const int F = p.F, K = p.K;
-    if (valid_by_item_.rows == 0 && valid_.nnz() > 0) {
-      valid_by_item_ = valid_.Transpose();
-      item_cost_valid_.assign(static_cast<size_t>(valid_by_item_.rows) + 1, 0);
-      for (int32_t i = 0; i < valid_by_item_.rows; ++i) {
-        item_cost_valid_[static_cast<size_t>(i) + 1] =
-            item_cost_valid_[static_cast<size_t>(i)] + 1 +
-            valid_by_item_.RowSize(i);
-      }
-    }
     xv_.resize(valid_.rows, F);
     ex_.resize(valid_.rows, F);
     ex_ok_.assign(static_cast<size_t>(valid_.rows), 0);
