@@ -159,6 +159,64 @@ void SoftmaxRows(float* z, int64_t rows, int K) {
   for (; r < rows; ++r) SoftmaxInPlace(z + r * K, K);
 }
 
+void SoftmaxSampleRows(float* z, int64_t rows, int K, const float* u,
+                       uint8_t* sample, double* mean) {
+  int64_t r = 0;
+#ifdef RBMREC_AVX2
+  if (K <= 8) {
+    const __m256i idx = LaneRowOffsets(K);
+    __m256 v[8];
+    alignas(32) int32_t drawn[8];
+    alignas(32) double m[8];
+    for (; r + 8 <= rows; r += 8) {
+      SoftmaxLanes8(z + r * K, idx, K, v);
+      // SampleCategorical returns the first k < K-1 with u < acc_k, else
+      // K-1; acc_k never decreases (sums of non-negative floats), so that
+      // is the number of k < K-1 with u >= acc_k: one compare per level.
+      const __m256 uu = _mm256_loadu_ps(u + r);
+      __m256 acc = _mm256_setzero_ps();
+      __m256i count = _mm256_setzero_si256();
+      for (int k = 0; k + 1 < K; ++k) {
+        acc = _mm256_add_ps(acc, v[k]);
+        // A true compare is all ones, -1 as an integer.
+        count = _mm256_sub_epi32(
+            count, _mm256_castps_si256(_mm256_cmp_ps(uu, acc, _CMP_GE_OQ)));
+      }
+      _mm256_store_si256(reinterpret_cast<__m256i*>(drawn), count);
+      for (int l = 0; l < 8; ++l)
+        sample[r + l] = static_cast<uint8_t>(drawn[l]);
+      if (mean != nullptr) {
+        // The scalar sum's arithmetic lane by lane: a product, then an add
+        // (no fused multiply-add), in double.
+        __m256d lo = _mm256_setzero_pd(), hi = _mm256_setzero_pd();
+        for (int k = 0; k < K; ++k) {
+          const __m256d kk = _mm256_set1_pd(static_cast<double>(k));
+          lo = _mm256_add_pd(
+              lo,
+              _mm256_mul_pd(kk, _mm256_cvtps_pd(_mm256_castps256_ps128(v[k]))));
+          hi = _mm256_add_pd(
+              hi, _mm256_mul_pd(
+                      kk, _mm256_cvtps_pd(_mm256_extractf128_ps(v[k], 1))));
+        }
+        _mm256_store_pd(m, lo);
+        _mm256_store_pd(m + 4, hi);
+        for (int l = 0; l < 8; ++l) mean[r + l] = m[l];
+      }
+    }
+  }
+#endif
+  for (; r < rows; ++r) {
+    float* p = z + r * K;
+    SoftmaxInPlace(p, K);
+    sample[r] = static_cast<uint8_t>(SampleCategorical(p, K, u[r]));
+    if (mean != nullptr) {
+      double s = 0;
+      for (int k = 0; k < K; ++k) s += static_cast<double>(k) * p[k];
+      mean[r] = s;
+    }
+  }
+}
+
 void SoftmaxDotRows(const float* z, int64_t rows, int K, const float* values,
                     float* out) {
   int64_t r = 0;

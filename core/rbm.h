@@ -64,6 +64,14 @@ void SoftmaxInPlace(double* z, int n);
 // all rows done in one vectorised pass. Bit-identical to calling
 // SoftmaxInPlace(z + r*K, K) for every row r.
 void SoftmaxRows(float* z, int64_t rows, int K);
+// The visible sample of a Gibbs step from a rows x K row-major block of
+// logits: sample[r] = SampleCategorical(softmax(z + r*K), K, u[r]) with
+// SoftmaxRows' probabilities (bit for bit, so the same draws), and, when
+// `mean` is not null, mean[r] = sum over k (in order) of double(k) * p_rk.
+// z is left in an unspecified state (the AVX2 path never writes the
+// probabilities back). REQUIRES K <= 255.
+void SoftmaxSampleRows(float* z, int64_t rows, int K, const float* u,
+                       uint8_t* sample, double* mean);
 // out[r] = sum_k values[k] * softmax(z + r*K)[k] for every row r of a
 // rows x K row-major block (z is not changed): e.g. the expected rating of
 // every item. The probabilities are SoftmaxInPlace's, bit for bit (the dot

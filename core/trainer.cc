@@ -219,6 +219,9 @@ struct Scratch : GibbsScratch {
   RowMatrixXf ew;  // ExactValidation: exp of an item's K rows of W
   std::vector<float> grad;
   std::vector<const float*> rows;  // a case's rows of A (factored chains)
+  // The chains' expected reconstructions, and uniforms (BatchChains).
+  std::vector<double> means;
+  std::vector<float> uniforms;
   Scratch(int F, int K, int width, int C)
       : GibbsScratch(F, K),
         x(F),
@@ -683,20 +686,26 @@ class CdTrainer {
                     probs.data() + (q - e0) * K);
               }
             }
-            SoftmaxRows(probs.data(), n, K);
+            // Each entry's uniform (from its user's stream), then the
+            // samples and, at step 1, the expectations.
+            Scratch& sc = scratch_[static_cast<size_t>(t)];
+            if (sc.uniforms.size() < static_cast<size_t>(n)) {
+              sc.uniforms.resize(static_cast<size_t>(n));
+              sc.means.resize(static_cast<size_t>(n));
+            }
             for (int64_t q = 0; q < n; ++q) {
               const Entry& en = entries_[static_cast<size_t>(e0 + q)];
               const size_t s = static_cast<size_t>(en.s);
-              const int64_t local = en.r - train_.offsets[users[s]];
-              const float* pr = probs.data() + q * K;
-              vt_entry_[static_cast<size_t>(e0 + q)] = static_cast<uint8_t>(
-                  SampleCategorical(pr, K, visible_u(s)[local]));
-              if (step == 0) {
-                double mean = 0;
-                for (int k = 0; k < K; ++k) {
-                  mean += static_cast<double>(k) * pr[k];
-                }
-                const double d = mean - train_.k[static_cast<size_t>(en.r)];
+              sc.uniforms[static_cast<size_t>(q)] =
+                  visible_u(s)[en.r - train_.offsets[users[s]]];
+            }
+            SoftmaxSampleRows(probs.data(), n, K, sc.uniforms.data(),
+                              vt_entry_.data() + e0,
+                              step == 0 ? sc.means.data() : nullptr);
+            if (step == 0) {
+              for (int64_t q = 0; q < n; ++q) {
+                const Entry& en = entries_[static_cast<size_t>(e0 + q)];
+                const double d = sc.means[static_cast<size_t>(q)] - en.k;
                 d2_[static_cast<size_t>(e0 + q)] = d * d;
               }
             }
@@ -782,7 +791,9 @@ class CdTrainer {
             if (sc.probs.size() < need) sc.probs.resize(need);
             if (sc.rows.size() < static_cast<size_t>(v.n)) {
               sc.rows.resize(static_cast<size_t>(v.n));
+              sc.means.resize(static_cast<size_t>(v.n));
             }
+            double* means = sc.means.data();
             float* probs = sc.probs.data();
             const float** rows = sc.rows.data();
             // a0 = the sum of A's rows of the user's ratings, in rating
@@ -808,24 +819,22 @@ class CdTrainer {
                 kernels::RowDots(a_.row(row0).data(), p_.b.data() + row0, K, C_,
                                  sc.z.data(), probs + r * K);
               }
-              SoftmaxRows(probs, v.n, K);
-              const float* uv = VisibleUniforms(nb, s);
-              double sq = 0;
+              // The visible sample and, at step 1, the expectations of the
+              // reconstruction (the squared error reported as train RMSE).
+              SoftmaxSampleRows(probs, v.n, K, VisibleUniforms(nb, s), vt,
+                                step == 0 ? means : nullptr);
               for (int64_t r = 0; r < v.n; ++r) {
-                const float* pr = probs + r * K;
-                vt[r] = static_cast<uint8_t>(SampleCategorical(pr, K, uv[r]));
                 rows[r] = a_.row(p_.Row(v.items[r], vt[r])).data();
-                if (step == 0) {
-                  double mean = 0;
-                  for (int k = 0; k < K; ++k) {
-                    mean += static_cast<double>(k) * pr[k];
-                  }
-                  const double d = mean - v.ks[r];
-                  sq += d * d;
-                }
               }
               kernels::SumRows(zeros_.data(), rows, v.n, C_, at.data());
-              if (step == 0) sq_err_[s] = sq;
+              if (step == 0) {
+                double sq = 0;
+                for (int64_t r = 0; r < v.n; ++r) {
+                  const double d = means[r] - v.ks[r];
+                  sq += d * d;
+                }
+                sq_err_[s] = sq;
+              }
               ht = p_.c.transpose();
               ht.noalias() += at * bm_;
               SigmoidInPlace(ht.data(), F);

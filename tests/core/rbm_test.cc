@@ -283,6 +283,55 @@ TEST(RbmMath, SoftmaxRowsIsSoftmaxInPlaceOnEveryRow) {
   }
 }
 
+TEST(RbmMath, SoftmaxSampleRowsDrawsAsSampleCategorical) {
+  Rng rng(17);
+  for (int K : {1, 2, 3, 5, 8, 10}) {
+    for (int64_t rows : {1, 7, 8, 33}) {
+      const size_t n = static_cast<size_t>(rows);
+      std::vector<float> z(n * static_cast<size_t>(K)), u(n);
+      for (float& x : z) x = 12 * (2 * rng.Uniform() - 1);
+      z[0] = 1e4f;  // one saturated row
+      std::vector<float> p = z;
+      SoftmaxRows(p.data(), rows, K);
+      for (size_t r = 0; r < n; ++r) {
+        const float* pr = p.data() + r * static_cast<size_t>(K);
+        switch (r % 4) {
+          case 0:  // exactly a cumulative probability: the next level
+            u[r] = K > 1 ? pr[0] : 0.5f;
+            break;
+          case 1:
+            u[r] = 0.0f;
+            break;
+          case 2:
+            u[r] = 0.99999994f;  // the largest float below 1
+            break;
+          default:
+            u[r] = rng.Uniform();
+        }
+      }
+      std::vector<uint8_t> got(n, 99);
+      std::vector<double> mean(n, -1);
+      std::vector<float> work = z;
+      SoftmaxSampleRows(work.data(), rows, K, u.data(), got.data(),
+                        mean.data());
+      for (size_t r = 0; r < n; ++r) {
+        const float* pr = p.data() + r * static_cast<size_t>(K);
+        ASSERT_EQ(got[r], SampleCategorical(pr, K, u[r]))
+            << "K " << K << " rows " << rows << " row " << r;
+        double want = 0;
+        for (int k = 0; k < K; ++k) want += static_cast<double>(k) * pr[k];
+        ASSERT_EQ(mean[r], want)
+            << "K " << K << " rows " << rows << " row " << r;
+      }
+      // Without means: the same draws.
+      std::vector<uint8_t> again(n, 99);
+      work = z;
+      SoftmaxSampleRows(work.data(), rows, K, u.data(), again.data(), nullptr);
+      EXPECT_EQ(again, got);
+    }
+  }
+}
+
 TEST(RbmMath, SoftmaxDotRowsIsTheDotOfSoftmaxInPlace) {
   Rng rng(13);
   for (int K : {1, 3, 5, 8, 12}) {
