@@ -691,6 +691,8 @@ class CdTrainer {
             Scratch& sc = scratch_[static_cast<size_t>(t)];
             if (sc.uniforms.size() < static_cast<size_t>(n)) {
               sc.uniforms.resize(static_cast<size_t>(n));
+            }
+            if (sc.means.size() < static_cast<size_t>(n)) {
               sc.means.resize(static_cast<size_t>(n));
             }
             for (int64_t q = 0; q < n; ++q) {
@@ -791,6 +793,8 @@ class CdTrainer {
             if (sc.probs.size() < need) sc.probs.resize(need);
             if (sc.rows.size() < static_cast<size_t>(v.n)) {
               sc.rows.resize(static_cast<size_t>(v.n));
+            }
+            if (sc.means.size() < static_cast<size_t>(v.n)) {
               sc.means.resize(static_cast<size_t>(v.n));
             }
             double* means = sc.means.data();

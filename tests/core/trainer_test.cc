@@ -324,6 +324,32 @@ TEST(Trainer, FactoredSameSeedSameModelAtAnyThreadCount) {
   EXPECT_FALSE(models[0].members()[0] == dense->members()[0]);
 }
 
+// Users of very different sizes, so that a thread's scratch is grown by a
+// large user in one pass (the averaged validation's hidden inputs) before
+// the same thread meets a large user in the chains: each buffer the chains
+// use is sized for its own case (an overrun of this kind went unseen at
+// even sizes; ASan reports it here).
+TEST(Trainer, FactoredTrainingWithUnevenUsers) {
+  auto s = testing_data::PlantedRatings(200, 60, 3, 0.9, 13);
+  std::vector<Rating> kept;
+  std::vector<int> per_user(200, 0);
+  for (const Rating& r : s.train.ratings) {
+    // Six users keep every rating (~54), the others four.
+    if (r.user % 37 == 5 || per_user[static_cast<size_t>(r.user)]++ < 4) {
+      kept.push_back(r);
+    }
+  }
+  s.train.ratings = std::move(kept);
+  TrainOptions o = SmallOptions();
+  o.max_epochs = 4;
+  o.rated_hidden = 0;
+  o.factors = 4;
+  o.validation_fraction = 0.2;
+  const std::vector<Model> models = FitAtOneTwoThreeThreads(s.train, o);
+  ASSERT_EQ(models.size(), 3u);
+  EXPECT_GT(models[0].members()[0].W.norm(), 0);
+}
+
 // W = A B: without averaging the trained W has rank at most C, while the
 // unfactored trainer's W does not.
 TEST(Trainer, FactoredWeightsHaveRankAtMostC) {
