@@ -276,6 +276,7 @@ class CdTrainer {
     }
     vt_.resize(static_cast<size_t>(train.nnz()));
     item_slot_.assign(static_cast<size_t>(train.cols), -1);
+    item_count_.assign(static_cast<size_t>(train.cols), 0);
     if (o.predict == PredictMethod::kExact && valid.nnz() > 0) {
       valid_by_item_ = valid.Transpose();
       item_cost_valid_.assign(static_cast<size_t>(valid_by_item_.rows) + 1, 0);
@@ -525,46 +526,63 @@ class CdTrainer {
   // IndexBatch's per-item part (REQUIRES IndexUsers of the same batch):
   // batch_items_, entries_, entry_start_, entry_of_ and item_cost_.
   void IndexItems(const int32_t* users, size_t nb) {
-    batch_items_.clear();
-    for (size_t s = 0; s < nb; ++s) {
-      const int32_t u = users[s];
-      for (int64_t r = train_.offsets[u]; r < train_.offsets[u + 1]; ++r) {
-        int32_t& slot = item_slot_[static_cast<size_t>(train_.col[r])];
-        if (slot < 0) {
-          slot = static_cast<int32_t>(batch_items_.size());
-          batch_items_.push_back(train_.col[r]);
-        }
-      }
-    }
     // The batch's items in increasing id order, so each thread's share of
     // the item-parallel steps is one range of W's rows (and of the visible
     // biases, 5 to a cache line, which two threads would otherwise write
-    // side by side), read in address order. A scan of the slots when the
-    // batch touches a good part of the catalogue, else a sort.
-    const size_t n_items = batch_items_.size();
-    if (n_items * 16 >= static_cast<size_t>(train_.cols)) {
-      batch_items_.clear();
+    // side by side), read in address order; their slots and the starts of
+    // their entries. When the batch has ratings enough to touch a good part
+    // of the catalogue: the ratings counted per item (item_count_, zero
+    // outside a batch: no branch per rating), then one scan of the
+    // catalogue. Else the items as first met, sorted, then counted.
+    const int64_t n_local = local_start_[nb];
+    batch_items_.clear();
+    entry_start_.assign(1, 0);
+    if (n_local * 16 >= train_.cols) {
+      for (size_t s = 0; s < nb; ++s) {
+        const int32_t u = users[s];
+        for (int64_t r = train_.offsets[u]; r < train_.offsets[u + 1]; ++r) {
+          ++item_count_[static_cast<size_t>(train_.col[r])];
+        }
+      }
       for (int32_t i = 0; i < train_.cols; ++i) {
-        if (item_slot_[static_cast<size_t>(i)] >= 0) batch_items_.push_back(i);
+        const int32_t c = item_count_[static_cast<size_t>(i)];
+        if (c == 0) continue;
+        item_count_[static_cast<size_t>(i)] = 0;
+        item_slot_[static_cast<size_t>(i)] =
+            static_cast<int32_t>(batch_items_.size());
+        batch_items_.push_back(i);
+        entry_start_.push_back(entry_start_.back() + c);
       }
     } else {
+      for (size_t s = 0; s < nb; ++s) {
+        const int32_t u = users[s];
+        for (int64_t r = train_.offsets[u]; r < train_.offsets[u + 1]; ++r) {
+          int32_t& slot = item_slot_[static_cast<size_t>(train_.col[r])];
+          if (slot < 0) {
+            slot = static_cast<int32_t>(batch_items_.size());
+            batch_items_.push_back(train_.col[r]);
+          }
+        }
+      }
       std::sort(batch_items_.begin(), batch_items_.end());
-    }
-    for (size_t t = 0; t < n_items; ++t) {
-      item_slot_[static_cast<size_t>(batch_items_[t])] =
-          static_cast<int32_t>(t);
-    }
-    const int64_t n_local = local_start_[nb];
-    entry_start_.assign(n_items + 1, 0);
-    for (size_t s = 0; s < nb; ++s) {
-      const int32_t u = users[s];
-      for (int64_t r = train_.offsets[u]; r < train_.offsets[u + 1]; ++r) {
-        ++entry_start_[static_cast<size_t>(
-                           item_slot_[static_cast<size_t>(train_.col[r])]) +
-                       1];
+      for (size_t t = 0; t < batch_items_.size(); ++t) {
+        item_slot_[static_cast<size_t>(batch_items_[t])] =
+            static_cast<int32_t>(t);
+      }
+      entry_start_.assign(batch_items_.size() + 1, 0);
+      for (size_t s = 0; s < nb; ++s) {
+        const int32_t u = users[s];
+        for (int64_t r = train_.offsets[u]; r < train_.offsets[u + 1]; ++r) {
+          ++entry_start_[static_cast<size_t>(
+                             item_slot_[static_cast<size_t>(train_.col[r])]) +
+                         1];
+        }
+      }
+      for (size_t t = 0; t < batch_items_.size(); ++t) {
+        entry_start_[t + 1] += entry_start_[t];
       }
     }
-    for (size_t t = 0; t < n_items; ++t) entry_start_[t + 1] += entry_start_[t];
+    const size_t n_items = batch_items_.size();
     entry_fill_.assign(entry_start_.begin(), entry_start_.end() - 1);
     // The item-parallel steps' split: an item costs its entries (K logits,
     // two gradient rows each) plus the loads of its K rows of W and of their
@@ -1038,6 +1056,7 @@ class CdTrainer {
     int64_t r;  // index of the rating in train_
   };
   std::vector<int32_t> batch_items_, item_slot_;
+  std::vector<int32_t> item_count_;  // IndexItems' counts (zero between)
   std::vector<int64_t> entry_start_, entry_fill_, local_start_;
   std::vector<Entry> entries_;
   std::vector<Rng> rngs_;
