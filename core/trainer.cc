@@ -642,9 +642,10 @@ class CdTrainer {
   //      stream (F for the hidden sample, then one per rating, in rating
   //      order: CdChain's order) and the binary hidden sample hs_;
   //   2. per item (parallel): the logits of each batch rating of the item,
-  //      their softmaxes (SoftmaxRows: bit-identical to one per row), the
-  //      visible sample with the rating's uniform, and at step 1 the
-  //      squared error of the reconstruction's expectation;
+  //      their softmaxes and the visible samples with the ratings' uniforms
+  //      (SoftmaxSampleRows: the same bits as one softmax and one
+  //      SampleCategorical per rating), and at step 1 the squared error of
+  //      the reconstruction's expectation;
   //   3. per user (parallel): ht = sigmoid(c + sum of the sampled rows),
   //      summed in rating order as HiddenInput does.
   void BatchChains(int epoch, const int32_t* users, size_t nb, int cd_steps) {
@@ -674,8 +675,8 @@ class CdTrainer {
       pool_.ParallelFor(
           static_cast<int64_t>(n_items),
           [&](int t, int64_t b, int64_t e) {
-            // Logits of all the chunk's entries item by item, one
-            // SoftmaxRows over them all, then the draws.
+            // Logits of all the chunk's entries item by item, then one
+            // SoftmaxSampleRows over them all.
             std::vector<float>& probs = scratch_[static_cast<size_t>(t)].probs;
             const int64_t e0 = entry_start_[static_cast<size_t>(b)];
             const int64_t n = entry_start_[static_cast<size_t>(e)] - e0;
@@ -773,11 +774,11 @@ class CdTrainer {
   // Per batch user s (parallel over users; each user's arithmetic and
   // random draws are its own, so the thread count never changes a bit): a0_
   // row s = the sum of A's rows of the user's ratings, h0_ = sigmoid(c + a0
-  // B), the hidden sample, then per step the reconstruction (logits,
-  // SoftmaxRows, the visible sample into vt_, at step 1 the squared error
-  // of its expectation), at_ = the sum of A's rows of the sample and ht_ =
-  // sigmoid(c + at B); last g0_ = B h0 and gt_ = B hT, the C-vectors that
-  // Update adds to A's gradient rows.
+  // B), the hidden sample, then per step the reconstruction (logits, then
+  // SoftmaxSampleRows: the visible sample into vt_ and at step 1 the
+  // expectations for the squared error), at_ = the sum of A's rows of the
+  // sample and ht_ = sigmoid(c + at B); last g0_ = B h0 and gt_ = B hT, the
+  // C-vectors that Update adds to A's gradient rows.
   void FactoredChains(int epoch, const int32_t* users, size_t nb,
                       int cd_steps) {
     IndexUsers(epoch, users, nb);
