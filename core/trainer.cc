@@ -530,13 +530,13 @@ class CdTrainer {
     // the item-parallel steps is one range of W's rows (and of the visible
     // biases, 5 to a cache line, which two threads would otherwise write
     // side by side), read in address order; their slots and the starts of
-    // their entries. When the batch has ratings enough to touch a good part
-    // of the catalogue: the ratings counted per item (item_count_, zero
-    // outside a batch: no branch per rating), then one scan of the
-    // catalogue. Else the items as first met, sorted, then counted.
+    // their entries, from the batch's ratings counted per item (item_count_,
+    // zero outside a batch). When the batch has ratings enough to touch a
+    // good part of the catalogue, the count has no branch per rating and
+    // one scan of the catalogue lists the items; else the items are listed
+    // as first met and sorted.
     const int64_t n_local = local_start_[nb];
     batch_items_.clear();
-    entry_start_.assign(1, 0);
     if (n_local * 16 >= train_.cols) {
       for (size_t s = 0; s < nb; ++s) {
         const int32_t u = users[s];
@@ -545,42 +545,25 @@ class CdTrainer {
         }
       }
       for (int32_t i = 0; i < train_.cols; ++i) {
-        const int32_t c = item_count_[static_cast<size_t>(i)];
-        if (c == 0) continue;
-        item_count_[static_cast<size_t>(i)] = 0;
-        item_slot_[static_cast<size_t>(i)] =
-            static_cast<int32_t>(batch_items_.size());
-        batch_items_.push_back(i);
-        entry_start_.push_back(entry_start_.back() + c);
+        if (item_count_[static_cast<size_t>(i)] > 0) batch_items_.push_back(i);
       }
     } else {
       for (size_t s = 0; s < nb; ++s) {
         const int32_t u = users[s];
         for (int64_t r = train_.offsets[u]; r < train_.offsets[u + 1]; ++r) {
-          int32_t& slot = item_slot_[static_cast<size_t>(train_.col[r])];
-          if (slot < 0) {
-            slot = static_cast<int32_t>(batch_items_.size());
+          if (item_count_[static_cast<size_t>(train_.col[r])]++ == 0) {
             batch_items_.push_back(train_.col[r]);
           }
         }
       }
       std::sort(batch_items_.begin(), batch_items_.end());
-      for (size_t t = 0; t < batch_items_.size(); ++t) {
-        item_slot_[static_cast<size_t>(batch_items_[t])] =
-            static_cast<int32_t>(t);
-      }
-      entry_start_.assign(batch_items_.size() + 1, 0);
-      for (size_t s = 0; s < nb; ++s) {
-        const int32_t u = users[s];
-        for (int64_t r = train_.offsets[u]; r < train_.offsets[u + 1]; ++r) {
-          ++entry_start_[static_cast<size_t>(
-                             item_slot_[static_cast<size_t>(train_.col[r])]) +
-                         1];
-        }
-      }
-      for (size_t t = 0; t < batch_items_.size(); ++t) {
-        entry_start_[t + 1] += entry_start_[t];
-      }
+    }
+    entry_start_.assign(1, 0);
+    for (size_t t = 0; t < batch_items_.size(); ++t) {
+      const size_t i = static_cast<size_t>(batch_items_[t]);
+      item_slot_[i] = static_cast<int32_t>(t);
+      entry_start_.push_back(entry_start_.back() + item_count_[i]);
+      item_count_[i] = 0;
     }
     const size_t n_items = batch_items_.size();
     entry_fill_.assign(entry_start_.begin(), entry_start_.end() - 1);
@@ -677,7 +660,8 @@ class CdTrainer {
           [&](int t, int64_t b, int64_t e) {
             // Logits of all the chunk's entries item by item, then one
             // SoftmaxSampleRows over them all.
-            std::vector<float>& probs = scratch_[static_cast<size_t>(t)].probs;
+            Scratch& sc = scratch_[static_cast<size_t>(t)];
+            std::vector<float>& probs = sc.probs;
             const int64_t e0 = entry_start_[static_cast<size_t>(b)];
             const int64_t n = entry_start_[static_cast<size_t>(e)] - e0;
             const size_t need = static_cast<size_t>(n * K);
@@ -707,7 +691,6 @@ class CdTrainer {
             }
             // Each entry's uniform (from its user's stream), then the
             // samples and, at step 1, the expectations.
-            Scratch& sc = scratch_[static_cast<size_t>(t)];
             if (sc.uniforms.size() < static_cast<size_t>(n)) {
               sc.uniforms.resize(static_cast<size_t>(n));
             }
