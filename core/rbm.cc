@@ -353,6 +353,17 @@ void PredictMeanField(const RbmParams& p, const float* h_hat, int32_t q,
   SoftmaxInPlace(probs, p.K);
 }
 
+double SplitSaturated(const float* x, int F, float* ex, float* hi) {
+  double hi_sum = 0;
+  for (int j = 0; j < F; ++j) {
+    const bool saturated = std::abs(x[j]) > kExpSoftplusLimit;
+    ex[j] = saturated ? 0.0f : std::exp(x[j]);
+    hi[j] = x[j] > kExpSoftplusLimit ? 1.0f : 0.0f;
+    if (hi[j] != 0) hi_sum += x[j];
+  }
+  return hi_sum;
+}
+
 float SoftplusSumFromExp(const float* ex, const float* ew, int F) {
   // Each factor 1 + ex ew is in [1, 1 + e^80] (< 2^116): eight products per
   // lane stay below 2^928, then the lanes' binary exponents move into

@@ -107,6 +107,22 @@ float SoftplusSum(const float* x, const float* w, int F);
 inline constexpr float kExpSoftplusLimit = 40.0f;
 float SoftplusSumFromExp(const float* ex, const float* ew, int F);
 
+// Hidden inputs beyond kExpSoftplusLimit, for SoftplusSumFromExp: a unit
+// with x_j > kExpSoftplusLimit and |w_j| <= kSaturatedRowLimit has
+// t = x_j + w_j >= 20, where softplus(t) = t + log1p(exp(-t)) is t to
+// within 2.1e-9 (below float's rounding of t); one with x_j <
+// -kExpSoftplusLimit has softplus(t) < 2.1e-9, i.e. 0. So with ex_j = 0 at
+// both kinds (a factor 1 in the product) and hi_j = 1 at the first kind
+// (else 0), for rows with every |w_j| <= kSaturatedRowLimit:
+//   sum_j softplus(x_j + w_j)
+//       = SoftplusSumFromExp(ex, ew, F) + sum_j hi_j w_j + hi_sum,
+// with hi_sum = sum_j hi_j x_j, which SplitSaturated returns; it is the
+// same for every row, so a softmax over rows need not add it. Writes ex
+// (exp(x_j), or 0 where |x_j| > kExpSoftplusLimit) and hi.
+// REQUIRES: x finite; ex and hi have F entries.
+inline constexpr float kSaturatedRowLimit = 20.0f;
+double SplitSaturated(const float* x, int F, float* ex, float* hi);
+
 // Free energy of a visible set (no per-item normaliser terms):
 // F(V) = -sum_i b_{i,k_i} - sum_j softplus(x_j).
 double FreeEnergy(const RbmParams& p, const VisibleSet& v);

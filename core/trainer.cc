@@ -426,8 +426,12 @@ class CdTrainer {
   // With exp(x) per user and exp(w) per row computed once, each of those
   // is SoftplusSumFromExp's product instead of F exponentials: first each
   // user's input and its exponentials (xv_, ex_), then each item's K rows'
-  // exponentials in the thread's scratch and its ratings. A user or row
-  // with an entry beyond kExpSoftplusLimit takes SoftplusSum instead. The
+  // exponentials in the thread's scratch and its ratings. A user with
+  // inputs beyond kExpSoftplusLimit (a heavy user's often are) keeps the
+  // product through SplitSaturated for rows within kSaturatedRowLimit: its
+  // saturated units' exponentials are 0 and the sum of their row entries
+  // (hi_ . w) is added. A user with a non-finite input, or a row beyond
+  // the limits, takes SoftplusSum instead. The
   // squared errors are summed per item, then in item order: the same bits
   // at any thread count.
   template <typename Input>
@@ -435,18 +439,35 @@ class CdTrainer {
     const int F = p.F, K = p.K;
     xv_.resize(valid_.rows, F);
     ex_.resize(valid_.rows, F);
-    ex_ok_.assign(static_cast<size_t>(valid_.rows), 0);
+    ex_mode_.assign(static_cast<size_t>(valid_.rows), kExpSlow);
     pool_.ParallelFor(valid_.rows, [&](int, int64_t b, int64_t e) {
       for (int64_t u = b; u < e; ++u) {
         if (valid_.RowSize(static_cast<int32_t>(u)) == 0) continue;
         float* x = xv_.row(u).data();
         input(static_cast<int32_t>(u), x);
         const auto xs = xv_.row(u).array();
-        ex_ok_[static_cast<size_t>(u)] =
-            xs.abs().maxCoeff() <= kExpSoftplusLimit;
-        ex_.row(u).array() = xs.exp();
+        const float top = xs.abs().maxCoeff();  // NaN if an entry is NaN
+        if (top <= kExpSoftplusLimit) {
+          ex_mode_[static_cast<size_t>(u)] = kExpPlain;
+          ex_.row(u).array() = xs.exp();
+        } else if (top <= std::numeric_limits<float>::max()) {
+          ex_mode_[static_cast<size_t>(u)] = kExpSaturated;
+        }
       }
     });
+    // The few saturated users' exponentials and hi_ rows (hi_slot_[u]).
+    hi_slot_.assign(static_cast<size_t>(valid_.rows), -1);
+    int32_t n_hi = 0;
+    for (size_t u = 0; u < ex_mode_.size(); ++u) {
+      if (ex_mode_[u] == kExpSaturated) hi_slot_[u] = n_hi++;
+    }
+    hi_.resize(n_hi, F);
+    for (size_t u = 0; u < ex_mode_.size(); ++u) {
+      if (hi_slot_[u] < 0) continue;
+      const Eigen::Index ui = static_cast<Eigen::Index>(u);
+      SplitSaturated(xv_.row(ui).data(), F, ex_.row(ui).data(),
+                     hi_.row(hi_slot_[u]).data());
+    }
     std::vector<double> per_item(static_cast<size_t>(valid_by_item_.rows), 0);
     pool_.ParallelFor(
         valid_by_item_.rows,
@@ -458,23 +479,37 @@ class CdTrainer {
             const int32_t item = static_cast<int32_t>(i);
             if (valid_by_item_.RowSize(item) == 0) continue;
             const int64_t row0 = p.Row(item, 0);
-            bool rows_ok = true;
+            float top = 0;
             for (int k = 0; k < K; ++k) {
               const auto w = p.W.row(row0 + k).array();
-              rows_ok = rows_ok && w.abs().maxCoeff() <= kExpSoftplusLimit;
+              top = std::max(top, w.abs().maxCoeff());
               s.ew.row(k).array() = w.exp();
             }
+            const bool rows_ok = top <= kExpSoftplusLimit;
+            const bool rows_tight = top <= kSaturatedRowLimit;
             double err = 0;
             for (int64_t r = valid_by_item_.offsets[item];
                  r < valid_by_item_.offsets[item + 1]; ++r) {
               const int32_t u = valid_by_item_.col[static_cast<size_t>(r)];
-              const bool fast = rows_ok && ex_ok_[static_cast<size_t>(u)];
+              const uint8_t mode = ex_mode_[static_cast<size_t>(u)];
+              const bool fast = mode == kExpPlain       ? rows_ok
+                                : mode == kExpSaturated ? rows_tight
+                                                        : false;
               for (int k = 0; k < K; ++k) {
-                logits[k] = p.b[row0 + k] +
-                            (fast ? SoftplusSumFromExp(ex_.row(u).data(),
-                                                       s.ew.row(k).data(), F)
-                                  : SoftplusSum(xv_.row(u).data(),
-                                                p.W.row(row0 + k).data(), F));
+                const float* w = p.W.row(row0 + k).data();
+                float sum;
+                if (!fast) {
+                  sum = SoftplusSum(xv_.row(u).data(), w, F);
+                } else {
+                  sum = SoftplusSumFromExp(ex_.row(u).data(),
+                                           s.ew.row(k).data(), F);
+                  if (mode == kExpSaturated) {
+                    // hi_sum, the same for every k, is left out.
+                    sum += hi_.row(hi_slot_[static_cast<size_t>(u)])
+                               .dot(p.W.row(row0 + k));
+                  }
+                }
+                logits[k] = p.b[row0 + k] + sum;
               }
               SoftmaxInPlace(logits, K);
               double mean = 0;
@@ -1022,8 +1057,12 @@ class CdTrainer {
   // per case its hidden input, exp of it and whether that is in range.
   SparseRatings valid_by_item_;
   std::vector<int64_t> item_cost_valid_;
-  RowMatrixXf xv_, ex_;
-  std::vector<uint8_t> ex_ok_;
+  // ex_mode_[u]: kExpPlain (ex_ row is exp(x)), kExpSaturated (ex_ and
+  // hi_ row hi_slot_[u] from SplitSaturated) or kExpSlow (SoftplusSum).
+  enum : uint8_t { kExpSlow, kExpPlain, kExpSaturated };
+  RowMatrixXf xv_, ex_, hi_;
+  std::vector<uint8_t> ex_mode_;
+  std::vector<int32_t> hi_slot_;
   std::vector<int64_t> work_cost_;  // cumulative costs of a parallel loop
   Eigen::VectorXf vel_b_, vel_c_, gc_;
   std::vector<Scratch> scratch_;

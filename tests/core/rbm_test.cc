@@ -263,6 +263,43 @@ TEST(RbmMath, SoftplusSumFromExpMatchesDoubleReference) {
               1000 * 2 * kExpSoftplusLimit, 1e-1);
 }
 
+// Inputs beyond kExpSoftplusLimit split off by SplitSaturated: the product
+// over the rest, plus hi . w, plus the returned hi_sum, is the softplus sum
+// for rows within kSaturatedRowLimit.
+TEST(RbmMath, SplitSaturatedKeepsTheSoftplusSum) {
+  Rng rng(13);
+  for (int F : {1, 7, 100, 201}) {
+    for (float x_scale : {50.0f, 200.0f, 1e4f}) {
+      std::vector<float> x(static_cast<size_t>(F)), w(x.size());
+      std::vector<float> ex(x.size()), hi(x.size()), ew(x.size());
+      double ref = 0;
+      int saturated = 0;
+      for (size_t j = 0; j < x.size(); ++j) {
+        x[j] = x_scale * (2 * rng.Uniform() - 1);
+        w[j] = kSaturatedRowLimit * (2 * rng.Uniform() - 1);
+        ew[j] = std::exp(w[j]);
+        ref += Softplus(static_cast<double>(x[j]) + w[j]);
+        saturated += std::abs(x[j]) > kExpSoftplusLimit;
+      }
+      const double hi_sum = SplitSaturated(x.data(), F, ex.data(), hi.data());
+      double dot = 0, hi_x = 0;
+      for (size_t j = 0; j < x.size(); ++j) {
+        const bool up = x[j] > kExpSoftplusLimit;
+        EXPECT_EQ(hi[j], up ? 1.0f : 0.0f);
+        EXPECT_EQ(ex[j],
+                  std::abs(x[j]) > kExpSoftplusLimit ? 0.0f : std::exp(x[j]));
+        dot += static_cast<double>(hi[j]) * w[j];
+        if (up) hi_x += x[j];
+      }
+      EXPECT_EQ(hi_sum, hi_x);
+      const double got =
+          SoftplusSumFromExp(ex.data(), ew.data(), F) + dot + hi_sum;
+      EXPECT_NEAR(got, ref, 2e-6 * F + 1e-6 * std::abs(ref))
+          << "F " << F << " scale " << x_scale << " saturated " << saturated;
+    }
+  }
+}
+
 TEST(RbmMath, SoftmaxRowsIsSoftmaxInPlaceOnEveryRow) {
   Rng rng(11);
   for (int K : {1, 2, 3, 5, 8, 10}) {

@@ -383,8 +383,14 @@ TEST(Trainer, FactoredWeightsHaveRankAtMostC) {
 // reported validation RMSE of the returned parameters to equal a direct
 // pass of PredictExact over them; returns the largest |hidden input| of a
 // validation user.
-float ExpectValidationMatchesADirectPass(TrainOptions o) {
-  auto s = testing_data::PlantedRatings(120, 40, 3, 0.3, 13);
+// The largest |hidden input| of a validation user and the largest |W| entry
+// of the trained model.
+struct Extremes {
+  float input = 0, weight = 0;
+};
+
+Extremes ExpectValidationMatchesADirectPass(TrainOptions o, int items = 40) {
+  auto s = testing_data::PlantedRatings(120, items, 3, 0.3, 13);
   SparseRatings train, valid;
   CarveValidation(s.train.ByUser(), 0.1, 3, &train, &valid);
   EXPECT_GT(valid.nnz(), 50);
@@ -392,7 +398,7 @@ float ExpectValidationMatchesADirectPass(TrainOptions o) {
   o.patience = 20;
   auto r = TrainRbmSplit(train, valid, 5, o);
   EXPECT_TRUE(r.ok()) << r.status();
-  if (!r.ok()) return 0;
+  if (!r.ok()) return {};
   const RbmParams& p = r->params;
   double sse = 0;
   float max_input = 0;
@@ -418,7 +424,7 @@ float ExpectValidationMatchesADirectPass(TrainOptions o) {
   EXPECT_NEAR(r->history[static_cast<size_t>(r->best_epoch - 1)].valid_rmse,
               direct, 1e-5);
   EXPECT_GE(r->best_epoch, 2);  // an average of several epochs
-  return max_input;
+  return {max_input, p.W.cwiseAbs().maxCoeff()};
 }
 
 // The averaged model's validation through running averages of its hidden
@@ -439,14 +445,33 @@ TEST(Trainer, ValidationMatchesADirectPass) {
   ExpectValidationMatchesADirectPass(o);
 }
 
-// Hidden inputs beyond kExpSoftplusLimit: those users take SoftplusSum.
+// Hidden inputs and weights beyond kExpSoftplusLimit: those users take
+// SoftplusSum.
 TEST(Trainer, ValidationMatchesADirectPassBeyondTheExpRange) {
   TrainOptions o = SmallOptions();
   o.factors = 0;
   o.init_std = 9.5f;
   o.learning_rate = 0.01f;
   o.average = 0;
-  EXPECT_GT(ExpectValidationMatchesADirectPass(o), 2 * kExpSoftplusLimit);
+  const Extremes x = ExpectValidationMatchesADirectPass(o);
+  EXPECT_GT(x.input, 2 * kExpSoftplusLimit);
+  EXPECT_GT(x.weight, kSaturatedRowLimit);
+}
+
+// Hidden inputs beyond kExpSoftplusLimit with every weight within
+// kSaturatedRowLimit (users with ~100 ratings): those users keep the
+// exponentials' product with their saturated units split off
+// (SplitSaturated).
+TEST(Trainer, ValidationMatchesADirectPassWithSaturatedInputs) {
+  TrainOptions o = SmallOptions();
+  o.factors = 0;
+  o.init_std = 2.0f;
+  o.learning_rate = 0.01f;
+  o.average = 0;
+  o.ordinal = false;
+  const Extremes x = ExpectValidationMatchesADirectPass(o, 300);
+  EXPECT_GT(x.input, kExpSoftplusLimit);
+  EXPECT_LE(x.weight, kSaturatedRowLimit);
 }
 
 // The factored RBM learns the planted structure as the unfactored one does.
