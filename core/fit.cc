@@ -45,15 +45,21 @@ VisibleSet Row(const SparseRatings& s, int32_t r) {
                     s.RowSize(r)};
 }
 
-// item_x.row(i) = I-RBM hidden input of item i's ratings in `by_item`.
-void ComputeItemInputs(const SparseRatings& by_item, ModelParams* params) {
+// item_x.row(i) = I-RBM hidden input of item i's ratings in `by_item`,
+// items in parallel on `pool` (each row is its own: the same bits at any
+// thread count).
+void ComputeItemInputs(const SparseRatings& by_item, ThreadPool* pool,
+                       ModelParams* params) {
   const RbmParams& p = params->item_rbm;
   params->item_x.setZero(by_item.rows, p.F);
   params->item_in_irbm.assign(static_cast<size_t>(by_item.rows), 0);
-  for (int32_t i = 0; i < by_item.rows; ++i) {
-    HiddenInput(p, Row(by_item, i), params->item_x.row(i).data());
-    params->item_in_irbm[static_cast<size_t>(i)] = by_item.RowSize(i) > 0;
-  }
+  pool->ParallelFor(by_item.rows, [&](int, int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) {
+      const int32_t item = static_cast<int32_t>(i);
+      HiddenInput(p, Row(by_item, item), params->item_x.row(i).data());
+      params->item_in_irbm[static_cast<size_t>(i)] = by_item.RowSize(item) > 0;
+    }
+  });
 }
 
 // Picks the U/I mixing weight (ModelParams::user_weight and its slopes)
@@ -65,27 +71,31 @@ void ComputeItemInputs(const SparseRatings& by_item, ModelParams* params) {
 // so the fit is the linear regression of r - mu_I on (mu_U - mu_I) times
 // (1, log(1 + n_u), log(1 + n_q)). Sets the weight fields of *params; *rmse
 // gets the mixed prediction's validation RMSE. Builds two serving models
-// from `params` (restored before returning).
+// from `params` (restored before returning); their predictions run on
+// `pool`, users in parallel (each writes its own ratings' rows).
 void PickUserWeight(ModelParams* params, const SparseRatings& train_part,
                     const SparseRatings& valid, PredictMethod method,
-                    double* rmse) {
+                    ThreadPool* pool, double* rmse) {
   const int K = params->scale.K();
-  std::vector<float> pu, pi;
-  std::vector<int32_t> query;
-  std::vector<float> buf;
+  const size_t n_rows = static_cast<size_t>(valid.nnz()) * K;
+  std::vector<float> pu(n_rows), pi(n_rows);
   params->user_weight_per_log_user = params->user_weight_per_log_item = 0;
   for (const float weight : {1.0f, 0.0f}) {
     params->user_weight = weight;
     Model model(std::move(*params));
     std::vector<float>& part = weight == 1.0f ? pu : pi;
-    for (int32_t u = 0; u < valid.rows; ++u) {
-      if (valid.RowSize(u) == 0) continue;
-      query.assign(valid.col.begin() + valid.offsets[u],
-                   valid.col.begin() + valid.offsets[u + 1]);
-      buf.resize(query.size() * K);
-      model.Predict(u, Row(train_part, u), query, method, buf.data(), nullptr);
-      part.insert(part.end(), buf.begin(), buf.end());
-    }
+    pool->ParallelFor(valid.rows, [&](int, int64_t b, int64_t e) {
+      for (int64_t u64 = b; u64 < e; ++u64) {
+        const int32_t u = static_cast<int32_t>(u64);
+        if (valid.RowSize(u) == 0) continue;
+        const absl::Span<const int32_t> query(
+            valid.col.data() + valid.offsets[u],
+            static_cast<size_t>(valid.RowSize(u)));
+        model.Predict(u, Row(train_part, u), query, method,
+                      part.data() + static_cast<size_t>(valid.offsets[u]) * K,
+                      nullptr);
+      }
+    });
     *params = std::move(model).TakeParams();
   }
   const RatingScale& scale = params->scale;
@@ -266,14 +276,15 @@ absl::StatusOr<Model> FitModel(const Dataset& train,
     params.item_rbm = *std::move(item_params);
     // Weight chosen with I-RBM inputs from the training part only; served
     // with inputs from all training ratings.
-    ComputeItemInputs(train_by_item, &params);
+    ThreadPool pool(threads);
+    ComputeItemInputs(train_by_item, &pool, &params);
     if (valid.nnz() > 0) {
-      PickUserWeight(&params, train_part, valid, options.predict,
+      PickUserWeight(&params, train_part, valid, options.predict, &pool,
                      &mixed_valid_rmse);
     } else {
       params.user_weight = 0.3f;
     }
-    ComputeItemInputs(by_user.Transpose(), &params);
+    ComputeItemInputs(by_user.Transpose(), &pool, &params);
   }
   const int rated_f = RatedHiddenUnits(options, by_user.rows, by_user.cols);
   if (rated_f > 0) {
