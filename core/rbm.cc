@@ -364,7 +364,8 @@ double SplitSaturated(const float* x, int F, float* ex, float* hi) {
   return hi_sum;
 }
 
-float SoftplusSumFromExp(const float* ex, const float* ew, int F) {
+double SoftplusProductFromExp(const float* ex, const float* ew, int F,
+                              int64_t* exp2) {
   // Each factor 1 + ex ew is in [1, 1 + e^80] (< 2^116): eight products per
   // lane stay below 2^928, then the lanes' binary exponents move into
   // `exps` and their mantissas back to [1, 2).
@@ -411,24 +412,32 @@ float SoftplusSumFromExp(const float* ex, const float* ew, int F) {
   _mm256_store_pd(m, p0);
   _mm256_store_pd(m + 4, p1);
   _mm256_store_si256(reinterpret_cast<__m256i*>(e), exps);
-  const double prod = m[0] * m[1] * m[2] * m[3] * m[4] * m[5] * m[6] * m[7];
-  const int64_t exp2 = e[0] + e[1] + e[2] + e[3];
-  return static_cast<float>(std::log(prod) +
-                            static_cast<double>(exp2) * 0.69314718055994531);
+  *exp2 = e[0] + e[1] + e[2] + e[3];
+  return m[0] * m[1] * m[2] * m[3] * m[4] * m[5] * m[6] * m[7];
 #else
-  double prod = 1, logs = 0;
+  double prod = 1;
+  int64_t exps = 0;
   int n = 0;
   for (int j = 0; j < F; ++j) {
     prod *= 1.0 + static_cast<double>(ex[j]) * static_cast<double>(ew[j]);
-    if (++n == kRenorm) {
+    if (++n == kRenorm || j + 1 == F) {
       int e = 0;
-      prod = std::frexp(prod, &e);
-      logs += e * 0.69314718055994531;
+      prod = std::frexp(prod, &e);  // [0.5, 1): a mantissa in [1, 2) after
+      prod *= 2;
+      exps += e - 1;
       n = 0;
     }
   }
-  return static_cast<float>(logs + std::log(prod));
+  *exp2 = exps;
+  return prod;
 #endif
+}
+
+float SoftplusSumFromExp(const float* ex, const float* ew, int F) {
+  int64_t exp2 = 0;
+  const double prod = SoftplusProductFromExp(ex, ew, F, &exp2);
+  return static_cast<float>(std::log(prod) +
+                            static_cast<double>(exp2) * 0.69314718055994531);
 }
 
 double CdChain(const RbmParams& p, const VisibleSet& v, int T, Rng* rng,

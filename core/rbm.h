@@ -106,6 +106,11 @@ float SoftplusSum(const float* x, const float* w, int F);
 // back to SoftplusSum otherwise). Absolute error like SoftplusSum's.
 inline constexpr float kExpSoftplusLimit = 40.0f;
 float SoftplusSumFromExp(const float* ex, const float* ew, int F);
+// SoftplusSumFromExp before its log: the product prod_j (1 + ex_j ew_j) as
+// a mantissa in [1, 2^8) (the return value) times 2^(*exp2). The sum is
+// log(mantissa) + *exp2 log 2. Same REQUIRES.
+double SoftplusProductFromExp(const float* ex, const float* ew, int F,
+                              int64_t* exp2);
 
 // Hidden inputs beyond kExpSoftplusLimit, for SoftplusSumFromExp: a unit
 // with x_j > kExpSoftplusLimit and |w_j| <= kSaturatedRowLimit has

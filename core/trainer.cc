@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <numeric>
 #include <thread>
 
@@ -217,6 +218,10 @@ VisibleSet RowOf(const SparseRatings& s, int32_t u) {
 struct Scratch : GibbsScratch {
   Eigen::VectorXf x, z;
   RowMatrixXf ew;  // ExactValidation: exp of an item's K rows of W
+  // ExactValidation per row k: exp(b_k - max b), the product's mantissa,
+  // its exponent and the log of the row's term.
+  std::vector<double> eb, em, el;
+  std::vector<int64_t> ee;
   std::vector<float> grad;
   std::vector<const float*> rows;  // a case's rows of A (factored chains)
   // The chains' expected reconstructions, and uniforms (BatchChains).
@@ -226,6 +231,10 @@ struct Scratch : GibbsScratch {
       : GibbsScratch(F, K),
         x(F),
         z(std::max(C, 1)),
+        eb(static_cast<size_t>(K)),
+        em(static_cast<size_t>(K)),
+        el(static_cast<size_t>(K)),
+        ee(static_cast<size_t>(K)),
         grad(static_cast<size_t>(width) * K) {}
 };
 
@@ -434,6 +443,72 @@ class CdTrainer {
   // the limits, takes SoftplusSum instead. The
   // squared errors are summed per item, then in item order: the same bits
   // at any thread count.
+  // The expected rating index of a validation rating of the item with rows
+  // row0.. and user u under `p`: from SoftplusSum's logits and a softmax
+  // (SlowMean), or (ExpMean, for users and rows within the exponentials'
+  // limits) without a log or an exp per row: p_k is proportional to
+  // exp(b_k) prod_j (1 + ex_j ew_kj), i.e. sc->eb[k] = exp(b_k - b_top)
+  // times SoftplusProductFromExp's mantissa m_k and 2^(e_k - max e). When
+  // a term could underflow (log of it below -700) or the user is saturated
+  // (a factor exp(hi . w_k) more, SplitSaturated), the terms are
+  // exp(l_k - max l) m_k with l_k = b_k + (e_k - max e) log 2 (+ hi . w_k).
+  double SlowMean(const RbmParams& p, int64_t row0, const float* x,
+                  float* logits) const {
+    const int K = p.K;
+    for (int k = 0; k < K; ++k) {
+      logits[k] = p.b[row0 + k] + SoftplusSum(x, p.W.row(row0 + k).data(), p.F);
+    }
+    SoftmaxInPlace(logits, K);
+    double mean = 0;
+    for (int k = 0; k < K; ++k) mean += static_cast<double>(k) * logits[k];
+    return mean;
+  }
+
+  double ExpMean(const RbmParams& p, int64_t row0, int32_t u, uint8_t mode,
+                 double b_top, Scratch* sc) const {
+    const int K = p.K;
+    const float* ex = ex_.row(u).data();
+    double* m = sc->em.data();
+    int64_t* e2 = sc->ee.data();
+    int64_t e_top = std::numeric_limits<int64_t>::min();
+    for (int k = 0; k < K; ++k) {
+      m[k] = SoftplusProductFromExp(ex, sc->ew.row(k).data(), p.F, &e2[k]);
+      e_top = std::max(e_top, e2[k]);
+    }
+    constexpr double kLn2 = 0.69314718055994531;
+    double* l = sc->el.data();
+    double l_top = -std::numeric_limits<double>::infinity();
+    double l_low = std::numeric_limits<double>::infinity();
+    for (int k = 0; k < K; ++k) {
+      l[k] = static_cast<double>(p.b[row0 + k]) - b_top +
+             static_cast<double>(e2[k] - e_top) * kLn2;
+      if (mode == kExpSaturated) {
+        l[k] +=
+            hi_.row(hi_slot_[static_cast<size_t>(u)]).dot(p.W.row(row0 + k));
+      }
+      l_top = std::max(l_top, l[k]);
+      l_low = std::min(l_low, l[k]);
+    }
+    double sum = 0, weighted = 0;
+    const bool direct = mode == kExpPlain && l_low >= -700;
+    for (int k = 0; k < K; ++k) {
+      double q;
+      if (direct) {
+        // 2^(e_k - e_top) from its bits (e_k - e_top >= -1009 here).
+        const uint64_t bits = static_cast<uint64_t>(1023 + (e2[k] - e_top))
+                              << 52;
+        double two;
+        std::memcpy(&two, &bits, sizeof two);
+        q = sc->eb[k] * two * m[k];
+      } else {
+        q = std::exp(l[k] - l_top) * m[k];
+      }
+      sum += q;
+      weighted += static_cast<double>(k) * q;
+    }
+    return weighted / sum;
+  }
+
   template <typename Input>
   double ExactValidation(const RbmParams& p, const Input& input) {
     const int F = p.F, K = p.K;
@@ -487,6 +562,14 @@ class CdTrainer {
             }
             const bool rows_ok = top <= kExpSoftplusLimit;
             const bool rows_tight = top <= kSaturatedRowLimit;
+            // exp(b_k - max b) for the exponentials' path.
+            double b_top = -std::numeric_limits<double>::infinity();
+            for (int k = 0; k < K; ++k) {
+              b_top = std::max(b_top, static_cast<double>(p.b[row0 + k]));
+            }
+            for (int k = 0; k < K; ++k) {
+              s.eb[k] = std::exp(static_cast<double>(p.b[row0 + k]) - b_top);
+            }
             double err = 0;
             for (int64_t r = valid_by_item_.offsets[item];
                  r < valid_by_item_.offsets[item + 1]; ++r) {
@@ -495,27 +578,9 @@ class CdTrainer {
               const bool fast = mode == kExpPlain       ? rows_ok
                                 : mode == kExpSaturated ? rows_tight
                                                         : false;
-              for (int k = 0; k < K; ++k) {
-                const float* w = p.W.row(row0 + k).data();
-                float sum;
-                if (!fast) {
-                  sum = SoftplusSum(xv_.row(u).data(), w, F);
-                } else {
-                  sum = SoftplusSumFromExp(ex_.row(u).data(),
-                                           s.ew.row(k).data(), F);
-                  if (mode == kExpSaturated) {
-                    // hi_sum, the same for every k, is left out.
-                    sum += hi_.row(hi_slot_[static_cast<size_t>(u)])
-                               .dot(p.W.row(row0 + k));
-                  }
-                }
-                logits[k] = p.b[row0 + k] + sum;
-              }
-              SoftmaxInPlace(logits, K);
-              double mean = 0;
-              for (int k = 0; k < K; ++k) {
-                mean += static_cast<double>(k) * logits[k];
-              }
+              const double mean =
+                  fast ? ExpMean(p, row0, u, mode, b_top, &s)
+                       : SlowMean(p, row0, xv_.row(u).data(), logits);
               const double d = mean - valid_by_item_.k[static_cast<size_t>(r)];
               err += d * d;
             }
