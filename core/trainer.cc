@@ -574,6 +574,16 @@ class CdTrainer {
             for (int64_t r = valid_by_item_.offsets[item];
                  r < valid_by_item_.offsets[item + 1]; ++r) {
               const int32_t u = valid_by_item_.col[static_cast<size_t>(r)];
+              if (r + 1 < valid_by_item_.offsets[item + 1]) {
+                // The next rating's user's exponentials (most miss the
+                // cache): asked for while this one's K products run.
+                const char* next = reinterpret_cast<const char*>(
+                    ex_.row(valid_by_item_.col[static_cast<size_t>(r) + 1])
+                        .data());
+                for (int64_t off = 0; off < int64_t{4} * F; off += 64) {
+                  __builtin_prefetch(next + off);
+                }
+              }
               const uint8_t mode = ex_mode_[static_cast<size_t>(u)];
               const bool fast = mode == kExpPlain       ? rows_ok
                                 : mode == kExpSaturated ? rows_tight
