@@ -429,20 +429,6 @@ class CdTrainer {
                      static_cast<double>(std::max<int64_t>(1, valid_.nnz())));
   }
 
-  // ValidationPass with exact predictions (PredictExact's arithmetic), item
-  // by item: every validation rating of item i needs its K rows' softplus
-  // sums against its user's hidden input, sum_j log(1 + exp(x_j + w_j)).
-  // With exp(x) per user and exp(w) per row computed once, each of those
-  // is SoftplusSumFromExp's product instead of F exponentials: first each
-  // user's input and its exponentials (xv_, ex_), then each item's K rows'
-  // exponentials in the thread's scratch and its ratings. A user with
-  // inputs beyond kExpSoftplusLimit (a heavy user's often are) keeps the
-  // product through SplitSaturated for rows within kSaturatedRowLimit: its
-  // saturated units' exponentials are 0 and the sum of their row entries
-  // (hi_ . w) is added. A user with a non-finite input, or a row beyond
-  // the limits, takes SoftplusSum instead. The
-  // squared errors are summed per item, then in item order: the same bits
-  // at any thread count.
   // The expected rating index of a validation rating of the item with rows
   // row0.. and user u under `p`: from SoftplusSum's logits and a softmax
   // (SlowMean), or (ExpMean, for users and rows within the exponentials'
@@ -509,6 +495,20 @@ class CdTrainer {
     return weighted / sum;
   }
 
+  // ValidationPass with exact predictions (PredictExact's arithmetic), item
+  // by item: every validation rating of item i needs its K rows' softplus
+  // sums against its user's hidden input, sum_j log(1 + exp(x_j + w_j)).
+  // With exp(x) per user and exp(w) per row computed once, each of those
+  // is SoftplusSumFromExp's product instead of F exponentials: first each
+  // user's input and its exponentials (xv_, ex_), then each item's K rows'
+  // exponentials in the thread's scratch and its ratings. A user with
+  // inputs beyond kExpSoftplusLimit (a heavy user's often are) keeps the
+  // product through SplitSaturated for rows within kSaturatedRowLimit: its
+  // saturated units' exponentials are 0 and the sum of their row entries
+  // (hi_ . w) is added. A user with a non-finite input, or a row beyond
+  // the limits, takes SoftplusSum instead (ExpMean, SlowMean). The squared
+  // errors are summed per item, then in item order: the same bits at any
+  // thread count.
   template <typename Input>
   double ExactValidation(const RbmParams& p, const Input& input) {
     const int F = p.F, K = p.K;
@@ -521,7 +521,7 @@ class CdTrainer {
         float* x = xv_.row(u).data();
         input(static_cast<int32_t>(u), x);
         const auto xs = xv_.row(u).array();
-        const float top = xs.abs().maxCoeff();  // NaN if an entry is NaN
+        const float top = xs.abs().template maxCoeff<Eigen::PropagateNaN>();
         if (top <= kExpSoftplusLimit) {
           ex_mode_[static_cast<size_t>(u)] = kExpPlain;
           ex_.row(u).array() = xs.exp();

@@ -474,6 +474,29 @@ TEST(Trainer, ValidationMatchesADirectPassWithSaturatedInputs) {
   EXPECT_LE(x.weight, kSaturatedRowLimit);
 }
 
+// A learning rate that blows the weights up is reported as divergence
+// (a non-finite training or validation RMSE), naming the epoch and the
+// remedy, never returned as a model.
+TEST(Trainer, DivergenceIsAnErrorNotAModel) {
+  auto s = testing_data::PlantedRatings(120, 40, 3, 0.3, 13);
+  SparseRatings train, valid;
+  CarveValidation(s.train.ByUser(), 0.1, 3, &train, &valid);
+  TrainOptions o = SmallOptions();
+  o.factors = 8;
+  o.learning_rate = 99;
+  o.momentum = 0.99f;
+  o.init_std = 9.9f;
+  o.weight_decay = 0;
+  o.max_epochs = 20;
+  auto r = TrainRbmSplit(train, valid, 5, o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInternal);
+  EXPECT_NE(r.status().message().find("diverged at epoch"), std::string::npos)
+      << r.status();
+  EXPECT_NE(r.status().message().find("lower the learning rate"),
+            std::string::npos);
+}
+
 // The factored RBM learns the planted structure as the unfactored one does.
 TEST(Trainer, FactoredBeatsItemMeanOnPlantedStructure) {
   auto s = testing_data::PlantedRatings(200, 60, 3, 0.3, 11);
