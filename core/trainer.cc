@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <cstring>
 #include <numeric>
 #include <thread>
 
@@ -430,7 +429,7 @@ class CdTrainer {
   }
 
   // The expected rating index of a validation rating of the item with rows
-  // row0.. and user u under `p`: from SoftplusSum's logits and a softmax
+  // row0.. and user u under `p`: from PredictExact's probabilities
   // (SlowMean), or (ExpMean, for users and rows within the exponentials'
   // limits) without a log or an exp per row: p_k is proportional to
   // exp(b_k) prod_j (1 + ex_j ew_kj), i.e. sc->eb[k] = exp(b_k - b_top)
@@ -438,15 +437,11 @@ class CdTrainer {
   // a term could underflow (log of it below -700) or the user is saturated
   // (a factor exp(hi . w_k) more, SplitSaturated), the terms are
   // exp(l_k - max l) m_k with l_k = b_k + (e_k - max e) log 2 (+ hi . w_k).
-  double SlowMean(const RbmParams& p, int64_t row0, const float* x,
-                  float* logits) const {
-    const int K = p.K;
-    for (int k = 0; k < K; ++k) {
-      logits[k] = p.b[row0 + k] + SoftplusSum(x, p.W.row(row0 + k).data(), p.F);
-    }
-    SoftmaxInPlace(logits, K);
+  double SlowMean(const RbmParams& p, int32_t item, const float* x,
+                  float* probs) const {
+    PredictExact(p, x, item, probs);
     double mean = 0;
-    for (int k = 0; k < K; ++k) mean += static_cast<double>(k) * logits[k];
+    for (int k = 0; k < p.K; ++k) mean += static_cast<double>(k) * probs[k];
     return mean;
   }
 
@@ -480,12 +475,8 @@ class CdTrainer {
     for (int k = 0; k < K; ++k) {
       double q;
       if (direct) {
-        // 2^(e_k - e_top) from its bits (e_k - e_top >= -1009 here).
-        const uint64_t bits = static_cast<uint64_t>(1023 + (e2[k] - e_top))
-                              << 52;
-        double two;
-        std::memcpy(&two, &bits, sizeof two);
-        q = sc->eb[k] * two * m[k];
+        // Times 2^(e_k - e_top), exact: the result is at least e^-700.
+        q = std::ldexp(sc->eb[k] * m[k], static_cast<int>(e2[k] - e_top));
       } else {
         q = std::exp(l[k] - l_top) * m[k];
       }
@@ -590,7 +581,7 @@ class CdTrainer {
                                                         : false;
               const double mean =
                   fast ? ExpMean(p, row0, u, mode, b_top, &s)
-                       : SlowMean(p, row0, xv_.row(u).data(), logits);
+                       : SlowMean(p, item, xv_.row(u).data(), logits);
               const double d = mean - valid_by_item_.k[static_cast<size_t>(r)];
               err += d * d;
             }
