@@ -10,12 +10,15 @@
 #   - deletes: `rbmrec delete-ratings USER ITEM` of a random u.data rating of
 #     a user with >= 20 ratings every second (re-imported by a later cycle);
 #   - `rbmrec train` every 120 s (once, at a third of the run, with --ci).
-# After each window it samples the server's RSS (VmRSS), the database size
-# (file + WAL), the stored model versions (`rbmrec models --json`) and the
-# errors so far, and prints them as a table at the end with the verdict
+# After each window it samples the server's RSS (VmRSS), the sizes of the
+# database file and of its WAL, the stored model versions (`rbmrec models
+# --json`) and the errors so far, and prints them as a table at the end with the verdict
 # (bench/suites/soak_report.py states how each figure is computed):
-#   0 errors; RSS and database size grow < 5% over the last third; Predict
-#   p99 of the last minute <= 1.5x the first minute; model versions within
+#   0 errors; RSS and the database file grow < 5% over the last third; the
+#   WAL within the store's journal_size_limit, 64 MiB (the WAL keeps its
+#   high-water mark, which grows by a model blob when a write finds a
+#   checkpoint held back by a reader, until a reset truncates it to that
+#   limit: a step, not a growth rate); Predict p99 of the last minute <= 1.5x the first minute; model versions within
 #   the retention limits (--keep-full-models + --keep-online-models + active,
 #   when the server has those flags; else "not applicable").
 # Exits 1 when a target is missed.
@@ -133,7 +136,7 @@ elapsed() { awk -v s="$start" -v n="$(now)" 'BEGIN { printf "%d", n - s }'; }
 ) &
 
 # ---- load windows and samples ---------------------------------------------
-printf 't predict_qps predict_p99 recommend_qps recommend_p99 load_errors rss_kb db_bytes versions_full versions_online other_errors\n' \
+printf 't predict_qps predict_p99 recommend_qps recommend_p99 load_errors rss_kb db_bytes wal_bytes versions_full versions_online other_errors\n' \
   >"$tmp/samples"
 died=0
 while [ "$(elapsed)" -lt "$duration" ]; do
@@ -146,10 +149,10 @@ while [ "$(elapsed)" -lt "$duration" ]; do
     break
   fi
   rss=$(awk '/^VmRSS/ { print $2 }' "/proc/$server_pid/status")
-  dbb=$(cat "$db" "$db-wal" 2>/dev/null | wc -c)
+  dbb=$(stat -c %s "$db") walb=$(stat -c %s "$db-wal" 2>/dev/null || echo 0)
   cli --json models >"$tmp/models.json"
   other=$(cat "$tmp/errors.log" 2>/dev/null | wc -l)
-  python3 - "$tmp/load.json" "$tmp/models.json" "$(elapsed)" "$rss" "$dbb" "$other" >>"$tmp/samples" <<'PY'
+  python3 - "$tmp/load.json" "$tmp/models.json" "$(elapsed)" "$rss" "$dbb" "$walb" "$other" >>"$tmp/samples" <<'PY'
 import json, sys
 load = {r["rpc"]: r for r in json.load(open(sys.argv[1]))["rpcs"]}
 models = json.load(open(sys.argv[2]))["models"]
@@ -157,9 +160,9 @@ p, r = load.get("predict", {}), load.get("recommend", {})
 full = sum(m["kind"] == "full" for m in models)
 print(sys.argv[3], p.get("qps", 0), p.get("p99_ms", 0), r.get("qps", 0),
       r.get("p99_ms", 0), load["overall"]["errors"], sys.argv[4], sys.argv[5],
-      full, len(models) - full, sys.argv[6])
+      sys.argv[6], full, len(models) - full, sys.argv[7])
 PY
-  tail -1 "$tmp/samples" | awk '{ printf "  t=%ds predict p99 %.2f ms, RSS %.0f MB, db %.0f MB, versions %d, errors %d\n", $1, $3, $7 / 1024, $8 / 1048576, $9 + $10, $6 + $11 }' >&2
+  tail -1 "$tmp/samples" | awk '{ printf "  t=%ds predict p99 %.2f ms, RSS %.0f MB, db %.0f MB, WAL %.0f MB, versions %d, errors %d\n", $1, $3, $7 / 1024, $8 / 1048576, $9 / 1048576, $10 + $11, $6 + $12 }' >&2
 done
 touch "$tmp/stop"
 wait_for_workers() { local p; for p in $(jobs -p); do [ "$p" = "$server_pid" ] || wait "$p"; done; }
