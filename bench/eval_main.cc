@@ -11,6 +11,9 @@
 //   nll, ece: mean negative log-likelihood (nats) of the true rating and
 //     classwise calibration error of the predicted distributions;
 //     hist_nll, hist_ece: the same for the item histogram baseline;
+//   rated {hidden, epochs_run, valid_ndcg, seconds} when the ranking model
+//     (the rated RBM) was trained: with --topn, --save-model or
+//     --rated-hidden; its seconds are part of train_seconds;
 //   with --topn N: topn {n, relevant, users, and per ranking NAME
 //     {precision, recall, ndcg} at N};
 //   reliability {bins, values: [the K rating values], model: [K entries,
@@ -150,8 +153,10 @@ void AddFlags(CLI::App* app, Args* a) {
                 "also train the item-based RBM and mix it in "
                 "(default true; --item-based=false turns it off)");
   app->add_option("--rated-hidden", o.rated_hidden,
-                  "hidden units of the rated RBM (p(rated) rankings; -1 = "
-                  "the size rule, 0 = do not train it)")
+                  "hidden units of the rated RBM, the ranking model (p(rated) "
+                  "rankings; -1 = the size rule, 0 = do not train it). Not "
+                  "given: the size rule when --topn or --save-model uses the "
+                  "model, else not trained (the RMSE does not use it)")
       ->check(CLI::Range(-1, 10000));
   app->add_option("--rated-epochs", o.rated_max_epochs,
                   "upper bound on the rated RBM's epochs (early stopping "
@@ -278,6 +283,13 @@ int Run(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;  // --help: 0; a usage error: 2
+  }
+  // The ranking model is trained when something uses it: the rankings of
+  // --topn, or the saved model (which the service can serve). An RMSE run
+  // trains the rating model only, what its figures come from.
+  if (app.get_option("--rated-hidden")->count() == 0 && a.topn == 0 &&
+      a.save_model.empty()) {
+    a.o.rated_hidden = 0;
   }
   const bool split_mode = !a.ratings.empty();
   if (split_mode == (!a.train.empty() || !a.test.empty()) ||
@@ -443,6 +455,10 @@ int Run(int argc, char** argv) {
         "\nrated RBM: hidden %d  epochs_run %d  valid_ndcg %.4f  seconds %.2f",
         model->rated_rbm().F, sm.rated_epochs, sm.rated_valid_ndcg,
         sm.rated_seconds);
+  } else {
+    rated_text =
+        "\nrated RBM (ranking model): not trained (--topn, --save-model or "
+        "--rated-hidden trains it)";
   }
   if (a.json) {
     const TrainOptions& o = model->options();  // with the size rule applied

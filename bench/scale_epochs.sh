@@ -40,7 +40,7 @@ for size in "${sizes[@]}"; do
   IFS=: read -r n users items <<<"$size"
   "$bin/rbmrec-synth" --users "$users" --items "$items" --ratings "$n" \
     --test-fraction 0.01 --out "$tmp/train" --test-out "$tmp/test" 2>/dev/null
-  rated=(--rated-epochs 1)
+  rated=(--rated-hidden -1 --rated-epochs 1)
   [ "$n" -le "$rated_max" ] || rated=(--rated-hidden 0)
   "$bin/rbmrec-eval" --train "$tmp/train" --test "$tmp/test" \
     --threads "$threads" --epochs "$epochs" --patience 100 "${rated[@]}" \

@@ -4,7 +4,8 @@
 Reads the raw runs (JSON lines written by run_benchmarks.sh: split, system,
 kind, repeat, flags, result) and prints one Markdown table row per split:
 rbmrec RMSE, LIBMF RMSE, their difference, median training seconds of both,
-the time ratio rbmrec/LIBMF, rbmrec's peak RSS and epochs. The "median" run
+the time ratio rbmrec/LIBMF, the same with rbmrec's ranking model (the
+"ranking" runs, --topn 10), rbmrec's peak RSS and epochs. The "median" run
 is the run with the median training time (the lower median for an even
 number of runs); the RMSEs shown are those of that run, with LIBMF's min-max
 over all runs (its parallel SGD is not deterministic). With --json FILE it
@@ -41,7 +42,9 @@ def summarise(runs):
         mf = [r for r in runs if r["split"] == s and r["kind"] == "main"
               and r["system"] == "libmf"]
         grid = [r for r in runs if r["split"] == s and r["kind"] == "grid"]
+        ranking = [r for r in runs if r["split"] == s and r["kind"] == "ranking"]
         rm, lm = median_run(rbm), median_run(mf)
+        km = median_run(ranking) if ranking else None
         rbm_rmses = sorted({r["result"]["rmse"] for r in rbm})
         mf_rmses = [r["result"]["rmse"] for r in mf]
         rows.append({
@@ -59,12 +62,20 @@ def summarise(runs):
             # Rounded like the table (+0.0 turns -0.0 into 0.0).
             "delta_rmse": round(rm["result"]["rmse"] - lm["result"]["rmse"], 6) + 0.0,
             "rbmrec_train_seconds": rm["result"]["train_seconds"],
-            # The p(rated) RBM's share (the ranking model; not in the RMSE).
-            "rbmrec_rated_seconds": (rm["result"].get("rated") or {}).get("seconds", 0.0),
             "libmf_train_seconds": lm["result"]["train_seconds"],
             "time_ratio": rm["result"]["train_seconds"] /
                           max(lm["result"]["train_seconds"], 1e-9),
-            "rbmrec_peak_rss_mb": max(r["result"]["peak_rss_mb"] for r in rbm),
+            # The runs with the ranking model (--topn 10): the median-time
+            # run's training seconds, of which the p(rated) RBM's, and the
+            # ratio to LIBMF's (None when not run).
+            "ranking_train_seconds": km["result"]["train_seconds"] if km else None,
+            "ranking_rated_seconds":
+                (km["result"].get("rated") or {}).get("seconds") if km else None,
+            "ranking_time_ratio": km["result"]["train_seconds"] /
+                                  max(lm["result"]["train_seconds"], 1e-9) if km else None,
+            "ranking_valid_ndcg":
+                (km["result"].get("rated") or {}).get("valid_ndcg") if km else None,
+            "rbmrec_peak_rss_mb": max(r["result"]["peak_rss_mb"] for r in rbm + ranking),
             "rbmrec_epochs_run": rm["result"]["epochs_run"],
             "rbmrec_n_test": rm["result"]["n_test"],
             "rbmrec_n_fallback": rm["result"]["n_fallback"],
@@ -82,9 +93,10 @@ def print_table(rows, meta):
           f"median of {meta['repeats']} run(s) per system")
     print()
     print("| split | rbmrec RMSE | LIBMF RMSE (min-max) | ΔRMSE | rbmrec train s "
-          "| of which rated RBM s | LIBMF train s | time ratio | rbmrec peak RSS MB "
-          "| epochs | LIBMF flags |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
+          "| LIBMF train s | time ratio | with ranking model s (of which rated RBM) "
+          "| ratio with it | rbmrec peak RSS MB | epochs | LIBMF flags |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
+          "| ---: | --- |")
     notes = []
     for r in rows:
         rbm = f"{r['rbmrec_rmse']:.4f}"
@@ -94,10 +106,16 @@ def print_table(rows, meta):
         if r["runs"] > 1:
             mf += f" ({r['libmf_rmse_min']:.4f}-{r['libmf_rmse_max']:.4f})"
         flags = f"`{r['libmf_flags']}`" + ("*" if r["libmf_tuned_on_test"] else "")
+        if r["ranking_train_seconds"] is None:
+            with_ranking, ratio_with = "", ""
+        else:
+            with_ranking = (f"{r['ranking_train_seconds']:.2f} "
+                            f"({r['ranking_rated_seconds'] or 0:.2f})")
+            ratio_with = f"{r['ranking_time_ratio']:.1f}x"
         print(f"| {r['name']} | {rbm} | {mf} | {round(r['delta_rmse'], 4) + 0.0:+.4f} "
-              f"| {r['rbmrec_train_seconds']:.2f} | {r['rbmrec_rated_seconds']:.2f} "
-              f"| {r['libmf_train_seconds']:.2f} "
-              f"| {r['time_ratio']:.1f}x | {r['rbmrec_peak_rss_mb']:.0f} "
+              f"| {r['rbmrec_train_seconds']:.2f} | {r['libmf_train_seconds']:.2f} "
+              f"| {r['time_ratio']:.1f}x | {with_ranking} | {ratio_with} "
+              f"| {r['rbmrec_peak_rss_mb']:.0f} "
               f"| {r['rbmrec_epochs_run']} | {flags} |")
         if r["libmf_tuned_on_test"]:
             grid = ", ".join(f"`{g['flags']}` {g['rmse']:.4f}" for g in r["libmf_grid"])
@@ -112,9 +130,11 @@ def print_table(rows, meta):
     print("ΔRMSE = rbmrec - LIBMF (negative: rbmrec more accurate); time ratio = "
           "rbmrec / LIBMF median training seconds (rbmrec: training only; LIBMF: "
           "mf-train wall time including reading its file); peak RSS: the largest over "
-          "rbmrec's runs; epochs: rbmrec's epochs_run over both RBMs; of which "
-          "rated RBM s: the part of rbmrec's training spent on the p(rated) RBM "
-          "(the ranking model, which the RMSE does not use; LIBMF has none).")
+          "rbmrec's runs, with the ranking model or not; epochs: rbmrec's epochs_run over both RBMs. "
+          "rbmrec train s is the rating model, what default flags train and the "
+          "RMSE comes from; with ranking model s: rbmrec-eval --topn 10, which "
+          "also trains the p(rated) RBM that Recommend ranks with (its seconds "
+          "in brackets), as the service's Train does; LIBMF has no such model.")
     for n in notes:
         print(n)
 
