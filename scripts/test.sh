@@ -25,8 +25,13 @@ ctest --test-dir build-test --output-on-failure -j"$jobs"
 
 echo "=== ASan+UBSan build of the core, store and service suites"
 rm -rf build-test-asan
+# -O1 -g1 (line tables only) instead of RelWithDebInfo's -O2 -g: the
+# instrumented build was CI's longest step (13 min of ~28 on 2 cores), and
+# one heavy file (core/rated_rbm.cc) compiles in 23 s instead of 58 s; the
+# whole step's build took 414 s instead of ~800, with the same 344 tests.
+# ASan's reports keep their file:line frames; -O1 is what its docs advise.
 cmake -S . -B build-test-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRBMREC_WERROR=ON \
-  -DRBMREC_SANITIZE=ON >/dev/null
+  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" -DRBMREC_SANITIZE=ON >/dev/null
 asan_targets=$(cmake --build build-test-asan --target help | sed -n -E \
   's/^\.\.\. ((core|store)_[a-z_]*_test|rbmrec_(service|model_registry|training_jobs|online_updater|read_caches|limits)_test)$/\1/p')
 cmake --build build-test-asan -j"$jobs" --target $asan_targets
