@@ -12,15 +12,17 @@
 #   - `rbmrec train` every 120 s (once, at a third of the run, with --ci).
 # After each window it samples the server's RSS (VmRSS), the sizes of the
 # database file and of its WAL, the stored model versions (`rbmrec models
-# --json`) and the errors so far, and prints them as a table at the end with the verdict
-# (bench/suites/soak_report.py states how each figure is computed):
+# --json`) and the errors so far, and prints them as a table at the end with
+# the verdict (bench/suites/soak_report.py states how each figure is
+# computed):
 #   0 errors; RSS and the database file grow < 5% over the last third; the
 #   WAL within the store's journal_size_limit, 64 MiB (the WAL keeps its
 #   high-water mark, which grows by a model blob when a write finds a
 #   checkpoint held back by a reader, until a reset truncates it to that
-#   limit: a step, not a growth rate); Predict p99 of the last minute <= 1.5x the first minute; model versions within
-#   the retention limits (--keep-full-models + --keep-online-models + active,
-#   when the server has those flags; else "not applicable").
+#   limit: a step, not a growth rate); Predict p99 of the last minute <=
+#   1.5x the first minute; model versions within the retention limits
+#   (--keep-full-models + --keep-online-models + active, when the server
+#   has those flags; else "not applicable").
 # Exits 1 when a target is missed.
 #
 # Usage: bench/soak.sh [--ci] [DURATION] [ML100K_DIR]

@@ -32,7 +32,7 @@ Verdict (issue 8 targets):
                          to the limit (CI saw file + WAL go 37.1 -> 42.1 MB
                          between the last two samples of a 60-s run: less
                          than one ML-100k model blob, 6.7 MB, so the WAL).
-                         A WAL past the limit means checkpoints starve
+                         A WAL past the limit means checkpoints starve.
   Predict p99            the last minute <= 1.5x the first minute; a
                          minute's p99 is the median of its windows' p99s
                          (a "minute": the first / last 6 windows, or
