@@ -159,8 +159,8 @@ absl::StatusOr<UserView> ReadCaches::Resolve(
   // (model item, rating index) in arrival order: stored ratings first, then
   // the ad-hoc ones, so that after a stable sort the last entry of an item
   // is the one that counts.
-  thread_local std::vector<std::pair<int32_t, uint8_t>> merged;
-  merged.clear();
+  // Transient: one allocation on a miss, beside the ResolvedRatings itself.
+  std::vector<std::pair<int32_t, uint8_t>> merged;
   if (user_id.empty()) {
     if (ratings.empty()) {
       return absl::InvalidArgumentError(

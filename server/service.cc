@@ -22,6 +22,14 @@ namespace {
 
 constexpr int kMaxRejectedRows = 100;
 
+// How many leased scratch objects of each kind stay allocated between
+// requests: as many as requests can compute at once on this machine, with
+// room for the threads that wait on the network (2 x hardware threads).
+size_t IdleScratch() {
+  return 2 *
+         static_cast<size_t>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------------------
@@ -29,7 +37,10 @@ constexpr int kMaxRejectedRows = 100;
 
 RbmrecService::RbmrecService(std::unique_ptr<store::Store> store,
                              const ServiceOptions& options)
-    : store_(std::move(store)), options_(options) {}
+    : store_(std::move(store)),
+      options_(options),
+      predict_scratch_(IdleScratch()),
+      scoring_scratch_(IdleScratch()) {}
 
 absl::StatusOr<std::unique_ptr<RbmrecService>> RbmrecService::Create(
     std::unique_ptr<store::Store> store, const ServiceOptions& options) {
@@ -446,18 +457,18 @@ absl::StatusOr<v1::PredictRatingsResponse> RbmrecService::PredictRatings(
   if (!user.ok()) return user.status();
 
   const int K = model.K();
-  // Per-thread buffers: no allocation per request once warm.
-  thread_local std::vector<int32_t> query;
-  thread_local std::vector<float> probs;
-  thread_local std::vector<bool> fallback;
+  // Leased buffers: no allocation per request once warm.
+  ScratchPool<PredictScratch>::Lease scratch = predict_scratch_.Acquire();
+  std::vector<int32_t>& query = scratch->query;
+  std::vector<float>& probs = scratch->probs;
+  std::vector<bool>& fallback = scratch->fallback;
   query.resize(static_cast<size_t>(n));
   for (int i = 0; i < n; ++i)
     query[static_cast<size_t>(i)] = model.items().Find(request.item_ids(i));
   probs.resize(static_cast<size_t>(n) * static_cast<size_t>(K));
-  thread_local Model::Scratch scratch;
   const VisibleSet v = user->ratings();
   model.PredictWith(user->model_user, v, user->member_x(), query, *method,
-                    probs.data(), &fallback, &scratch);
+                    probs.data(), &fallback, &scratch->model);
   const std::vector<std::string> titles =
       caches_->Titles(std::vector<std::string>(request.item_ids().begin(),
                                                request.item_ids().end()));
@@ -572,12 +583,12 @@ absl::StatusOr<v1::RecommendResponse> RbmrecService::Recommend(
   absl::StatusOr<UserView> user =
       caches_->Resolve(served->model, request.user_id(), request.ratings());
   if (!user.ok()) return user.status();
-  // Each RPC thread keeps its own scoring buffers, sized to the model.
-  thread_local ScoringScratch scratch;
+  // Leased scoring buffers, sized to the model after their first use.
+  ScratchPool<ScoringScratch>::Lease scratch = scoring_scratch_.Acquire();
   ro.member_x = user->member_x();  // cached with the user's ratings
   const std::vector<Ranked> ranked =
       RankItems(model, user->model_user, user->ratings(), user->rated_items(),
-                ro, &scratch);
+                ro, scratch.get());
   std::vector<std::string> ids;
   ids.reserve(ranked.size());
   for (const Ranked& r : ranked) ids.push_back(model.items().Name(r.item));

@@ -57,7 +57,9 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "core/model.h"
 #include "core/rating_scale.h"
+#include "core/scoring.h"
 #include "core/trainer.h"
 #include "proto/rbmrec.pb.h"
 #include "server/model_registry.h"
@@ -65,6 +67,7 @@
 #include "server/read_caches.h"
 #include "server/replication.h"
 #include "server/request_checks.h"
+#include "server/scratch_pool.h"
 #include "server/training_jobs.h"
 #include "store/store.h"
 
@@ -254,6 +257,17 @@ class RbmrecService {
   std::unique_ptr<TrainingJobs> jobs_;
   // Only on a shared store (Store::Shared()).
   std::unique_ptr<Replication> replication_;
+  // Working buffers of PredictRatings and Recommend, leased per request
+  // (server/scratch_pool.h): at most 2 x hardware threads of each are kept
+  // between requests.
+  struct PredictScratch {
+    std::vector<int32_t> query;
+    std::vector<float> probs;
+    std::vector<bool> fallback;
+    Model::Scratch model;
+  };
+  ScratchPool<PredictScratch> predict_scratch_;
+  ScratchPool<ScoringScratch> scoring_scratch_;
   std::once_flag shutdown_once_;
   // FailedPrecondition + NOT_LEADER naming the leader, when this server is
   // a follower; OK when it leads.
