@@ -41,27 +41,42 @@ ThreadPool::~ThreadPool() {
   for (auto& t : threads_) t.join();
 }
 
-void ThreadPool::Chunk(int t, int64_t* b, int64_t* e) const {
+void ThreadPool::Piece(int p, int64_t* b, int64_t* e) const {
   if (cost_ == nullptr) {
-    *b = n_ * t / parts_;
-    *e = n_ * (t + 1) / parts_;
+    *b = n_ * p / pieces_;
+    *e = n_ * (p + 1) / pieces_;
     return;
   }
-  // The first element whose cumulative cost reaches t/parts of the total.
+  // The first element whose cumulative cost reaches p/pieces of the total.
   const int64_t total = cost_[n_] - cost_[0];
   auto boundary = [&](int k) -> int64_t {
     if (k <= 0) return 0;
-    if (k >= parts_) return n_;
-    const int64_t target = cost_[0] + total * k / parts_;
+    if (k >= pieces_) return n_;
+    const int64_t target = cost_[0] + total * k / pieces_;
     return std::lower_bound(cost_, cost_ + n_ + 1, target) - cost_;
   };
-  *b = boundary(t);
-  *e = std::max(*b, boundary(t + 1));
+  *b = boundary(p);
+  *e = std::max(*b, boundary(p + 1));
+}
+
+void ThreadPool::Run(int t) {
+  int64_t b, e;
+  if (pieces_ == parts_) {
+    Piece(t, &b, &e);
+    if (b < e) (*fn_)(t, b, e);
+    return;
+  }
+  for (;;) {
+    const int p = next_piece_.fetch_add(1, std::memory_order_relaxed);
+    if (p >= pieces_) return;
+    Piece(p, &b, &e);
+    if (b < e) (*fn_)(t, b, e);
+  }
 }
 
 void ThreadPool::ParallelFor(
     int64_t n, const std::function<void(int, int64_t, int64_t)>& fn,
-    const int64_t* cost) {
+    const int64_t* cost, int pieces_per_thread) {
   if (n <= 0) return;
   const int parts = width_;
   if (parts == 1) {
@@ -72,6 +87,8 @@ void ThreadPool::ParallelFor(
   cost_ = cost;
   n_ = n;
   parts_ = parts;
+  pieces_ = parts * std::max(1, pieces_per_thread);
+  next_piece_.store(0, std::memory_order_relaxed);
   // Every worker counts itself done, in the loop or not, so none still
   // reads this loop's fields when the owner writes the next one's.
   pending_.store(num_threads_ - 1, std::memory_order_relaxed);
@@ -82,9 +99,7 @@ void ThreadPool::ParallelFor(
     wake = sleepers_ > 0;
   }
   if (wake) work_cv_.notify_all();
-  int64_t b, e;
-  Chunk(0, &b, &e);
-  if (b < e) fn(0, b, e);
+  Run(0);
   for (int spin = 0; spin < kSpins; ++spin) {
     if (pending_.load(std::memory_order_acquire) == 0) break;
     Pause();
@@ -122,11 +137,7 @@ void ThreadPool::Worker(int index) {
     }
     if (stop_.load(std::memory_order_acquire)) return;
     seen = g;
-    if (index < parts_) {
-      int64_t b, e;
-      Chunk(index, &b, &e);
-      if (b < e) (*fn_)(index, b, e);
-    }
+    if (index < parts_) Run(index);
     if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
       std::lock_guard<std::mutex> lock(mu_);
       if (owner_waiting_) done_cv_.notify_one();

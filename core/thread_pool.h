@@ -47,14 +47,23 @@ class ThreadPool {
   // fn's per-element work independent of the chunking.
   // REQUIRES: cost, when given, stays valid and unchanged until the call
   // returns.
+  //
+  // With pieces_per_thread = k > 1, [0, n) is split the same way into
+  // width() * k pieces instead, which the threads claim in order as they
+  // finish the previous one (fn(t, begin, end) once per piece, t the
+  // claiming thread): a thread that meets slower memory or loses its core
+  // for a while does less of the loop instead of holding up the others.
+  // Which thread runs which piece then varies from call to call.
   void ParallelFor(int64_t n,
                    const std::function<void(int, int64_t, int64_t)>& fn,
-                   const int64_t* cost = nullptr);
+                   const int64_t* cost = nullptr, int pieces_per_thread = 1);
 
  private:
   void Worker(int index);
-  // Chunk t of the current loop.
-  void Chunk(int t, int64_t* b, int64_t* e) const;
+  // Piece p of the current loop's pieces_.
+  void Piece(int p, int64_t* b, int64_t* e) const;
+  // Thread t's part of the current loop: piece t, or claimed pieces.
+  void Run(int t);
 
   int num_threads_;
   int width_;  // threads used by the next ParallelFor (owner only)
@@ -65,7 +74,9 @@ class ThreadPool {
   const std::function<void(int, int64_t, int64_t)>* fn_ = nullptr;
   const int64_t* cost_ = nullptr;
   int64_t n_ = 0;
-  int parts_ = 1;
+  int parts_ = 1;                   // threads taking part
+  int pieces_ = 1;                  // parts_ * pieces_per_thread
+  std::atomic<int> next_piece_{0};  // claimed pieces (when pieces_ > parts_)
   std::atomic<uint64_t> generation_{0};
   std::atomic<int> pending_{0};  // workers not done with this generation
   std::atomic<bool> stop_{false};

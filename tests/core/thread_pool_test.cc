@@ -96,5 +96,61 @@ TEST(ThreadPool, HandOffsWorkWhetherTheWorkersSpinOrSleep) {
   EXPECT_EQ(sum.load(), int64_t{60} * 499500);
 }
 
+TEST(ThreadPool, PiecesAreClaimedByWhicheverThreadIsFree) {
+  ThreadPool pool(2);
+  // Element costs 1..12 (cumulative); 2 threads x 3 pieces = 6 pieces of
+  // about equal cost. Worker 1 holds its first piece until every other
+  // element is done, so the owner (worker 0) must claim all the others.
+  std::vector<int64_t> cost = {0};
+  for (int i = 0; i < 12; ++i) cost.push_back(cost.back() + i + 1);
+  std::vector<int> runs(12, 0);
+  std::vector<int> who(12, -1);
+  std::atomic<int> done{0};
+  std::atomic<int> pieces_of[2] = {{0}, {0}};
+  pool.ParallelFor(
+      12,
+      [&](int t, int64_t b, int64_t e) {
+        EXPECT_TRUE(t == 0 || t == 1) << t;
+        EXPECT_LT(b, e);
+        if (t == 1) {
+          const auto deadline =
+              std::chrono::steady_clock::now() + std::chrono::seconds(20);
+          while (done.load() + (e - b) < 12 &&
+                 std::chrono::steady_clock::now() < deadline) {
+            std::this_thread::yield();
+          }
+        }
+        ++pieces_of[t];
+        for (int64_t i = b; i < e; ++i) {
+          ++runs[static_cast<size_t>(i)];
+          who[static_cast<size_t>(i)] = t;
+        }
+        done += static_cast<int>(e - b);
+      },
+      cost.data(), 3);
+  EXPECT_EQ(runs, std::vector<int>(12, 1));
+  // 78 in pieces of ~13: 4 to 6 non-empty ones; worker 1 ran at most one
+  // (none if the owner finished before it woke up).
+  EXPECT_LE(pieces_of[1].load(), 1);
+  EXPECT_GE(pieces_of[0].load() + pieces_of[1].load(), 4);
+  EXPECT_LE(pieces_of[0].load() + pieces_of[1].load(), 6);
+  EXPECT_EQ(who[11], 0);  // the last piece, claimed by the owner
+  // Many loops in a row, with and without costs, widths 1-2, 1-5 pieces per
+  // thread: no element lost or repeated.
+  std::vector<int64_t> cost100 = {0};
+  for (int i = 0; i < 100; ++i) cost100.push_back(cost100.back() + i % 7);
+  std::atomic<int64_t> sum{0};
+  for (int round = 0; round < 300; ++round) {
+    pool.SetWidth(1 + round % 2);
+    pool.ParallelFor(
+        100,
+        [&](int, int64_t b, int64_t e) {
+          for (int64_t i = b; i < e; ++i) sum.fetch_add(i);
+        },
+        round % 3 == 0 ? nullptr : cost100.data(), 1 + round % 5);
+  }
+  EXPECT_EQ(sum.load(), int64_t{300} * 4950);
+}
+
 }  // namespace
 }  // namespace rbmrec
