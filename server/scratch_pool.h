@@ -2,28 +2,36 @@
 #define RBMREC_SERVER_SCRATCH_POOL_H_
 
 // ScratchPool<T>: the per-request working buffers of the read RPCs
-// (PredictRatings, Recommend, resolving a user's ratings), leased for one
-// request and handed back, instead of thread_local buffers.
+// (PredictRatings, Recommend), leased for one request and handed back,
+// instead of thread_local buffers.
 //
 // Why not thread_local: gRPC runs handlers on threads it owns and may start
 // more of them under load; a thread_local buffer lives as long as its thread
 // and keeps the largest size any request ever gave it, so the memory held
 // grows with the number of threads that ever served a large request. A pool
-// keeps at most max_idle objects between requests (the rest are freed when
+// keeps at most max_idle() objects between requests (the rest are freed when
 // their lease ends), so what the server holds while idle is bounded by
-// max_idle x the largest request the limits allow, whatever the thread
+// max_idle() x the largest request the limits allow, whatever the thread
 // count.
 //
-// A lease costs one short mutex hold to take and one to give back; while
-// warm (an idle object exists) it allocates nothing, and the buffers inside
-// the object keep their capacity from request to request.
+// The idle objects are kept per CPU: a lease takes the object last given
+// back on the CPU it runs on, whose buffers are likely still in that core's
+// cache (what a thread_local buffer gave when its thread stayed on one
+// core), and falls back to the other CPUs' before allocating. A lease costs
+// one short mutex hold to take and one to give back; while warm it
+// allocates nothing, and the buffers inside the object keep their capacity
+// from request to request.
 //
 // Thread-safe. A Lease is owned by one thread at a time; it must not outlive
 // its pool.
 
+#include <sched.h>
+
+#include <algorithm>
 #include <cstddef>
 #include <memory>
 #include <mutex>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -35,14 +43,15 @@ template <typename T>
 class ScratchPool {
  public:
   // REQUIRES: max_idle >= 0 (0: every lease gets a fresh object).
-  explicit ScratchPool(size_t max_idle) : max_idle_(max_idle) {
-    idle_.reserve(max_idle);
-  }
+  explicit ScratchPool(size_t max_idle)
+      : shards_(static_cast<size_t>(
+            std::max(1u, std::thread::hardware_concurrency()))),
+        per_shard_((max_idle + shards_.size() - 1) / shards_.size()) {}
   ScratchPool(const ScratchPool&) = delete;
   ScratchPool& operator=(const ScratchPool&) = delete;
 
   // One object, for one request. Move-only; gives the object back to the
-  // pool (or frees it, when max_idle are already idle) when destroyed.
+  // pool (or frees it, when the pool keeps enough idle ones) when destroyed.
   class Lease {
    public:
     Lease(Lease&& other) noexcept
@@ -67,42 +76,64 @@ class ScratchPool {
     std::unique_ptr<T> obj_;
   };
 
-  // An idle object (most recently returned first: its buffers are the most
-  // likely to be in cache), or a new default-constructed T.
+  // An idle object, preferring the one given back last on this CPU (its
+  // buffers are the likeliest to be in this core's cache), then any other
+  // CPU's; else a new default-constructed T.
   Lease Acquire() {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (!idle_.empty()) {
-        std::unique_ptr<T> obj = std::move(idle_.back());
-        idle_.pop_back();
+    const size_t home = Home();
+    for (size_t k = 0; k < shards_.size(); ++k) {
+      Shard& shard = shards_[(home + k) % shards_.size()];
+      std::lock_guard<std::mutex> lock(shard.mu);
+      if (!shard.idle.empty()) {
+        std::unique_ptr<T> obj = std::move(shard.idle.back());
+        shard.idle.pop_back();
         return Lease(this, std::move(obj));
       }
     }
     return Lease(this, std::make_unique<T>());
   }
 
-  // Objects waiting for a lease (<= max_idle).
+  // Objects waiting for a lease (<= max_idle()).
   size_t idle() const {
-    std::lock_guard<std::mutex> lock(mu_);
-    return idle_.size();
+    size_t n = 0;
+    for (const Shard& shard : shards_) {
+      std::lock_guard<std::mutex> lock(shard.mu);
+      n += shard.idle.size();
+    }
+    return n;
   }
-  size_t max_idle() const { return max_idle_; }
+  // The constructor's max_idle rounded up to a multiple of the CPU count.
+  size_t max_idle() const { return per_shard_ * shards_.size(); }
 
  private:
+  // The idle objects last given back on one CPU.
+  struct Shard {
+    mutable std::mutex mu;
+    std::vector<std::unique_ptr<T>> idle ABSL_GUARDED_BY(mu);
+  };
+
+  size_t Home() const {
+#if defined(__linux__)
+    const int cpu = sched_getcpu();
+    if (cpu >= 0) return static_cast<size_t>(cpu) % shards_.size();
+#endif
+    return 0;
+  }
+
   void Return(std::unique_ptr<T> obj) {
+    Shard& shard = shards_[Home()];
     {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (idle_.size() < max_idle_) {
-        idle_.push_back(std::move(obj));
+      std::lock_guard<std::mutex> lock(shard.mu);
+      if (shard.idle.size() < per_shard_) {
+        shard.idle.push_back(std::move(obj));
         return;
       }
     }
-    // obj (beyond max_idle) is freed here, outside the lock.
+    // obj (beyond the shard's share) is freed here, outside the lock.
   }
 
-  const size_t max_idle_;
-  mutable std::mutex mu_;
-  std::vector<std::unique_ptr<T>> idle_ ABSL_GUARDED_BY(mu_);
+  std::vector<Shard> shards_;
+  const size_t per_shard_;  // idle objects kept per CPU
 };
 
 }  // namespace rbmrec::server

@@ -17,6 +17,7 @@ struct Buffers {
 };
 
 TEST(ScratchPoolTest, ReusesAReturnedObjectWithItsCapacity) {
+  // The only idle object is found whichever CPU the thread is on by then.
   ScratchPool<Buffers> pool(2);
   Buffers* first = nullptr;
   {
@@ -40,13 +41,17 @@ TEST(ScratchPoolTest, ConcurrentLeasesGetDistinctObjects) {
 
 TEST(ScratchPoolTest, KeepsAtMostMaxIdleBetweenRequests) {
   ScratchPool<Buffers> pool(3);
+  EXPECT_GE(pool.max_idle(), 3u);  // rounded up to whole CPUs
+  EXPECT_LT(pool.max_idle(), 3u + std::thread::hardware_concurrency());
   {
     std::vector<ScratchPool<Buffers>::Lease> leases;
-    for (int i = 0; i < 10; ++i) leases.push_back(pool.Acquire());
+    for (int i = 0; i < 50; ++i) leases.push_back(pool.Acquire());
     EXPECT_EQ(pool.idle(), 0u);
-  }  // ten returned: three kept, seven freed
-  EXPECT_EQ(pool.idle(), 3u);
+  }  // fifty returned: the rest beyond max_idle() freed
+  EXPECT_GE(pool.idle(), 1u);
+  EXPECT_LE(pool.idle(), pool.max_idle());
   ScratchPool<Buffers> none(0);
+  EXPECT_EQ(none.max_idle(), 0u);
   { ScratchPool<Buffers>::Lease lease = none.Acquire(); }
   EXPECT_EQ(none.idle(), 0u);
 }
@@ -84,7 +89,7 @@ TEST(ScratchPoolTest, NoTwoThreadsHoldTheSameObject) {
   }
   for (std::thread& th : threads) th.join();
   EXPECT_EQ(clashes.load(), 0);
-  EXPECT_LE(pool.idle(), 2u);
+  EXPECT_LE(pool.idle(), pool.max_idle());
 }
 
 }  // namespace
