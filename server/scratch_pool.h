@@ -44,9 +44,7 @@ class ScratchPool {
  public:
   // REQUIRES: max_idle >= 0 (0: every lease gets a fresh object).
   explicit ScratchPool(size_t max_idle)
-      : shards_(static_cast<size_t>(
-            std::max(1u, std::thread::hardware_concurrency()))),
-        per_shard_((max_idle + shards_.size() - 1) / shards_.size()) {}
+      : shards_(Cpus()), per_shard_((max_idle + Cpus() - 1) / Cpus()) {}
   ScratchPool(const ScratchPool&) = delete;
   ScratchPool& operator=(const ScratchPool&) = delete;
 
@@ -102,8 +100,14 @@ class ScratchPool {
     }
     return n;
   }
-  // The constructor's max_idle rounded up to a multiple of the CPU count.
+  // The constructor's max_idle rounded up to a multiple of Cpus().
   size_t max_idle() const { return per_shard_ * shards_.size(); }
+
+  // The CPUs with an idle list of their own (hardware threads, at least 1).
+  static size_t Cpus() {
+    return std::max(size_t{1},
+                    static_cast<size_t>(std::thread::hardware_concurrency()));
+  }
 
  private:
   // The idle objects last given back on one CPU.

@@ -22,13 +22,9 @@ namespace {
 
 constexpr int kMaxRejectedRows = 100;
 
-// How many leased scratch objects of each kind stay allocated between
-// requests: as many as requests can compute at once on this machine, with
-// room for the threads that wait on the network (2 x hardware threads).
-size_t IdleScratch() {
-  return 2 *
-         static_cast<size_t>(std::max(1u, std::thread::hardware_concurrency()));
-}
+// Leased scratch objects of each kind kept between requests, per CPU: one
+// for the request computing there, one for a thread waiting on the network.
+constexpr size_t kIdleScratchPerCpu = 2;
 
 }  // namespace
 
@@ -39,8 +35,10 @@ RbmrecService::RbmrecService(std::unique_ptr<store::Store> store,
                              const ServiceOptions& options)
     : store_(std::move(store)),
       options_(options),
-      predict_scratch_(IdleScratch()),
-      scoring_scratch_(IdleScratch()) {}
+      predict_scratch_(kIdleScratchPerCpu *
+                       ScratchPool<PredictScratch>::Cpus()),
+      scoring_scratch_(kIdleScratchPerCpu *
+                       ScratchPool<ScoringScratch>::Cpus()) {}
 
 absl::StatusOr<std::unique_ptr<RbmrecService>> RbmrecService::Create(
     std::unique_ptr<store::Store> store, const ServiceOptions& options) {

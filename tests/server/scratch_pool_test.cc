@@ -1,7 +1,6 @@
 #include "server/scratch_pool.h"
 
 #include <atomic>
-#include <set>
 #include <thread>
 #include <utility>
 #include <vector>
