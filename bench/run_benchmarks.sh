@@ -18,6 +18,14 @@
 #   --ablations        also run the rbmrec-only ablation rows (U-RBM only,
 #                      mean-field, first defaults, threads 1/2, whole-run wall)
 #   --libmf SCRIPT     the LIBMF runner (default ../shared/tools/peer-libmf.sh)
+#   --markdown FILE    after the run, also write the set-up (date, cores, data
+#                      sets, repeats, LIBMF settings) and the table as Markdown
+#                      into FILE, between the lines
+#                        <!-- run_benchmarks:begin -->
+#                        <!-- run_benchmarks:end -->
+#                      replacing what was between them and keeping the rest of
+#                      FILE (docs/benchmarks.md has them); a FILE without the
+#                      markers gets them appended, a missing FILE is created
 #   -h, --help
 # DATA_DIR defaults to ../shared/data next to the repository root (for a git
 # worktree elsewhere: next to the main checkout). Builds build/ (Release,
@@ -46,7 +54,7 @@ usage() { sed -n '2,/^set -euo/p' "$0" | sed -e '/^set -euo/d' -e 's/^# \{0,1\}/
 die() { echo "run_benchmarks.sh: $*" >&2; exit 1; }
 
 root=$(cd "$(dirname "$0")/.." && pwd)
-repeats=3 quick=0 only="" json_out="" ablations=0 libmf="" data=""
+repeats=3 quick=0 only="" json_out="" markdown_out="" ablations=0 libmf="" data=""
 while [ $# -gt 0 ]; do
   case $1 in
     --repeats) [ $# -ge 2 ] || die "--repeats needs a number"; repeats=$2; shift 2 ;;
@@ -56,6 +64,8 @@ while [ $# -gt 0 ]; do
     --only=*) only=${1#*=}; shift ;;
     --json) [ $# -ge 2 ] || die "--json needs a FILE"; json_out=$2; shift 2 ;;
     --json=*) json_out=${1#*=}; shift ;;
+    --markdown) [ $# -ge 2 ] || die "--markdown needs a FILE"; markdown_out=$2; shift 2 ;;
+    --markdown=*) markdown_out=${1#*=}; shift ;;
     --ablations) ablations=1; shift ;;
     --libmf) [ $# -ge 2 ] || die "--libmf needs a SCRIPT"; libmf=$2; shift 2 ;;
     --libmf=*) libmf=${1#*=}; shift ;;
@@ -68,6 +78,32 @@ done
 case $repeats in ''|*[!0-9]*|0) die "--repeats must be a positive integer, got '$repeats'" ;; esac
 [ "$quick" = 1 ] && repeats=1
 command -v python3 >/dev/null || die "python3 is required (for the JSON results and the table)"
+
+# --markdown FILE: the generated section sits between these two lines.
+md_begin='<!-- run_benchmarks:begin -->'
+md_end='<!-- run_benchmarks:end -->'
+# Succeeds when FILE is missing, or has neither marker, or has each marker
+# once on a line of its own with begin before end; else says what is wrong.
+check_markers() {
+  local f=$1 b e nb ne
+  [ -e "$f" ] || return 0
+  if [ ! -f "$f" ] || [ ! -r "$f" ]; then echo "'$f' is not a readable file"; return 1; fi
+  nb=$(grep -c -x -F -e "$md_begin" "$f" || true)
+  ne=$(grep -c -x -F -e "$md_end" "$f" || true)
+  if [ "$nb" = 0 ] && [ "$ne" = 0 ]; then return 0; fi
+  if [ "$nb" != 1 ] || [ "$ne" != 1 ]; then
+    echo "'$f' must hold each marker line once ($md_begin: $nb, $md_end: $ne)"
+    return 1
+  fi
+  b=$(grep -n -x -F -e "$md_begin" "$f" | cut -d: -f1)
+  e=$(grep -n -x -F -e "$md_end" "$f" | cut -d: -f1)
+  [ "$b" -lt "$e" ] || { echo "'$f': $md_end comes before $md_begin"; return 1; }
+}
+if [ -n "$markdown_out" ]; then
+  # Checked now, not after the run: a bad FILE should not cost a benchmark.
+  [ -d "$(dirname "$markdown_out")" ] || die "--markdown: directory of '$markdown_out' not found"
+  why=$(check_markers "$markdown_out") || die "--markdown: $why"
+fi
 
 # ../shared next to the repository root; in a git worktree that lives
 # elsewhere, next to the main checkout.
@@ -195,6 +231,66 @@ run_libmf() {  # train test flags
   echo "$out"
 }
 
+# A path as the docs show it: relative to the repository's parent when it
+# lies under it (../shared/...), else as given.
+show_path() {
+  local p=$1 parent
+  parent=$(cd "$root/.." && pwd)
+  if [ -e "$p" ]; then p=$(cd "$(dirname "$p")" && pwd)/$(basename "$p"); fi
+  case $p in "$parent"/*) echo "../${p#"$parent"/}" ;; *) echo "$p" ;; esac
+}
+
+# write_markdown FILE REPORT: the set-up of this run and REPORT (what
+# side_by_side.py printed: from its first table line on, without its title
+# line) between the markers in FILE (see --markdown). Reads the globals
+# splits, data, libmf, repeats, ablations, cpu.
+write_markdown() {
+  local f=$1 report=$2 section s tr te flags list="" libmf_list=""
+  section=$(mktemp "$work/section.XXXXXX")
+  for s in "${splits[@]}"; do
+    read -r tr te <<<"$(split_files "$s")"
+    list+="${list:+, }$s (\`${tr#"$data"/}\`, \`${te#"$data"/}\`)"
+    flags=$(libmf_flags "$s")
+    if [ "$flags" = grid ]; then
+      libmf_list+="${libmf_list:+, }$s: the best of ${#filmtrust_grid[@]} settings on the TEST set (\`*\` in the table)"
+    else
+      libmf_list+="${libmf_list:+, }$s \`$flags\`"
+    fi
+  done
+  {
+    echo "$md_begin"
+    echo "<!-- Written by bench/run_benchmarks.sh --markdown; a rerun replaces everything between these markers. -->"
+    echo "Set-up of this run:"
+    echo
+    echo "- Date: $(date -u '+%Y-%m-%d %H:%M UTC')"
+    echo "- Machine: $(nproc) cores (${cpu:-unknown CPU})"
+    echo "- rbmrec: \`rbmrec-eval\` with default flags and \`--threads 2\`; each repeat also \`--threads 2 --topn 10\` (the ranking model)"
+    echo "- LIBMF: \`$(show_path "$libmf")\`; flags: $libmf_list"
+    echo "- Data sets (under \`$(show_path "$data")\`): $list"
+    echo "- Repeats: $repeats per system and split; the table shows the median-time run"
+    if [ "$ablations" = 1 ]; then
+      echo "- Ablations: one \`rbmrec-eval\` run each (\`--ablations\`)"
+    fi
+    echo
+    awk 'found || /^[|]/ { found = 1; print }' "$report"
+    echo "$md_end"
+  } >"$section"
+  if [ ! -e "$f" ]; then
+    cat "$section" >"$f"
+  elif ! grep -q -x -F -e "$md_begin" "$f"; then
+    { echo; cat "$section"; } >>"$f"
+  else
+    local merged
+    merged=$(mktemp "$work/merged.XXXXXX")
+    awk -v b="$md_begin" -v e="$md_end" -v sec="$section" '
+      $0 == b { while ((getline line < sec) > 0) print line; skip = 1; next }
+      $0 == e { skip = 0; next }
+      !skip { print }' "$f" >"$merged"
+    cat "$merged" >"$f"   # in place: keeps FILE's permissions
+  fi
+  echo "Markdown written to $f" >&2
+}
+
 cpu=$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo 2>/dev/null || true)
 commit=$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)
 echo "rbmrec $commit vs LIBMF, $(nproc) cores (${cpu:-unknown CPU}), $repeats repeat(s), data $data" >&2
@@ -269,6 +365,14 @@ if [ "$ablations" = 1 ]; then
   esac
 fi
 
-python3 "$root/bench/suites/side_by_side.py" --raw "$raw" --repeats "$repeats" \
-  --commit "$commit" --cpu "${cpu:-unknown}" --cores "$(nproc)" --data "$data" \
-  ${json_out:+--json "$json_out"}
+report() {
+  python3 "$root/bench/suites/side_by_side.py" --raw "$raw" --repeats "$repeats" \
+    --commit "$commit" --cpu "${cpu:-unknown}" --cores "$(nproc)" --data "$data" \
+    ${json_out:+--json "$json_out"}
+}
+if [ -n "$markdown_out" ]; then
+  report | tee "$work/report.txt"
+  write_markdown "$markdown_out" "$work/report.txt"
+else
+  report
+fi
