@@ -27,6 +27,8 @@ inline constexpr absl::string_view kReasonMemoryLimit = "MEMORY_LIMIT";
 inline constexpr absl::string_view kReasonStorageFull = "STORAGE_FULL";
 // Another process holds the database's write lock.
 inline constexpr absl::string_view kReasonDatabaseLocked = "DATABASE_LOCKED";
+// Another process is the writer of the SQLite database (its lock file).
+inline constexpr absl::string_view kReasonDatabaseInUse = "DATABASE_IN_USE";
 // Replicas: the call runs on the leader only (Train, CancelTraining); the
 // leader's address travels with it (WithLeader / LeaderOf).
 inline constexpr absl::string_view kReasonNotLeader = "NOT_LEADER";

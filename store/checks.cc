@@ -2,7 +2,10 @@
 
 #include <cmath>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 
 namespace rbmrec::store::internal {
 
@@ -55,6 +58,26 @@ void RetentionWalk::Visit(int64_t version, std::string_view kind,
   if (newest || pinned || active_ == version) return;
   result_.deleted_versions.push_back(version);
   result_.freed_bytes += size_bytes;
+}
+
+std::vector<int64_t> ParseActivationHistory(std::string_view stored) {
+  std::vector<int64_t> out;
+  for (absl::string_view part :
+       absl::StrSplit(absl::string_view(stored.data(), stored.size()), ',',
+                      absl::SkipEmpty())) {
+    int64_t v = 0;
+    if (absl::SimpleAtoi(part, &v) && v > 0) out.push_back(v);
+  }
+  return out;
+}
+
+std::string PushActivation(std::string_view stored, int64_t version) {
+  std::vector<int64_t> versions{version};
+  for (int64_t v : ParseActivationHistory(stored)) {
+    if (versions.size() >= kActivationHistoryLength) break;
+    if (v != version) versions.push_back(v);
+  }
+  return absl::StrJoin(versions, ",");
 }
 
 }  // namespace rbmrec::store::internal

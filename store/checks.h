@@ -9,7 +9,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/types/span.h"
@@ -25,6 +27,15 @@ absl::Status CheckId(std::string_view id, const char* what, size_t index,
 // UpsertRatings' rows: both ids as CheckId says, the rating finite. The
 // first bad row's error names it ("row 3: rating is not a finite number").
 absl::Status CheckRatingRows(absl::Span<const RatingRow> rows);
+
+// The activation history as stored (meta.activation_history: versions,
+// most recent first, comma-separated) after `version` was activated: it
+// moves to the front, repeats are dropped, and at most
+// kActivationHistoryLength stay. `stored` that does not parse counts as
+// empty.
+std::string PushActivation(std::string_view stored, int64_t version);
+// The versions of a stored history (unparsable entries skipped).
+std::vector<int64_t> ParseActivationHistory(std::string_view stored);
 
 // keep_full and keep_online >= 0.
 absl::Status CheckRetentionPolicy(const RetentionPolicy& policy);

@@ -38,6 +38,9 @@ absl::string_view AV(std::string_view s) {
 }
 
 constexpr const char* kActiveModelKey = "active_model_version";
+constexpr const char* kActivationHistoryKey = "activation_history";
+// Settings (InitSetting) live in meta under this prefix.
+constexpr const char* kSettingPrefix = "setting.";
 
 // Serializes schema creation between processes (pg_advisory_xact_lock key).
 constexpr int64_t kSchemaLockKey = 0x7262'6d72'6563'0001;  // "rbmrec" 1
@@ -123,7 +126,46 @@ absl::StatusOr<std::optional<int64_t>> ReadActiveVersion(PgConn& conn) {
   return std::optional<int64_t>(r.Int(0, 0));
 }
 
+// The value of meta.<key>, nullopt when unset (or NULL).
+absl::StatusOr<std::optional<std::string>> ReadMeta(PgConn& conn,
+                                                    std::string_view key) {
+  RBMREC_STORE_ASSIGN_OR_RETURN(
+      PgResult r,
+      conn.Exec("reading a setting", "SELECT value FROM meta WHERE key = $1",
+                {PgParam::Text(key)}));
+  if (r.rows() == 0 || r.IsNull(0, 0)) return std::optional<std::string>();
+  return std::optional<std::string>(std::string(r.Text(0, 0)));
+}
+
+absl::Status WriteMeta(PgConn& conn, std::string_view key,
+                       std::string_view value) {
+  return conn
+      .Exec("writing a setting",
+            "INSERT INTO meta(key, value) VALUES($1, $2) "
+            "ON CONFLICT(key) DO UPDATE SET value = EXCLUDED.value",
+            {PgParam::Text(key), PgParam::Text(value)})
+      .status();
+}
+
+// Sets meta.active_model_version and records it in the activation history
+// (the history row is locked first, so concurrent activations serialize).
+// REQUIRES: inside a transaction.
 absl::Status WriteActiveVersion(PgConn& conn, int64_t version) {
+  RBMREC_STORE_RETURN_IF_ERROR(
+      conn.Exec("activating a model version",
+                "INSERT INTO meta(key, value) VALUES($1, '') "
+                "ON CONFLICT(key) DO NOTHING",
+                {PgParam::Text(kActivationHistoryKey)})
+          .status());
+  RBMREC_STORE_ASSIGN_OR_RETURN(
+      PgResult h, conn.Exec("activating a model version",
+                            "SELECT value FROM meta WHERE key = $1 FOR UPDATE",
+                            {PgParam::Text(kActivationHistoryKey)}));
+  const std::string history = internal::PushActivation(
+      h.rows() == 0 || h.IsNull(0, 0) ? std::string_view()
+                                      : std::string_view(h.Text(0, 0)),
+      version);
+  RBMREC_STORE_RETURN_IF_ERROR(WriteMeta(conn, kActivationHistoryKey, history));
   return conn
       .Exec("activating a model version",
             "INSERT INTO meta(key, value) VALUES($1, $2) "
@@ -990,6 +1032,74 @@ absl::StatusOr<std::optional<int64_t>> PostgresStore::ActiveModelVersion()
   ReaderLease conn(this);
   RBMREC_STORE_RETURN_IF_ERROR(conn.Acquire());
   return ReadActiveVersion(*conn);
+}
+
+absl::StatusOr<std::vector<int64_t>> PostgresStore::ActivationHistory() const {
+  ReaderLease conn(this);
+  RBMREC_STORE_RETURN_IF_ERROR(conn.Acquire());
+  RBMREC_STORE_ASSIGN_OR_RETURN(
+      PgResult r,
+      (*conn).Exec("reading the activation history",
+                   "SELECT (SELECT value FROM meta WHERE key = $1), "
+                   "(SELECT value FROM meta WHERE key = $2)",
+                   {PgParam::Text(kActivationHistoryKey),
+                    PgParam::Text(kActiveModelKey)}));
+  std::vector<int64_t> out;
+  if (!r.IsNull(0, 0)) out = internal::ParseActivationHistory(r.Text(0, 0));
+  if (out.empty() && !r.IsNull(0, 1)) out.push_back(r.Int(0, 1));
+  return out;
+}
+
+absl::Status PostgresStore::ReplaceModelBlob(int64_t version,
+                                             std::string_view blob) {
+  RBMREC_STORE_RETURN_IF_ERROR(CheckWritable());
+  if (blob.size() >= (size_t{1} << 30)) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "database '%s': a model blob of %d bytes exceeds PostgreSQL's 1 GB "
+        "limit",
+        name_, blob.size()));
+  }
+  absl::MutexLock lock(&writer_mu_);
+  RBMREC_STORE_ASSIGN_OR_RETURN(PgConn * conn, Writer());
+  RBMREC_STORE_ASSIGN_OR_RETURN(
+      PgResult r,
+      conn->Exec("rewriting a model version",
+                 "UPDATE models SET model = $2, size_bytes = $3 "
+                 "WHERE version = $1 RETURNING version",
+                 {PgParam::Int(version), PgParam::Bytes(blob),
+                  PgParam::Int(static_cast<int64_t>(blob.size()))}));
+  if (r.rows() == 0) {
+    return absl::NotFoundError(absl::StrFormat("no model version %d", version));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> PostgresStore::InitSetting(std::string_view key,
+                                                       std::string_view value) {
+  const std::string meta_key = absl::StrCat(kSettingPrefix, std::string(key));
+  if (options_.read_only) {
+    ReaderLease conn(this);
+    RBMREC_STORE_RETURN_IF_ERROR(conn.Acquire());
+    RBMREC_STORE_ASSIGN_OR_RETURN(std::optional<std::string> stored,
+                                  ReadMeta(*conn, meta_key));
+    return stored.value_or(std::string(value));
+  }
+  absl::MutexLock lock(&writer_mu_);
+  RBMREC_STORE_ASSIGN_OR_RETURN(PgConn * conn, Writer());
+  // One statement: concurrent first starts of replicas agree on one value.
+  RBMREC_STORE_ASSIGN_OR_RETURN(
+      PgResult r,
+      conn->Exec("recording a setting",
+                 "WITH ins AS (INSERT INTO meta(key, value) VALUES($1, $2) "
+                 "ON CONFLICT(key) DO NOTHING RETURNING value) "
+                 "SELECT value FROM ins UNION ALL "
+                 "SELECT value FROM meta WHERE key = $1",
+                 {PgParam::Text(meta_key), PgParam::Text(value)}));
+  if (r.rows() > 0 && !r.IsNull(0, 0)) return std::string(r.Text(0, 0));
+  // Another session inserted it after this statement's snapshot was taken.
+  RBMREC_STORE_ASSIGN_OR_RETURN(std::optional<std::string> stored,
+                                ReadMeta(*conn, meta_key));
+  return stored.value_or(std::string(value));
 }
 
 absl::Status PostgresStore::PinModel(int64_t version, bool pinned) {

@@ -78,7 +78,10 @@
 //                     FailedPrecondition;
 //   max_bytes         not supported (the server manages its own space; use
 //                     quotas / tablespaces there): a non-zero value makes
-//                     Open fail with InvalidArgument.
+//                     Open fail with InvalidArgument;
+//   check_integrity   accepted, no check at Open: PostgreSQL verifies pages
+//                     as it reads them (data checksums when the cluster has
+//                     them) and reports damage as DataLoss (XX001/XX002).
 //
 // Errors (SQLSTATE classes, beyond store.h): connection failures (class 08,
 // 57P01..57P03 server shutting down / starting) -> Unavailable; 53100
@@ -162,6 +165,11 @@ class PostgresStore final : public Store {
   absl::StatusOr<std::vector<ModelInfo>> ListModels() const override;
   absl::StatusOr<std::string> LoadModelBlob(int64_t version) const override;
   absl::StatusOr<std::optional<int64_t>> ActiveModelVersion() const override;
+  absl::StatusOr<std::vector<int64_t>> ActivationHistory() const override;
+  absl::Status ReplaceModelBlob(int64_t version,
+                                std::string_view blob) override;
+  absl::StatusOr<std::string> InitSetting(std::string_view key,
+                                          std::string_view value) override;
   absl::Status PinModel(int64_t version, bool pinned) override;
   absl::StatusOr<int64_t> DeleteModel(int64_t version) override;
   absl::StatusOr<PruneResult> PruneModels(

@@ -1,18 +1,28 @@
 #include "store/sqlite_store.h"
 
+#include <fcntl.h>
 #include <sqlite3.h>
+#include <sys/file.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <limits>
 #include <system_error>
 #include <utility>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "core/error_reason.h"
 #include "store/checks.h"
 #include "store/schema.h"
@@ -32,6 +42,9 @@ namespace {
 
 constexpr std::string_view kMemoryPath = ":memory:";
 constexpr std::string_view kActiveModelKey = "active_model_version";
+constexpr std::string_view kActivationHistoryKey = "activation_history";
+// Settings (InitSetting) live in meta under this prefix.
+constexpr char kSettingPrefix[] = "setting.";
 
 int64_t NowUnixMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -103,33 +116,53 @@ absl::StatusOr<bool> IsJsonObject(Connection& conn, std::string_view json) {
   return row && s.Text(0) == "object";
 }
 
-// Reads meta.active_model_version (nullopt when unset).
-absl::StatusOr<std::optional<int64_t>> ReadActiveVersion(Connection& conn) {
+// The value of meta.<key>, nullopt when unset (or NULL).
+absl::StatusOr<std::optional<std::string>> ReadMeta(Connection& conn,
+                                                    std::string_view key) {
   RBMREC_STORE_ASSIGN_OR_RETURN(
       sqlite3_stmt * stmt, conn.Prepare("SELECT value FROM meta WHERE key=?1"));
   Stmt s(conn, stmt);
-  s.BindText(1, kActiveModelKey);
+  s.BindText(1, key);
   RBMREC_STORE_ASSIGN_OR_RETURN(bool row, s.Next());
-  if (!row || s.IsNull(0)) return std::optional<int64_t>();
-  int64_t version = 0;
-  if (!absl::SimpleAtoi(AbslView(s.Text(0)), &version)) {
-    return absl::DataLossError(
-        absl::StrFormat("database '%s': malformed meta.%s: '%s'", conn.path(),
-                        kActiveModelKey, s.Text(0)));
-  }
-  return std::optional<int64_t>(version);
+  if (!row || s.IsNull(0)) return std::optional<std::string>();
+  return std::optional<std::string>(std::string(s.Text(0)));
 }
 
-absl::Status WriteActiveVersion(Connection& conn, int64_t version) {
+absl::Status WriteMeta(Connection& conn, std::string_view key,
+                       std::string_view value) {
   RBMREC_STORE_ASSIGN_OR_RETURN(
       sqlite3_stmt * stmt,
       conn.Prepare("INSERT INTO meta(key, value) VALUES(?1, ?2) "
                    "ON CONFLICT(key) DO UPDATE SET value=excluded.value"));
   Stmt s(conn, stmt);
-  s.BindText(1, kActiveModelKey);
-  const std::string text = absl::StrCat(version);
-  s.BindText(2, text);
+  s.BindText(1, key);
+  s.BindText(2, value);
   return s.Run();
+}
+
+// Reads meta.active_model_version (nullopt when unset).
+absl::StatusOr<std::optional<int64_t>> ReadActiveVersion(Connection& conn) {
+  RBMREC_STORE_ASSIGN_OR_RETURN(std::optional<std::string> text,
+                                ReadMeta(conn, kActiveModelKey));
+  if (!text.has_value()) return std::optional<int64_t>();
+  int64_t version = 0;
+  if (!absl::SimpleAtoi(*text, &version)) {
+    return absl::DataLossError(
+        absl::StrFormat("database '%s': malformed meta.%s: '%s'", conn.path(),
+                        kActiveModelKey, *text));
+  }
+  return std::optional<int64_t>(version);
+}
+
+// Sets meta.active_model_version and records it in the activation history.
+// REQUIRES: inside a write transaction.
+absl::Status WriteActiveVersion(Connection& conn, int64_t version) {
+  RBMREC_STORE_RETURN_IF_ERROR(
+      WriteMeta(conn, kActiveModelKey, absl::StrCat(version)));
+  RBMREC_STORE_ASSIGN_OR_RETURN(std::optional<std::string> history,
+                                ReadMeta(conn, kActivationHistoryKey));
+  return WriteMeta(conn, kActivationHistoryKey,
+                   internal::PushActivation(history.value_or(""), version));
 }
 
 // Reads "SELECT idx, ext_id FROM <table> ORDER BY idx" into `names` and
@@ -181,12 +214,104 @@ absl::Status DeleteVersions(Connection& conn,
   return internal::IncrementalVacuum(conn);
 }
 
+// The directory part of `path` ("." when it has none).
+std::string DirectoryOf(const std::string& path) {
+  const std::filesystem::path parent =
+      std::filesystem::path(path).parent_path();
+  return parent.empty() ? std::string(".") : parent.string();
+}
+
+// Takes the exclusive lock file "<path>.lock" (see "One writer" in the
+// header) and returns its descriptor.
+absl::StatusOr<int> LockDatabase(const std::string& path) {
+  const std::string lock_path = absl::StrCat(path, ".lock");
+  const int fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    const int err = errno;
+    const std::string dir = DirectoryOf(path);
+    if (err == EACCES || err == EPERM || err == EROFS) {
+      return absl::PermissionDeniedError(absl::StrFormat(
+          "database '%s': cannot create its lock file '%s': %s (the "
+          "directory '%s' must be writable: the database's -wal and -shm "
+          "files live there too)",
+          path, lock_path, std::strerror(err), dir));
+    }
+    if (err == ENOENT || err == ENOTDIR) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "database '%s': the directory '%s' %s", path, dir,
+          err == ENOENT ? "does not exist" : "is not a directory"));
+    }
+    return absl::UnavailableError(
+        absl::StrFormat("database '%s': cannot open its lock file '%s': %s",
+                        path, lock_path, std::strerror(err)));
+  }
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    const int err = errno;
+    std::string holder(512, '\0');
+    const ssize_t n = ::pread(fd, holder.data(), holder.size(), 0);
+    holder.resize(n > 0 ? static_cast<size_t>(n) : 0);
+    ::close(fd);
+    if (err != EWOULDBLOCK) {
+      return absl::UnavailableError(
+          absl::StrFormat("database '%s': cannot lock '%s': %s", path,
+                          lock_path, std::strerror(err)));
+    }
+    absl::StripAsciiWhitespace(&holder);
+    absl::StrReplaceAll({{"\n", ", "}}, &holder);
+    absl::Status st = absl::FailedPreconditionError(absl::StrFormat(
+        "database '%s' is in use by another process (%s; lock file '%s'): a "
+        "SQLite database has one writer; stop that process, or use another "
+        "database",
+        path, holder.empty() ? "unknown process" : holder, lock_path));
+    return WithReason(std::move(st), kReasonDatabaseInUse);
+  }
+  char host[256] = {0};
+  if (::gethostname(host, sizeof(host) - 1) != 0) host[0] = '\0';
+  const std::string who = absl::StrFormat(
+      "pid %d on host %s, since %s\n", static_cast<int>(::getpid()), host,
+      absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", absl::Now(), absl::UTCTimeZone()));
+  // Best effort: the lock itself is what counts.
+  if (::ftruncate(fd, 0) == 0) {
+    (void)!::pwrite(fd, who.data(), who.size(), 0);
+  }
+  return fd;
+}
+
+// PRAGMA quick_check: OK, or DataLoss with its first findings.
+absl::Status QuickCheck(Connection& conn) {
+  RBMREC_STORE_ASSIGN_OR_RETURN(sqlite3_stmt * stmt,
+                                conn.Prepare("PRAGMA quick_check(5)"));
+  Stmt s(conn, stmt);
+  std::vector<std::string> findings;
+  while (true) {
+    RBMREC_STORE_ASSIGN_OR_RETURN(bool row, s.Next());
+    if (!row) break;
+    if (s.Text(0) != "ok") findings.emplace_back(s.Text(0));
+  }
+  if (findings.empty()) return absl::OkStatus();
+  return absl::DataLossError(absl::StrFormat(
+      "database '%s' is damaged (PRAGMA quick_check: %s); restore it from a "
+      "backup",
+      conn.path(), absl::StrJoin(findings, "; ")));
+}
+
 }  // namespace
 
 SqliteStore::SqliteStore(std::string path, const StoreOptions& options)
     : path_(std::move(path)), options_(options) {}
 
-SqliteStore::~SqliteStore() = default;
+SqliteStore::~SqliteStore() {
+  // The connections close (and checkpoint) before the lock is given up.
+  {
+    absl::MutexLock lock(&reader_storage_.mu);
+    reader_storage_.conn.reset();
+  }
+  {
+    absl::MutexLock lock(&writer_.mu);
+    writer_.conn.reset();
+  }
+  if (lock_fd_ >= 0) ::close(lock_fd_);
+}
 
 absl::StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::Open(
     const std::string& path, const StoreOptions& options) {
@@ -212,6 +337,9 @@ absl::StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::Open(
   static const int memstatus_off = sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
   (void)memstatus_off;
   std::unique_ptr<SqliteStore> store(new SqliteStore(path, options));
+  if (!memory && !options.read_only) {
+    RBMREC_STORE_ASSIGN_OR_RETURN(store->lock_fd_, LockDatabase(path));
+  }
   const int base = SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE;
   {
     absl::MutexLock lock(&store->writer_.mu);
@@ -237,6 +365,9 @@ absl::StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::Open(
       pragmas.wal = !memory;
       pragmas.synchronous_full = options.synchronous_full;
       RBMREC_STORE_RETURN_IF_ERROR(internal::ConfigureWriter(conn, pragmas));
+    }
+    if (!memory && !options.read_only && options.check_integrity) {
+      RBMREC_STORE_RETURN_IF_ERROR(QuickCheck(conn));
     }
     RBMREC_STORE_RETURN_IF_ERROR(internal::Migrate(conn, options.read_only));
     if (!options.read_only) {
@@ -919,6 +1050,70 @@ absl::StatusOr<PruneResult> SqliteStore::PruneModels(
     (void)internal::CheckpointPassive(conn);
   }
   return result;
+}
+
+absl::StatusOr<std::vector<int64_t>> SqliteStore::ActivationHistory() const {
+  absl::MutexLock lock(&reader_->mu);
+  Connection& conn = *reader_->conn;
+  Txn txn(conn);
+  RBMREC_STORE_RETURN_IF_ERROR(txn.Begin(Txn::kRead));
+  RBMREC_STORE_ASSIGN_OR_RETURN(std::optional<std::string> history,
+                                ReadMeta(conn, kActivationHistoryKey));
+  RBMREC_STORE_ASSIGN_OR_RETURN(std::optional<int64_t> active,
+                                ReadActiveVersion(conn));
+  RBMREC_STORE_RETURN_IF_ERROR(txn.Commit());
+  std::vector<int64_t> out =
+      internal::ParseActivationHistory(history.value_or(""));
+  if (out.empty() && active.has_value()) out.push_back(*active);
+  return out;
+}
+
+absl::Status SqliteStore::ReplaceModelBlob(int64_t version,
+                                           std::string_view blob) {
+  RBMREC_STORE_RETURN_IF_ERROR(CheckWritable());
+  absl::MutexLock lock(&writer_.mu);
+  Connection& conn = *writer_.conn;
+  RBMREC_STORE_ASSIGN_OR_RETURN(
+      sqlite3_stmt * update,
+      conn.Prepare("UPDATE models SET model=?2, size_bytes=?3 "
+                   "WHERE version=?1"));
+  Txn txn(conn);
+  RBMREC_STORE_RETURN_IF_ERROR(txn.Begin(Txn::kWrite));
+  {
+    Stmt s(conn, update);
+    s.BindInt(1, version);
+    s.BindBlob(2, blob);
+    s.BindInt(3, static_cast<int64_t>(blob.size()));
+    RBMREC_STORE_RETURN_IF_ERROR(s.Run());
+    if (sqlite3_changes(conn.db()) == 0) {
+      return absl::NotFoundError(
+          absl::StrFormat("no model version %d", version));
+    }
+  }
+  return txn.Commit();
+}
+
+absl::StatusOr<std::string> SqliteStore::InitSetting(std::string_view key,
+                                                     std::string_view value) {
+  const std::string meta_key = absl::StrCat(kSettingPrefix, std::string(key));
+  if (options_.read_only) {
+    absl::MutexLock lock(&reader_->mu);
+    RBMREC_STORE_ASSIGN_OR_RETURN(std::optional<std::string> stored,
+                                  ReadMeta(*reader_->conn, meta_key));
+    return stored.value_or(std::string(value));
+  }
+  absl::MutexLock lock(&writer_.mu);
+  Connection& conn = *writer_.conn;
+  Txn txn(conn);
+  RBMREC_STORE_RETURN_IF_ERROR(txn.Begin(Txn::kWrite));
+  RBMREC_STORE_ASSIGN_OR_RETURN(std::optional<std::string> stored,
+                                ReadMeta(conn, meta_key));
+  if (!stored.has_value()) {
+    RBMREC_STORE_RETURN_IF_ERROR(WriteMeta(conn, meta_key, value));
+    stored = std::string(value);
+  }
+  RBMREC_STORE_RETURN_IF_ERROR(txn.Commit());
+  return *stored;
 }
 
 }  // namespace rbmrec::store

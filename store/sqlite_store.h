@@ -43,9 +43,14 @@
 //
 // Options: all of StoreOptions apply.
 //
-// The Store assumes it is the only WRITER of its database file. Other
-// processes (the sqlite3 shell, backups, another read-only Store) may read
-// the file at any time.
+// One writer. A read-write Store holds an exclusive lock (flock) on the
+// file "<path>.lock" beside the database for its lifetime, and writes its
+// process id, host and start time into it: a second read-write Open of the
+// same database, by this process or another, fails with FailedPrecondition
+// (reason DATABASE_IN_USE) naming that process. The lock goes with the
+// process (also on kill -9); the file stays and is reused. Other processes
+// (the sqlite3 shell, backups, another read-only Store) may read the file
+// at any time.
 
 #include <cstdint>
 #include <memory>
@@ -76,15 +81,20 @@ class SqliteStore final : public Store {
   // migrates the schema to kSchemaVersion in one transaction, converts an
   // older file to auto_vacuum=INCREMENTAL (one VACUUM, see "Space" above;
   // when the disk has no room for it the store opens anyway and retries at
-  // the next Open), and applies max_bytes.
+  // the next Open), applies max_bytes and, with options.check_integrity,
+  // runs PRAGMA quick_check. A read-write file database first takes the lock
+  // file (see "One writer").
   // REQUIRES: path is not empty; options.busy_timeout_ms >= 0;
   // options.max_bytes >= 0.
   // Errors: InvalidArgument for an empty path, a negative timeout or
   // max_bytes, or read_only with ":memory:"; FailedPrecondition "database
   // schema version N is newer than this build supports (M)"; PermissionDenied /
   // FailedPrecondition / DataLoss when the file cannot be opened (the message
-  // names the path and SQLite's message); Unavailable when a needed migration
-  // or VACUUM waits longer than the busy timeout for another process's lock.
+  // names the path and SQLite's message); DataLoss "... is damaged" when
+  // quick_check finds a problem; FailedPrecondition (DATABASE_IN_USE) when
+  // another Store holds the lock file; PermissionDenied when the directory
+  // is not writable; Unavailable when a needed migration or VACUUM waits
+  // longer than the busy timeout for another process's lock.
   static absl::StatusOr<std::unique_ptr<SqliteStore>> Open(
       const std::string& path, const StoreOptions& options = {});
 
@@ -110,6 +120,11 @@ class SqliteStore final : public Store {
   absl::StatusOr<std::vector<ModelInfo>> ListModels() const override;
   absl::StatusOr<std::string> LoadModelBlob(int64_t version) const override;
   absl::StatusOr<std::optional<int64_t>> ActiveModelVersion() const override;
+  absl::StatusOr<std::vector<int64_t>> ActivationHistory() const override;
+  absl::Status ReplaceModelBlob(int64_t version,
+                                std::string_view blob) override;
+  absl::StatusOr<std::string> InitSetting(std::string_view key,
+                                          std::string_view value) override;
   absl::Status PinModel(int64_t version, bool pinned) override;
   absl::StatusOr<int64_t> DeleteModel(int64_t version) override;
   absl::StatusOr<PruneResult> PruneModels(
@@ -138,6 +153,8 @@ class SqliteStore final : public Store {
 
   const std::string path_;
   const StoreOptions options_;
+  // The lock file's descriptor (flock held), -1 when none; closed last.
+  int lock_fd_ = -1;
 
   // All writes; also the short reads of ":memory:" and read-only stores, and
   // the long reads of ":memory:".

@@ -73,6 +73,9 @@ inline constexpr int kSchemaVersion = 2;
 // Ids (users and items) are at most this many bytes.
 inline constexpr size_t kMaxIdBytes = 256;
 
+// How many versions Store::ActivationHistory remembers.
+inline constexpr size_t kActivationHistoryLength = 32;
+
 // Options of Store::Open. Each backend documents which it honours; one that
 // does not apply to a backend is rejected there with InvalidArgument when set
 // to a non-default value, never silently ignored.
@@ -99,6 +102,12 @@ struct StoreOptions {
   // disk. A limit below the file's current size keeps the current size.
   // 0 = no limit (the disk's). REQUIRES: >= 0. Default 0.
   int64_t max_bytes = 0;
+
+  // Check the database's structure when it is opened read-write (SQLite:
+  // PRAGMA quick_check, a read of every page: about a second per GiB); a
+  // damaged file fails Open with DataLoss instead of failing calls later.
+  // Default true.
+  bool check_integrity = true;
 };
 
 // One rating to upsert. `timestamp` is opaque to the store (the service uses
@@ -320,6 +329,31 @@ class Store {
   // Returns the active version, or nullopt when none was activated yet.
   // Thread-safe.
   virtual absl::StatusOr<std::optional<int64_t>> ActiveModelVersion() const = 0;
+
+  // The versions that were made active (by InsertModel with `activate` or
+  // ActivateModel), most recently activated first, each once, at most
+  // kActivationHistoryLength of them; versions deleted since are included
+  // (callers skip what ListModels no longer has). Databases written before
+  // the history existed start with their active version alone. Thread-safe.
+  virtual absl::StatusOr<std::vector<int64_t>> ActivationHistory() const = 0;
+
+  // Replaces the blob of an existing `version` (and its size_bytes), in one
+  // transaction; the rest of its ModelInfo stays. Used to rewrite stored
+  // versions in place (the service's erasure of a user). Thread-safe.
+  // Errors: NotFound if there is no such version; ResourceExhausted as
+  // InsertModel; FailedPrecondition if read-only; Unavailable when locked.
+  virtual absl::Status ReplaceModelBlob(int64_t version,
+                                        std::string_view blob) = 0;
+
+  // --- Settings ------------------------------------------------------------
+
+  // A setting of the database that must not change once data exists (the
+  // service records its rating scale): returns the value stored under `key`,
+  // storing `value` first when there is none (in one transaction). A
+  // read-only store stores nothing and returns `value` when the key is
+  // unset. Thread-safe. Errors: Unavailable when locked; the database's.
+  virtual absl::StatusOr<std::string> InitSetting(std::string_view key,
+                                                  std::string_view value) = 0;
 
   // Pins (`pinned` true) or unpins a version: PruneModels never deletes a
   // pinned version. Idempotent. Thread-safe.

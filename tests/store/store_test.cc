@@ -33,6 +33,7 @@
 namespace rbmrec::store {
 namespace {
 
+using ::rbmrec::kReasonDatabaseInUse;
 using ::rbmrec::kReasonDatabaseLocked;
 using ::rbmrec::kReasonStorageFull;
 using ::rbmrec::ReasonOf;
@@ -497,6 +498,67 @@ TEST_P(StoreTest, Models) {
   EXPECT_EQ(active, v1);
 }
 
+TEST_P(StoreTest, ActivationHistoryListsActivatedVersionsMostRecentFirst) {
+  ModelInfo meta;
+  meta.kind = "full";
+  ASSERT_OK_AND_ASSIGN(std::vector<int64_t> history,
+                       store_->ActivationHistory());
+  EXPECT_TRUE(history.empty());
+  ASSERT_OK_AND_ASSIGN(int64_t v1, store_->InsertModel(meta, "1", true));
+  ASSERT_OK_AND_ASSIGN(int64_t v2, store_->InsertModel(meta, "2", false));
+  ASSERT_OK_AND_ASSIGN(int64_t v3, store_->InsertModel(meta, "3", true));
+  ASSERT_OK(store_->ActivateModel(v1));
+  ASSERT_OK_AND_ASSIGN(history, store_->ActivationHistory());
+  // v2 was never active; v1 moved to the front, once.
+  EXPECT_THAT(history, ElementsAre(v1, v3));
+  ASSERT_OK(store_->ActivateModel(v2));
+  ASSERT_OK_AND_ASSIGN(history, store_->ActivationHistory());
+  EXPECT_THAT(history, ElementsAre(v2, v1, v3));
+  // Bounded: the oldest entries go.
+  for (size_t i = 0; i < kActivationHistoryLength + 5; ++i) {
+    ASSERT_OK(store_->ActivateModel(i % 2 == 0 ? v3 : v1));
+    ASSERT_OK_AND_ASSIGN(int64_t v, store_->InsertModel(meta, "n", true));
+    (void)v;
+  }
+  ASSERT_OK_AND_ASSIGN(history, store_->ActivationHistory());
+  EXPECT_EQ(history.size(), kActivationHistoryLength);
+}
+
+TEST_P(StoreTest, ReplaceModelBlobRewritesOneVersion) {
+  ModelInfo meta;
+  meta.kind = "full";
+  meta.n_users = 7;
+  ASSERT_OK_AND_ASSIGN(int64_t v1, store_->InsertModel(meta, "first", true));
+  ASSERT_OK_AND_ASSIGN(int64_t v2, store_->InsertModel(meta, "other", false));
+  ASSERT_OK(store_->ReplaceModelBlob(v1, "rewritten!"));
+  ASSERT_OK_AND_ASSIGN(std::string blob, store_->LoadModelBlob(v1));
+  EXPECT_EQ(blob, "rewritten!");
+  ASSERT_OK_AND_ASSIGN(blob, store_->LoadModelBlob(v2));
+  EXPECT_EQ(blob, "other");
+  ASSERT_OK_AND_ASSIGN(std::vector<ModelInfo> models, store_->ListModels());
+  ASSERT_EQ(models.size(), 2u);
+  EXPECT_EQ(models[1].version, v1);
+  EXPECT_EQ(models[1].size_bytes, 10);
+  EXPECT_EQ(models[1].n_users, 7);
+  EXPECT_TRUE(models[1].active);
+  EXPECT_EQ(store_->ReplaceModelBlob(999, "x").code(),
+            absl::StatusCode::kNotFound);
+}
+
+TEST_P(StoreTest, InitSettingKeepsTheFirstValue) {
+  ASSERT_OK_AND_ASSIGN(std::string v, store_->InitSetting("scale", "1:5:1"));
+  EXPECT_EQ(v, "1:5:1");
+  ASSERT_OK_AND_ASSIGN(v, store_->InitSetting("scale", "0.5:5:0.5"));
+  EXPECT_EQ(v, "1:5:1");
+  ASSERT_OK_AND_ASSIGN(v, store_->InitSetting("other", "x"));
+  EXPECT_EQ(v, "x");
+  if (!GetParam().persistent) return;
+  store_.reset();
+  ASSERT_OK_AND_ASSIGN(store_, Open());
+  ASSERT_OK_AND_ASSIGN(v, store_->InitSetting("scale", "2:10:2"));
+  EXPECT_EQ(v, "1:5:1");
+}
+
 // Inserts a model version of `kind` with a blob of `size` bytes.
 absl::StatusOr<int64_t> AddModel(Store& store, std::string_view kind,
                                  size_t size, bool activate = false) {
@@ -827,7 +889,7 @@ TEST_F(StoreFileTest, UnopenablePathsNameThePath) {
   EXPECT_EQ(s1.status().code(), absl::StatusCode::kFailedPrecondition)
       << s1.status();
   EXPECT_THAT(s1.status().message(), HasSubstr(under_file));
-  EXPECT_THAT(s1.status().message(), HasSubstr("unable to open"));
+  EXPECT_THAT(s1.status().message(), HasSubstr("is not a directory"));
 
   const std::string no_dir = dir_.File("missing/dir/x.db");
   auto s2 = Store::Open(no_dir);
@@ -835,6 +897,7 @@ TEST_F(StoreFileTest, UnopenablePathsNameThePath) {
   EXPECT_EQ(s2.status().code(), absl::StatusCode::kFailedPrecondition)
       << s2.status();
   EXPECT_THAT(s2.status().message(), HasSubstr(no_dir));
+  EXPECT_THAT(s2.status().message(), HasSubstr("does not exist"));
 
   // A file that is not a database.
   const std::string junk = dir_.File("junk.db");
@@ -916,14 +979,119 @@ TEST_F(StoreFileTest, LockedDatabaseIsUnavailableUntilReleased) {
   // Reads still work (WAL).
   ASSERT_OK_AND_ASSIGN(Stats stats, store->GetStats());
   EXPECT_EQ(stats.ratings, 1);
-  // A second Store can open while locked: no migration is needed.
-  EXPECT_TRUE(Store::Open(path, options).ok());
+  // A read-only Store can open while locked: no migration is needed.
+  StoreOptions read_only = options;
+  read_only.read_only = true;
+  EXPECT_TRUE(Store::Open(path, read_only).ok());
 
   ASSERT_EQ(raw.Exec("COMMIT"), SQLITE_OK);
   ASSERT_OK_AND_ASSIGN(UpsertResult r, store->UpsertRatings(rows));
   EXPECT_EQ(r.new_users, 1);
   ASSERT_OK_AND_ASSIGN(stats, store->GetStats());
   EXPECT_EQ(stats.ratings, 2);
+}
+
+TEST_F(StoreFileTest, OneWriterPerDatabase) {
+  const std::string path = dir_.File("one.db");
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Store> first, Store::Open(path));
+  absl::StatusOr<std::unique_ptr<Store>> second = Store::Open(path);
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(ReasonOf(second.status()), kReasonDatabaseInUse);
+  EXPECT_THAT(second.status().message(), HasSubstr("in use by another"));
+  EXPECT_THAT(second.status().message(),
+              HasSubstr(absl::StrCat("pid ", getpid())));
+  EXPECT_THAT(second.status().message(), HasSubstr(path));
+  // Readers are welcome.
+  StoreOptions read_only;
+  read_only.read_only = true;
+  ASSERT_OK(Store::Open(path, read_only).status());
+  // The lock goes with the Store.
+  first.reset();
+  ASSERT_OK_AND_ASSIGN(second, Store::Open(path));
+}
+
+TEST_F(StoreFileTest, AnotherProcessHoldingTheDatabaseIsNamed) {
+  const std::string path = dir_.File("other.db");
+  { ASSERT_OK(Store::Open(path).status()); }
+  int ready[2];
+  ASSERT_EQ(pipe(ready), 0);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    absl::StatusOr<std::unique_ptr<Store>> s = Store::Open(path);
+    const char c = s.ok() ? 'y' : 'n';
+    (void)!write(ready[1], &c, 1);
+    pause();
+    _exit(0);
+  }
+  char c = 0;
+  ASSERT_EQ(read(ready[0], &c, 1), 1);
+  ASSERT_EQ(c, 'y');
+  absl::StatusOr<std::unique_ptr<Store>> mine = Store::Open(path);
+  EXPECT_EQ(ReasonOf(mine.status()), kReasonDatabaseInUse);
+  EXPECT_THAT(mine.status().message(), HasSubstr(absl::StrCat("pid ", child)));
+  kill(child, SIGKILL);
+  waitpid(child, nullptr, 0);
+  close(ready[0]);
+  close(ready[1]);
+  // The killed process's lock is gone with it.
+  ASSERT_OK(Store::Open(path).status());
+}
+
+TEST_F(StoreFileTest, UnwritableDirectoryIsPermissionDeniedNotMissing) {
+  if (geteuid() == 0) {
+    // root writes anyway; check the message through a missing directory.
+    absl::StatusOr<std::unique_ptr<Store>> s =
+        Store::Open(dir_.File("no/such/dir/x.db"));
+    EXPECT_EQ(s.status().code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_THAT(s.status().message(), HasSubstr("does not exist"));
+    return;
+  }
+  const std::string ro = dir_.File("ro");
+  std::filesystem::create_directory(ro);
+  std::filesystem::permissions(ro, std::filesystem::perms::owner_read |
+                                       std::filesystem::perms::owner_exec);
+  absl::StatusOr<std::unique_ptr<Store>> s = Store::Open(ro + "/x.db");
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_THAT(s.status().message(), HasSubstr("must be writable"));
+  std::filesystem::permissions(ro, std::filesystem::perms::owner_all);
+}
+
+TEST_F(StoreFileTest, DamagedFileIsRefusedAtOpen) {
+  const std::string path = dir_.File("damaged.db");
+  {
+    ASSERT_OK_AND_ASSIGN(std::unique_ptr<Store> store, Store::Open(path));
+    std::vector<RatingRow> rows;
+    for (int u = 0; u < 400; ++u) {
+      for (int i = 0; i < 20; ++i) {
+        rows.push_back(R(absl::StrCat("user-", u), absl::StrCat("item-", i),
+                         1 + (u + i) % 5));
+      }
+    }
+    ASSERT_OK(store->UpsertRatings(rows).status());
+    ModelInfo meta;
+    meta.kind = "full";
+    ASSERT_OK(
+        store->InsertModel(meta, std::string(200000, 'm'), true).status());
+  }
+  const auto size = std::filesystem::file_size(path);
+  ASSERT_GT(size, 256u * 1024);
+  {
+    // 64 KiB of zeros in the middle, as the hostile tester did.
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(size / 2 / 4096 * 4096));
+    const std::string zeros(64 * 1024, '\0');
+    f.write(zeros.data(), static_cast<std::streamsize>(zeros.size()));
+  }
+  absl::StatusOr<std::unique_ptr<Store>> s = Store::Open(path);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(s.status().message(), HasSubstr("damaged"));
+  // Without the check it opens (the damage shows later).
+  StoreOptions unchecked;
+  unchecked.check_integrity = false;
+  ASSERT_OK(Store::Open(path, unchecked).status());
 }
 
 TEST_F(StoreFileTest, FailedTransactionRollsBackEverything) {
