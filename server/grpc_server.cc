@@ -16,6 +16,7 @@
 #include "server/auth.h"
 #include "server/blocking_executor.h"
 #include "server/call_guard.h"
+#include "server/listen_policy.h"
 #include "server/log.h"
 #include "server/reflection_v1.h"
 #include "server/status.h"
@@ -359,6 +360,10 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(
                                ? options.credentials
                                : grpc::InsecureServerCredentials(),
                            &server->port_);
+  // gRPC sets SO_REUSEPORT by default, which lets a second server bind the
+  // same port and the kernel split connections between the two: one server
+  // per port.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.RegisterService(server->handler_.get());
   const int max_bytes = options.max_message_mb * 1024 * 1024;
   builder.SetMaxReceiveMessageSize(max_bytes);
@@ -373,9 +378,12 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(
   }
   server->server_ = builder.BuildAndStart();
   if (server->server_ == nullptr || server->port_ == 0) {
-    return absl::UnavailableError(
-        absl::StrCat("cannot listen on ", options.listen,
-                     " (address in use, or not a valid host:port?)"));
+    const std::string problem = BindProblem(options.listen);
+    return absl::UnavailableError(absl::StrCat(
+        "cannot listen on ", options.listen, ": ",
+        problem.empty() ? "not a valid HOST:PORT, or not an address of this "
+                          "host"
+                        : problem));
   }
   // "" (the whole server) is SERVING by default: liveness. The service's
   // readiness is set now and then kept current by the health thread.

@@ -1,8 +1,13 @@
 #include "server/listen_policy.h"
 
 #include <arpa/inet.h>
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -51,6 +56,53 @@ std::string RefusalLine(absl::string_view listen, bool tls, bool tokens,
       " (not a loopback address) without ", absl::StrJoin(missing, " and "),
       "; set them, listen on 127.0.0.1, or pass --insecure to serve this "
       "open API to the network anyway");
+}
+
+std::string BindProblem(absl::string_view listen) {
+  if (absl::StartsWith(listen, "unix:") ||
+      absl::StartsWith(listen, "unix-abstract:")) {
+    return "";
+  }
+  absl::ConsumePrefix(&listen, "ipv4:");
+  absl::ConsumePrefix(&listen, "ipv6:");
+  const size_t colon = listen.rfind(':');
+  if (colon == absl::string_view::npos) return "";
+  absl::string_view host = listen.substr(0, colon);
+  const std::string port(listen.substr(colon + 1));
+  if (absl::ConsumePrefix(&host, "[") && !absl::ConsumeSuffix(&host, "]")) {
+    return "";
+  }
+  const std::string h(host);
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE;
+  addrinfo* found = nullptr;
+  if (getaddrinfo(h.empty() ? nullptr : h.c_str(), port.c_str(), &hints,
+                  &found) != 0) {
+    return "";
+  }
+  std::string problem;
+  for (addrinfo* a = found; a != nullptr; a = a->ai_next) {
+    const int fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, 0);
+    if (fd < 0) continue;
+    const int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    const int rc = bind(fd, a->ai_addr, a->ai_addrlen);
+    const int err = errno;
+    close(fd);
+    if (rc == 0) continue;
+    if (err == EADDRINUSE) {
+      problem =
+          absl::StrCat("address already in use: another process listens on ",
+                       listen, " (another rbmrec-server?)");
+    } else {
+      problem = absl::StrCat(std::strerror(err), " (binding ", listen, ")");
+    }
+    break;
+  }
+  freeaddrinfo(found);
+  return problem;
 }
 
 bool ReflectionEnabled(absl::string_view mode, absl::string_view listen) {

@@ -23,6 +23,14 @@ bool IsLoopbackListen(absl::string_view listen);
 std::string RefusalLine(absl::string_view listen, bool tls, bool tokens,
                         bool insecure);
 
+// Why a TCP listener cannot be bound on `listen` (HOST:PORT; a name is
+// resolved), tried with a socket of our own and SO_REUSEADDR as gRPC does
+// but never SO_REUSEPORT: e.g. "address already in use: another process
+// listens on 127.0.0.1:50051". "" when a bind succeeds, for unix: addresses
+// and when HOST:PORT does not parse (the caller reports that). For the
+// message after gRPC failed to listen; the socket is closed again.
+std::string BindProblem(absl::string_view listen);
+
 // --reflection: "on"/"true" -> true, "off"/"false" -> false, "auto" -> on
 // exactly when the address is loopback.
 bool ReflectionEnabled(absl::string_view mode, absl::string_view listen);

@@ -279,6 +279,22 @@ class GrpcServerTest : public ::testing::Test {
   std::unique_ptr<v1::Rbmrec::Stub> stub_;
 };
 
+TEST_F(GrpcServerTest, ASecondServerOnTheSamePortIsRefused) {
+  Start();
+  GrpcServerOptions go;
+  go.listen = absl::StrCat("127.0.0.1:", server_->port());
+  absl::StatusOr<std::unique_ptr<GrpcServer>> second =
+      GrpcServer::Start(service_.get(), go);
+  ASSERT_FALSE(second.ok()) << "two servers listen on one port";
+  EXPECT_NE(second.status().message().find("address already in use"),
+            std::string::npos)
+      << second.status();
+  // The first one still answers.
+  grpc::ClientContext context;
+  v1::GetStatsResponse stats;
+  EXPECT_TRUE(stub_->GetStats(&context, v1::GetStatsRequest(), &stats).ok());
+}
+
 TEST_F(GrpcServerTest, ValidRawStreamCommitsEveryBatch) {
   Start();
   RawResult r =
