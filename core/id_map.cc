@@ -31,4 +31,13 @@ int32_t IdMap::Find(std::string_view id) const {
   return it == index_.end() ? -1 : it->second;
 }
 
+bool IdMap::Rename(int32_t index, std::string_view id) {
+  if (index_.contains(AV(id))) return false;
+  std::string& name = names_[static_cast<size_t>(index)];
+  index_.erase(name);
+  name = std::string(id);
+  index_.emplace(name, index);
+  return true;
+}
+
 }  // namespace rbmrec

@@ -19,6 +19,10 @@ class IdMap {
   int32_t GetOrAdd(std::string_view id);
   // Returns the dense index of `id`, or -1 when absent.
   int32_t Find(std::string_view id) const;
+  // Gives entry `index` the id `id` instead of its own: Find(old id) is -1
+  // afterwards, indices do not move. Returns false (and changes nothing)
+  // when `id` is already present. REQUIRES: 0 <= index < size().
+  bool Rename(int32_t index, std::string_view id);
   // REQUIRES: 0 <= index < size().
   const std::string& Name(int32_t index) const { return names_[index]; }
   int32_t size() const { return static_cast<int32_t>(names_.size()); }

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -236,6 +237,8 @@ class Model {
   friend void AdjustHistogram(Model* model, int32_t item, int k, int delta);
   friend void AdjustItemInput(Model* model, int32_t user, int32_t item, int k,
                               int delta);
+  friend bool EraseUser(Model* model, std::string_view user_id,
+                        const VisibleSet& ratings);
   friend void CopyItemState(const Model& src, const std::vector<int32_t>& items,
                             Model* dst);
 

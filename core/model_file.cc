@@ -246,15 +246,20 @@ std::string SerializeModel(const Model& model) {
   return std::move(out);
 }
 
-absl::StatusOr<Model> DeserializeModel(std::string_view bytes) {
+namespace {
+
+// The header and checksum checks of DeserializeModel; the payload's length
+// and the format version in *length_out and *version_out.
+absl::Status CheckFrame(std::string_view bytes, uint64_t* length_out,
+                        uint32_t* version_out) {
   if (bytes.size() < sizeof(kMagic) ||
       std::memcmp(bytes.data(), kMagic, sizeof(kMagic)) != 0) {
     return Corrupt("not an rbmrec model (bad magic)");
   }
   Reader header(bytes.substr(0, std::min(bytes.size(), kHeaderSize)));
   uint64_t magic;
-  uint32_t version, reserved;
-  uint64_t length;
+  uint32_t version = 0, reserved;
+  uint64_t length = 0;
   if (!(header.Get(&magic) && header.Get(&version) && header.Get(&reserved) &&
         header.Get(&length))) {
     return Corrupt("truncated header");
@@ -279,6 +284,25 @@ absl::StatusOr<Model> DeserializeModel(std::string_view bytes) {
   std::memcpy(&stored, bytes.data() + kHeaderSize + length, sizeof(stored));
   if (stored != Fnv1a64(bytes.data(), kHeaderSize + length)) {
     return Corrupt("checksum mismatch");
+  }
+  *length_out = length;
+  *version_out = version;
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status VerifyModelBytes(std::string_view bytes) {
+  uint64_t length = 0;
+  uint32_t version = 0;
+  return CheckFrame(bytes, &length, &version);
+}
+
+absl::StatusOr<Model> DeserializeModel(std::string_view bytes) {
+  uint64_t length = 0;
+  uint32_t version = 0;
+  if (absl::Status s = CheckFrame(bytes, &length, &version); !s.ok()) {
+    return s;
   }
   // Versions 1 and 2 differ only by the rated RBM at the end (see below).
   Reader r(bytes.substr(kHeaderSize, length));

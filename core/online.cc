@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstddef>
 
+#include "absl/strings/str_cat.h"
 #include "core/rng.h"
 
 namespace rbmrec {
@@ -169,6 +170,34 @@ void AdjustItemInput(Model* model, int32_t user, int32_t item, int k,
   for (int j = 0; j < p.F; ++j) {
     model->item_hT_(j, item) = 1.0f / (1.0f + std::exp(-x[j]));
   }
+}
+
+std::string ErasedUserId(int32_t index) {
+  return absl::StrCat(
+      "\x1f"
+      "erased:",
+      index);
+}
+
+bool EraseUser(Model* model, std::string_view user_id,
+               const VisibleSet& ratings) {
+  ModelParams& p = model->p_;
+  const int32_t user = p.users.Find(user_id);
+  if (user < 0) return false;
+  RbmParams& irbm = p.item_rbm;
+  if (irbm.F > 0 && user < irbm.num_items) {
+    for (int64_t r = 0; r < ratings.n; ++r) {
+      const int32_t item = ratings.items[r];
+      if (item < 0 || item >= model->num_items()) continue;
+      AdjustItemInput(model, user, item, ratings.ks[r], -1);
+    }
+    for (int k = 0; k < irbm.K; ++k) {
+      irbm.W.row(irbm.Row(user, k)).setZero();
+      irbm.b[irbm.Row(user, k)] = 0.0f;
+    }
+  }
+  p.users.Rename(user, ErasedUserId(user));
+  return true;
 }
 
 bool SameShape(const Model& a, const Model& b) {

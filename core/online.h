@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/model.h"
@@ -60,6 +61,23 @@ void AdjustHistogram(Model* model, int32_t item, int k, int delta);
 // 0 <= k < K. Not thread-safe on `model`.
 void AdjustItemInput(Model* model, int32_t user, int32_t item, int k,
                      int delta);
+
+// Erases the training user `user_id` from the model's per-user state: its
+// weights and biases in the item-based RBM (its visible unit) are zeroed,
+// its contribution to the item inputs (one W_I row per rating in `ratings`,
+// the user's ratings in model item indices, as AdjustItemInput -1) is
+// removed, and its id becomes the tombstone ErasedUserId(index), which no
+// request can name (it holds a control character), so users().Find(user_id)
+// is -1 and the model answers the id as a user it never saw. The weights
+// shared by every user (the user-based RBMs, the rated RBM, c_I) still
+// carry what training learnt from the user until the next training.
+// Returns false, changing nothing, when the model does not know `user_id`.
+// Not thread-safe on `model`.
+bool EraseUser(Model* model, std::string_view user_id,
+               const VisibleSet& ratings);
+
+// The id an erased user's index gets: "\x1f" "erased:" and the index.
+std::string ErasedUserId(int32_t index);
 
 // True when `a` and `b` have the same ids and parameter shapes, so that they
 // can differ only in parameter values (see CopyItemState).

@@ -348,6 +348,15 @@ int main(int argc, char** argv) {
                  "database size limit in MiB; writes past it fail with "
                  "RESOURCE_EXHAUSTED, STORAGE_FULL (0 = unlimited)")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
+  app.add_option("--retrain-after-erasures", so.retrain_after_erasures,
+                 "start a full training after this many DeleteUser erasures "
+                 "since the last one started, so that the weights shared by "
+                 "all users stop carrying the erased users (0 = never)")
+      ->check(CLI::Range(0, 1000000000));
+  app.add_option("--integrity-check", store_options.check_integrity,
+                 "check a SQLite database's structure at start (PRAGMA "
+                 "quick_check, about 1 s per GiB); a damaged file is refused")
+      ->default_str("true");
   app.add_option("--version-cache-mb", version_cache_mb,
                  "loaded non-active model versions kept in memory, MiB")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 30));

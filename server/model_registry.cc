@@ -3,8 +3,10 @@
 #include <cmath>
 #include <optional>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "core/model_file.h"
+#include "core/online.h"
 #include "server/log.h"
 
 namespace rbmrec::server {
@@ -107,6 +109,7 @@ absl::StatusOr<std::shared_ptr<const Model>> ModelRegistry::LoadVersion(
   }
   absl::StatusOr<Model> model = DeserializeModel(*blob);
   if (!model.ok()) {
+    NoteCorrupt(version, std::string(model.status().message()));
     return absl::DataLossError(absl::StrCat(
         "model version ", version, " is corrupt: ", model.status().message()));
   }
@@ -169,28 +172,78 @@ void ModelRegistry::LoadAtStart() {
                          " could not be loaded: ", m.status().ToString());
   }
   Log(LogLevel::kError, "model_load_failed", {F("error", error)});
-  // Fall back to the newest version that loads.
+  // Fall back: first to the versions that were active before, most recently
+  // activated first; then to the newest version that loads.
   absl::StatusOr<std::vector<store::ModelInfo>> models = store_->ListModels();
   if (models.ok()) {
+    absl::StatusOr<std::vector<int64_t>> history = store_->ActivationHistory();
+    absl::flat_hash_set<int64_t> stored;
+    for (const store::ModelInfo& info : *models) stored.insert(info.version);
+    struct Candidate {
+      int64_t version;
+      const char* rule;
+    };
+    std::vector<Candidate> order;
+    absl::flat_hash_set<int64_t> listed;
+    if (history.ok()) {
+      for (int64_t v : *history) {
+        if (stored.contains(v) && listed.insert(v).second) {
+          order.push_back({v, "the most recently active version that loads"});
+        }
+      }
+    }
     for (const store::ModelInfo& info : *models) {  // newest first
-      if (info.active) continue;
-      absl::StatusOr<std::shared_ptr<const Model>> m =
-          LoadVersion(info.version);
+      if (listed.insert(info.version).second) {
+        order.push_back(
+            {info.version,
+             "the newest version that loads (no version that was active "
+             "before loads)"});
+      }
+    }
+    const int64_t failed = active.ok() && active->has_value() ? **active : 0;
+    for (const Candidate& c : order) {
+      if (c.version == failed) continue;
+      absl::StatusOr<std::shared_ptr<const Model>> m = LoadVersion(c.version);
       if (!m.ok()) continue;
-      if (absl::Status s = store_->ActivateModel(info.version); !s.ok()) {
-        absl::StrAppend(&error, "; activating fallback version ", info.version,
+      if (absl::Status s = store_->ActivateModel(c.version); !s.ok()) {
+        absl::StrAppend(&error, "; activating fallback version ", c.version,
                         " failed: ", s.ToString());
         break;
       }
-      absl::StrAppend(&error, "; fell back to version ", info.version,
-                      ", the newest intact one (now active)");
-      Log(LogLevel::kWarn, "model_fallback", {F("version", info.version)});
-      Put(State{Served{*m, info.version, 0}, error});
+      absl::StrAppend(&error, "; fell back to version ", c.version, ", ",
+                      c.rule, " (now active)");
+      Log(LogLevel::kWarn, "model_fallback",
+          {F("version", c.version), F("rule", c.rule)});
+      Put(State{Served{*m, c.version, 0}, error});
       return;
     }
   }
   absl::StrAppend(&error, "; no intact version to fall back to");
   Put(State{Served{}, error});
+}
+
+void ModelRegistry::NoteCorrupt(int64_t version, std::string why) const {
+  std::lock_guard<std::mutex> lock(corrupt_mu_);
+  corrupt_[version] = std::move(why);
+}
+
+std::string ModelRegistry::CorruptReason(int64_t version) const {
+  std::lock_guard<std::mutex> lock(corrupt_mu_);
+  auto it = corrupt_.find(version);
+  return it == corrupt_.end() ? std::string() : it->second;
+}
+
+absl::Status ModelRegistry::Verify(int64_t version) const {
+  absl::StatusOr<std::string> blob = store_->LoadModelBlob(version);
+  if (!blob.ok()) return blob.status();
+  if (absl::Status s = VerifyModelBytes(*blob); !s.ok()) {
+    NoteCorrupt(version, std::string(s.message()));
+    return absl::DataLossError(
+        absl::StrCat("model version ", version, " is corrupt: ", s.message()));
+  }
+  std::lock_guard<std::mutex> lock(corrupt_mu_);
+  corrupt_.erase(version);
+  return absl::OkStatus();
 }
 
 absl::StatusOr<Served> ModelRegistry::Get(int64_t version) {
@@ -221,9 +274,116 @@ bool ModelRegistry::Resident(int64_t version) {
   return cache_.Find(version) != nullptr;
 }
 
+namespace {
+
+// EraseUser with ratings given as (item id, rating).
+bool EraseFrom(Model* model, const std::string& user,
+               const std::vector<std::pair<std::string, double>>& ratings) {
+  if (model->users().Find(user) < 0) return false;
+  UserRatings ur;
+  for (const auto& [item, rating] : ratings) {
+    const int32_t idx = model->items().Find(item);
+    absl::StatusOr<int> k = model->scale().Index(rating);
+    if (idx < 0 || !k.ok()) continue;
+    ur.items.push_back(idx);
+    ur.ks.push_back(static_cast<uint8_t>(*k));
+  }
+  return EraseUser(model, user, ur.view());
+}
+
+}  // namespace
+
+uint64_t ModelRegistry::ErasureSeq() const {
+  std::lock_guard<std::mutex> lock(erasure_mu_);
+  return erasure_base_ + erasures_.size();
+}
+
+absl::StatusOr<ModelRegistry::Erasure> ModelRegistry::EraseUser(
+    const std::string& user,
+    const std::vector<std::pair<std::string, double>>& ratings) {
+  std::lock_guard<std::mutex> erasing(erasure_mu_);
+  erasures_.push_back(ErasedUser{user, ratings});
+  if (erasures_.size() > kErasureLog) {
+    erasures_.pop_front();
+    ++erasure_base_;
+  }
+  Erasure out;
+  // The served model first: answers stop using the user at once.
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    const Served cur = Current();
+    if (cur.model == nullptr || cur.model->users().Find(user) < 0) break;
+    auto next = std::make_shared<Model>(*cur.model);
+    EraseFrom(next.get(), user, ratings);
+    if (ReplaceInMemory(cur.model, std::move(next), cur.online_seq)) {
+      out.served = true;
+      break;
+    }
+  }
+  // Then every stored version (a version published meanwhile was published
+  // from the erased served model, or is listed here).
+  absl::StatusOr<std::vector<store::ModelInfo>> models = store_->ListModels();
+  if (!models.ok()) return models.status();
+  for (const store::ModelInfo& info : *models) {
+    cache_.Erase(info.version);
+    absl::StatusOr<std::string> blob = store_->LoadModelBlob(info.version);
+    if (absl::IsNotFound(blob.status())) continue;  // deleted meanwhile
+    if (!blob.ok()) {
+      out.failures.push_back(absl::StrCat("version ", info.version, ": ",
+                                          blob.status().message()));
+      continue;
+    }
+    // A model that knows the user holds its id among the blob's bytes.
+    if (blob->find(user) == std::string::npos) continue;
+    absl::StatusOr<Model> m = DeserializeModel(*blob);
+    if (!m.ok()) {
+      NoteCorrupt(info.version, std::string(m.status().message()));
+      out.failures.push_back(absl::StrCat("version ", info.version,
+                                          " is corrupt (", m.status().message(),
+                                          "): it cannot serve, delete it"));
+      continue;
+    }
+    if (!EraseFrom(&*m, user, ratings)) continue;
+    absl::Status s = store_->ReplaceModelBlob(info.version, SerializeModel(*m));
+    if (absl::IsNotFound(s)) continue;
+    if (!s.ok()) {
+      out.failures.push_back(
+          absl::StrCat("version ", info.version, ": ", s.message()));
+      continue;
+    }
+    ++out.versions_rewritten;
+  }
+  Log(out.failures.empty() ? LogLevel::kInfo : LogLevel::kError, "user_erased",
+      {F("served", out.served ? "true" : "false"),
+       F("versions_rewritten", out.versions_rewritten),
+       F("failures", out.failures.size())});
+  return out;
+}
+
 absl::StatusOr<ModelRegistry::Published> ModelRegistry::PublishFull(
     std::shared_ptr<const Model> model, const store::ModelInfo& meta,
-    const std::string& blob, Activation policy, uint64_t online_seq) {
+    const std::string& blob_in, Activation policy, uint64_t online_seq,
+    uint64_t erasures_from) {
+  std::lock_guard<std::mutex> erasing(erasure_mu_);
+  std::string rebuilt;
+  if (erasures_from < erasure_base_ + erasures_.size()) {
+    auto copy = std::make_shared<Model>(*model);
+    bool changed = false;
+    if (erasures_from < erasure_base_) {
+      Log(LogLevel::kWarn, "erasure_log_short",
+          {F("missing", erasure_base_ - erasures_from)});
+    }
+    for (size_t i = erasures_from > erasure_base_
+                        ? static_cast<size_t>(erasures_from - erasure_base_)
+                        : 0;
+         i < erasures_.size(); ++i) {
+      changed |= EraseFrom(copy.get(), erasures_[i].user, erasures_[i].ratings);
+    }
+    if (changed) {
+      rebuilt = SerializeModel(*copy);
+      model = std::move(copy);
+    }
+  }
+  const std::string& blob = rebuilt.empty() ? blob_in : rebuilt;
   std::lock_guard<std::mutex> publish(publish_mu_);
   const Served cur = Current();
   Published out;
@@ -238,8 +398,21 @@ absl::StatusOr<ModelRegistry::Published> ModelRegistry::PublishFull(
     case Activation::kIfBetter: {
       const double old_rmse =
           cur.model != nullptr ? cur.model->summary().valid_rmse : 0;
-      if (cur.model == nullptr || !HasRmse(new_rmse) || !HasRmse(old_rmse) ||
-          new_rmse <= old_rmse + options_.activate_tolerance) {
+      if (cur.model == nullptr) {
+        out.activated = true;
+      } else if (!HasRmse(new_rmse) || !HasRmse(old_rmse)) {
+        // Nothing to compare: keep the model that serves (no silent swap).
+        out.why_not = absl::StrCat(
+            "not activated: activation policy if-better needs a validation "
+            "RMSE of both models, and ",
+            !HasRmse(new_rmse)
+                ? "this one has none (trained with validation_fraction 0)"
+                : absl::StrCat("the active version ", cur.version,
+                               " has none (trained with validation_fraction "
+                               "0)"),
+            "; activate it with ActivateModel (rbmrec models activate), or "
+            "train with activation always");
+      } else if (new_rmse <= old_rmse + options_.activate_tolerance) {
         out.activated = true;
       } else {
         out.why_not = absl::StrCat(

@@ -24,15 +24,26 @@
 // version larger than the whole budget is served but not cached.
 //
 // Start. LoadAtStart() loads the store's active version; when it cannot be
-// read or decoded, the newest version that loads is served instead and
-// marked active in the store, and load_error() says what happened (also
-// when no version could be loaded).
+// read or decoded, another version is served instead and marked active in
+// the store: the most recently active one that loads (Store::
+// ActivationHistory), else the newest one that loads; load_error() says
+// what happened and which rule chose (also when no version loads).
+//
+// Activation policy kIfBetter compares validation RMSEs; when the new
+// model or the active one has none (trained with validation_fraction 0),
+// there is nothing to compare and the new model is NOT activated (the
+// reason says so and how to activate it), unless no model is active.
+//
+// Corrupt versions. A version whose blob failed to decode (Get, Activate,
+// LoadAtStart) or to Verify is remembered with the reason until it
+// verifies again: CorruptReason().
 //
 // Thread-safe: every public method may be called from any thread. Mutexes:
 // the registry's publish mutex and the VersionCache's own.
 
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <list>
 #include <memory>
 #include <mutex>
@@ -41,6 +52,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "core/model.h"
@@ -140,10 +152,36 @@ class ModelRegistry {
   // model it grew from), then applies retention. Not activated: the model
   // goes to the version cache. `online_seq` as in Served.
   // Errors: the store's, nothing published.
+  // `erasures_from`: the ErasureSeq() read before the model's training data
+  // was: users erased since are erased from `model` (and `blob` rebuilt)
+  // before it is stored, so a training that overlapped an erasure does not
+  // bring the user back.
   absl::StatusOr<Published> PublishFull(std::shared_ptr<const Model> model,
                                         const store::ModelInfo& meta,
                                         const std::string& blob,
-                                        Activation policy, uint64_t online_seq);
+                                        Activation policy, uint64_t online_seq,
+                                        uint64_t erasures_from = kNoErasures);
+  static constexpr uint64_t kNoErasures = ~uint64_t{0};
+
+  // Erasure of one user (the service's erasure guarantee, server/service.h):
+  // EraseUser (core/online.h) applied to the served model (a copy, swapped
+  // in with ReplaceInMemory: same version and online_seq) and to every
+  // stored version that knows the user (decoded, erased, re-serialized and
+  // written back with Store::ReplaceModelBlob); cached versions are
+  // dropped. `ratings` are the user's ratings (item id, rating) as stored
+  // just before their deletion: the contributions to the item inputs that
+  // are subtracted (exact where a version's item inputs were built from
+  // those ratings). Serialized with other erasures and with PublishFull.
+  struct Erasure {
+    bool served = false;                // the served model knew the user
+    int versions_rewritten = 0;         // stored versions rewritten
+    std::vector<std::string> failures;  // versions that could not be
+  };
+  absl::StatusOr<Erasure> EraseUser(
+      const std::string& user,
+      const std::vector<std::pair<std::string, double>>& ratings);
+  // The number of erasures so far (PublishFull's erasures_from).
+  uint64_t ErasureSeq() const;
 
   // Serves `next` (same version) instead of `base` if `base` is still the
   // served model; returns false (and changes nothing) otherwise.
@@ -188,6 +226,13 @@ class ModelRegistry {
   absl::StatusOr<store::PruneResult> Prune(
       const store::RetentionPolicy* policy);
 
+  // Reads the blob of `version` and checks its frame and checksum
+  // (VerifyModelBytes) without decoding it; records the outcome for
+  // CorruptReason. Errors: NotFound; DataLoss when corrupt; the store's.
+  absl::Status Verify(int64_t version) const;
+  // Why `version` is known to be corrupt; "" when it is not known to be.
+  std::string CorruptReason(int64_t version) const;
+
   const RegistryOptions& options() const { return options_; }
   size_t cached_bytes() const { return cache_.bytes(); }
 
@@ -222,6 +267,25 @@ class ModelRegistry {
   std::mutex publish_mu_;
 
   VersionCache cache_;
+
+  void NoteCorrupt(int64_t version, std::string why) const;
+
+  // Erasures, for PublishFull of models trained while they happened: the
+  // last kErasureLog entries, entry i having sequence number erasure_base_
+  // + i.
+  struct ErasedUser {
+    std::string user;
+    std::vector<std::pair<std::string, double>> ratings;
+  };
+  static constexpr size_t kErasureLog = 65536;
+  // Held across a whole erasure and across PublishFull; taken before
+  // publish_mu_.
+  mutable std::mutex erasure_mu_;
+  std::deque<ErasedUser> erasures_ ABSL_GUARDED_BY(erasure_mu_);
+  uint64_t erasure_base_ ABSL_GUARDED_BY(erasure_mu_) = 0;
+  mutable std::mutex corrupt_mu_;
+  mutable absl::flat_hash_map<int64_t, std::string> corrupt_
+      ABSL_GUARDED_BY(corrupt_mu_);
 };
 
 }  // namespace rbmrec::server

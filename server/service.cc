@@ -11,6 +11,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "core/error_reason.h"
 #include "core/recommend.h"
 #include "server/log.h"
@@ -85,6 +86,7 @@ absl::StatusOr<std::unique_ptr<RbmrecService>> RbmrecService::Create(
   ro.version_cache_bytes = static_cast<size_t>(options.version_cache_bytes);
   svc->registry_ = std::make_unique<ModelRegistry>(st, ro);
   svc->registry_->LoadAtStart();
+  if (absl::Status s = svc->CheckScale(); !s.ok()) return s;
   svc->caches_ = std::make_unique<ReadCaches>(
       st, static_cast<size_t>(options.read_cache_bytes));
   OnlineUpdaterOptions oo;
@@ -282,39 +284,109 @@ absl::StatusOr<v1::DeleteRatingsResponse> RbmrecService::DeleteRatings(
 
 absl::StatusOr<v1::DeleteUserResponse> RbmrecService::DeleteUser(
     const v1::DeleteUserRequest& request) {
-  if (std::string why = IdProblem(request.user_id(), "user_id"); !why.empty()) {
+  const std::string& user = request.user_id();
+  if (std::string why = IdProblem(user, "user_id"); !why.empty()) {
     return absl::InvalidArgumentError(why);
   }
-  const bool online = online_->Active();
+  // The ratings as stored just before the deletion: the contributions to
+  // take out of the models (and the online histogram deltas).
   std::vector<store::UserRating> old;
-  if (online) {
+  bool in_store = true;
+  {
     absl::StatusOr<std::vector<store::UserRating>> r =
-        store_->GetUserRatings(request.user_id());
+        store_->GetUserRatings(user);
     NoteStoreStatus(r.status());
-    if (r.ok()) old = std::move(*r);
-  }
-  absl::StatusOr<int64_t> deleted = store_->DeleteUser(request.user_id());
-  NoteStoreStatus(deleted.status());
-  caches_->InvalidateUsers({request.user_id()});
-  if (!deleted.ok()) {
-    if (absl::IsNotFound(deleted.status())) {
-      return absl::NotFoundError(
-          absl::StrCat("user_id '", request.user_id(), "' not found"));
+    if (absl::IsNotFound(r.status())) {
+      in_store = false;
+    } else if (!r.ok()) {
+      return r.status();
+    } else {
+      old = std::move(*r);
     }
-    return deleted.status();
   }
-  if (online && !old.empty()) {
+  v1::DeleteUserResponse resp;
+  if (in_store) {
+    absl::StatusOr<int64_t> deleted = store_->DeleteUser(user);
+    NoteStoreStatus(deleted.status());
+    caches_->InvalidateUsers({user});
+    if (absl::IsNotFound(deleted.status())) {
+      in_store = false;  // deleted by a concurrent call
+    } else if (!deleted.ok()) {
+      return deleted.status();
+    } else {
+      resp.set_deleted_ratings(*deleted);
+    }
+  }
+  // A user the store no longer has may still be in the models (a repeated
+  // call after a failed erasure): erase from them anyway.
+  std::vector<std::pair<std::string, double>> ratings;
+  ratings.reserve(old.size());
+  for (const store::UserRating& u : old) ratings.emplace_back(u.item, u.rating);
+  absl::StatusOr<ModelRegistry::Erasure> erased =
+      registry_->EraseUser(user, ratings);
+  caches_->InvalidateUsers({user});
+  if (!erased.ok()) {
+    return absl::Status(
+        erased.status().code(),
+        absl::StrCat(in_store ? "the user's ratings were deleted, but " : "",
+                     "erasing user_id '", user,
+                     "' from the stored model "
+                     "versions failed: ",
+                     erased.status().message(), "; call DeleteUser again"));
+  }
+  if (!in_store && !erased->served && erased->versions_rewritten == 0 &&
+      erased->failures.empty()) {
+    return absl::NotFoundError(absl::StrCat("user_id '", user, "' not found"));
+  }
+  if (!erased->failures.empty()) {
+    return absl::InternalError(absl::StrCat(
+        in_store ? "the user's ratings were deleted and " : "", "user_id '",
+        user, "' was erased from the served model and ",
+        erased->versions_rewritten, " stored version(s), but not from: ",
+        absl::StrJoin(erased->failures, "; "),
+        "; delete those versions (DeleteModel) or call DeleteUser again"));
+  }
+  // Histogram deltas for the online model (the per-user state is gone
+  // already, so no item-input change and no user update).
+  if (online_->Active() && !old.empty()) {
     std::vector<OnlineEvent> events(1);
-    events[0].user = request.user_id();
+    events[0].user = user;
     events[0].update = false;
     for (const store::UserRating& u : old) {
       events[0].deltas.push_back(HistDelta{u.item, u.rating, -1});
     }
     online_->Enqueue(std::move(events));
   }
-  v1::DeleteUserResponse resp;
-  resp.set_deleted_ratings(*deleted);
+  resp.set_erased_from_served_model(erased->served);
+  resp.set_model_versions_rewritten(erased->versions_rewritten);
+  const int64_t pending = ++erasures_since_training_;
+  resp.set_erasures_since_training(pending);
+  if (options_.retrain_after_erasures > 0 &&
+      pending >= options_.retrain_after_erasures && IsLeader()) {
+    resp.set_retrain_started(StartRetrain());
+  }
   return resp;
+}
+
+bool RbmrecService::StartRetrain() {
+  absl::StatusOr<TrainJobRequest> job =
+      TrainJobFromProto(v1::TrainRequest(), options_.train_defaults,
+                        options_.activation, options_.max_train_threads);
+  if (!job.ok()) return false;
+  const int64_t pending = erasures_since_training_.exchange(0);
+  // The writer declines every message: Run returns once the job is queued
+  // and the job runs on (TrainingJobs::Run).
+  absl::Status s = jobs_->Run(job->options, job->policy,
+                              [](const v1::TrainProgress&) { return false; });
+  if (!s.ok()) {
+    erasures_since_training_ += pending;
+    Log(LogLevel::kWarn, "retrain_after_erasures_not_started",
+        {F("error", s.ToString())});
+    return false;
+  }
+  Log(LogLevel::kInfo, "retrain_after_erasures_started",
+      {F("erasures", pending)});
+  return true;
 }
 
 absl::StatusOr<v1::PutItemsResponse> RbmrecService::PutItems(
@@ -359,6 +431,31 @@ absl::StatusOr<v1::PutItemsResponse> RbmrecService::PutItems(
   return resp;
 }
 
+absl::Status RbmrecService::CheckScale() {
+  const std::string want = options_.scale.ToString();
+  auto mismatch = [&](absl::string_view what, const std::string& have) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("the database's ", what, " the rating scale ", have,
+                     " but this server was started with --scale ", want,
+                     ": start it with "
+                     "--scale ",
+                     have,
+                     ", or use another database (its ratings and models are on "
+                     "their scale)"));
+  };
+  const Served served = registry_->Current();
+  if (served.model != nullptr && served.model->scale().ToString() != want) {
+    return mismatch(
+        absl::StrCat("active model version ", served.version, " uses"),
+        served.model->scale().ToString());
+  }
+  absl::StatusOr<std::string> recorded =
+      store_->InitSetting(kScaleSetting, want);
+  if (!recorded.ok()) return recorded.status();
+  if (*recorded != want) return mismatch("ratings are on", *recorded);
+  return absl::OkStatus();
+}
+
 // ---------------------------------------------------------------------------
 // Training
 
@@ -385,7 +482,10 @@ absl::Status RbmrecService::Train(const v1::TrainRequest& request,
       TrainJobFromProto(request, options_.train_defaults, options_.activation,
                         options_.max_train_threads);
   if (!job.ok()) return job.status();
-  return jobs_->Run(job->options, job->policy, writer);
+  const int64_t pending = erasures_since_training_.exchange(0);
+  absl::Status s = jobs_->Run(job->options, job->policy, writer);
+  if (!s.ok()) erasures_since_training_ += pending;  // no job started
+  return s;
 }
 
 absl::StatusOr<v1::CancelTrainingResponse> RbmrecService::CancelTraining(
@@ -613,12 +713,21 @@ absl::StatusOr<v1::RecommendResponse> RbmrecService::Recommend(
 // Models and stats
 
 absl::StatusOr<v1::ListModelsResponse> RbmrecService::ListModels(
-    const v1::ListModelsRequest&) {
+    const v1::ListModelsRequest& request) {
   absl::StatusOr<std::vector<store::ModelInfo>> models = store_->ListModels();
   NoteStoreStatus(models.status());
   if (!models.ok()) return models.status();
   v1::ListModelsResponse resp;
-  for (const store::ModelInfo& m : *models) *resp.add_models() = ToProto(m);
+  for (const store::ModelInfo& m : *models) {
+    if (request.verify()) {
+      absl::Status s = registry_->Verify(m.version);
+      // A version deleted meanwhile is simply not marked.
+      if (!s.ok() && !absl::IsDataLoss(s) && !absl::IsNotFound(s)) return s;
+    }
+    v1::ModelInfo* info = resp.add_models();
+    *info = ToProto(m);
+    info->set_corrupt(registry_->CorruptReason(m.version));
+  }
   return resp;
 }
 

@@ -47,7 +47,17 @@
 //   of the same (user, item) give exact deltas. DeleteRatings / DeleteUser
 //   read the user's ratings before deleting (approximate under concurrent
 //   writes of the same user).
+// - Erasure (DeleteUser, the guarantee stated in proto/rbmrec.proto): the
+//   ratings are deleted, then ModelRegistry::EraseUser takes the user out
+//   of the served model and rewrites every stored version that knows the
+//   user; the read caches forget the user. A user only the models still
+//   know (a repeated call) is erased from them too; NOT_FOUND when neither
+//   the store nor any model knows the id. A version that cannot be
+//   rewritten fails the call (INTERNAL, naming it) after the rest is done.
+//   The shared weights keep what they learnt until the next full training
+//   (retrain_after_erasures schedules one).
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -57,6 +67,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "core/model.h"
 #include "core/rating_scale.h"
 #include "core/scoring.h"
@@ -122,6 +133,11 @@ struct ServiceOptions {
   // max(recommend_candidates, 3n) with the requested method. 0 with EXACT =
   // exact over all items (slower: m*K*F softplus evaluations per call).
   int recommend_candidates = 30;
+  // Erasure (DeleteUser): after this many erasures since the last full
+  // training started, DeleteUser starts one with the training defaults, so
+  // that the shared weights stop carrying the erased users
+  // (--retrain-after-erasures; 0 = never: train when you choose).
+  int retrain_after_erasures = 0;
   // Online per-user updates.
   bool online = true;
   float online_learning_rate = 0.01f;
@@ -142,7 +158,10 @@ class RbmrecService {
  public:
   // Takes ownership of `store`, loads the active model version (falling
   // back to the newest intact version, see ModelRegistry) and starts the
-  // online-update thread. Errors: InvalidArgument for bad options.
+  // online-update thread. Errors: InvalidArgument for bad options;
+  // FailedPrecondition when options.scale is not the database's rating
+  // scale (recorded at its first start) or the active model's; the
+  // store's.
   static absl::StatusOr<std::unique_ptr<RbmrecService>> Create(
       std::unique_ptr<store::Store> store, const ServiceOptions& options);
 
@@ -243,6 +262,11 @@ class RbmrecService {
  private:
   RbmrecService(std::unique_ptr<store::Store> store,
                 const ServiceOptions& options);
+  // The store's recorded rating scale (Store::InitSetting, recorded at the
+  // first start) and the served model's must be options_.scale:
+  // FailedPrecondition naming both and the fix otherwise.
+  absl::Status CheckScale();
+  static constexpr char kScaleSetting[] = "rating_scale";
   // Checks the ad-hoc ratings of a request (count, ids, scale).
   absl::Status CheckAdHoc(
       const google::protobuf::RepeatedPtrField<v1::ItemRating>& ratings,
@@ -269,6 +293,11 @@ class RbmrecService {
   ScratchPool<PredictScratch> predict_scratch_;
   ScratchPool<ScoringScratch> scoring_scratch_;
   std::once_flag shutdown_once_;
+  // DeleteUser erasures since the last full training started.
+  std::atomic<int64_t> erasures_since_training_{0};
+  // Starts a full training with the defaults for retrain_after_erasures;
+  // true when it started.
+  bool StartRetrain();
   // FailedPrecondition + NOT_LEADER naming the leader, when this server is
   // a follower; OK when it leads.
   absl::Status CheckLeader(const char* rpc) const;

@@ -303,6 +303,7 @@ void TrainingJobs::RunJob(std::shared_ptr<Job> job, TrainOptions options,
   };
 
   const uint64_t snapshot_seq = online_seq_();
+  const uint64_t erasure_seq = registry_->ErasureSeq();
   absl::StatusOr<store::Snapshot> snap = store_->ReadSnapshot();
   if (!snap.ok()) {
     finish(
@@ -423,7 +424,7 @@ void TrainingJobs::RunJob(std::shared_ptr<Job> job, TrainOptions options,
       MetricsJson(valid_rmse, max_epoch, model->summary().train_seconds);
   absl::StatusOr<ModelRegistry::Published> pub =
       registry_->PublishFull(std::make_shared<const Model>(std::move(*model)),
-                             meta, blob, policy, snapshot_seq);
+                             meta, blob, policy, snapshot_seq, erasure_seq);
   if (!pub.ok()) {
     finish(v1::TrainProgress::FAILED,
            absl::StrCat("storing the model failed: ", pub.status().ToString()),

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "core/model.h"
 #include "gtest/gtest.h"
 #include "server/service.h"
@@ -207,6 +208,65 @@ TEST_F(RegistryTest, IfBetterKeepsTheGoodModelWhenAJobIsWorse) {
             absl::StatusCode::kInvalidArgument);
 }
 
+TEST_F(RegistryTest, IfBetterDoesNotSwapWhenARmseIsMissing) {
+  LoadSynthetic();
+  const v1::TrainProgress good = TrainDone();
+  ASSERT_TRUE(good.activated());
+  v1::TrainRequest unvalidated;
+  unvalidated.mutable_options()->set_validation_fraction(0);
+  unvalidated.mutable_options()->set_epochs(3);
+  const v1::TrainProgress blind = TrainDone(unvalidated);
+  EXPECT_FALSE(blind.activated());
+  EXPECT_NE(blind.message().find("this one has none"), std::string::npos)
+      << blind.message();
+  EXPECT_EQ(service_->active_version(), good.model_version());
+  // Served by hand, the model without an RMSE is then the active one: a
+  // validated job cannot be compared with it either.
+  v1::ActivateModelRequest activate;
+  activate.set_version(blind.model_version());
+  ASSERT_TRUE(service_->ActivateModel(activate).ok());
+  const v1::TrainProgress next = TrainDone();
+  EXPECT_FALSE(next.activated());
+  EXPECT_NE(next.message().find(absl::StrCat(
+                "the active version ", blind.model_version(), " has none")),
+            std::string::npos)
+      << next.message();
+  EXPECT_EQ(service_->active_version(), blind.model_version());
+}
+
+TEST_F(RegistryTest, ListModelsMarksCorruptVersions) {
+  LoadSynthetic();
+  const int64_t good = TrainDone().model_version();
+  absl::StatusOr<std::string> blob = store_->LoadModelBlob(good);
+  ASSERT_TRUE(blob.ok());
+  (*blob)[blob->size() / 2] ^= 0x10;
+  store::ModelInfo meta;
+  meta.kind = "full";
+  absl::StatusOr<int64_t> corrupt = store_->InsertModel(meta, *blob, false);
+  ASSERT_TRUE(corrupt.ok());
+  auto corrupt_of = [&](const v1::ListModelsResponse& r, int64_t v) {
+    for (const v1::ModelInfo& m : r.models()) {
+      if (m.version() == v) return m.corrupt();
+    }
+    return std::string("<missing>");
+  };
+  // Not known yet without verify; verify reads every blob.
+  absl::StatusOr<v1::ListModelsResponse> listed = service_->ListModels({});
+  ASSERT_TRUE(listed.ok());
+  EXPECT_EQ(corrupt_of(*listed, *corrupt), "");
+  v1::ListModelsRequest verify;
+  verify.set_verify(true);
+  listed = service_->ListModels(verify);
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  EXPECT_NE(corrupt_of(*listed, *corrupt).find("checksum"), std::string::npos)
+      << corrupt_of(*listed, *corrupt);
+  EXPECT_EQ(corrupt_of(*listed, good), "");
+  // Remembered afterwards.
+  listed = service_->ListModels({});
+  ASSERT_TRUE(listed.ok());
+  EXPECT_NE(corrupt_of(*listed, *corrupt), "");
+}
+
 TEST_F(RegistryTest, ActivatingACorruptVersionFailsAndKeepsTheOldOne) {
   LoadSynthetic();
   const int64_t good = TrainDone().model_version();
@@ -302,6 +362,69 @@ TEST(RegistryStartTest, CorruptActiveBlobFallsBackToTheNewestIntactVersion) {
   std::filesystem::remove(path);
   std::filesystem::remove(path + "-wal");
   std::filesystem::remove(path + "-shm");
+  std::filesystem::remove(path + ".lock");
+}
+
+TEST(RegistryStartTest, FallbackPrefersTheLastActiveVersionOverANewerOne) {
+  const std::string path =
+      (std::filesystem::temp_directory_path() /
+       ("rbmrec_registry_last_active_" + std::to_string(::getpid()) + ".db"))
+          .string();
+  std::filesystem::remove(path);
+  ServiceOptions options = ServiceFixture::DefaultOptions();
+  int64_t was_active = 0, never = 0;
+  {
+    absl::StatusOr<std::unique_ptr<store::Store>> st = store::Store::Open(path);
+    ASSERT_TRUE(st.ok()) << st.status();
+    absl::StatusOr<std::unique_ptr<RbmrecService>> svc =
+        RbmrecService::Create(std::move(*st), options);
+    ASSERT_TRUE(svc.ok());
+    ASSERT_TRUE((*svc)->AddRatings({testing::SyntheticBatch()}).ok());
+    for (v1::ActivationPolicy policy :
+         {v1::ACTIVATE_ALWAYS, v1::ACTIVATE_NEVER}) {
+      v1::TrainRequest req;
+      req.set_activation(policy);
+      v1::TrainProgress last;
+      ASSERT_TRUE((*svc)
+                      ->Train(req,
+                              [&](const v1::TrainProgress& p) {
+                                last = p;
+                                return true;
+                              })
+                      .ok());
+      ASSERT_EQ(last.state(), v1::TrainProgress::SUCCEEDED);
+      (policy == v1::ACTIVATE_ALWAYS ? was_active : never) =
+          last.model_version();
+    }
+  }
+  {
+    // A damaged copy, stored as the active version.
+    absl::StatusOr<std::unique_ptr<store::Store>> st = store::Store::Open(path);
+    ASSERT_TRUE(st.ok());
+    absl::StatusOr<std::string> blob = (*st)->LoadModelBlob(was_active);
+    ASSERT_TRUE(blob.ok());
+    (*blob)[blob->size() / 3] ^= 0x01;
+    store::ModelInfo meta;
+    meta.kind = "full";
+    ASSERT_TRUE((*st)->InsertModel(meta, *blob, true).ok());
+  }
+  absl::StatusOr<std::unique_ptr<store::Store>> st = store::Store::Open(path);
+  ASSERT_TRUE(st.ok());
+  absl::StatusOr<std::unique_ptr<RbmrecService>> svc =
+      RbmrecService::Create(std::move(*st), options);
+  ASSERT_TRUE(svc.ok());
+  // Not the newest intact version (trained with activation never).
+  EXPECT_GT(never, was_active);
+  EXPECT_EQ((*svc)->active_version(), was_active);
+  absl::StatusOr<v1::GetStatsResponse> stats = (*svc)->GetStats({});
+  ASSERT_TRUE(stats.ok());
+  EXPECT_NE(stats->model_load_error().find("most recently active"),
+            std::string::npos)
+      << stats->model_load_error();
+  svc->reset();
+  for (const char* suffix : {"", "-wal", "-shm", ".lock"}) {
+    std::filesystem::remove(path + suffix);
+  }
 }
 
 TEST(VersionCacheTest, StaysUnderItsByteBudgetLeastRecentlyUsedFirst) {
