@@ -61,13 +61,12 @@ std::string ControlCharacterProblem(absl::string_view text,
 }
 
 // Empty when `rating` is on `scale`, else why not.
-std::string RatingProblem(double rating, const RatingScale& scale) {
+std::string RatingProblem(double rating, const RatingScale& scale, int* index) {
   if (std::isnan(rating)) return "rating is NaN";
   if (std::isinf(rating)) return "rating is infinite";
-  if (!scale.Index(rating).ok()) {
-    return absl::StrCat("rating ", rating, " is off the scale ",
-                        scale.ToString());
-  }
+  absl::StatusOr<int> k = scale.Index(rating);
+  if (!k.ok()) return std::string(k.status().message());
+  if (index != nullptr) *index = *k;
   return "";
 }
 

@@ -41,8 +41,12 @@ std::string IdProblem(const std::string& id, absl::string_view field);
 // that prints them cannot be sent terminal escape sequences.
 std::string ControlCharacterProblem(absl::string_view text,
                                     absl::string_view field);
-// "" when `rating` is on `scale`, else why not.
-std::string RatingProblem(double rating, const RatingScale& scale);
+// "" when `rating` is on `scale` (within RatingScale::Index's tolerance),
+// else why not, the value in its shortest round-trip form ("rating
+// 4.000001 is not on a step of the scale 1:5:1"). `index` (may be null) is
+// set to the rating's index when it is on the scale.
+std::string RatingProblem(double rating, const RatingScale& scale,
+                          int* index = nullptr);
 // RESOURCE_EXHAUSTED + LIMIT_EXCEEDED: "<what> is <value>, over the
 // server's limit of <limit> (<flag>)".
 absl::Status OverLimit(absl::string_view what, int64_t value, int64_t limit,

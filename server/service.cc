@@ -173,14 +173,21 @@ absl::Status RbmrecService::AddRatingsSession::AddBatch(
   std::vector<store::RatingRow> rows;
   rows.reserve(static_cast<size_t>(n));
   int64_t rejected = 0;
+  const RatingScale& scale = svc.options_.scale;
+  // RatingScale::StoredValue of each index, computed when first needed.
+  std::vector<double> stored(static_cast<size_t>(scale.K()), std::nan(""));
   for (int i = 0; i < n; ++i) {
     const v1::Rating& r = request.ratings(i);
     std::string why = IdProblem(r.user_id(), "user_id");
     if (why.empty()) why = IdProblem(r.item_id(), "item_id");
-    if (why.empty()) why = RatingProblem(r.rating(), svc.options_.scale);
+    int k = 0;
+    if (why.empty()) why = RatingProblem(r.rating(), scale, &k);
     if (why.empty()) {
-      rows.push_back(store::RatingRow{r.user_id(), r.item_id(), r.rating(),
-                                      r.timestamp()});
+      // Stored as the scale's value it snaps to (4.0000001 on 1:5:1 is
+      // stored as 4), never as sent.
+      if (std::isnan(stored[k])) stored[k] = scale.StoredValue(k);
+      rows.push_back(
+          store::RatingRow{r.user_id(), r.item_id(), stored[k], r.timestamp()});
       continue;
     }
     ++rejected;
