@@ -71,7 +71,11 @@ struct TrainJobRequest {
 // INVALID_ARGUMENT naming it ("options.hidden ..."), with reason
 // LIMIT_EXCEEDED when over its hard cap; an unknown activation number is
 // INVALID_ARGUMENT. threads 0 or above max_threads (0 = hardware threads)
-// become that limit. validation_fraction in [0, 0.5].
+// become that limit. validation_fraction in [0, 0.5]. The float options
+// (learning_rate, momentum, weight_decay, average) are checked as sent and
+// as the float training uses, which may round onto an open end of the
+// range: "options.momentum 0.99999999 rounds to 1 in single precision;
+// must be < 1".
 absl::StatusOr<TrainJobRequest> TrainJobFromProto(
     const v1::TrainRequest& request, const TrainOptions& defaults,
     Activation default_policy, int max_threads);

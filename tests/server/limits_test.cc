@@ -4,6 +4,7 @@
 // INVALID_ARGUMENT.
 
 #include <string>
+#include <vector>
 
 #include "absl/strings/escaping.h"
 #include "core/error_reason.h"
@@ -85,6 +86,53 @@ TEST_F(LimitsTest, EveryCountIsLimited) {
   for (int i = 0; i < 4; ++i) del.add_item_ids(I(i));
   ExpectLimit(service_->DeleteRatings(del).status(), "--max-predict-items",
               "4");
+}
+
+// A float option sent as a double that rounds onto an open end of its range
+// in single precision (what training uses) says so instead of quoting a
+// range the value sent was inside.
+TEST(TrainJobFromProtoTest, FloatOptionsThatRoundOntoAnOpenEndSaySo) {
+  struct Case {
+    void (*set)(v1::TrainOptions*);
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {[](v1::TrainOptions* o) { o->set_momentum(0.99999999); },
+       "options.momentum 0.99999999 rounds to 1 in single precision; must be "
+       "< 1"},
+      {[](v1::TrainOptions* o) { o->set_weight_decay(0.999999999); },
+       "options.weight_decay 0.999999999 rounds to 1 in single precision; "
+       "must be < 1"},
+      {[](v1::TrainOptions* o) { o->set_average(0.99999998); },
+       "options.average 0.99999998 rounds to 1 in single precision; must be "
+       "< 1"},
+      {[](v1::TrainOptions* o) { o->set_learning_rate(1e-50); },
+       "options.learning_rate 1e-50 rounds to 0 in single precision; must be "
+       "> 0"},
+      {[](v1::TrainOptions* o) { o->set_learning_rate(99.999999999); },
+       "options.learning_rate 99.999999999 rounds to 100 in single "
+       "precision; must be < 100"},
+      {[](v1::TrainOptions* o) { o->set_momentum(1.5); },
+       "options.momentum must be in [0, 1), got 1.5"},
+      {[](v1::TrainOptions* o) { o->set_validation_fraction(0.75); },
+       "options.validation_fraction must be in [0, 0.5], got 0.75"},
+  };
+  for (const Case& c : cases) {
+    v1::TrainRequest request;
+    c.set(request.mutable_options());
+    absl::StatusOr<TrainJobRequest> job =
+        TrainJobFromProto(request, TrainOptions(), Activation::kIfBetter, 1);
+    ASSERT_FALSE(job.ok()) << c.message;
+    EXPECT_EQ(job.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(job.status().message(), c.message);
+  }
+  // Just inside the end in single precision too: accepted as that float.
+  v1::TrainRequest request;
+  request.mutable_options()->set_momentum(0.9999999);
+  absl::StatusOr<TrainJobRequest> job =
+      TrainJobFromProto(request, TrainOptions(), Activation::kIfBetter, 1);
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_LT(job->options.momentum, 1.0f);
 }
 
 TEST_F(LimitsTest, UnknownEnumValuesAreInvalid) {
