@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/error_reason.h"
+#include "core/utf8.h"
 
 namespace rbmrec::server {
 namespace {
@@ -46,28 +47,61 @@ std::string IdProblem(const std::string& id, absl::string_view field) {
     return absl::StrCat(field, " is ", id.size(), " bytes long (limit ",
                         kMaxIdBytes, ")");
   }
-  return ControlCharacterProblem(id, field);
-}
-
-std::string ControlCharacterProblem(absl::string_view text,
-                                    absl::string_view field) {
-  for (size_t i = 0; i < text.size(); ++i) {
-    const auto c = static_cast<unsigned char>(text[i]);
-    if (c < 0x20 || c == 0x7f) {
-      return absl::StrFormat(
-          "%s contains the control character U+%04X at byte %d", field, c, i);
-    }
-    // U+0080..U+009F (C1 controls; 8-bit CSI is U+009B): C2 80..C2 9F.
-    if (c == 0xc2 && i + 1 < text.size()) {
-      const auto next = static_cast<unsigned char>(text[i + 1]);
-      if (next >= 0x80 && next <= 0x9f) {
-        return absl::StrFormat(
-            "%s contains the control character U+%04X at byte %d", field, next,
-            i);
-      }
-    }
+  if (const TextFlaw flaw = FirstTextFlaw(id, TextRules::kId); flaw.found()) {
+    return absl::StrCat(field, " contains ", DescribeTextFlaw(flaw));
   }
   return "";
+}
+
+std::string TextProblem(absl::string_view text, absl::string_view field) {
+  const TextFlaw flaw = FirstTextFlaw(
+      std::string_view(text.data(), text.size()), TextRules::kTitle);
+  if (!flaw.found()) return "";
+  return absl::StrCat(field, " contains ", DescribeTextFlaw(flaw));
+}
+
+absl::Status CheckItem(const v1::Item& item, int index) {
+  const std::string at = absl::StrCat("items[", index, "]: ");
+  auto invalid = [&](absl::string_view why) {
+    return absl::InvalidArgumentError(absl::StrCat(at, why));
+  };
+  auto too_long = [&](absl::string_view field, size_t bytes, size_t limit) {
+    return WithReason(invalid(absl::StrCat(field, " is ", bytes,
+                                           " bytes long (limit ", limit, ")")),
+                      kReasonLimitExceeded);
+  };
+  if (std::string why = IdProblem(item.item_id(), "item_id"); !why.empty()) {
+    return invalid(why);
+  }
+  if (item.title().size() > kMaxTitleBytes) {
+    return too_long("title", item.title().size(), kMaxTitleBytes);
+  }
+  if (std::string why = TextProblem(item.title(), "title"); !why.empty()) {
+    return invalid(why);
+  }
+  if (item.attributes_size() > kMaxItemAttributes) {
+    return WithReason(
+        invalid(absl::StrCat("attributes has ", item.attributes_size(),
+                             " entries (limit ", kMaxItemAttributes, ")")),
+        kReasonLimitExceeded);
+  }
+  for (const auto& [key, value] : item.attributes()) {
+    // The key is checked before it is echoed in a message about its value.
+    if (key.size() > kMaxAttributeKeyBytes) {
+      return too_long("an attributes key", key.size(), kMaxAttributeKeyBytes);
+    }
+    if (std::string why = TextProblem(key, "an attributes key"); !why.empty()) {
+      return invalid(why);
+    }
+    const std::string field = absl::StrCat("attributes['", key, "']");
+    if (value.size() > kMaxAttributeValueBytes) {
+      return too_long(field, value.size(), kMaxAttributeValueBytes);
+    }
+    if (std::string why = TextProblem(value, field); !why.empty()) {
+      return invalid(why);
+    }
+  }
+  return absl::OkStatus();
 }
 
 // Empty when `rating` is on `scale`, else why not.

@@ -335,24 +335,7 @@ absl::StatusOr<v1::PutItemsResponse> RbmrecService::PutItems(
   rows.reserve(static_cast<size_t>(request.items_size()));
   for (int i = 0; i < request.items_size(); ++i) {
     const v1::Item& item = request.items(i);
-    if (std::string why = IdProblem(item.item_id(), "item_id"); !why.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat("items[", i, "]: ", why));
-    }
-    if (std::string why = ControlCharacterProblem(item.title(), "title");
-        !why.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat("items[", i, "]: ", why));
-    }
-    for (const auto& [key, value] : item.attributes()) {
-      std::string why = ControlCharacterProblem(key, "an attributes key");
-      if (why.empty()) {
-        why = ControlCharacterProblem(value,
-                                      absl::StrCat("attributes['", key, "']"));
-      }
-      if (!why.empty()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("items[", i, "]: ", why));
-      }
-    }
+    if (absl::Status s = CheckItem(item, i); !s.ok()) return s;
     rows.push_back(store::ItemRow{item.item_id(), item.title(),
                                   AttributesJson(item.attributes())});
     ids.push_back(item.item_id());

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "absl/strings/str_format.h"
+#include "core/utf8.h"
 
 namespace rbmrec::store::internal {
 
@@ -16,6 +17,11 @@ absl::Status CheckId(std::string_view id, const char* what, size_t index,
     return absl::InvalidArgumentError(
         absl::StrFormat("%s %d: %s id is %d bytes long, the limit is %d", what,
                         index, field, id.size(), kMaxIdBytes));
+  }
+  if (const TextFlaw flaw = FirstTextFlaw(id, TextRules::kId); flaw.found()) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s %d: %s id contains %s", what, index, field,
+                        DescribeTextFlaw(flaw)));
   }
   return absl::OkStatus();
 }
