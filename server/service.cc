@@ -266,10 +266,13 @@ absl::StatusOr<v1::DeleteRatingsResponse> RbmrecService::DeleteRatings(
       store_->DeleteRatings(request.user_id(), items);
   NoteStoreStatus(deleted.status());
   caches_->InvalidateUsers({request.user_id()});
-  v1::DeleteRatingsResponse resp;
   if (!deleted.ok()) {
-    // Deleting is idempotent: a user without ratings has nothing to delete.
-    if (absl::IsNotFound(deleted.status())) return resp;
+    // As DeleteUser: an unknown user is NOT_FOUND. A known user with none
+    // of the items (or no rating left) is OK with deleted = 0.
+    if (absl::IsNotFound(deleted.status())) {
+      return absl::NotFoundError(
+          absl::StrCat("user_id '", request.user_id(), "' not found"));
+    }
     return deleted.status();
   }
   if (online && *deleted > 0) {
@@ -283,6 +286,7 @@ absl::StatusOr<v1::DeleteRatingsResponse> RbmrecService::DeleteRatings(
     }
     online_->Enqueue(std::move(events));
   }
+  v1::DeleteRatingsResponse resp;
   resp.set_deleted(*deleted);
   return resp;
 }

@@ -275,6 +275,39 @@ TEST_F(ServiceTest, DeleteRatingsAndUser) {
             absl::StatusCode::kInvalidArgument);
 }
 
+// An unknown user is NOT_FOUND in DeleteRatings as in DeleteUser; a known
+// user is OK whatever is left to delete.
+TEST_F(ServiceTest, DeleteRatingsOfAnUnknownUserIsNotFound) {
+  v1::AddRatingsRequest b;
+  *b.add_ratings() = Row("ann", "i1", 4);
+  ASSERT_TRUE(service_->AddRatings({b}).ok());
+  v1::DeleteRatingsRequest dr;
+  dr.set_user_id("ghost");
+  dr.add_item_ids("i1");
+  absl::StatusOr<v1::DeleteRatingsResponse> d = service_->DeleteRatings(dr);
+  EXPECT_EQ(d.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(d.status().message(), "user_id 'ghost' not found");
+  dr.clear_item_ids();
+  EXPECT_EQ(service_->DeleteRatings(dr).status().code(),
+            absl::StatusCode::kNotFound);
+
+  dr.set_user_id("ann");
+  dr.add_item_ids("i1");
+  d = service_->DeleteRatings(dr);
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->deleted(), 1);
+  d = service_->DeleteRatings(dr);  // again: the user stays known
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->deleted(), 0);
+
+  v1::DeleteUserRequest du;
+  du.set_user_id("ann");
+  ASSERT_TRUE(service_->DeleteUser(du).ok());
+  d = service_->DeleteRatings(dr);
+  EXPECT_EQ(d.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(d.status().message(), "user_id 'ann' not found");
+}
+
 TEST_F(ServiceTest, NoModelAndNoRatings) {
   v1::PredictRatingsRequest req;
   req.set_user_id("u1");
