@@ -4,6 +4,7 @@
 #include <openssl/evp.h>
 #include <openssl/rand.h>
 #include <openssl/sha.h>
+#include <sys/stat.h>
 
 #include <cerrno>
 #include <cstdio>
@@ -200,6 +201,30 @@ absl::StatusOr<TokenTable> TokenTable::Load(const std::string& path) {
     if (err == EACCES) return absl::PermissionDeniedError(message);
     return absl::InvalidArgumentError(message);
   }
+  // The mode of the file opened (not of the path, which may change after).
+  struct stat st;
+  if (fstat(fileno(f), &st) != 0) {
+    const int err = errno;
+    std::fclose(f);
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cannot read token file ", path, ": ", std::strerror(err)));
+  }
+  if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+    std::fclose(f);
+    char mode[8];
+    std::snprintf(mode, sizeof(mode), "%04o",
+                  static_cast<unsigned>(st.st_mode & 07777));
+    const bool group = (st.st_mode & S_IWGRP) != 0;
+    const bool others = (st.st_mode & S_IWOTH) != 0;
+    return absl::FailedPreconditionError(absl::StrCat(
+        "token file ", path, " has mode ", mode, ": writable by ",
+        group && others ? "its group and others"
+        : group         ? "its group"
+                        : "others",
+        ", who could add a client with any role; make it writable by its "
+        "owner only (chmod 600 ",
+        path, ", or chmod go-w ", path, " to keep it readable)"));
+  }
   std::string text;
   char buffer[4096];
   size_t n;
@@ -221,7 +246,14 @@ absl::StatusOr<TokenTable> TokenTable::Load(const std::string& path) {
     return absl::InvalidArgumentError(absl::StrCat(
         "token file ", path, " is larger than ", kMaxTokenFileBytes, " bytes"));
   }
-  return Parse(text, path);
+  absl::StatusOr<TokenTable> table = Parse(text, path);
+  if (table.ok() && table->entries().empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "token file ", path,
+        " has no clients: every call would be refused; add a line 'NAME ROLE "
+        "sha256:HEX' (`rbmrec-server token new NAME ROLE` prints one)"));
+  }
+  return table;
 }
 
 const TokenEntry* TokenTable::Find(absl::string_view token) const {

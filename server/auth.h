@@ -22,6 +22,13 @@
 // (A map keyed by the digest would also leak nothing useful about a token -
 // an attacker cannot choose a digest's bytes - but the linear scan needs no
 // such argument, and token files hold few clients.)
+//
+// The token file must not be writable by its group or others (mode & 022,
+// as ssh treats key files: whoever can write it can add an admin): such a
+// file is refused at start and on reload, naming the file, its mode and
+// the fix (chmod 600). A file with no client line is refused too (every
+// call would be refused). On reload, a refused file leaves the current
+// table in use.
 
 #include <array>
 #include <cstddef>
@@ -81,7 +88,11 @@ class TokenTable {
   static absl::StatusOr<TokenTable> Parse(absl::string_view text,
                                           absl::string_view file_name);
   // Reads and parses the file at `path` (at most 1 MiB). NotFound /
-  // PermissionDenied / InvalidArgument naming the file.
+  // PermissionDenied / InvalidArgument naming the file; FailedPrecondition
+  // when the file is writable by its group or others ("token file F has
+  // mode 0666: writable by its group and others, ...; make it writable by
+  // its owner only (chmod 600 F, ...)") or holds no client ("token file F
+  // has no clients: every call would be refused; ...").
   static absl::StatusOr<TokenTable> Load(const std::string& path);
 
   // The client whose token is `token`, or null (see the file comment on
