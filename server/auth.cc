@@ -26,6 +26,9 @@ namespace rbmrec::server {
 namespace {
 
 constexpr absl::string_view kHashPrefix = "sha256:";
+// The scheme of the `authorization` value, with its one space, as matched
+// (case-insensitively).
+constexpr absl::string_view kBearerScheme = "bearer ";
 constexpr size_t kMaxTokenFileBytes = 1 << 20;
 
 // The role table: every method of rbmrec.v1.Rbmrec (checked against the
@@ -103,6 +106,37 @@ Sha256Digest Sha256(absl::string_view data) {
            digest.data());
   }
   return digest;
+}
+
+bool ValidTokenSyntax(absl::string_view token) {
+  if (token.empty() ||
+      token.size() > kMaxAuthorizationBytes - kBearerScheme.size()) {
+    return false;
+  }
+  size_t i = 0;
+  for (; i < token.size(); ++i) {
+    const char c = token[i];
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '-' &&
+        c != '.' && c != '_' && c != '~' && c != '+' && c != '/') {
+      break;
+    }
+  }
+  if (i == 0) return false;  // at least one character before any '='
+  for (; i < token.size(); ++i) {
+    if (token[i] != '=') return false;
+  }
+  return true;
+}
+
+absl::string_view BearerToken(absl::string_view authorization) {
+  if (authorization.size() > kMaxAuthorizationBytes ||
+      authorization.size() <= kBearerScheme.size() ||
+      !absl::EqualsIgnoreCase(authorization.substr(0, kBearerScheme.size()),
+                              kBearerScheme)) {
+    return {};
+  }
+  const absl::string_view token = authorization.substr(kBearerScheme.size());
+  return ValidTokenSyntax(token) ? token : absl::string_view();
 }
 
 std::string TokenHashText(absl::string_view token) {
@@ -353,15 +387,17 @@ absl::Status Authorizer::CheckHeader(
   if (!authorization.has_value()) {
     return absl::UnauthenticatedError(kUnauthenticated);
   }
-  const absl::string_view value = *authorization;
-  constexpr absl::string_view kScheme = "bearer ";
-  if (value.size() <= kScheme.size() ||
-      !absl::EqualsIgnoreCase(value.substr(0, kScheme.size()), kScheme)) {
-    return absl::UnauthenticatedError(kUnauthenticated);
+  // The shape first, so that a header that cannot hold a token (too long,
+  // another scheme, extra spaces) is refused before any hashing.
+  const absl::string_view token = BearerToken(*authorization);
+  if (token.empty()) {
+    static const std::string* const kMalformed = new std::string(absl::StrCat(
+        "missing or unknown token: the authorization metadata must be "
+        "'Bearer TOKEN' (the scheme in any case, one space, then the token "
+        "alone: ",
+        kTokenSyntax, "; at most ", kMaxAuthorizationBytes, " bytes in all)"));
+    return absl::UnauthenticatedError(*kMalformed);
   }
-  const absl::string_view token =
-      absl::StripAsciiWhitespace(value.substr(kScheme.size()));
-  if (token.empty()) return absl::UnauthenticatedError(kUnauthenticated);
   // Under the reader lock rather than on a copy of the shared_ptr: two
   // atomic updates of a count shared by every event thread fewer per call.
   // Reload only takes the lock to swap the pointer.

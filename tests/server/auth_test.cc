@@ -133,13 +133,18 @@ TEST(AuthorizerTest, ChecksTheHeaderAndTheRole) {
   };
   EXPECT_EQ(check(nullptr, Role::kRead).code(),
             absl::StatusCode::kUnauthenticated);
-  for (std::string bad : {"", "Bearer", "Bearer ", "Basic t-bob", "t-bob",
-                          "Bearer t-bobx", "Bearer  ", "Token t-bob"}) {
+  for (std::string bad :
+       {"", "Bearer", "Bearer ", "Basic t-bob", "t-bob", "Bearer t-bobx",
+        "Bearer  ", "Token t-bob", "BEARER  t-bob ", "Bearer  t-bob",
+        "Bearer t-bob ", "Bearer\tt-bob", "Bearer t-bob\r\n", " Bearer t-bob",
+        "Bearer t-b ob", "Bearer =t-bob", "Bearer t-bob=x", "Bearert-bob"}) {
     absl::Status s = check(&bad, Role::kRead);
     EXPECT_EQ(s.code(), absl::StatusCode::kUnauthenticated) << bad;
     EXPECT_TRUE(absl::StartsWith(s.message(), "missing or unknown token"));
   }
-  for (std::string good : {"Bearer t-bob", "bearer t-bob", "BEARER  t-bob "}) {
+  // RFC 7235: the scheme is case-insensitive; one space, then the token.
+  for (std::string good :
+       {"Bearer t-bob", "bearer t-bob", "BEARER t-bob", "bEaReR t-bob"}) {
     EXPECT_TRUE(check(&good, Role::kRead).ok()) << good;
   }
   std::string bob = "Bearer t-bob";
@@ -259,6 +264,60 @@ TEST(AuthorizerTest, ReloadKeepsTheOldTableWhenTheNewFileIsBad) {
   EXPECT_EQ((*auth)->Check(&old_header, "X", Role::kRead, nullptr).code(),
             absl::StatusCode::kUnauthenticated);
   std::remove(path.c_str());
+}
+
+// A header that cannot hold a token is refused on its shape, before the
+// token is hashed and looked up: the answer says what shape is expected
+// rather than that the token is unknown.
+TEST(AuthorizerTest, RefusesAnOversizedOrMalformedHeaderBeforeHashing) {
+  const std::string longest(kMaxAuthorizationBytes - 7, 'k');
+  absl::StatusOr<TokenTable> table = TokenTable::Parse(
+      absl::StrCat(Line("bob", "read", "t-bob"), Line("max", "read", longest),
+                   Line("over", "read", longest + "k")),
+      "f");
+  ASSERT_TRUE(table.ok()) << table.status();
+  Authorizer auth(std::move(*table));
+  const std::string unknown_message =
+      "missing or unknown token (send the metadata 'authorization: Bearer "
+      "TOKEN')";
+  const std::string shape_message = absl::StrCat(
+      "missing or unknown token: the authorization metadata must be 'Bearer "
+      "TOKEN' (the scheme in any case, one space, then the token alone: 1 or "
+      "more of A-Z a-z 0-9 - . _ ~ + / then any number of '='; at most ",
+      kMaxAuthorizationBytes, " bytes in all)");
+  auto check = [&](const std::string& header) {
+    return auth.CheckHeader(header, "GetStats", Role::kRead, nullptr);
+  };
+  const std::string mib = absl::StrCat("Bearer ", std::string(1 << 20, 'a'));
+  EXPECT_EQ(check(mib).code(), absl::StatusCode::kUnauthenticated);
+  EXPECT_EQ(check(mib).message(), shape_message);
+  // At the limit a listed token is found; one byte more is refused on its
+  // length even though its hash is listed.
+  EXPECT_TRUE(check("Bearer " + longest).ok());
+  EXPECT_EQ(check("Bearer " + longest + "k").message(), shape_message);
+  for (const char* bad : {"Bearer t-bob ", "bearer  t-bob", "Basic t-bob",
+                          "Bearer t-bob\n", "Bearer t\xc3\xa9"}) {
+    EXPECT_EQ(check(bad).message(), shape_message) << bad;
+  }
+  EXPECT_EQ(check("Bearer t-unknown").message(), unknown_message);
+  EXPECT_EQ(check("Bearer YWJj+/9_.~-==").message(), unknown_message);
+}
+
+TEST(AuthorizerTest, TokenSyntaxIsRfc6750B64Token) {
+  for (const char* ok :
+       {"t", "t-bob", "rbmrec_3q2-7AbC", "a.b~c+d/e", "YWJj=", "YQ==", "0"}) {
+    EXPECT_TRUE(ValidTokenSyntax(ok)) << ok;
+  }
+  for (const char* bad : {"", "=", "a=b", "a b", "a\tb", "a,b", "a:b",
+                          "\xc3\xa9", "a\"b", "a\\b"}) {
+    EXPECT_FALSE(ValidTokenSyntax(bad)) << bad;
+  }
+  EXPECT_TRUE(ValidTokenSyntax(std::string(kMaxAuthorizationBytes - 7, 'a')));
+  EXPECT_FALSE(ValidTokenSyntax(std::string(kMaxAuthorizationBytes - 6, 'a')));
+  absl::StatusOr<std::string> token = NewToken();
+  ASSERT_TRUE(token.ok());
+  EXPECT_TRUE(ValidTokenSyntax(*token)) << *token;
+  EXPECT_EQ(BearerToken(absl::StrCat("bearer ", *token)), *token);
 }
 
 // As ssh treats key files: a token file that its group or others may write
