@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -26,13 +27,17 @@ absl::string_view AV(std::string_view s) {
 // Largest K a scale may have: indices are stored in a uint8_t.
 constexpr int kMaxK = 255;
 
-// Shortest decimal text that reads back as `v` ("1", "0.5", "nan", "inf").
+// Shortest decimal text that reads back as `v` ("1", "0.5", "4.000001",
+// "100000", "nan", "inf"): the fewest of 15, 16 or 17 significant digits
+// that round-trip.
 std::string FormatDouble(double v) {
   char buf[32];
-  std::snprintf(buf, sizeof(buf), "%.15g", v);
-  double back = 0;
-  if (std::isfinite(v) && (!absl::SimpleAtod(buf, &back) || back != v)) {
-    std::snprintf(buf, sizeof(buf), "%.17g", v);
+  for (int digits = 15; digits <= 17; ++digits) {
+    std::snprintf(buf, sizeof(buf), "%.*g", digits, v);
+    double back = 0;
+    if (!std::isfinite(v) || (absl::SimpleAtod(buf, &back) && back == v)) {
+      break;
+    }
   }
   return buf;
 }
@@ -157,6 +162,20 @@ absl::StatusOr<int> RatingScale::Index(double rating) const {
                      " is not on a step of the scale ", ToString()));
   }
   return k;
+}
+
+double RatingScale::StoredValue(int k) const {
+  const double exact = Value(k);
+  // Far inside Index()'s tolerance of 1e-6 * step, so the decimal found
+  // indexes back to k.
+  const double window = 1e-9 * step_;
+  char buf[32];
+  for (int digits = 1; digits <= 17; ++digits) {
+    std::snprintf(buf, sizeof(buf), "%.*g", digits, exact);
+    const double decimal = std::strtod(buf, nullptr);
+    if (std::fabs(decimal - exact) <= window) return decimal;
+  }
+  return exact;
 }
 
 std::string RatingScale::ToString() const {

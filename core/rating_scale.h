@@ -35,9 +35,16 @@ class RatingScale {
   double step() const { return step_; }
   // REQUIRES: 0 <= k < K().
   double Value(int k) const { return min_ + step_ * k; }
-  // The index k of `rating`; InvalidArgument naming the value when it is
-  // NaN/inf, off the scale, or not on a step (tolerance 1e-6 * step).
+  // The index k of `rating`; InvalidArgument naming the value (in its
+  // shortest round-trip form: "rating 4.000001 is off the scale 1:5:1")
+  // when it is NaN/inf, off the scale, or not on a step (tolerance 1e-6 *
+  // step).
   absl::StatusOr<int> Index(double rating) const;
+  // The value a rating of index k is stored as: the shortest decimal number
+  // within 1e-9 * step of Value(k), so that 1:5:1's k = 3 is exactly 4 and
+  // 0.1:1:0.1's k = 2 is 0.3 (Value(2) is 0.30000000000000004). Index() of
+  // it is k. REQUIRES: 0 <= k < K().
+  double StoredValue(int k) const;
   // "1:5:1" form, parseable by Parse().
   std::string ToString() const;
 

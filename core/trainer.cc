@@ -1,6 +1,7 @@
 #include "core/trainer.h"
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <numeric>
@@ -105,6 +106,30 @@ absl::Status ValidateTrainOptions(const TrainOptions& o) {
   auto bad = [](absl::string_view field, absl::string_view why) {
     return absl::InvalidArgumentError(absl::StrCat(field, ": ", why));
   };
+  auto shortest = [](float v) {
+    char text[32];
+    const std::to_chars_result end = std::to_chars(text, text + 32, v);
+    return std::string(text, end.ptr);
+  };
+  // A float field in [lo, hi] with open ends as flagged ("must be in [0, 1),
+  // got 1.5"). The value is shown in its shortest form and, on an open end,
+  // with a note that a value given just inside that end rounds to it in
+  // single precision (0.99999999 is 1.0f).
+  auto float_field = [&](absl::string_view field, float v, float lo,
+                         bool lo_open, float hi, bool hi_open,
+                         absl::string_view note = "") -> absl::Status {
+    if ((lo_open ? v > lo : v >= lo) && (hi_open ? v < hi : v <= hi)) {
+      return absl::OkStatus();
+    }
+    std::string why = absl::StrCat(
+        "must be in ", lo_open ? "(" : "[", shortest(lo), ", ", shortest(hi),
+        hi_open ? ")" : "]", note, ", got ", shortest(v));
+    if ((lo_open && v == lo) || (hi_open && v == hi)) {
+      absl::StrAppend(&why, " (a value that close to ", shortest(v),
+                      " rounds to it in single precision)");
+    }
+    return bad(field, why);
+  };
   if (o.hidden < 0 || o.hidden > 10000)
     return bad("hidden", "must be 1..10000 (0 = size rule)");
   if (o.max_epochs < 1 || o.max_epochs > 100000)
@@ -112,23 +137,25 @@ absl::Status ValidateTrainOptions(const TrainOptions& o) {
   if (o.batch_size < 0) return bad("batch", "must be >= 1 (0 = size rule)");
   if (o.factors < -1 || o.factors > 10000)
     return bad("factors", "must be -1 (size rule), 0 (unfactored) or 1..10000");
-  if (!(o.learning_rate >= 0 && o.learning_rate < 100))
-    return bad("lr", "must be in (0, 100)");
-  if (!(o.lr_decay > 0 && o.lr_decay <= 1))
-    return bad("lr-decay", "must be in (0, 1]");
-  if (!(o.momentum >= 0 && o.momentum < 1))
-    return bad("momentum", "must be in [0, 1)");
-  if (!(o.weight_decay >= 0 && o.weight_decay < 1))
-    return bad("weight-decay", "must be in [0, 1)");
-  if (!(o.init_std > 0 && o.init_std < 10))
-    return bad("init-std", "must be in (0, 10)");
+  for (absl::Status s : {
+           float_field("lr", o.learning_rate, 0, false, 100, true,
+                       " (0 = size rule)"),
+           float_field("lr-decay", o.lr_decay, 0, true, 1, false),
+           float_field("momentum", o.momentum, 0, false, 1, true),
+           float_field("weight-decay", o.weight_decay, 0, false, 1, true),
+           float_field("init-std", o.init_std, 0, true, 10, true),
+       }) {
+    if (!s.ok()) return s;
+  }
   if (!(o.validation_fraction >= 0 && o.validation_fraction <= 0.5))
     return bad("validation", "must be in [0, 0.5]");
   if (o.patience < 1) return bad("patience", "must be >= 1");
   if (!(o.min_improvement >= 0 && o.min_improvement < 0.1))
     return bad("min-improvement", "must be in [0, 0.1)");
-  if (!(o.average >= 0 && o.average < 1))
-    return bad("average", "must be in [0, 1)");
+  if (absl::Status s = float_field("average", o.average, 0, false, 1, true);
+      !s.ok()) {
+    return s;
+  }
   if (o.threads < 0 || o.threads > 256) return bad("threads", "must be 0..256");
   if (o.ensemble < 1 || o.ensemble > 64)
     return bad("ensemble", "must be 1..64");
@@ -136,8 +163,11 @@ absl::Status ValidateTrainOptions(const TrainOptions& o) {
     return bad("rated-hidden", "must be -1 (auto), 0 (off) or 1..10000");
   if (o.rated_max_epochs < 1 || o.rated_max_epochs > 100000)
     return bad("rated-epochs", "must be 1..100000");
-  if (!(o.rated_learning_rate > 0 && o.rated_learning_rate <= 10))
-    return bad("rated-lr", "must be in (0, 10]");
+  if (absl::Status s =
+          float_field("rated-lr", o.rated_learning_rate, 0, true, 10, false);
+      !s.ok()) {
+    return s;
+  }
   if (o.rated_factors < 0 || o.rated_factors > 10000)
     return bad("rated-factors", "must be 0 (unfactored) or 1..10000");
   return absl::OkStatus();

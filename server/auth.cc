@@ -4,6 +4,7 @@
 #include <openssl/evp.h>
 #include <openssl/rand.h>
 #include <openssl/sha.h>
+#include <sys/stat.h>
 
 #include <cerrno>
 #include <cstdio>
@@ -25,6 +26,9 @@ namespace rbmrec::server {
 namespace {
 
 constexpr absl::string_view kHashPrefix = "sha256:";
+// The scheme of the `authorization` value, with its one space, as matched
+// (case-insensitively).
+constexpr absl::string_view kBearerScheme = "bearer ";
 constexpr size_t kMaxTokenFileBytes = 1 << 20;
 
 // The role table: every method of rbmrec.v1.Rbmrec (checked against the
@@ -102,6 +106,37 @@ Sha256Digest Sha256(absl::string_view data) {
            digest.data());
   }
   return digest;
+}
+
+bool ValidTokenSyntax(absl::string_view token) {
+  if (token.empty() ||
+      token.size() > kMaxAuthorizationBytes - kBearerScheme.size()) {
+    return false;
+  }
+  size_t i = 0;
+  for (; i < token.size(); ++i) {
+    const char c = token[i];
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '-' &&
+        c != '.' && c != '_' && c != '~' && c != '+' && c != '/') {
+      break;
+    }
+  }
+  if (i == 0) return false;  // at least one character before any '='
+  for (; i < token.size(); ++i) {
+    if (token[i] != '=') return false;
+  }
+  return true;
+}
+
+absl::string_view BearerToken(absl::string_view authorization) {
+  if (authorization.size() > kMaxAuthorizationBytes ||
+      authorization.size() <= kBearerScheme.size() ||
+      !absl::EqualsIgnoreCase(authorization.substr(0, kBearerScheme.size()),
+                              kBearerScheme)) {
+    return {};
+  }
+  const absl::string_view token = authorization.substr(kBearerScheme.size());
+  return ValidTokenSyntax(token) ? token : absl::string_view();
 }
 
 std::string TokenHashText(absl::string_view token) {
@@ -200,6 +235,30 @@ absl::StatusOr<TokenTable> TokenTable::Load(const std::string& path) {
     if (err == EACCES) return absl::PermissionDeniedError(message);
     return absl::InvalidArgumentError(message);
   }
+  // The mode of the file opened (not of the path, which may change after).
+  struct stat st;
+  if (fstat(fileno(f), &st) != 0) {
+    const int err = errno;
+    std::fclose(f);
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cannot read token file ", path, ": ", std::strerror(err)));
+  }
+  if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+    std::fclose(f);
+    char mode[8];
+    std::snprintf(mode, sizeof(mode), "%04o",
+                  static_cast<unsigned>(st.st_mode & 07777));
+    const bool group = (st.st_mode & S_IWGRP) != 0;
+    const bool others = (st.st_mode & S_IWOTH) != 0;
+    return absl::FailedPreconditionError(absl::StrCat(
+        "token file ", path, " has mode ", mode, ": writable by ",
+        group && others ? "its group and others"
+        : group         ? "its group"
+                        : "others",
+        ", who could add a client with any role; make it writable by its "
+        "owner only (chmod 600 ",
+        path, ", or chmod go-w ", path, " to keep it readable)"));
+  }
   std::string text;
   char buffer[4096];
   size_t n;
@@ -221,7 +280,14 @@ absl::StatusOr<TokenTable> TokenTable::Load(const std::string& path) {
     return absl::InvalidArgumentError(absl::StrCat(
         "token file ", path, " is larger than ", kMaxTokenFileBytes, " bytes"));
   }
-  return Parse(text, path);
+  absl::StatusOr<TokenTable> table = Parse(text, path);
+  if (table.ok() && table->entries().empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "token file ", path,
+        " has no clients: every call would be refused; add a line 'NAME ROLE "
+        "sha256:HEX' (`rbmrec-server token new NAME ROLE` prints one)"));
+  }
+  return table;
 }
 
 const TokenEntry* TokenTable::Find(absl::string_view token) const {
@@ -321,15 +387,17 @@ absl::Status Authorizer::CheckHeader(
   if (!authorization.has_value()) {
     return absl::UnauthenticatedError(kUnauthenticated);
   }
-  const absl::string_view value = *authorization;
-  constexpr absl::string_view kScheme = "bearer ";
-  if (value.size() <= kScheme.size() ||
-      !absl::EqualsIgnoreCase(value.substr(0, kScheme.size()), kScheme)) {
-    return absl::UnauthenticatedError(kUnauthenticated);
+  // The shape first, so that a header that cannot hold a token (too long,
+  // another scheme, extra spaces) is refused before any hashing.
+  const absl::string_view token = BearerToken(*authorization);
+  if (token.empty()) {
+    static const std::string* const kMalformed = new std::string(absl::StrCat(
+        "missing or unknown token: the authorization metadata must be "
+        "'Bearer TOKEN' (the scheme in any case, one space, then the token "
+        "alone: ",
+        kTokenSyntax, "; at most ", kMaxAuthorizationBytes, " bytes in all)"));
+    return absl::UnauthenticatedError(*kMalformed);
   }
-  const absl::string_view token =
-      absl::StripAsciiWhitespace(value.substr(kScheme.size()));
-  if (token.empty()) return absl::UnauthenticatedError(kUnauthenticated);
   // Under the reader lock rather than on a copy of the shared_ptr: two
   // atomic updates of a count shared by every event thread fewer per call.
   // Reload only takes the lock to swap the pointer.

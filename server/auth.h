@@ -22,6 +22,23 @@
 // (A map keyed by the digest would also leak nothing useful about a token -
 // an attacker cannot choose a digest's bytes - but the linear scan needs no
 // such argument, and token files hold few clients.)
+//
+// The token file must not be writable by its group or others (mode & 022,
+// as ssh treats key files: whoever can write it can add an admin): such a
+// file is refused at start and on reload, naming the file, its mode and
+// the fix (chmod 600). A file with no client line is refused too (every
+// call would be refused). On reload, a refused file leaves the current
+// table in use.
+//
+// The `authorization` metadata must be exactly "Bearer " and the token:
+// the scheme is matched case-insensitively (RFC 7235: "bearer", "BEARER"),
+// then exactly one space, then the token with nothing after it (no
+// trailing space), the whole value at most kMaxAuthorizationBytes. The
+// token has RFC 6750's b64token syntax: one or more of A-Z a-z 0-9 - . _ ~
+// + /, then any number of '='. Tokens from `rbmrec-server token new`
+// ("rbmrec_" and 43 base64url characters) have it. The shape is checked
+// before the token is hashed, so an oversized or malformed value costs no
+// hashing.
 
 #include <array>
 #include <cstddef>
@@ -58,6 +75,21 @@ Sha256Digest Sha256(absl::string_view data);
 // The token-file form of a token's hash: "sha256:" + 64 lowercase hex.
 std::string TokenHashText(absl::string_view token);
 
+// Longest `authorization` value read: "Bearer " and a token of up to 505
+// bytes (tokens from `token new` are 50).
+inline constexpr size_t kMaxAuthorizationBytes = 512;
+// The token syntax, for messages.
+inline constexpr absl::string_view kTokenSyntax =
+    "1 or more of A-Z a-z 0-9 - . _ ~ + / then any number of '='";
+
+// Whether `token` has the syntax above (kTokenSyntax) and fits in an
+// `authorization` value of kMaxAuthorizationBytes.
+bool ValidTokenSyntax(absl::string_view token);
+// The token of an `authorization` value "Bearer TOKEN" (scheme in any
+// case, one space, ValidTokenSyntax(TOKEN), at most kMaxAuthorizationBytes
+// in all), or empty when the value is not of that shape.
+absl::string_view BearerToken(absl::string_view authorization);
+
 // Whether `name` is a valid client name: [A-Za-z0-9._@-]{1,64}.
 bool ValidClientName(absl::string_view name);
 
@@ -81,7 +113,11 @@ class TokenTable {
   static absl::StatusOr<TokenTable> Parse(absl::string_view text,
                                           absl::string_view file_name);
   // Reads and parses the file at `path` (at most 1 MiB). NotFound /
-  // PermissionDenied / InvalidArgument naming the file.
+  // PermissionDenied / InvalidArgument naming the file; FailedPrecondition
+  // when the file is writable by its group or others ("token file F has
+  // mode 0666: writable by its group and others, ...; make it writable by
+  // its owner only (chmod 600 F, ...)") or holds no client ("token file F
+  // has no clients: every call would be refused; ...").
   static absl::StatusOr<TokenTable> Load(const std::string& path);
 
   // The client whose token is `token`, or null (see the file comment on
@@ -129,9 +165,11 @@ class Authorizer {
 
   // Decides one call of `method` (a display name, e.g. "Train") that needs
   // `needed`, presented with the value of its `authorization` header
-  // (`authorization` null: no such header). Expects "Bearer <token>" (the
-  // scheme case-insensitive). UNAUTHENTICATED "missing or unknown token"
-  // when there is no usable header or the token is unknown;
+  // (`authorization` null: no such header). Expects "Bearer <token>" as
+  // BearerToken reads it, checked before any hashing. UNAUTHENTICATED
+  // "missing or unknown token (send ...)" when there is no header or the
+  // token is unknown, "missing or unknown token: the authorization metadata
+  // must be 'Bearer TOKEN' (...)" when the value is not of that shape;
   // PERMISSION_DENIED "METHOD needs the ROLE role; client 'NAME' has ROLE"
   // when the client's role is too low. `caller` (may be null) is set
   // whenever the token is known.

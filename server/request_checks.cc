@@ -1,6 +1,7 @@
 #include "server/request_checks.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstdlib>
 #include <map>
@@ -9,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/error_reason.h"
+#include "core/utf8.h"
 
 namespace rbmrec::server {
 namespace {
@@ -21,6 +23,15 @@ double JsonNumber(const std::string& json, absl::string_view key) {
   const size_t pos = json.find(needle);
   if (pos == std::string::npos) return 0;
   return std::strtod(json.c_str() + pos + needle.size(), nullptr);
+}
+
+// Shortest decimal text that reads back as `v` (std::to_chars: "0.99999999",
+// "1", "1e-50").
+template <typename T>
+std::string Shortest(T v) {
+  char buf[64];
+  const std::to_chars_result r = std::to_chars(buf, buf + sizeof(buf), v);
+  return std::string(buf, r.ptr);
 }
 
 }  // namespace
@@ -36,38 +47,70 @@ std::string IdProblem(const std::string& id, absl::string_view field) {
     return absl::StrCat(field, " is ", id.size(), " bytes long (limit ",
                         kMaxIdBytes, ")");
   }
-  return ControlCharacterProblem(id, field);
-}
-
-std::string ControlCharacterProblem(absl::string_view text,
-                                    absl::string_view field) {
-  for (size_t i = 0; i < text.size(); ++i) {
-    const auto c = static_cast<unsigned char>(text[i]);
-    if (c < 0x20 || c == 0x7f) {
-      return absl::StrFormat(
-          "%s contains the control character U+%04X at byte %d", field, c, i);
-    }
-    // U+0080..U+009F (C1 controls; 8-bit CSI is U+009B): C2 80..C2 9F.
-    if (c == 0xc2 && i + 1 < text.size()) {
-      const auto next = static_cast<unsigned char>(text[i + 1]);
-      if (next >= 0x80 && next <= 0x9f) {
-        return absl::StrFormat(
-            "%s contains the control character U+%04X at byte %d", field, next,
-            i);
-      }
-    }
+  if (const TextFlaw flaw = FirstTextFlaw(id, TextRules::kId); flaw.found()) {
+    return absl::StrCat(field, " contains ", DescribeTextFlaw(flaw));
   }
   return "";
 }
 
+std::string TextProblem(absl::string_view text, absl::string_view field) {
+  const TextFlaw flaw = FirstTextFlaw(
+      std::string_view(text.data(), text.size()), TextRules::kTitle);
+  if (!flaw.found()) return "";
+  return absl::StrCat(field, " contains ", DescribeTextFlaw(flaw));
+}
+
+absl::Status CheckItem(const v1::Item& item, int index) {
+  const std::string at = absl::StrCat("items[", index, "]: ");
+  auto invalid = [&](absl::string_view why) {
+    return absl::InvalidArgumentError(absl::StrCat(at, why));
+  };
+  auto too_long = [&](absl::string_view field, size_t bytes, size_t limit) {
+    return WithReason(invalid(absl::StrCat(field, " is ", bytes,
+                                           " bytes long (limit ", limit, ")")),
+                      kReasonLimitExceeded);
+  };
+  if (std::string why = IdProblem(item.item_id(), "item_id"); !why.empty()) {
+    return invalid(why);
+  }
+  if (item.title().size() > kMaxTitleBytes) {
+    return too_long("title", item.title().size(), kMaxTitleBytes);
+  }
+  if (std::string why = TextProblem(item.title(), "title"); !why.empty()) {
+    return invalid(why);
+  }
+  if (item.attributes_size() > kMaxItemAttributes) {
+    return WithReason(
+        invalid(absl::StrCat("attributes has ", item.attributes_size(),
+                             " entries (limit ", kMaxItemAttributes, ")")),
+        kReasonLimitExceeded);
+  }
+  for (const auto& [key, value] : item.attributes()) {
+    // The key is checked before it is echoed in a message about its value.
+    if (key.size() > kMaxAttributeKeyBytes) {
+      return too_long("an attributes key", key.size(), kMaxAttributeKeyBytes);
+    }
+    if (std::string why = TextProblem(key, "an attributes key"); !why.empty()) {
+      return invalid(why);
+    }
+    const std::string field = absl::StrCat("attributes['", key, "']");
+    if (value.size() > kMaxAttributeValueBytes) {
+      return too_long(field, value.size(), kMaxAttributeValueBytes);
+    }
+    if (std::string why = TextProblem(value, field); !why.empty()) {
+      return invalid(why);
+    }
+  }
+  return absl::OkStatus();
+}
+
 // Empty when `rating` is on `scale`, else why not.
-std::string RatingProblem(double rating, const RatingScale& scale) {
+std::string RatingProblem(double rating, const RatingScale& scale, int* index) {
   if (std::isnan(rating)) return "rating is NaN";
   if (std::isinf(rating)) return "rating is infinite";
-  if (!scale.Index(rating).ok()) {
-    return absl::StrCat("rating ", rating, " is off the scale ",
-                        scale.ToString());
-  }
+  absl::StatusOr<int> k = scale.Index(rating);
+  if (!k.ok()) return std::string(k.status().message());
+  if (index != nullptr) *index = *k;
   return "";
 }
 
@@ -208,31 +251,61 @@ absl::StatusOr<TrainJobRequest> TrainJobFromProto(
       (s = ranged("threads", r.threads(), 0, kMaxTrainThreads)).ok())
     o.threads = r.threads();
   if (!s.ok()) return s;
-  if (r.has_learning_rate()) {
-    if (!(r.learning_rate() > 0 && r.learning_rate() < 100))
-      return bad("learning_rate", "must be in (0, 100)");
-    o.learning_rate = static_cast<float>(r.learning_rate());
+  // A float option sent as a double, in the range [lo, hi] with open ends
+  // as flagged: checked as sent, then as the float training uses, which
+  // may have rounded onto an open end (0.99999999 is 1.0f, 1e-50 is 0.0f).
+  auto float_option = [&](absl::string_view field, double v, double lo,
+                          bool lo_open, double hi, bool hi_open,
+                          float* out) -> absl::Status {
+    auto inside = [&](double x) {
+      return (lo_open ? x > lo : x >= lo) && (hi_open ? x < hi : x <= hi);
+    };
+    if (!inside(v)) {
+      return bad(field,
+                 absl::StrCat("must be in ", lo_open ? "(" : "[", Shortest(lo),
+                              ", ", Shortest(hi), hi_open ? ")" : "]", ", got ",
+                              Shortest(v)));
+    }
+    const float f = static_cast<float>(v);
+    if (!inside(f)) {
+      const bool at_lo = f <= lo;
+      return bad(field,
+                 absl::StrCat(Shortest(v), " rounds to ", Shortest(f),
+                              " in single precision; must be ",
+                              at_lo ? "> " : "< ", Shortest(at_lo ? lo : hi)));
+    }
+    *out = f;
+    return absl::OkStatus();
+  };
+  if (r.has_learning_rate() &&
+      !(s = float_option("learning_rate", r.learning_rate(), 0, true, 100, true,
+                         &o.learning_rate))
+           .ok()) {
+    return s;
   }
-  if (r.has_momentum()) {
-    if (!(r.momentum() >= 0 && r.momentum() < 1))
-      return bad("momentum", "must be in [0, 1)");
-    o.momentum = static_cast<float>(r.momentum());
+  if (r.has_momentum() && !(s = float_option("momentum", r.momentum(), 0, false,
+                                             1, true, &o.momentum))
+                               .ok()) {
+    return s;
   }
-  if (r.has_weight_decay()) {
-    if (!(r.weight_decay() >= 0 && r.weight_decay() < 1))
-      return bad("weight_decay", "must be in [0, 1)");
-    o.weight_decay = static_cast<float>(r.weight_decay());
+  if (r.has_weight_decay() &&
+      !(s = float_option("weight_decay", r.weight_decay(), 0, false, 1, true,
+                         &o.weight_decay))
+           .ok()) {
+    return s;
   }
-  if (r.has_average()) {
-    if (!(r.average() >= 0 && r.average() < 1))
-      return bad("average", "must be in [0, 1)");
-    o.average = static_cast<float>(r.average());
+  if (r.has_average() &&
+      !(s = float_option("average", r.average(), 0, false, 1, true, &o.average))
+           .ok()) {
+    return s;
   }
   if (r.has_ordinal()) o.ordinal = r.ordinal();
   if (r.has_seed()) o.seed = r.seed();
   if (r.has_validation_fraction()) {
     if (!(r.validation_fraction() >= 0 && r.validation_fraction() <= 0.5))
-      return bad("validation_fraction", "must be in [0, 0.5]");
+      return bad("validation_fraction",
+                 absl::StrCat("must be in [0, 0.5], got ",
+                              Shortest(r.validation_fraction())));
     o.validation_fraction = r.validation_fraction();
   }
   Activation policy = default_policy;

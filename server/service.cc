@@ -175,14 +175,21 @@ absl::Status RbmrecService::AddRatingsSession::AddBatch(
   std::vector<store::RatingRow> rows;
   rows.reserve(static_cast<size_t>(n));
   int64_t rejected = 0;
+  const RatingScale& scale = svc.options_.scale;
+  // RatingScale::StoredValue of each index, computed when first needed.
+  std::vector<double> stored(static_cast<size_t>(scale.K()), std::nan(""));
   for (int i = 0; i < n; ++i) {
     const v1::Rating& r = request.ratings(i);
     std::string why = IdProblem(r.user_id(), "user_id");
     if (why.empty()) why = IdProblem(r.item_id(), "item_id");
-    if (why.empty()) why = RatingProblem(r.rating(), svc.options_.scale);
+    int k = 0;
+    if (why.empty()) why = RatingProblem(r.rating(), scale, &k);
     if (why.empty()) {
-      rows.push_back(store::RatingRow{r.user_id(), r.item_id(), r.rating(),
-                                      r.timestamp()});
+      // Stored as the scale's value it snaps to (4.0000001 on 1:5:1 is
+      // stored as 4), never as sent.
+      if (std::isnan(stored[k])) stored[k] = scale.StoredValue(k);
+      rows.push_back(
+          store::RatingRow{r.user_id(), r.item_id(), stored[k], r.timestamp()});
       continue;
     }
     ++rejected;
@@ -261,10 +268,13 @@ absl::StatusOr<v1::DeleteRatingsResponse> RbmrecService::DeleteRatings(
       store_->DeleteRatings(request.user_id(), items);
   NoteStoreStatus(deleted.status());
   caches_->InvalidateUsers({request.user_id()});
-  v1::DeleteRatingsResponse resp;
   if (!deleted.ok()) {
-    // Deleting is idempotent: a user without ratings has nothing to delete.
-    if (absl::IsNotFound(deleted.status())) return resp;
+    // As DeleteUser: an unknown user is NOT_FOUND. A known user with none
+    // of the items (or no rating left) is OK with deleted = 0.
+    if (absl::IsNotFound(deleted.status())) {
+      return absl::NotFoundError(
+          absl::StrCat("user_id '", request.user_id(), "' not found"));
+    }
     return deleted.status();
   }
   if (online && *deleted > 0) {
@@ -278,6 +288,7 @@ absl::StatusOr<v1::DeleteRatingsResponse> RbmrecService::DeleteRatings(
     }
     online_->Enqueue(std::move(events));
   }
+  v1::DeleteRatingsResponse resp;
   resp.set_deleted(*deleted);
   return resp;
 }
@@ -400,24 +411,7 @@ absl::StatusOr<v1::PutItemsResponse> RbmrecService::PutItems(
   rows.reserve(static_cast<size_t>(request.items_size()));
   for (int i = 0; i < request.items_size(); ++i) {
     const v1::Item& item = request.items(i);
-    if (std::string why = IdProblem(item.item_id(), "item_id"); !why.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat("items[", i, "]: ", why));
-    }
-    if (std::string why = ControlCharacterProblem(item.title(), "title");
-        !why.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat("items[", i, "]: ", why));
-    }
-    for (const auto& [key, value] : item.attributes()) {
-      std::string why = ControlCharacterProblem(key, "an attributes key");
-      if (why.empty()) {
-        why = ControlCharacterProblem(value,
-                                      absl::StrCat("attributes['", key, "']"));
-      }
-      if (!why.empty()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("items[", i, "]: ", why));
-      }
-    }
+    if (absl::Status s = CheckItem(item, i); !s.ok()) return s;
     rows.push_back(store::ItemRow{item.item_id(), item.title(),
                                   AttributesJson(item.attributes())});
     ids.push_back(item.item_id());

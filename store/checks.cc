@@ -6,6 +6,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "core/utf8.h"
 
 namespace rbmrec::store::internal {
 
@@ -19,6 +20,11 @@ absl::Status CheckId(std::string_view id, const char* what, size_t index,
     return absl::InvalidArgumentError(
         absl::StrFormat("%s %d: %s id is %d bytes long, the limit is %d", what,
                         index, field, id.size(), kMaxIdBytes));
+  }
+  if (const TextFlaw flaw = FirstTextFlaw(id, TextRules::kId); flaw.found()) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s %d: %s id contains %s", what, index, field,
+                        DescribeTextFlaw(flaw)));
   }
   return absl::OkStatus();
 }

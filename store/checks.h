@@ -19,8 +19,15 @@
 
 namespace rbmrec::store::internal {
 
-// An id is non-empty and at most kMaxIdBytes long; errors read
-// "<what> <index>: ...", e.g. "row 17: empty item id".
+// An id is non-empty, at most kMaxIdBytes long, and well-formed UTF-8 of
+// ordinary code points (core/utf8.h's TextRules::kId: no control
+// character, line or paragraph separator, or bidirectional formatting
+// character or mark), the rules the server's IdProblem applies to every
+// RPC. Errors read "<what> <index>: ...", e.g. "row 17: empty item id",
+// "row 2: user id contains the line separator U+2028 at byte 1". Checked
+// where ids are created (UpsertRatings, PutItems), not where they are
+// looked up or deleted: the store still finds and deletes an id stored
+// before a rule existed.
 absl::Status CheckId(std::string_view id, const char* what, size_t index,
                      const char* field);
 

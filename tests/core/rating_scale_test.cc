@@ -169,6 +169,44 @@ TEST(RatingScaleTest, IndexErrorsNameTheValue) {
       HasSubstr("rating inf is not finite"));
 }
 
+TEST(RatingScaleTest, IndexErrorsShowEnoughDigitsToSeeWhy) {
+  const RatingScale five;
+  EXPECT_THAT(Message(five.Index(4.000001).status()),
+              HasSubstr("rating 4.000001 is not on a step of the scale 1:5:1"));
+  EXPECT_THAT(Message(five.Index(5.00001).status()),
+              HasSubstr("rating 5.00001 is off the scale 1:5:1"));
+  // 16 significant digits where 16 suffice (not 17).
+  EXPECT_THAT(Message(five.Index(5.000000000000001 + 1).status()),
+              HasSubstr("rating 6.000000000000001 is off"));
+}
+
+TEST(RatingScaleTest, StoredValueIsTheDecimalOfTheIndex) {
+  const RatingScale five;
+  for (int k = 0; k < five.K(); ++k) EXPECT_EQ(five.StoredValue(k), k + 1.0);
+  // Within the tolerance: accepted, and snapped to the scale's value.
+  auto k = five.Index(4.0000001);
+  ASSERT_TRUE(k.ok()) << k.status();
+  EXPECT_EQ(five.StoredValue(*k), 4.0);
+
+  auto tenths = RatingScale::Create(0.1, 1, 0.1);
+  ASSERT_TRUE(tenths.ok()) << tenths.status();
+  EXPECT_NE(tenths->Value(2), 0.3);  // 0.30000000000000004
+  EXPECT_EQ(tenths->StoredValue(2), 0.3);
+  for (int i = 0; i < tenths->K(); ++i) {
+    auto back = tenths->Index(tenths->StoredValue(i));
+    ASSERT_TRUE(back.ok()) << back.status();
+    EXPECT_EQ(*back, i);
+  }
+  // Small steps away from zero: many digits, and each indexes back.
+  auto far = RatingScale::Create(1000, 1000.254, 0.001);
+  ASSERT_TRUE(far.ok()) << far.status();
+  for (int i = 0; i < far->K(); ++i) {
+    auto back = far->Index(far->StoredValue(i));
+    ASSERT_TRUE(back.ok()) << back.status();
+    EXPECT_EQ(*back, i);
+  }
+}
+
 TEST(RatingScaleTest, InferIntegerScale) {
   auto scale = RatingScale::Infer({3, 1, 5, 2, 4, 4});
   ASSERT_TRUE(scale.ok()) << scale.status();

@@ -551,6 +551,36 @@ TEST(Trainer, RejectsBadOptionsNamingTheField) {
             absl::StatusCode::kFailedPrecondition);
 }
 
+// A float option on an open end of its range, as a value given just inside
+// it becomes (the server's --momentum 0.99999999 is 1.0f): the message
+// shows the value and says why.
+TEST(Trainer, ValidateSaysWhenAFloatRoundedOntoAnOpenEnd) {
+  TrainOptions o;
+  o.momentum = static_cast<float>(0.99999999);
+  ASSERT_EQ(o.momentum, 1.0f);
+  EXPECT_EQ(ValidateTrainOptions(o).message(),
+            "momentum: must be in [0, 1), got 1 (a value that close to 1 "
+            "rounds to it in single precision)");
+  o = TrainOptions();
+  o.average = 1.5f;
+  EXPECT_EQ(ValidateTrainOptions(o).message(),
+            "average: must be in [0, 1), got 1.5");
+  o = TrainOptions();
+  o.weight_decay = 1.0000001f;
+  EXPECT_EQ(ValidateTrainOptions(o).message(),
+            "weight-decay: must be in [0, 1), got 1.0000001");
+  o = TrainOptions();
+  o.lr_decay = static_cast<float>(1e-50);
+  EXPECT_EQ(ValidateTrainOptions(o).message(),
+            "lr-decay: must be in (0, 1], got 0 (a value that close to 0 "
+            "rounds to it in single precision)");
+  o = TrainOptions();
+  o.learning_rate = 100;
+  EXPECT_EQ(ValidateTrainOptions(o).message(),
+            "lr: must be in [0, 100) (0 = size rule), got 100 (a value that "
+            "close to 100 rounds to it in single precision)");
+}
+
 // The size rule for hidden units, batch size and learning rate left at 0,
 // and that FitModel records what it trained with.
 TEST(Trainer, SizeRuleForBatchAndLearningRate) {

@@ -40,5 +40,58 @@ TEST(Utf8Test, FirstInvalid) {
   EXPECT_FALSE(IsValidUtf8("\xC3"));
 }
 
+TEST(Utf8Test, KindsOfCodePoints) {
+  for (uint32_t cp : {0x00u, 0x1Bu, 0x1Fu, 0x7Fu, 0x80u, 0x9Bu, 0x9Fu}) {
+    EXPECT_EQ(KindOf(cp), CodePointKind::kControl) << cp;
+  }
+  for (uint32_t cp : {0x2028u, 0x2029u}) {
+    EXPECT_EQ(KindOf(cp), CodePointKind::kSeparator) << cp;
+  }
+  for (uint32_t cp = 0x202A; cp <= 0x202E; ++cp) {
+    EXPECT_EQ(KindOf(cp), CodePointKind::kBidiFormatting) << cp;
+  }
+  for (uint32_t cp = 0x2066; cp <= 0x2069; ++cp) {
+    EXPECT_EQ(KindOf(cp), CodePointKind::kBidiFormatting) << cp;
+  }
+  for (uint32_t cp : {0x200Eu, 0x200Fu, 0x061Cu}) {
+    EXPECT_EQ(KindOf(cp), CodePointKind::kBidiMark) << cp;
+  }
+  for (uint32_t cp : {0x20u, 0x7Eu, 0xA0u, 0xE9u, 0x061Bu, 0x05D0u, 0x200Du,
+                      0x2027u, 0x202Fu, 0x2065u, 0x206Au, 0x1F600u}) {
+    EXPECT_EQ(KindOf(cp), CodePointKind::kOrdinary) << cp;
+  }
+}
+
+TEST(Utf8Test, TextFlawsOfIdsAndTitles) {
+  auto flaw = [](std::string_view s, TextRules rules) {
+    const TextFlaw f = FirstTextFlaw(s, rules);
+    return f.found() ? DescribeTextFlaw(f) : std::string("none");
+  };
+  for (TextRules rules : {TextRules::kId, TextRules::kTitle}) {
+    EXPECT_EQ(flaw("", rules), "none");
+    EXPECT_EQ(flaw("caf\xC3\xA9 \xF0\x9F\x98\x80", rules), "none");
+    EXPECT_EQ(flaw("a\tb", rules), "the control character U+0009 at byte 1");
+    EXPECT_EQ(flaw("x\xC2\x9B", rules),
+              "the control character U+009B at byte 1");
+    EXPECT_EQ(flaw("\xE2\x80\xA8", rules),
+              "the line separator U+2028 at byte 0");
+    EXPECT_EQ(flaw("ab\xE2\x80\xA9", rules),
+              "the paragraph separator U+2029 at byte 2");
+    EXPECT_EQ(flaw("x\xE2\x80\xAE", rules),
+              "the bidirectional formatting character U+202E at byte 1");
+    EXPECT_EQ(flaw("x\xE2\x81\xA9", rules),
+              "the bidirectional formatting character U+2069 at byte 1");
+    EXPECT_EQ(flaw("caf\xE9", rules), "invalid UTF-8 at byte 3");
+    EXPECT_EQ(flaw("\xED\xA0\x80", rules), "invalid UTF-8 at byte 0");
+  }
+  // The marks: not in ids, allowed in titles.
+  EXPECT_EQ(flaw("a\xE2\x80\x8F", TextRules::kId),
+            "the bidirectional mark U+200F at byte 1");
+  EXPECT_EQ(flaw("\xD8\x9C", TextRules::kId),
+            "the bidirectional mark U+061C at byte 0");
+  EXPECT_EQ(flaw("a\xE2\x80\x8E\xE2\x80\x8F\xD8\x9C", TextRules::kTitle),
+            "none");
+}
+
 }  // namespace
 }  // namespace rbmrec

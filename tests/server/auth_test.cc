@@ -3,6 +3,8 @@
 
 #include "server/auth.h"
 
+#include <sys/stat.h>
+
 #include <atomic>
 #include <cstdio>
 #include <fstream>
@@ -26,6 +28,13 @@ namespace {
 std::string Line(const std::string& name, const std::string& role,
                  const std::string& token) {
   return absl::StrCat(name, " ", role, " ", TokenHashText(token), "\n");
+}
+
+// Writes a token file with `mode` (whatever the umask).
+void WriteTokenFile(const std::string& path, const std::string& text,
+                    mode_t mode = 0600) {
+  std::ofstream(path, std::ios::trunc) << text;
+  ASSERT_EQ(chmod(path.c_str(), mode), 0) << path;
 }
 
 TEST(TokenHashTest, IsSha256OfTheTokenBytesInLowercaseHex) {
@@ -124,13 +133,18 @@ TEST(AuthorizerTest, ChecksTheHeaderAndTheRole) {
   };
   EXPECT_EQ(check(nullptr, Role::kRead).code(),
             absl::StatusCode::kUnauthenticated);
-  for (std::string bad : {"", "Bearer", "Bearer ", "Basic t-bob", "t-bob",
-                          "Bearer t-bobx", "Bearer  ", "Token t-bob"}) {
+  for (std::string bad :
+       {"", "Bearer", "Bearer ", "Basic t-bob", "t-bob", "Bearer t-bobx",
+        "Bearer  ", "Token t-bob", "BEARER  t-bob ", "Bearer  t-bob",
+        "Bearer t-bob ", "Bearer\tt-bob", "Bearer t-bob\r\n", " Bearer t-bob",
+        "Bearer t-b ob", "Bearer =t-bob", "Bearer t-bob=x", "Bearert-bob"}) {
     absl::Status s = check(&bad, Role::kRead);
     EXPECT_EQ(s.code(), absl::StatusCode::kUnauthenticated) << bad;
     EXPECT_TRUE(absl::StartsWith(s.message(), "missing or unknown token"));
   }
-  for (std::string good : {"Bearer t-bob", "bearer t-bob", "BEARER  t-bob "}) {
+  // RFC 7235: the scheme is case-insensitive; one space, then the token.
+  for (std::string good :
+       {"Bearer t-bob", "bearer t-bob", "BEARER t-bob", "bEaReR t-bob"}) {
     EXPECT_TRUE(check(&good, Role::kRead).ok()) << good;
   }
   std::string bob = "Bearer t-bob";
@@ -186,8 +200,8 @@ TEST(AuthorizerTest, CheckHeaderReadsOnlyTheViewAndAgreesWithCheck) {
 TEST(AuthorizerTest, ChecksRunningWhileTheFileIsReloadedSeeOneTableOrTheOther) {
   const std::string path =
       absl::StrCat(::testing::TempDir(), "/auth_test_concurrent_tokens.txt");
-  std::ofstream(path, std::ios::trunc)
-      << Line("a", "read", "t-a") << Line("b", "admin", "t-b");
+  WriteTokenFile(
+      path, absl::StrCat(Line("a", "read", "t-a"), Line("b", "admin", "t-b")));
   absl::StatusOr<std::unique_ptr<Authorizer>> auth = Authorizer::Create(path);
   ASSERT_TRUE(auth.ok()) << auth.status();
   // The two files differ only in b's role: every check of b must give
@@ -210,9 +224,9 @@ TEST(AuthorizerTest, ChecksRunningWhileTheFileIsReloadedSeeOneTableOrTheOther) {
     });
   }
   for (int i = 0; i < 50; ++i) {
-    std::ofstream(path, std::ios::trunc)
-        << Line("a", "read", "t-a")
-        << Line("b", i % 2 == 0 ? "read" : "admin", "t-b");
+    WriteTokenFile(
+        path, absl::StrCat(Line("a", "read", "t-a"),
+                           Line("b", i % 2 == 0 ? "read" : "admin", "t-b")));
     ASSERT_TRUE((*auth)->Reload().ok());
   }
   stop = true;
@@ -224,9 +238,7 @@ TEST(AuthorizerTest, ChecksRunningWhileTheFileIsReloadedSeeOneTableOrTheOther) {
 TEST(AuthorizerTest, ReloadKeepsTheOldTableWhenTheNewFileIsBad) {
   const std::string path =
       absl::StrCat(::testing::TempDir(), "/auth_test_tokens.txt");
-  auto write = [&](const std::string& text) {
-    std::ofstream(path, std::ios::trunc) << text;
-  };
+  auto write = [&](const std::string& text) { WriteTokenFile(path, text); };
   write(Line("old", "admin", "t-old"));
   absl::StatusOr<std::unique_ptr<Authorizer>> auth = Authorizer::Create(path);
   ASSERT_TRUE(auth.ok()) << auth.status();
@@ -251,6 +263,132 @@ TEST(AuthorizerTest, ReloadKeepsTheOldTableWhenTheNewFileIsBad) {
   EXPECT_TRUE((*auth)->Check(&new_header, "X", Role::kRead, nullptr).ok());
   EXPECT_EQ((*auth)->Check(&old_header, "X", Role::kRead, nullptr).code(),
             absl::StatusCode::kUnauthenticated);
+  std::remove(path.c_str());
+}
+
+// A header that cannot hold a token is refused on its shape, before the
+// token is hashed and looked up: the answer says what shape is expected
+// rather than that the token is unknown.
+TEST(AuthorizerTest, RefusesAnOversizedOrMalformedHeaderBeforeHashing) {
+  const std::string longest(kMaxAuthorizationBytes - 7, 'k');
+  absl::StatusOr<TokenTable> table = TokenTable::Parse(
+      absl::StrCat(Line("bob", "read", "t-bob"), Line("max", "read", longest),
+                   Line("over", "read", longest + "k")),
+      "f");
+  ASSERT_TRUE(table.ok()) << table.status();
+  Authorizer auth(std::move(*table));
+  const std::string unknown_message =
+      "missing or unknown token (send the metadata 'authorization: Bearer "
+      "TOKEN')";
+  const std::string shape_message = absl::StrCat(
+      "missing or unknown token: the authorization metadata must be 'Bearer "
+      "TOKEN' (the scheme in any case, one space, then the token alone: 1 or "
+      "more of A-Z a-z 0-9 - . _ ~ + / then any number of '='; at most ",
+      kMaxAuthorizationBytes, " bytes in all)");
+  auto check = [&](const std::string& header) {
+    return auth.CheckHeader(header, "GetStats", Role::kRead, nullptr);
+  };
+  const std::string mib = absl::StrCat("Bearer ", std::string(1 << 20, 'a'));
+  EXPECT_EQ(check(mib).code(), absl::StatusCode::kUnauthenticated);
+  EXPECT_EQ(check(mib).message(), shape_message);
+  // At the limit a listed token is found; one byte more is refused on its
+  // length even though its hash is listed.
+  EXPECT_TRUE(check("Bearer " + longest).ok());
+  EXPECT_EQ(check("Bearer " + longest + "k").message(), shape_message);
+  for (const char* bad : {"Bearer t-bob ", "bearer  t-bob", "Basic t-bob",
+                          "Bearer t-bob\n", "Bearer t\xc3\xa9"}) {
+    EXPECT_EQ(check(bad).message(), shape_message) << bad;
+  }
+  EXPECT_EQ(check("Bearer t-unknown").message(), unknown_message);
+  EXPECT_EQ(check("Bearer YWJj+/9_.~-==").message(), unknown_message);
+}
+
+TEST(AuthorizerTest, TokenSyntaxIsRfc6750B64Token) {
+  for (const char* ok :
+       {"t", "t-bob", "rbmrec_3q2-7AbC", "a.b~c+d/e", "YWJj=", "YQ==", "0"}) {
+    EXPECT_TRUE(ValidTokenSyntax(ok)) << ok;
+  }
+  for (const char* bad : {"", "=", "a=b", "a b", "a\tb", "a,b", "a:b",
+                          "\xc3\xa9", "a\"b", "a\\b"}) {
+    EXPECT_FALSE(ValidTokenSyntax(bad)) << bad;
+  }
+  EXPECT_TRUE(ValidTokenSyntax(std::string(kMaxAuthorizationBytes - 7, 'a')));
+  EXPECT_FALSE(ValidTokenSyntax(std::string(kMaxAuthorizationBytes - 6, 'a')));
+  absl::StatusOr<std::string> token = NewToken();
+  ASSERT_TRUE(token.ok());
+  EXPECT_TRUE(ValidTokenSyntax(*token)) << *token;
+  EXPECT_EQ(BearerToken(absl::StrCat("bearer ", *token)), *token);
+}
+
+// As ssh treats key files: a token file that its group or others may write
+// (who could add an admin) is refused, at start and on reload.
+TEST(AuthorizerTest, RefusesATokenFileWritableByGroupOrOthers) {
+  const std::string path =
+      absl::StrCat(::testing::TempDir(), "/auth_test_mode_tokens.txt");
+  const std::string text = Line("alice", "admin", "t-alice");
+  struct Case {
+    mode_t mode;
+    std::string writable_by;
+  };
+  for (const Case& c : {Case{0666, "its group and others"},
+                        Case{0620, "its group"}, Case{0602, "others"}}) {
+    WriteTokenFile(path, text, c.mode);
+    absl::StatusOr<std::unique_ptr<Authorizer>> auth = Authorizer::Create(path);
+    ASSERT_FALSE(auth.ok()) << c.mode;
+    EXPECT_EQ(auth.status().code(), absl::StatusCode::kFailedPrecondition);
+    char mode[8];
+    std::snprintf(mode, sizeof(mode), "%04o", static_cast<unsigned>(c.mode));
+    EXPECT_EQ(
+        auth.status().message(),
+        absl::StrCat("token file ", path, " has mode ", mode, ": writable by ",
+                     c.writable_by,
+                     ", who could add a client with any role; make it "
+                     "writable by its owner only (chmod 600 ",
+                     path, ", or chmod go-w ", path, " to keep it readable)"));
+  }
+  for (mode_t mode : {0600, 0644, 0400, 0640}) {
+    WriteTokenFile(path, text, mode);
+    EXPECT_TRUE(Authorizer::Create(path).ok()) << mode;
+  }
+
+  WriteTokenFile(path, text, 0600);
+  absl::StatusOr<std::unique_ptr<Authorizer>> auth = Authorizer::Create(path);
+  ASSERT_TRUE(auth.ok()) << auth.status();
+  WriteTokenFile(path, Line("mallory", "admin", "t-mallory"), 0666);
+  absl::Status reload = (*auth)->Reload();
+  EXPECT_EQ(reload.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(absl::StrContains(reload.message(), "mode 0666")) << reload;
+  const std::string alice = "Bearer t-alice", mallory = "Bearer t-mallory";
+  EXPECT_TRUE((*auth)->Check(&alice, "Train", Role::kAdmin, nullptr).ok());
+  EXPECT_FALSE((*auth)->Check(&mallory, "Train", Role::kRead, nullptr).ok());
+  std::remove(path.c_str());
+}
+
+TEST(AuthorizerTest, RefusesATokenFileWithoutClients) {
+  const std::string path =
+      absl::StrCat(::testing::TempDir(), "/auth_test_empty_tokens.txt");
+  for (const std::string text : {"", "\n\n", "# no clients yet\n  \n"}) {
+    WriteTokenFile(path, text);
+    absl::StatusOr<std::unique_ptr<Authorizer>> auth = Authorizer::Create(path);
+    ASSERT_FALSE(auth.ok());
+    EXPECT_EQ(auth.status().code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_EQ(auth.status().message(),
+              absl::StrCat("token file ", path,
+                           " has no clients: every call would be refused; add "
+                           "a line 'NAME ROLE sha256:HEX' (`rbmrec-server "
+                           "token new NAME ROLE` prints one)"));
+  }
+  // On reload the table in use stays.
+  WriteTokenFile(path, Line("alice", "read", "t-alice"));
+  absl::StatusOr<std::unique_ptr<Authorizer>> auth = Authorizer::Create(path);
+  ASSERT_TRUE(auth.ok()) << auth.status();
+  WriteTokenFile(path, "# emptied by mistake\n");
+  absl::Status reload = (*auth)->Reload();
+  EXPECT_EQ(reload.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(absl::StrContains(reload.message(), "has no clients")) << reload;
+  const std::string alice = "Bearer t-alice";
+  EXPECT_TRUE((*auth)->Check(&alice, "GetStats", Role::kRead, nullptr).ok());
+  EXPECT_EQ((*auth)->table()->entries().size(), 1u);
   std::remove(path.c_str());
 }
 

@@ -193,6 +193,31 @@ TEST_F(ServiceTest, AddRatingsValidatesEachRow) {
   EXPECT_EQ(st->ratings(), 2);
 }
 
+TEST_F(ServiceTest, AddRatingsStoresTheScaleValueAndSaysWhyARatingIsOff) {
+  v1::AddRatingsRequest b;
+  *b.add_ratings() = Row("u1", "i1", 4.0000001);  // within the tolerance
+  *b.add_ratings() = Row("u1", "i2", 4.000001);   // not on a step
+  *b.add_ratings() = Row("u1", "i3", 5.00001);    // off the scale
+  *b.add_ratings() = Row("u1", "i4", 1 - 1e-9);   // within the tolerance
+  absl::StatusOr<v1::AddRatingsResponse> r = service_->AddRatings({b});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->accepted(), 2);
+  ASSERT_EQ(r->rejected_rows_size(), 2);
+  EXPECT_EQ(r->rejected_rows(0).reason(),
+            "batch 0 row 1: rating 4.000001 is not on a step of the scale "
+            "1:5:1");
+  EXPECT_EQ(r->rejected_rows(1).reason(),
+            "batch 0 row 2: rating 5.00001 is off the scale 1:5:1");
+  absl::StatusOr<std::vector<store::UserRating>> got =
+      store_->GetUserRatings("u1");
+  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_EQ(got->size(), 2u);
+  EXPECT_EQ((*got)[0].item, "i1");
+  EXPECT_EQ((*got)[0].rating, 4.0);  // exactly, not 4.0000001
+  EXPECT_EQ((*got)[1].item, "i4");
+  EXPECT_EQ((*got)[1].rating, 1.0);
+}
+
 TEST_F(ServiceTest, OversizedBatchFailsAndStoresNothingOfIt) {
   v1::AddRatingsRequest small;
   *small.add_ratings() = Row("u1", "i1", 4);
@@ -248,6 +273,39 @@ TEST_F(ServiceTest, DeleteRatingsAndUser) {
   du.set_user_id("");
   EXPECT_EQ(service_->DeleteUser(du).status().code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+// An unknown user is NOT_FOUND in DeleteRatings as in DeleteUser; a known
+// user is OK whatever is left to delete.
+TEST_F(ServiceTest, DeleteRatingsOfAnUnknownUserIsNotFound) {
+  v1::AddRatingsRequest b;
+  *b.add_ratings() = Row("ann", "i1", 4);
+  ASSERT_TRUE(service_->AddRatings({b}).ok());
+  v1::DeleteRatingsRequest dr;
+  dr.set_user_id("ghost");
+  dr.add_item_ids("i1");
+  absl::StatusOr<v1::DeleteRatingsResponse> d = service_->DeleteRatings(dr);
+  EXPECT_EQ(d.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(d.status().message(), "user_id 'ghost' not found");
+  dr.clear_item_ids();
+  EXPECT_EQ(service_->DeleteRatings(dr).status().code(),
+            absl::StatusCode::kNotFound);
+
+  dr.set_user_id("ann");
+  dr.add_item_ids("i1");
+  d = service_->DeleteRatings(dr);
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->deleted(), 1);
+  d = service_->DeleteRatings(dr);  // again: the user stays known
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->deleted(), 0);
+
+  v1::DeleteUserRequest du;
+  du.set_user_id("ann");
+  ASSERT_TRUE(service_->DeleteUser(du).ok());
+  d = service_->DeleteRatings(dr);
+  EXPECT_EQ(d.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(d.status().message(), "user_id 'ann' not found");
 }
 
 TEST_F(ServiceTest, NoModelAndNoRatings) {

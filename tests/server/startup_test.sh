@@ -6,6 +6,7 @@
 set -uo pipefail
 server=${1:?usage: startup_test.sh RBMREC_SERVER MAKE_TEST_CERTS_SH}
 make_certs=${2:?usage: startup_test.sh RBMREC_SERVER MAKE_TEST_CERTS_SH}
+umask 022  # the token files below are 0644 unless a check says otherwise
 work=$(mktemp -d)
 pid=
 cleanup() {
@@ -101,6 +102,20 @@ run_exit --listen 127.0.0.1:0 --db "$db" --auth-tokens "$work/bad-tokens"
   pass "a bad token file fails naming FILE:LINE, never echoing the token" ||
   fail "bad token file: rc=$rc [$err]"
 
+# A token file others or its group may write is refused (as ssh refuses key
+# files), naming the file, its mode and the fix; so is one without clients.
+cp "$work/tokens" "$work/open-tokens"
+chmod 0666 "$work/open-tokens"
+run_exit --listen 127.0.0.1:0 --db "$db" --auth-tokens "$work/open-tokens"
+[[ $rc == 1 && $err == *"token file $work/open-tokens has mode 0666"* &&
+  $err == *"chmod 600 $work/open-tokens"* ]] &&
+  pass "a token file writable by others fails naming the file, mode and fix" ||
+  fail "0666 token file: rc=$rc [$err]"
+printf '# nobody yet\n' >"$work/no-clients"
+run_exit --listen 127.0.0.1:0 --db "$db" --auth-tokens "$work/no-clients"
+[[ $rc == 1 && $err == *"token file $work/no-clients has no clients: every call would be refused"* ]] &&
+  pass "a token file without clients fails" || fail "empty token file: rc=$rc [$err]"
+
 # --- TLS file checks before binding
 run_exit --listen 127.0.0.1:0 --db "$db" --tls-cert "$c/server.pem"
 [[ $rc == 1 && $err == *--tls-key* ]] && pass "--tls-cert needs --tls-key" ||
@@ -141,7 +156,18 @@ if start --listen 0.0.0.0:0 --db "$db" --tls-cert "$work/cert.pem" \
     pass "bad files at SIGHUP are logged and kept" || fail "no reload failure logged"
   grep "reload_failed" "$work/log" | grep -q "$work/tokens:3:" &&
     pass "the token reload error names FILE:LINE" || fail "no FILE:LINE in the reload error"
+  printf '# emptied\n' >"$work/tokens"
+  kill -HUP "$pid"
+  wait_log "event=auth_tokens_reload_failed .*has no clients" &&
+    pass "a token file emptied at SIGHUP is refused and logged" ||
+    fail "no reload failure for the emptied token file"
   printf '%s\nbob read %s\n' "$line" "$(echo other | "$server" token hash)" >"$work/tokens"
+  chmod 0666 "$work/tokens"
+  kill -HUP "$pid"
+  wait_log "event=auth_tokens_reload_failed .*mode 0666" &&
+    pass "a token file made writable by others at SIGHUP is refused and logged" ||
+    fail "no reload failure for the 0666 token file"
+  chmod 0600 "$work/tokens"
   cp "$c/server2.pem" "$work/cert.pem"
   cp "$c/server2.key" "$work/key.pem"
   kill -HUP "$pid"

@@ -1,8 +1,10 @@
 #include "store/checks.h"
 
 #include <cmath>
+#include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 
 namespace rbmrec::store::internal {
@@ -26,6 +28,59 @@ TEST(StoreChecksTest, RowsNameTheFirstBadRowAndField) {
   const absl::Status s = CheckRatingRows(rows);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(s.message(), "row 2: rating is not a finite number (nan)");
+}
+
+TEST(StoreChecksTest, IdsHoldOnlyOrdinaryCodePoints) {
+  struct Case {
+    std::string id;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {"a\x1b[2J",
+       "row 0: user id contains the control character U+001B at "
+       "byte 1"},
+      {"c1\xc2\x9b",
+       "row 0: user id contains the control character U+009B "
+       "at byte 2"},
+      {"l\xe2\x80\xa8",
+       "row 0: user id contains the line separator U+2028 "
+       "at byte 1"},
+      {"p\xe2\x80\xa9",
+       "row 0: user id contains the paragraph separator "
+       "U+2029 at byte 1"},
+      {"abc\xe2\x80\xae"
+       "evil",
+       "row 0: user id contains the bidirectional formatting character "
+       "U+202E at byte 3"},
+      {"\xe2\x81\xa6x",
+       "row 0: user id contains the bidirectional "
+       "formatting character U+2066 at byte 0"},
+      {"m\xe2\x80\x8f",
+       "row 0: user id contains the bidirectional mark "
+       "U+200F at byte 1"},
+      {"a\xd8\x9c",
+       "row 0: user id contains the bidirectional mark U+061C "
+       "at byte 1"},
+      {"caf\xe9", "row 0: user id contains invalid UTF-8 at byte 3"},
+  };
+  for (const Case& c : cases) {
+    std::vector<RatingRow> rows(1);
+    rows[0].user = c.id;
+    rows[0].item = "i";
+    rows[0].rating = 4;
+    const absl::Status s = CheckRatingRows(rows);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << c.message;
+    EXPECT_EQ(s.message(), c.message);
+    EXPECT_EQ(CheckId(c.id, "item", 4, "item").message(),
+              absl::StrCat("item 4: item id contains ",
+                           c.message.substr(c.message.find("contains ") + 9)));
+  }
+  // Other scripts, emoji and right-to-left letters are ordinary.
+  for (const std::string ok :
+       {"caf\xc3\xa9", "\xd7\xa9\xd7\x9c\xd7\x95\xd7\x9d", "\xf0\x9f\x98\x80",
+        "a b"}) {
+    EXPECT_TRUE(CheckId(ok, "row", 0, "user").ok()) << ok;
+  }
 }
 
 TEST(StoreChecksTest, RetentionPolicyCountsAreNotNegative) {
