@@ -234,7 +234,10 @@ std::vector<CommandSpec> MakeCommands() {
                           "counts of users, items, ratings; server state",
                           "Shows the numbers of stored users, items and "
                           "ratings, the active model, the training state, "
-                          "the stored model versions and the database size.",
+                          "the stored model versions and the database size: "
+                          "the database file (against the server's "
+                          "--db-max-mb, which limits the file only) and its "
+                          "write-ahead log apart.",
                           {}});
   c.push_back(CommandSpec{{"health"},
                           "[SERVICE]",

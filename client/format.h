@@ -108,7 +108,9 @@ std::string FormatModels(const v1::ListModelsResponse& response);
 // One line describing a model version, e.g. after `models activate`.
 std::string FormatModelInfo(const v1::ModelInfo& info);
 // The `stats` output: aligned "name  value" lines (counts, active model,
-// training, stored model versions, database size).
+// training, stored model versions, database size). The database: its file
+// (with the server's --db-max-mb limit, when set) and its WAL apart, when the
+// server sends them; else the one total of database_bytes.
 std::string FormatStats(const v1::GetStatsResponse& stats);
 
 // "RUNNING", "SUCCEEDED", ...
