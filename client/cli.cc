@@ -68,7 +68,8 @@ std::vector<CommandSpec> MakeCommands() {
       "Reads ratings from FILE and streams them to the server in batches. "
       "Each batch is committed atomically; a later rating of the same "
       "(user, item) replaces an earlier one. Malformed file lines fail the "
-      "import before anything is sent (or, with --lenient, are skipped); "
+      "import before anything is sent (or, with --lenient, are skipped); so "
+      "does a file without any rating (empty, or only a header); "
       "rows the server rejects are listed with their file line numbers and "
       "make the command exit 3 (unless --allow-rejected). If the import "
       "fails part way, the rows certainly stored are printed; re-running the "
@@ -76,7 +77,8 @@ std::vector<CommandSpec> MakeCommands() {
       {FormatFlag(),
        Value("batch", "N",
              "rows per batch, each one transaction (default 10000, the "
-             "server's default --max-batch)"),
+             "server's default --max-batch); lower it when a batch is over "
+             "the server's --max-message-mb (the error says how far)"),
        Bool("lenient", "skip malformed lines instead of failing"),
        Bool("allow-rejected",
             "exit 0 even when the server rejected rows (default: exit 3)")}});
@@ -169,11 +171,15 @@ std::vector<CommandSpec> MakeCommands() {
       "Reads held-out ratings from FILE (not stored), predicts each with the "
       "served model and prints RMSE, MAE, the number of ratings n and how "
       "many used a fallback (n_fallback: item unknown to the model). Ratings "
-      "of users the server cannot predict for (no stored ratings) are "
-      "excluded and counted as n_skipped.",
+      "of users the server cannot predict for (no stored ratings) and "
+      "ratings off the server's rating scale are excluded and counted as "
+      "n_skipped, with a warning giving the count of each. When no rating "
+      "can be evaluated the command fails (exit 2) saying why.",
       {FormatFlag(), Bool("lenient", "skip malformed lines instead of failing"),
        MethodFlag(), ModelFlag(),
-       Value("batch", "N", "items per request (default 1000)")}});
+       Value("batch", "N",
+             "items per request (default 1000; lowered to the server's "
+             "--max-predict-items when that is smaller)")}});
   c.push_back(CommandSpec{{"models"},
                           "",
                           0,

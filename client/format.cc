@@ -520,8 +520,12 @@ std::string FormatEvalMetrics(const EvalMetrics& m) {
       {"model", absl::StrCat("v", m.model_version)},
   };
   if (m.n_skipped > 0) {
-    table.rows.insert(table.rows.begin() + 3,
-                      {"n_skipped", FormatCount(m.n_skipped)});
+    std::string skipped = FormatCount(m.n_skipped);
+    if (m.n_off_scale > 0) {
+      absl::StrAppend(&skipped, " (", FormatCount(m.n_off_scale),
+                      " off the rating scale)");
+    }
+    table.rows.insert(table.rows.begin() + 3, {"n_skipped", skipped});
   }
   return FormatTable(table);
 }

@@ -135,8 +135,11 @@ std::string FormatImportProgress(const ImportProgress& progress);
 struct EvalMetrics {
   int64_t n = 0;           // ratings predicted
   int64_t n_fallback = 0;  // of which by a fallback (unknown item or user)
-  int64_t n_skipped = 0;   // not predicted at all (not in n)
-  int64_t users = 0;       // distinct users in the file
+  int64_t n_skipped = 0;   // not scored at all (not in n)
+  // Of n_skipped: ratings off the server's rating scale (the others: of
+  // users the server cannot predict for).
+  int64_t n_off_scale = 0;
+  int64_t users = 0;  // distinct users in the file
   double sum_squared_error = 0;
   double sum_absolute_error = 0;
   int64_t model_version = 0;

@@ -418,6 +418,11 @@ TEST(EvalMetricsTest, RmseAndMae) {
   m.model_version = 3;
   EXPECT_THAT(FormatEvalMetrics(m), HasSubstr("RMSE        0.9092\n"));
   EXPECT_THAT(FormatEvalMetrics(m), HasSubstr("n_fallback  1\n"));
+  EXPECT_THAT(FormatEvalMetrics(m), Not(HasSubstr("n_skipped")));
+  m.n_skipped = 3;
+  m.n_off_scale = 2;
+  EXPECT_THAT(FormatEvalMetrics(m),
+              HasSubstr("n_skipped   3 (2 off the rating scale)\n"));
 }
 
 // ---------------------------------------------------------------------------
