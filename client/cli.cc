@@ -14,6 +14,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "core/readers.h"
 
 namespace rbmrec::client {
 namespace {
@@ -267,7 +268,8 @@ std::vector<CommandSpec> MakeCommands() {
                           -1,
                           "delete some ratings of a user",
                           "Deletes USER's ratings of the given items; items "
-                          "the user has not rated are ignored.",
+                          "the user has not rated are ignored. A USER with "
+                          "no stored ratings is NOT_FOUND (exit 2).",
                           {}});
   return c;
 }
@@ -887,17 +889,40 @@ absl::StatusOr<v1::ItemRating> ParseItemRating(absl::string_view text) {
     return absl::InvalidArgumentError(
         absl::StrCat("--rate: expected ITEM=RATING, got '", text, "'"));
   }
-  absl::StatusOr<double> rating = ParseDouble(
-      text.substr(eq + 1), absl::StrCat("--rate ", text.substr(0, eq)));
-  if (!rating.ok()) return rating.status();
+  absl::StatusOr<std::string> item = IdArgument(text.substr(0, eq), "--rate");
+  if (!item.ok()) return item.status();
+  // A plain decimal number, as in a rating file (not "0x4", "inf", "nan").
+  const absl::string_view value = text.substr(eq + 1);
+  const std::string_view trimmed =
+      TrimBlanks(std::string_view(value.data(), value.size()));
+  double rating = 0;
+  if (!ParsePlainDecimal(trimmed, &rating) || !std::isfinite(rating)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--rate ", *item, ": expected a number, got '", value, "'"));
+  }
   v1::ItemRating out;
-  out.set_item_id(std::string(text.substr(0, eq)));
-  out.set_rating(*rating);
+  out.set_item_id(*std::move(item));
+  out.set_rating(rating);
   return out;
 }
 
-std::string UserArgument(absl::string_view arg) {
-  return arg == "-" ? std::string() : std::string(arg);
+absl::StatusOr<std::string> IdArgument(absl::string_view arg,
+                                       absl::string_view what) {
+  const std::string_view id =
+      TrimBlanks(std::string_view(arg.data(), arg.size()));
+  if (id.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what,
+                     ": the id is empty (spaces and tabs around ids are "
+                     "dropped, as in rating files)"));
+  }
+  return std::string(id);
+}
+
+absl::StatusOr<std::string> UserArgument(absl::string_view arg) {
+  absl::StatusOr<std::string> user = IdArgument(arg, "USER");
+  if (user.ok() && *user == "-") return std::string();
+  return user;
 }
 
 namespace {
@@ -1020,9 +1045,13 @@ absl::StatusOr<v1::PredictRatingsRequest> BuildPredictRequest(
   if (args.positional.empty()) {
     return absl::InvalidArgumentError("'rbmrec predict': missing USER");
   }
-  request.set_user_id(UserArgument(args.positional[0]));
+  absl::StatusOr<std::string> user = UserArgument(args.positional[0]);
+  if (!user.ok()) return user.status();
+  request.set_user_id(*std::move(user));
   for (size_t i = 1; i < args.positional.size(); ++i) {
-    request.add_item_ids(args.positional[i]);
+    absl::StatusOr<std::string> item = IdArgument(args.positional[i], "ITEM");
+    if (!item.ok()) return item.status();
+    request.add_item_ids(*std::move(item));
   }
   int64_t model = 0;
   v1::Method method = v1::METHOD_UNSPECIFIED;
@@ -1042,7 +1071,9 @@ absl::StatusOr<v1::RecommendRequest> BuildRecommendRequest(
   if (args.positional.empty()) {
     return absl::InvalidArgumentError("'rbmrec recommend': missing USER");
   }
-  request.set_user_id(UserArgument(args.positional[0]));
+  absl::StatusOr<std::string> user = UserArgument(args.positional[0]);
+  if (!user.ok()) return user.status();
+  request.set_user_id(*std::move(user));
   absl::StatusOr<int64_t> n = GetInt(args, "n", 10, 1, kInt32Max);
   if (!n.ok()) return n.status();
   request.set_n(static_cast<int32_t>(*n));

@@ -1039,11 +1039,26 @@ int RunHealth(Context& ctx) {
   return kExitOk;
 }
 
+// A deletion answered NOT_FOUND: the user has no stored ratings.
+int UserNotFound(Context& ctx, const std::string& user) {
+  return ctx.Fail(kExitRpc, "NOT_FOUND",
+                  absl::StrCat("user '", TerminalSafe(user),
+                               "' not found (no stored ratings); nothing was "
+                               "deleted"));
+}
+
 int RunDeleteUser(Context& ctx) {
   v1::DeleteUserRequest request;
-  request.set_user_id(ctx.args().positional[0]);
+  absl::StatusOr<std::string> user =
+      IdArgument(ctx.args().positional[0], "USER");
+  if (!user.ok()) return ctx.UsageError(user.status());
+  request.set_user_id(*user);
   absl::StatusOr<v1::DeleteUserResponse> response =
       ctx.client().DeleteUser(request);
+  if (!response.ok() &&
+      response.status().code() == absl::StatusCode::kNotFound) {
+    return UserNotFound(ctx, request.user_id());
+  }
   if (!response.ok()) return ctx.RpcError(response.status());
   return ctx.Print(
       *response,
@@ -1053,12 +1068,22 @@ int RunDeleteUser(Context& ctx) {
 
 int RunDeleteRatings(Context& ctx) {
   v1::DeleteRatingsRequest request;
-  request.set_user_id(ctx.args().positional[0]);
+  absl::StatusOr<std::string> user =
+      IdArgument(ctx.args().positional[0], "USER");
+  if (!user.ok()) return ctx.UsageError(user.status());
+  request.set_user_id(*user);
   for (size_t i = 1; i < ctx.args().positional.size(); ++i) {
-    request.add_item_ids(ctx.args().positional[i]);
+    absl::StatusOr<std::string> item =
+        IdArgument(ctx.args().positional[i], "ITEM");
+    if (!item.ok()) return ctx.UsageError(item.status());
+    request.add_item_ids(*item);
   }
   absl::StatusOr<v1::DeleteRatingsResponse> response =
       ctx.client().DeleteRatings(request);
+  if (!response.ok() &&
+      response.status().code() == absl::StatusCode::kNotFound) {
+    return UserNotFound(ctx, request.user_id());
+  }
   if (!response.ok()) return ctx.RpcError(response.status());
   return ctx.Print(
       *response,

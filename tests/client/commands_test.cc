@@ -279,6 +279,7 @@ class FakeRbmrec final : public v1::Rbmrec::Service {
   grpc::Status DeleteUser(grpc::ServerContext*,
                           const v1::DeleteUserRequest* req,
                           v1::DeleteUserResponse* response) override {
+    deleted_users.push_back(req->user_id());
     if (req->user_id() == "nobody" || req->user_id().rfind("missing", 0) == 0) {
       return grpc::Status(grpc::StatusCode::NOT_FOUND,
                           absl::StrCat("no user '", req->user_id(), "'"));
@@ -290,12 +291,21 @@ class FakeRbmrec final : public v1::Rbmrec::Service {
   grpc::Status DeleteRatings(grpc::ServerContext*,
                              const v1::DeleteRatingsRequest* req,
                              v1::DeleteRatingsResponse* response) override {
+    delete_ratings_requests.push_back(*req);
+    // As rbmrec-server answers for a user without stored ratings.
+    if (req->user_id() == "nobody") {
+      return grpc::Status(
+          grpc::StatusCode::NOT_FOUND,
+          absl::StrCat("user_id '", req->user_id(), "' not found"));
+    }
     response->set_deleted(req->item_ids_size());
     return grpc::Status::OK;
   }
 
   // Written by handlers; read by the test after the RPC returned.
   std::vector<int> batch_sizes;
+  std::vector<std::string> deleted_users;
+  std::vector<v1::DeleteRatingsRequest> delete_ratings_requests;
   int max_batch = 0;  // > 0: larger AddRatings batches fail
   // > 0: larger PredictRatings requests fail (--max-predict-items).
   int max_predict_items = 0;
@@ -560,11 +570,11 @@ TEST_F(CommandsTest, IdsAreEscapedInOutputAndInErrors) {
   // In the command's own output.
   EXPECT_EQ(Run({"delete-user", "evil\x1b[2Jid"}), kExitOk);
   EXPECT_EQ(out_.str(), "deleted 12 ratings of user evil\\x1b[2Jid\n");
-  // In the server's error message, which echoes the id.
+  // In the error naming an unknown user.
   EXPECT_EQ(Run({"delete-user", "missing\x1b]0;title\x07\xc2\x9b"}), kExitRpc);
   EXPECT_EQ(err_.str(),
-            "error: NOT_FOUND: rpc DeleteUser: no user "
-            "'missing\\x1b]0;title\\x07\\u009b'\n");
+            "error: NOT_FOUND: user 'missing\\x1b]0;title\\x07\\u009b' not "
+            "found (no stored ratings); nothing was deleted\n");
   // In a usage error naming the argument.
   EXPECT_EQ(Run({"models", "activate", "1\x1b[31m"}), kExitUsage);
   EXPECT_THAT(err_.str(),
@@ -931,6 +941,48 @@ TEST_F(CommandsTest, FilesWithoutRatingsFailSayingSo) {
   EXPECT_THAT(err_.str(), HasSubstr("only a header (line 1); nothing to "
                                     "evaluate"));
   EXPECT_THAT(service_.predict_requests, IsEmpty());
+}
+
+TEST_F(CommandsTest, DeleteRatingsOfAnUnknownUserIsNotFound) {
+  EXPECT_EQ(Run({"delete-ratings", "nobody", "1"}), kExitRpc);
+  EXPECT_EQ(out_.str(), "");
+  EXPECT_EQ(err_.str(),
+            "error: NOT_FOUND: user 'nobody' not found (no stored ratings); "
+            "nothing was deleted\n");
+  EXPECT_EQ(Run({"--json", "delete-ratings", "nobody", "1"}), kExitRpc);
+  const google::protobuf::Struct j = Json();
+  const auto& error = j.fields().at("error").struct_value().fields();
+  EXPECT_EQ(error.at("code").string_value(), "NOT_FOUND");
+  EXPECT_EQ(error.at("exit_code").number_value(), kExitRpc);
+  // delete-user says the same.
+  EXPECT_EQ(Run({"delete-user", "nobody"}), kExitRpc);
+  EXPECT_EQ(err_.str(),
+            "error: NOT_FOUND: user 'nobody' not found (no stored ratings); "
+            "nothing was deleted\n");
+}
+
+TEST_F(CommandsTest, IdArgumentsAreTrimmedLikeImportedIds) {
+  const std::string file = WriteFile("ids.csv", " u ,\t1 ,4\n");
+  ASSERT_EQ(Run({"import", file, "--format", "csv"}), kExitOk) << err_.str();
+  ASSERT_EQ(service_.ratings.count({"u", "1"}), 1u);  // as stored
+  EXPECT_EQ(Run({"delete-ratings", " u ", " 1\t"}), kExitOk) << err_.str();
+  ASSERT_EQ(service_.delete_ratings_requests.size(), 1u);
+  EXPECT_EQ(service_.delete_ratings_requests[0].user_id(), "u");
+  EXPECT_THAT(service_.delete_ratings_requests[0].item_ids(), ElementsAre("1"));
+  EXPECT_EQ(out_.str(), "deleted 1 ratings of user u\n");
+  EXPECT_EQ(Run({"delete-user", "\tu "}), kExitOk);
+  EXPECT_THAT(service_.deleted_users, ElementsAre("u"));
+  EXPECT_EQ(Run({"predict", " u ", " 1 "}), kExitOk) << err_.str();
+  EXPECT_EQ(Run({"recommend", " u", "-n", "1"}), kExitOk) << err_.str();
+  ASSERT_EQ(service_.predict_requests.size(), 1u);
+  EXPECT_EQ(service_.predict_requests[0].user_id(), "u");
+  EXPECT_THAT(service_.predict_requests[0].item_ids(), ElementsAre("1"));
+  // Nothing left is a usage error, not an empty (or anonymous) id.
+  EXPECT_EQ(Run({"delete-ratings", "  ", "1"}), kExitUsage);
+  EXPECT_THAT(err_.str(), HasSubstr("USER: the id is empty"));
+  EXPECT_EQ(Run({"predict", " ", "1"}), kExitUsage);
+  EXPECT_EQ(service_.delete_ratings_requests.size(), 1u);
+  EXPECT_EQ(service_.predict_requests.size(), 1u);
 }
 
 // A server started with a small --max-message-mb.
