@@ -14,6 +14,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "core/readers.h"
 
 namespace rbmrec::client {
 namespace {
@@ -68,7 +69,8 @@ std::vector<CommandSpec> MakeCommands() {
       "Reads ratings from FILE and streams them to the server in batches. "
       "Each batch is committed atomically; a later rating of the same "
       "(user, item) replaces an earlier one. Malformed file lines fail the "
-      "import before anything is sent (or, with --lenient, are skipped); "
+      "import before anything is sent (or, with --lenient, are skipped); so "
+      "does a file without any rating (empty, or only a header); "
       "rows the server rejects are listed with their file line numbers and "
       "make the command exit 3 (unless --allow-rejected). If the import "
       "fails part way, the rows certainly stored are printed; re-running the "
@@ -76,7 +78,8 @@ std::vector<CommandSpec> MakeCommands() {
       {FormatFlag(),
        Value("batch", "N",
              "rows per batch, each one transaction (default 10000, the "
-             "server's default --max-batch)"),
+             "server's default --max-batch); lower it when a batch is over "
+             "the server's --max-message-mb (the error says how far)"),
        Bool("lenient", "skip malformed lines instead of failing"),
        Bool("allow-rejected",
             "exit 0 even when the server rejected rows (default: exit 3)")}});
@@ -169,11 +172,15 @@ std::vector<CommandSpec> MakeCommands() {
       "Reads held-out ratings from FILE (not stored), predicts each with the "
       "served model and prints RMSE, MAE, the number of ratings n and how "
       "many used a fallback (n_fallback: item unknown to the model). Ratings "
-      "of users the server cannot predict for (no stored ratings) are "
-      "excluded and counted as n_skipped.",
+      "of users the server cannot predict for (no stored ratings) and "
+      "ratings off the server's rating scale are excluded and counted as "
+      "n_skipped, with a warning giving the count of each. When no rating "
+      "can be evaluated the command fails (exit 2) saying why.",
       {FormatFlag(), Bool("lenient", "skip malformed lines instead of failing"),
        MethodFlag(), ModelFlag(),
-       Value("batch", "N", "items per request (default 1000)")}});
+       Value("batch", "N",
+             "items per request (default 1000; lowered to the server's "
+             "--max-predict-items when that is smaller)")}});
   c.push_back(CommandSpec{{"models"},
                           "",
                           0,
@@ -234,7 +241,10 @@ std::vector<CommandSpec> MakeCommands() {
                           "counts of users, items, ratings; server state",
                           "Shows the numbers of stored users, items and "
                           "ratings, the active model, the training state, "
-                          "the stored model versions and the database size.",
+                          "the stored model versions and the database size: "
+                          "the database file (against the server's "
+                          "--db-max-mb, which limits the file only) and its "
+                          "write-ahead log apart.",
                           {}});
   c.push_back(CommandSpec{{"health"},
                           "[SERVICE]",
@@ -258,7 +268,8 @@ std::vector<CommandSpec> MakeCommands() {
                           -1,
                           "delete some ratings of a user",
                           "Deletes USER's ratings of the given items; items "
-                          "the user has not rated are ignored.",
+                          "the user has not rated are ignored. A USER with "
+                          "no stored ratings is NOT_FOUND (exit 2).",
                           {}});
   return c;
 }
@@ -878,17 +889,40 @@ absl::StatusOr<v1::ItemRating> ParseItemRating(absl::string_view text) {
     return absl::InvalidArgumentError(
         absl::StrCat("--rate: expected ITEM=RATING, got '", text, "'"));
   }
-  absl::StatusOr<double> rating = ParseDouble(
-      text.substr(eq + 1), absl::StrCat("--rate ", text.substr(0, eq)));
-  if (!rating.ok()) return rating.status();
+  absl::StatusOr<std::string> item = IdArgument(text.substr(0, eq), "--rate");
+  if (!item.ok()) return item.status();
+  // A plain decimal number, as in a rating file (not "0x4", "inf", "nan").
+  const absl::string_view value = text.substr(eq + 1);
+  const std::string_view trimmed =
+      TrimBlanks(std::string_view(value.data(), value.size()));
+  double rating = 0;
+  if (!ParsePlainDecimal(trimmed, &rating) || !std::isfinite(rating)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--rate ", *item, ": expected a number, got '", value, "'"));
+  }
   v1::ItemRating out;
-  out.set_item_id(std::string(text.substr(0, eq)));
-  out.set_rating(*rating);
+  out.set_item_id(*std::move(item));
+  out.set_rating(rating);
   return out;
 }
 
-std::string UserArgument(absl::string_view arg) {
-  return arg == "-" ? std::string() : std::string(arg);
+absl::StatusOr<std::string> IdArgument(absl::string_view arg,
+                                       absl::string_view what) {
+  const std::string_view id =
+      TrimBlanks(std::string_view(arg.data(), arg.size()));
+  if (id.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what,
+                     ": the id is empty (spaces and tabs around ids are "
+                     "dropped, as in rating files)"));
+  }
+  return std::string(id);
+}
+
+absl::StatusOr<std::string> UserArgument(absl::string_view arg) {
+  absl::StatusOr<std::string> user = IdArgument(arg, "USER");
+  if (user.ok() && *user == "-") return std::string();
+  return user;
 }
 
 namespace {
@@ -1011,9 +1045,13 @@ absl::StatusOr<v1::PredictRatingsRequest> BuildPredictRequest(
   if (args.positional.empty()) {
     return absl::InvalidArgumentError("'rbmrec predict': missing USER");
   }
-  request.set_user_id(UserArgument(args.positional[0]));
+  absl::StatusOr<std::string> user = UserArgument(args.positional[0]);
+  if (!user.ok()) return user.status();
+  request.set_user_id(*std::move(user));
   for (size_t i = 1; i < args.positional.size(); ++i) {
-    request.add_item_ids(args.positional[i]);
+    absl::StatusOr<std::string> item = IdArgument(args.positional[i], "ITEM");
+    if (!item.ok()) return item.status();
+    request.add_item_ids(*std::move(item));
   }
   int64_t model = 0;
   v1::Method method = v1::METHOD_UNSPECIFIED;
@@ -1033,7 +1071,9 @@ absl::StatusOr<v1::RecommendRequest> BuildRecommendRequest(
   if (args.positional.empty()) {
     return absl::InvalidArgumentError("'rbmrec recommend': missing USER");
   }
-  request.set_user_id(UserArgument(args.positional[0]));
+  absl::StatusOr<std::string> user = UserArgument(args.positional[0]);
+  if (!user.ok()) return user.status();
+  request.set_user_id(*std::move(user));
   absl::StatusOr<int64_t> n = GetInt(args, "n", 10, 1, kInt32Max);
   if (!n.ok()) return n.status();
   request.set_n(static_cast<int32_t>(*n));

@@ -144,11 +144,21 @@ absl::StatusOr<v1::RankBy> ParseRankBy(absl::string_view name);
 // "always" -> ACTIVATE_ALWAYS, "if-better" -> ACTIVATE_IF_BETTER, "never" ->
 // ACTIVATE_NEVER (--activate of `train`).
 absl::StatusOr<v1::ActivationPolicy> ParseActivation(absl::string_view name);
-// "ITEM=RATING" (split at the last '='), e.g. "50=4.5".
+// "ITEM=RATING" (split at the last '='), e.g. "50=4.5". ITEM is trimmed like
+// IdArgument; RATING must be a plain decimal number (ParsePlainDecimal in
+// core/readers.h: not "0x4", "inf" or "nan").
 absl::StatusOr<v1::ItemRating> ParseItemRating(absl::string_view text);
 
-// The USER argument of predict/recommend: "-" means the anonymous user ("").
-std::string UserArgument(absl::string_view arg);
+// An id given on the command line (USER, ITEM, the ITEM of --rate), for
+// every command: without the spaces and tabs around it, the rule `import`
+// applies to every field of a rating file (TrimBlanks in core/readers.h), so
+// " u " names the user a file stored as "u". InvalidArgument naming `what`
+// when nothing is left.
+absl::StatusOr<std::string> IdArgument(absl::string_view arg,
+                                       absl::string_view what);
+// The USER argument of predict/recommend: IdArgument, and "-" means the
+// anonymous user ("").
+absl::StatusOr<std::string> UserArgument(absl::string_view arg);
 
 // Requests built from a parsed `train`, `predict` or `recommend` command
 // line. Only flags that were given are set (TrainOptions fields stay absent

@@ -18,6 +18,8 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -27,6 +29,7 @@
 #include "client/client.h"
 #include "client/format.h"
 #include "client/security.h"
+#include "core/rating_scale.h"
 
 namespace rbmrec::client {
 namespace {
@@ -241,6 +244,45 @@ void PrintParseProblems(Context& ctx, const ReadResult& read) {
   }
 }
 
+// Why a rating file gave no rating to send, e.g. "no ratings in r.csv: it
+// holds only a header (line 1)"; "" when it gave some.
+std::string NoRowsReason(const std::string& file, const ReadResult& read) {
+  if (!read.rows.empty()) return "";
+  std::string why;
+  if (read.skipped > 0) {
+    why = absl::StrCat("all ", FormatCount(read.skipped),
+                       " records are malformed (skipped by --lenient)");
+  } else if (read.header_line > 0) {
+    why = absl::StrCat("it holds only a header (line ", read.header_line, ")");
+  } else {
+    why = "it is empty (no line holds a rating)";
+  }
+  return absl::StrCat("no ratings in ", file, ": ", why);
+}
+
+// The sizes in gRPC's "Received message larger than max (X vs. Y)": the
+// message's bytes and the receiver's limit (for rbmrec-server, its
+// --max-message-mb); false when `status` is not that failure.
+bool MessageTooLarge(const absl::Status& status, int64_t* bytes,
+                     int64_t* limit) {
+  if (status.code() != absl::StatusCode::kResourceExhausted) return false;
+  const std::string message = absl::AsciiStrToLower(status.message());
+  const absl::string_view marker = "larger than max (";
+  const size_t at = absl::string_view(message).find(marker);
+  if (at == absl::string_view::npos) return false;
+  const absl::string_view rest =
+      absl::string_view(message).substr(at + marker.size());
+  const size_t vs = rest.find(" vs. ");
+  const size_t close = rest.find(')');
+  if (vs == absl::string_view::npos || close == absl::string_view::npos ||
+      close < vs) {
+    return false;
+  }
+  return absl::SimpleAtoi(rest.substr(0, vs), bytes) &&
+         absl::SimpleAtoi(rest.substr(vs + 5, close - vs - 5), limit) &&
+         *bytes > 0 && *limit > 0;
+}
+
 int RunImport(Context& ctx) {
   const ParsedArgs& args = ctx.args();
   const std::string& file = args.positional[0];
@@ -253,6 +295,10 @@ int RunImport(Context& ctx) {
   absl::StatusOr<ReadResult> read = ReadRatingsFile(file, *options);
   if (!read.ok()) return ctx.InputError(read.status());
   PrintParseProblems(ctx, *read);
+  if (read->rows.empty()) {
+    return ctx.InputError(absl::InvalidArgumentError(
+        absl::StrCat(NoRowsReason(file, *read), "; nothing was sent")));
+  }
   if (!ctx.json()) {
     ctx.err() << "read " << FormatCount(static_cast<int64_t>(read->rows.size()))
               << " ratings from " << TerminalSafe(file) << " ("
@@ -291,6 +337,32 @@ int RunImport(Context& ctx) {
       ctx.err() << "hint: this import sent batches of " << batch_size
                 << " rows; use --batch with the server's limit (in the "
                    "error above) or less\n";
+    }
+    int64_t bytes = 0;
+    int64_t limit = 0;
+    if (MessageTooLarge(response.status(), &bytes, &limit)) {
+      // The rows of the batch that failed: the first one not committed
+      // (batches are committed in order), else a full one.
+      int64_t rows = batch_size;
+      if (committed.has_value()) {
+        const int64_t left = rows_sent - committed->batches * batch_size;
+        if (left > 0) rows = std::min<int64_t>(rows, left);
+      }
+      // Rows per batch that fit, with a tenth to spare for longer rows.
+      const int64_t fit = static_cast<int64_t>(0.9 * static_cast<double>(rows) *
+                                               static_cast<double>(limit) /
+                                               static_cast<double>(bytes));
+      ctx.err() << "hint: a batch of " << FormatCount(rows) << " rows was "
+                << FormatBytes(bytes) << ", over the server's limit of "
+                << FormatBytes(limit)
+                << " per message (its --max-message-mb); ";
+      if (fit >= 1) {
+        ctx.err() << "lower --batch from " << batch_size << " to " << fit
+                  << " or less\n";
+      } else {
+        ctx.err() << "even one row is too large: raise the server's "
+                     "--max-message-mb\n";
+      }
     }
     if (committed.has_value()) {
       ctx.err() << "committed: " << FormatCount(committed->rows)
@@ -657,6 +729,25 @@ int RunRecommend(Context& ctx) {
 // ---------------------------------------------------------------------------
 // evaluate
 
+// The N of a LIMIT_EXCEEDED message ("... over the server's limit of N
+// (--flag)"); 0 when it names none.
+int64_t LimitInMessage(absl::string_view message) {
+  constexpr absl::string_view kMarker = "over the server's limit of ";
+  const size_t at = message.find(kMarker);
+  if (at == absl::string_view::npos) return 0;
+  const absl::string_view rest = message.substr(at + kMarker.size());
+  size_t digits = 0;
+  while (digits < rest.size() && absl::ascii_isdigit(rest[digits])) ++digits;
+  int64_t limit = 0;
+  if (!absl::SimpleAtoi(rest.substr(0, digits), &limit)) return 0;
+  return limit;
+}
+
+bool IsLimitExceeded(const absl::Status& status) {
+  return status.code() == absl::StatusCode::kResourceExhausted &&
+         ErrorReasonOf(status) == "LIMIT_EXCEEDED";
+}
+
 int RunEvaluate(Context& ctx) {
   const ParsedArgs& args = ctx.args();
   const std::string& file = args.positional[0];
@@ -677,6 +768,10 @@ int RunEvaluate(Context& ctx) {
   absl::StatusOr<ReadResult> read = ReadRatingsFile(file, *options);
   if (!read.ok()) return ctx.InputError(read.status());
   PrintParseProblems(ctx, *read);
+  if (read->rows.empty()) {
+    return ctx.InputError(absl::InvalidArgumentError(
+        absl::StrCat(NoRowsReason(file, *read), "; nothing to evaluate")));
+  }
   const std::vector<UserGroup> groups = GroupByUser(read->rows);
 
   EvalMetrics metrics;
@@ -685,11 +780,15 @@ int RunEvaluate(Context& ctx) {
   // the evaluation (e.g. by online updates) does not mix in.
   int64_t version = *model;
   int64_t skipped_users = 0;
+  // The first rating off the server's rating scale, and that scale.
+  const RawRating* first_off_scale = nullptr;
+  std::string off_scale_text;
   ProgressLine line(ctx, "evaluate: ");
-  const size_t step = static_cast<size_t>(*batch);
+  size_t step = static_cast<size_t>(*batch);
   const int64_t total = static_cast<int64_t>(read->rows.size());
   for (const UserGroup& group : groups) {
-    for (size_t begin = 0; begin < group.rows.size(); begin += step) {
+    size_t begin = 0;
+    while (begin < group.rows.size()) {
       const size_t end = std::min(group.rows.size(), begin + step);
       v1::PredictRatingsRequest request;
       request.set_user_id(group.user);
@@ -712,10 +811,25 @@ int RunEvaluate(Context& ctx) {
             response.status().code() == absl::StatusCode::kInvalidArgument) {
           // The server predicts nothing for an anonymous user without
           // ratings: these ratings cannot be scored; say so below.
-          metrics.n_skipped += static_cast<int64_t>(end - begin);
+          metrics.n_skipped += static_cast<int64_t>(group.rows.size() - begin);
           ++skipped_users;
-          continue;
+          break;
         }
+      }
+      if (!response.ok() && IsLimitExceeded(response.status()) &&
+          end - begin > 1) {
+        // The server takes fewer items per request (its
+        // --max-predict-items): go on with requests it takes.
+        const int64_t limit = LimitInMessage(response.status().message());
+        step = limit >= 1 && static_cast<size_t>(limit) < end - begin
+                   ? static_cast<size_t>(limit)
+                   : (end - begin) / 2;
+        line.Finish();
+        ctx.err() << "note: " << TerminalSafe(response.status().message())
+                  << "; going on with " << step
+                  << " items per request (--batch " << step
+                  << " avoids this retry)\n";
+        continue;  // the same items again, in smaller requests
       }
       if (!response.ok()) {
         line.Finish();
@@ -728,12 +842,28 @@ int RunEvaluate(Context& ctx) {
             response->predictions_size(), " predictions")));
       }
       if (version == 0) version = response->model_version();
+      // A rating off the server's scale cannot be compared with a
+      // prediction on it: skipped and counted, not scored.
+      const absl::StatusOr<RatingScale> scale =
+          RatingScale::Create(response->scale().min(), response->scale().max(),
+                              response->scale().step());
       for (size_t i = begin; i < end; ++i) {
+        const RawRating& row = read->rows[group.rows[i]];
+        if (scale.ok() && !scale->Index(row.rating).ok()) {
+          ++metrics.n_skipped;
+          ++metrics.n_off_scale;
+          if (first_off_scale == nullptr) {
+            first_off_scale = &row;
+            off_scale_text = scale->ToString();
+          }
+          continue;
+        }
         const v1::ItemPrediction& p =
             response->predictions(static_cast<int>(i - begin));
-        metrics.Add(p.expected_rating(), read->rows[group.rows[i]].rating,
+        metrics.Add(p.expected_rating(), row.rating,
                     user_fallback || p.fallback());
       }
+      begin = end;
     }
     line.Update(absl::StrCat(FormatCount(metrics.n), "/", FormatCount(total),
                              " ratings"),
@@ -741,11 +871,35 @@ int RunEvaluate(Context& ctx) {
   }
   line.Finish();
   metrics.model_version = version;
-  if (metrics.n_skipped > 0) {
-    ctx.err() << "warning: skipped " << FormatCount(metrics.n_skipped)
-              << " ratings of " << FormatCount(skipped_users)
-              << " users with no stored ratings (the server does not predict "
-                 "for a user without ratings); RMSE and MAE exclude them\n";
+  const int64_t skipped_no_ratings = metrics.n_skipped - metrics.n_off_scale;
+  std::vector<std::string> reasons;
+  if (skipped_no_ratings > 0) {
+    reasons.push_back(absl::StrCat(
+        FormatCount(skipped_no_ratings), " ratings of ",
+        FormatCount(skipped_users),
+        " users with no stored ratings (the server does not predict for a "
+        "user without ratings)"));
+  }
+  if (metrics.n_off_scale > 0) {
+    reasons.push_back(absl::StrCat(FormatCount(metrics.n_off_scale),
+                                   " ratings off the server's rating scale ",
+                                   off_scale_text, " (the first: ", file, ":",
+                                   first_off_scale->line, ": rating ",
+                                   FormatRating(first_off_scale->rating), ")"));
+  }
+  if (metrics.n == 0) {
+    std::string message = absl::StrCat(
+        "no rating of ", file, " could be evaluated: all ", FormatCount(total),
+        " were skipped: ", absl::StrJoin(reasons, "; "));
+    if (read->skipped > 0) {
+      absl::StrAppend(&message, "; and ", FormatCount(read->skipped),
+                      " malformed lines were skipped (--lenient)");
+    }
+    return ctx.Fail(kExitRpc, "FAILED_PRECONDITION", TerminalSafe(message));
+  }
+  for (const std::string& reason : reasons) {
+    ctx.err() << "warning: skipped " << TerminalSafe(reason)
+              << "; RMSE and MAE exclude them\n";
   }
 
   if (ctx.json()) {
@@ -757,6 +911,8 @@ int RunEvaluate(Context& ctx) {
     w.Key("n").Int(metrics.n);
     w.Key("n_fallback").Int(metrics.n_fallback);
     w.Key("n_skipped").Int(metrics.n_skipped);
+    w.Key("n_skipped_no_ratings").Int(skipped_no_ratings);
+    w.Key("n_skipped_off_scale").Int(metrics.n_off_scale);
     w.Key("users").Int(metrics.users);
     w.Key("model_version").Int(metrics.model_version);
     w.Key("method").String(method == v1::MEAN_FIELD ? "MEAN_FIELD" : "EXACT");
@@ -883,11 +1039,26 @@ int RunHealth(Context& ctx) {
   return kExitOk;
 }
 
+// A deletion answered NOT_FOUND: the user has no stored ratings.
+int UserNotFound(Context& ctx, const std::string& user) {
+  return ctx.Fail(kExitRpc, "NOT_FOUND",
+                  absl::StrCat("user '", TerminalSafe(user),
+                               "' not found (no stored ratings); nothing was "
+                               "deleted"));
+}
+
 int RunDeleteUser(Context& ctx) {
   v1::DeleteUserRequest request;
-  request.set_user_id(ctx.args().positional[0]);
+  absl::StatusOr<std::string> user =
+      IdArgument(ctx.args().positional[0], "USER");
+  if (!user.ok()) return ctx.UsageError(user.status());
+  request.set_user_id(*user);
   absl::StatusOr<v1::DeleteUserResponse> response =
       ctx.client().DeleteUser(request);
+  if (!response.ok() &&
+      response.status().code() == absl::StatusCode::kNotFound) {
+    return UserNotFound(ctx, request.user_id());
+  }
   if (!response.ok()) return ctx.RpcError(response.status());
   return ctx.Print(
       *response,
@@ -897,12 +1068,22 @@ int RunDeleteUser(Context& ctx) {
 
 int RunDeleteRatings(Context& ctx) {
   v1::DeleteRatingsRequest request;
-  request.set_user_id(ctx.args().positional[0]);
+  absl::StatusOr<std::string> user =
+      IdArgument(ctx.args().positional[0], "USER");
+  if (!user.ok()) return ctx.UsageError(user.status());
+  request.set_user_id(*user);
   for (size_t i = 1; i < ctx.args().positional.size(); ++i) {
-    request.add_item_ids(ctx.args().positional[i]);
+    absl::StatusOr<std::string> item =
+        IdArgument(ctx.args().positional[i], "ITEM");
+    if (!item.ok()) return ctx.UsageError(item.status());
+    request.add_item_ids(*item);
   }
   absl::StatusOr<v1::DeleteRatingsResponse> response =
       ctx.client().DeleteRatings(request);
+  if (!response.ok() &&
+      response.status().code() == absl::StatusCode::kNotFound) {
+    return UserNotFound(ctx, request.user_id());
+  }
   if (!response.ok()) return ctx.RpcError(response.status());
   return ctx.Print(
       *response,

@@ -17,15 +17,18 @@ namespace rbmrec::client {
 // Exit codes of the CLI.
 inline constexpr int kExitOk = 0;
 // Usage error (unknown command or flag, bad argument), unreadable input
-// file, or unusable TLS/token setting (unreadable CA, certificate, key or
-// token file); the message names the argument, flag, variable or file line.
+// file or one without any rating (empty, only a header, or every line
+// malformed under --lenient), or unusable TLS/token setting (unreadable CA,
+// certificate, key or token file); the message names the argument, flag,
+// variable or file line.
 inline constexpr int kExitUsage = 1;
 // An RPC failed ("error: <CODE>: <message>", then a "hint: " line when there
 // is something to do: e.g. for UNAUTHENTICATED, PERMISSION_DENIED or a failed
 // TLS handshake, naming the flag to use), or the server answered but the
 // outcome is a failure (training FAILED/CANCELLED, health not SERVING, an
-// import whose counts do not add up to the rows sent). A failed import also
-// prints the rows certainly committed and that re-running it is safe.
+// import whose counts do not add up to the rows sent, an evaluation that
+// could score no rating). A failed import also prints the rows certainly
+// committed and that re-running it is safe.
 inline constexpr int kExitRpc = 2;
 // `import` succeeded but the server rejected some rows (listed with their
 // file lines); not used with --allow-rejected.

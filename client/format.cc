@@ -363,10 +363,33 @@ std::string FormatStats(const v1::GetStatsResponse& stats) {
       {"training", training},
       {"online updates", FormatCount(stats.online_updates())},
       {"model versions", FormatCount(stats.model_versions())},
-      {"database size", stats.database_bytes() > 0
-                            ? FormatBytes(stats.database_bytes())
-                            : "unknown"},
   };
+  if (stats.database_file_bytes() > 0) {
+    // The file and the WAL apart: the server's --db-max-mb limits the
+    // database's pages only, not the write-ahead log next to it.
+    std::string file = FormatBytes(stats.database_file_bytes());
+    if (stats.database_max_bytes() > 0) {
+      absl::StrAppend(
+          &file, " of ", FormatBytes(stats.database_max_bytes()),
+          absl::StrFormat(" (%.0f%% of the --db-max-mb limit)",
+                          100.0 *
+                              static_cast<double>(stats.database_file_bytes()) /
+                              static_cast<double>(stats.database_max_bytes())));
+    }
+    table.rows.push_back({"database file", file});
+    table.rows.push_back(
+        {"database WAL",
+         absl::StrCat(FormatBytes(stats.wal_bytes()),
+                      stats.database_max_bytes() > 0
+                          ? " (write-ahead log; not counted against the limit)"
+                          : " (write-ahead log)")});
+  } else {
+    // A server that sends only the total (file and WAL), or none.
+    table.rows.push_back(
+        {"database size", stats.database_bytes() > 0
+                              ? FormatBytes(stats.database_bytes())
+                              : "unknown"});
+  }
   if (!stats.leader_address().empty()) {
     // Replicas on one PostgreSQL database (a SQLite server, or a server
     // older than replicas, sends no address).
@@ -497,8 +520,12 @@ std::string FormatEvalMetrics(const EvalMetrics& m) {
       {"model", absl::StrCat("v", m.model_version)},
   };
   if (m.n_skipped > 0) {
-    table.rows.insert(table.rows.begin() + 3,
-                      {"n_skipped", FormatCount(m.n_skipped)});
+    std::string skipped = FormatCount(m.n_skipped);
+    if (m.n_off_scale > 0) {
+      absl::StrAppend(&skipped, " (", FormatCount(m.n_off_scale),
+                      " off the rating scale)");
+    }
+    table.rows.insert(table.rows.begin() + 3, {"n_skipped", skipped});
   }
   return FormatTable(table);
 }

@@ -108,7 +108,9 @@ std::string FormatModels(const v1::ListModelsResponse& response);
 // One line describing a model version, e.g. after `models activate`.
 std::string FormatModelInfo(const v1::ModelInfo& info);
 // The `stats` output: aligned "name  value" lines (counts, active model,
-// training, stored model versions, database size).
+// training, stored model versions, database size). The database: its file
+// (with the server's --db-max-mb limit, when set) and its WAL apart, when the
+// server sends them; else the one total of database_bytes.
 std::string FormatStats(const v1::GetStatsResponse& stats);
 
 // "RUNNING", "SUCCEEDED", ...
@@ -133,8 +135,11 @@ std::string FormatImportProgress(const ImportProgress& progress);
 struct EvalMetrics {
   int64_t n = 0;           // ratings predicted
   int64_t n_fallback = 0;  // of which by a fallback (unknown item or user)
-  int64_t n_skipped = 0;   // not predicted at all (not in n)
-  int64_t users = 0;       // distinct users in the file
+  int64_t n_skipped = 0;   // not scored at all (not in n)
+  // Of n_skipped: ratings off the server's rating scale (the others: of
+  // users the server cannot predict for).
+  int64_t n_off_scale = 0;
+  int64_t users = 0;  // distinct users in the file
   double sum_squared_error = 0;
   double sum_absolute_error = 0;
   int64_t model_version = 0;

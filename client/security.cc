@@ -1,15 +1,20 @@
 #include "client/security.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/security/tls_certificate_provider.h"
@@ -120,29 +125,79 @@ absl::Status CheckToken(absl::string_view token, absl::string_view source) {
   return absl::OkStatus();
 }
 
-// The host part of a gRPC target, lowercased ("" when none).
-std::string TargetHost(absl::string_view target) {
-  // Strip a URI scheme ("dns:///host:port", "ipv4:1.2.3.4:5").
-  for (absl::string_view scheme : {"dns:///", "dns:", "ipv4:", "ipv6:"}) {
-    if (absl::StartsWith(target, scheme)) {
-      target.remove_prefix(scheme.size());
-      break;
+// Whether `host` is an IP address of this machine: IPv4 127.0.0.0/8 (in
+// dotted-quad form), ::1, or ::ffff:127.x.y.z. Parsed, never matched as a
+// prefix: "127.evil.example" is a name, not an address.
+bool IsLoopbackIp(absl::string_view host) {
+  const std::string h(host);
+  in_addr v4{};
+  if (inet_pton(AF_INET, h.c_str(), &v4) == 1) {
+    return (ntohl(v4.s_addr) >> 24) == 127;
+  }
+  in6_addr v6{};
+  if (inet_pton(AF_INET6, h.c_str(), &v6) == 1) {
+    if (IN6_IS_ADDR_LOOPBACK(&v6)) return true;
+    return IN6_IS_ADDR_V4MAPPED(&v6) && v6.s6_addr[12] == 127;
+  }
+  return false;
+}
+
+// The host of one address: "host:port", "[v6]:port", "[v6]", a bare host or
+// a bare IPv6 address; nullopt when malformed.
+std::optional<absl::string_view> AddressHost(absl::string_view address) {
+  if (!address.empty() && address[0] == '[') {
+    const size_t close = address.find(']');
+    if (close == absl::string_view::npos) return std::nullopt;
+    const absl::string_view after = address.substr(close + 1);
+    if (!after.empty() && after[0] != ':') return std::nullopt;
+    return address.substr(1, close - 1);
+  }
+  const size_t colon = address.find(':');
+  // No colon, or several (a bare IPv6 address): all of it.
+  if (colon == absl::string_view::npos || colon != address.rfind(':')) {
+    return address;
+  }
+  return address.substr(0, colon);
+}
+
+// The first address of `target` that is not on this machine, or nullopt
+// when every one is. Every address of a list counts ("ipv4:A:P,B:P",
+// "ipv6:[A]:P,[B]:P"); "localhost" counts as loopback only where the system
+// resolver looks it up (a plain target, or dns:///), not through the DNS
+// server named in "dns://SERVER/NAME".
+std::optional<std::string> FirstNonLoopbackAddress(absl::string_view target) {
+  if (absl::StartsWith(target, "unix:") ||
+      absl::StartsWith(target, "unix-abstract:")) {
+    return std::nullopt;
+  }
+  absl::string_view rest = target;
+  bool names_ok = true;
+  bool list = false;
+  if (absl::ConsumePrefix(&rest, "dns:")) {
+    if (absl::ConsumePrefix(&rest, "//")) {
+      const size_t slash = rest.find('/');
+      if (slash == absl::string_view::npos) return std::string(target);
+      names_ok = slash == 0;  // no DNS server named
+      rest.remove_prefix(slash + 1);
+    }
+  } else if (absl::ConsumePrefix(&rest, "ipv4:") ||
+             absl::ConsumePrefix(&rest, "ipv6:")) {
+    list = true;
+    names_ok = false;  // addresses only
+  }
+  std::vector<absl::string_view> addresses = {rest};
+  if (list) addresses = absl::StrSplit(rest, ',');
+  for (const absl::string_view address : addresses) {
+    const std::optional<absl::string_view> host = AddressHost(address);
+    const bool loopback =
+        host.has_value() &&
+        (IsLoopbackIp(*host) ||
+         (names_ok && absl::EqualsIgnoreCase(*host, "localhost")));
+    if (!loopback) {
+      return std::string(address.empty() ? target : address);
     }
   }
-  // "ipv4:A:P,B:P": the first address.
-  target = target.substr(0, target.find(','));
-  if (!target.empty() && target[0] == '[') {
-    const size_t close = target.find(']');
-    return absl::AsciiStrToLower(target.substr(
-        1, close == absl::string_view::npos ? absl::string_view::npos
-                                            : close - 1));
-  }
-  const size_t colon = target.rfind(':');
-  // More than one colon without brackets: a bare IPv6 address.
-  if (colon != absl::string_view::npos && target.find(':') != colon) {
-    return absl::AsciiStrToLower(target);
-  }
-  return absl::AsciiStrToLower(target.substr(0, colon));
+  return std::nullopt;
 }
 
 }  // namespace
@@ -297,26 +352,20 @@ void AddToken(const ClientSecurity& security, grpc::ClientContext* context) {
 }
 
 bool IsLoopbackTarget(absl::string_view target) {
-  if (absl::StartsWith(target, "unix:") ||
-      absl::StartsWith(target, "unix-abstract:")) {
-    return true;
-  }
-  const std::string host = TargetHost(target);
-  return host == "localhost" || host == "::1" ||
-         absl::StartsWith(host, "127.") ||
-         absl::StartsWith(host, "::ffff:127.");
+  return !FirstNonLoopbackAddress(target).has_value();
 }
 
 std::string TokenOverPlaintextWarning(const std::string& target,
                                       const ClientSecurity& security) {
-  if (security.token.empty() || security.tls || IsLoopbackTarget(target)) {
-    return "";
-  }
+  if (security.token.empty() || security.tls) return "";
+  const std::optional<std::string> off = FirstNonLoopbackAddress(target);
+  if (!off.has_value()) return "";
   return absl::StrCat(
       "warning: sending the token from ", security.token_source,
       " without TLS to ", target,
-      ", which is not a loopback address: anyone on the network path can read "
-      "it; give --tls-ca FILE");
+      *off == target ? ", which is" : absl::StrCat(", where ", *off, " is"),
+      " not a loopback address: anyone on the network path can read it; give "
+      "--tls-ca FILE");
 }
 
 std::string SecurityHint(const absl::Status& status,
@@ -348,6 +397,11 @@ std::string SecurityHint(const absl::Status& status,
     default:
       return "";
   }
+  // TLS settings matter only while connecting: gRPC says "failed to connect
+  // to all addresses" when no connection could be made. A connection that
+  // was up and dropped ("Socket closed" mid-call: the server died or was
+  // restarted) says nothing about TLS.
+  if (!has("failed to connect")) return "";
   const bool handshake = has("handshake") || has("ssl") || has("tls");
   if (!security.tls) {
     if (handshake || has("socket closed") || has("connection reset")) {

@@ -106,23 +106,30 @@ std::shared_ptr<grpc::Channel> CreateSecureChannel(
 // `security` has a token; nothing otherwise.
 void AddToken(const ClientSecurity& security, grpc::ClientContext* context);
 
-// Whether `target` ("host:port", "[v6]:port", "unix:...", "dns:///h:p")
-// names this machine: a 127.0.0.0/8 or ::1 address, "localhost", or a Unix
-// socket.
+// Whether every address of `target` ("host:port", "[v6]:port", "unix:...",
+// "dns:///h:p", the lists "ipv4:A:P,B:P" and "ipv6:[A]:P,[B]:P") is on this
+// machine: an IPv4 address in 127.0.0.0/8 (dotted quad), ::1 (or
+// ::ffff:127.x.y.z), exactly "localhost" (any case; not when a dns:// URI
+// names its own DNS server), or a Unix socket. Addresses are parsed, never
+// matched by prefix: "127.evil.example" and "localhost.evil.example" are
+// not loopback, nor is anything that does not parse.
 bool IsLoopbackTarget(absl::string_view target);
 
 // A one-line warning when a token would be sent without TLS to a target
-// that is not loopback (anyone on the path could read it); "" otherwise.
+// with an address that is not loopback (anyone on the path could read it),
+// naming that address when `target` is a list; "" otherwise.
 std::string TokenOverPlaintextWarning(const std::string& target,
                                       const ClientSecurity& security);
 
 // What to do about a failed call's `status` given the connection's
 // `security` (one line, no trailing newline; "" when nothing specific):
 // UNAUTHENTICATED -> where the token comes from (or that none was given);
-// PERMISSION_DENIED -> the token's role is too low; UNAVAILABLE from a
-// failed TLS handshake -> the server certificate is not signed by the CA, its
-// name does not match, the server wants a client certificate, or the server
-// does (not) use TLS.
+// PERMISSION_DENIED -> the token's role is too low; UNAVAILABLE while
+// connecting ("failed to connect to all addresses") after a failed or
+// refused TLS handshake -> the server certificate is not signed by the CA,
+// its name does not match, the server wants a client certificate, or the
+// server does (not) use TLS. A connection that was up and dropped mid-call
+// (the server died) gets no TLS hint.
 std::string SecurityHint(const absl::Status& status,
                          const ClientSecurity& security);
 

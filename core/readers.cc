@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <string_view>
@@ -29,6 +30,11 @@ namespace {
 
 constexpr size_t kMaxIdBytes = 256;
 constexpr size_t kMaxProblems = 20;
+// Longest CSV record that spans lines (a quoted field holding line breaks).
+// A valid record holds two ids of at most kMaxIdBytes, a rating and a
+// timestamp; a quote still open after this many bytes is taken as never
+// closed, so a stray quote cannot swallow the rest of a file.
+constexpr size_t kMaxRecordBytes = 4096;
 // Longest field value quoted verbatim in a message.
 constexpr size_t kMaxQuotedBytes = 40;
 
@@ -47,16 +53,7 @@ std::string_view StripBom(std::string_view text) {
 
 bool IsBlankChar(char c) { return c == ' ' || c == '\t'; }
 
-// Strips spaces and tabs from both ends.
-std::string_view Trim(std::string_view s) {
-  size_t b = 0;
-  size_t e = s.size();
-  while (b < e && IsBlankChar(s[b])) ++b;
-  while (e > b && IsBlankChar(s[e - 1])) --e;
-  return s.substr(b, e - b);
-}
-
-bool IsBlank(std::string_view line) { return Trim(line).empty(); }
+bool IsBlank(std::string_view line) { return TrimBlanks(line).empty(); }
 
 // A field value for a message: 'value', shortened when long.
 std::string Quote(std::string_view v) {
@@ -104,18 +101,49 @@ void SplitChar(std::string_view line, char sep,
   fields->clear();
   while (true) {
     const size_t at = line.find(sep);
-    fields->push_back(Trim(line.substr(0, at)));
+    fields->push_back(TrimBlanks(line.substr(0, at)));
     if (at == std::string_view::npos) return;
     line.remove_prefix(at + 1);
   }
 }
 
-// Splits one line as an RFC 4180 record: fields separated by ','; a field
-// whose first character after spaces and tabs is '"' is quoted: it ends at
-// the next '"' that is not doubled, may contain ',' and holds "" as one '"';
-// only spaces and tabs may follow its closing quote, and the quotes are not
-// part of the value. Unquoted fields are trimmed of spaces and tabs. A
-// quoted field cannot span lines (a line break is not allowed in an id).
+// Whether a CSV record is still inside a quoted field at the end of `line`
+// (then the record goes on on the next line), when the line starts inside
+// one (`in_quotes`) or at the start of a field. Follows SplitCsvLine: only a
+// '"' that starts a field opens a quoted field; malformed quoting is left
+// for SplitCsvLine to report.
+bool CsvQuoteOpenAfter(std::string_view line, bool in_quotes) {
+  size_t i = 0;
+  while (true) {
+    if (in_quotes) {
+      const size_t quote = line.find('"', i);
+      if (quote == std::string_view::npos) return true;
+      if (quote + 1 < line.size() && line[quote + 1] == '"') {
+        i = quote + 2;  // "" inside quotes
+        continue;
+      }
+      in_quotes = false;
+      i = quote + 1;
+    } else {
+      while (i < line.size() && IsBlankChar(line[i])) ++i;
+      if (i < line.size() && line[i] == '"') {
+        in_quotes = true;
+        ++i;
+        continue;
+      }
+    }
+    const size_t comma = line.find(',', i);
+    if (comma == std::string_view::npos) return false;
+    i = comma + 1;
+  }
+}
+
+// Splits one RFC 4180 record: fields separated by ','; a field whose first
+// character after spaces and tabs is '"' is quoted: it ends at the next '"'
+// that is not doubled, may contain ',' and line breaks (a record of several
+// lines, joined with '\n') and holds "" as one '"'; only spaces and tabs may
+// follow its closing quote, and the quotes are not part of the value.
+// Unquoted fields are trimmed of spaces and tabs.
 // *fields point into `line` or into `owned` (which holds unescaped values).
 // Returns false with *reason on an unterminated quoted field or text after
 // a closing quote.
@@ -165,7 +193,7 @@ bool SplitCsvLine(std::string_view line, std::vector<std::string>* owned,
                                ": quote inside an unquoted field");
         return false;
       }
-      const std::string_view trimmed = Trim(raw);
+      const std::string_view trimmed = TrimBlanks(raw);
       field.assign(trimmed.data(), trimmed.size());
       i = comma == std::string_view::npos ? line.size() : comma;
     }
@@ -183,7 +211,7 @@ void SplitDoubleColon(std::string_view line,
   fields->clear();
   while (true) {
     const size_t at = line.find("::");
-    fields->push_back(Trim(line.substr(0, at)));
+    fields->push_back(TrimBlanks(line.substr(0, at)));
     if (at == std::string_view::npos) return;
     line.remove_prefix(at + 2);
   }
@@ -203,20 +231,37 @@ void SplitWhitespace(std::string_view line,
   }
 }
 
+// Whether strtod reads all of `s` as a number: decimal, hex ("0x4"),
+// "inf" or "nan". Looser than ParsePlainDecimal: it tells a header field
+// ("rating") from a malformed number ("0x4"), which must not pass for a
+// header.
+bool StrtodReadsAll(std::string_view s, double* value) {
+  if (s.empty()) return false;
+  const std::string copy(s);
+  char* end = nullptr;
+  *value = std::strtod(copy.c_str(), &end);
+  return end == copy.c_str() + copy.size();
+}
+
 bool IsNumber(std::string_view s) {
   double unused;
-  return absl::SimpleAtod(AV(s), &unused);
+  return StrtodReadsAll(s, &unused);
 }
 
 // Describes the first invalid UTF-8 byte of `line` (which has one), e.g.
 // "invalid UTF-8: byte 0xE9 at column 7 (file offset 1234)"; columns are
-// 1-based bytes; `line_offset` is the line's offset in the file.
-std::string InvalidUtf8Reason(std::string_view line, size_t line_offset) {
+// 1-based bytes; `line_offset` is the line's offset in the file. A
+// `line_number` > 0 is named too ("at line 3 column 7"), for a record of
+// several lines.
+std::string InvalidUtf8Reason(std::string_view line, size_t line_offset,
+                              int64_t line_number = 0) {
   const size_t at = FirstInvalidUtf8(line);
   return absl::StrFormat(
-      "invalid UTF-8: byte 0x%02X at column %d (file offset %d); convert the "
-      "file to UTF-8 (e.g. iconv -f latin1 -t utf-8)",
-      static_cast<unsigned char>(line[at]), at + 1, line_offset + at);
+      "invalid UTF-8: byte 0x%02X at %scolumn %d (file offset %d); convert "
+      "the file to UTF-8 (e.g. iconv -f latin1 -t utf-8)",
+      static_cast<unsigned char>(line[at]),
+      line_number > 0 ? absl::StrCat("line ", line_number, " ") : "", at + 1,
+      line_offset + at);
 }
 
 // `s` as UTF-8: unchanged when it already is valid UTF-8, else read as
@@ -251,6 +296,11 @@ bool CheckId(std::string_view id, std::string_view what, std::string* reason) {
   }
   for (size_t i = 0; i < id.size(); ++i) {
     const auto c = static_cast<unsigned char>(id[i]);
+    if (c == '\n') {  // from a quoted CSV field that spans lines
+      *reason = absl::StrFormat("%s id contains a line break at byte %d",
+                                AV(what), i + 1);
+      return false;
+    }
     if (c < 0x20 || c == 0x7F) {
       *reason = absl::StrFormat(
           "%s id contains the control character 0x%02X at byte %d", AV(what), c,
@@ -321,7 +371,7 @@ RatingFormat DetectRatingFormat(std::string_view first_line,
     return numeric ? RatingFormat::kMovieLensTab : RatingFormat::kTsv;
   }
   if (absl::StrContains(AV(first_line), ',')) {
-    return absl::StartsWithIgnoreCase(AV(Trim(first_line)),
+    return absl::StartsWithIgnoreCase(AV(TrimBlanks(first_line)),
                                       "userId,movieId,rating")
                ? RatingFormat::kMovieLensCsv
                : RatingFormat::kCsv;
@@ -389,8 +439,17 @@ bool CheckRatingFields(RatingFormat format,
   if (!CheckId(f[0], "user", reason) || !CheckId(f[1], "item", reason)) {
     return false;
   }
-  if (!absl::SimpleAtod(AV(f[2]), rating)) {
-    *reason = absl::StrCat("rating ", Quote(f[2]), " is not a number");
+  if (!ParsePlainDecimal(f[2], rating)) {
+    double loose = 0;
+    if (!StrtodReadsAll(f[2], &loose)) {
+      *reason = absl::StrCat("rating ", Quote(f[2]), " is not a number");
+    } else if (!std::isfinite(loose)) {
+      *reason = absl::StrCat("rating ", Quote(f[2]), " is not finite");
+    } else {
+      *reason = absl::StrCat("rating ", Quote(f[2]),
+                             " is not a plain decimal number (such as 4 or "
+                             "3.5)");
+    }
     return false;
   }
   if (!std::isfinite(*rating)) {
@@ -488,8 +547,8 @@ class CsvReader {
       start_line_ = line_;
       fields->clear();
       ReadRecord(fields, error);
-      if (error->empty() && fields->size() == 1 && Trim((*fields)[0]).empty() &&
-          !last_field_quoted_) {
+      if (error->empty() && fields->size() == 1 &&
+          TrimBlanks((*fields)[0]).empty() && !last_field_quoted_) {
         continue;  // empty line
       }
       return true;
@@ -596,7 +655,7 @@ absl::StatusOr<std::vector<ItemInfo>> ParseMoviesCsv(std::string_view text,
           absl::StrCat("expected 3 fields (movieId, title, genres), got ",
                        fields.size())));
     }
-    const std::string_view id = Trim(fields[0]);
+    const std::string_view id = TrimBlanks(fields[0]);
     if (!CheckId(id, "item", &error)) {
       return absl::InvalidArgumentError(
           ItemError(name, reader.start_line(), error));
@@ -604,7 +663,7 @@ absl::StatusOr<std::vector<ItemInfo>> ParseMoviesCsv(std::string_view text,
     ItemInfo info;
     info.item = std::string(id);
     info.title = ToUtf8(fields[1]);
-    info.genres = NormalizeGenres(Trim(fields[2]));
+    info.genres = NormalizeGenres(TrimBlanks(fields[2]));
     items.push_back(std::move(info));
   }
   return items;
@@ -613,6 +672,41 @@ absl::StatusOr<std::vector<ItemInfo>> ParseMoviesCsv(std::string_view text,
 }  // namespace
 
 // ------------------------------------------------------------------- public
+
+std::string_view TrimBlanks(std::string_view s) {
+  size_t b = 0;
+  size_t e = s.size();
+  while (b < e && IsBlankChar(s[b])) ++b;
+  while (e > b && IsBlankChar(s[e - 1])) --e;
+  return s.substr(b, e - b);
+}
+
+bool ParsePlainDecimal(std::string_view s, double* value) {
+  auto digit = [&s](size_t i) {
+    return i < s.size() && absl::ascii_isdigit(s[i]);
+  };
+  size_t i = 0;
+  if (i < s.size() && (s[i] == '+' || s[i] == '-')) ++i;
+  size_t digits = 0;
+  for (; digit(i); ++i) ++digits;
+  if (i < s.size() && s[i] == '.') {
+    for (++i; digit(i); ++i) ++digits;
+  }
+  if (digits == 0) return false;
+  if (i < s.size() && (s[i] == 'e' || s[i] == 'E')) {
+    ++i;
+    if (i < s.size() && (s[i] == '+' || s[i] == '-')) ++i;
+    if (!digit(i)) return false;
+    while (digit(i)) ++i;
+  }
+  if (i != s.size()) return false;
+  // The syntax is checked: this is a decimal number, read without regard
+  // to the locale (an exponent too large for a double gives an infinity).
+  if (absl::SimpleAtod(AV(s), value)) return true;
+  const std::string copy(s);
+  *value = std::strtod(copy.c_str(), nullptr);
+  return true;
+}
 
 absl::StatusOr<RatingFormat> ParseRatingFormat(std::string_view name) {
   const std::string lower = absl::AsciiStrToLower(AV(name));
@@ -676,33 +770,82 @@ absl::StatusOr<ReadResult> ParseRatings(std::string_view text,
   result.rows.reserve(
       static_cast<size_t>(std::count(text.begin(), text.end(), '\n')) + 1);
 
+  const bool csv =
+      format == RatingFormat::kCsv || format == RatingFormat::kMovieLensCsv;
   LineReader lines(text);
   std::string_view line;
   std::string reason;
+  std::string joined;  // a CSV record of several lines
   bool first = true;
   while (lines.Next(&line)) {
     if (IsBlank(line)) continue;
+    // The record: this line, or (CSV) the lines up to the one that closes a
+    // quoted field left open, joined with '\n'.
+    const int64_t start = lines.number();
+    const size_t start_offset = lines.offset();
+    int64_t end = start;
+    std::string_view record = line;
+    if (csv && line.find('"') != std::string_view::npos &&
+        CsvQuoteOpenAfter(line, false)) {
+      const LineReader after_first = lines;
+      joined.assign(line.data(), line.size());
+      bool open = true;
+      std::string_view next;
+      while (open && joined.size() <= kMaxRecordBytes && lines.Next(&next)) {
+        joined.push_back('\n');
+        joined.append(next.data(), next.size());
+        open = CsvQuoteOpenAfter(next, true);
+      }
+      if (open) {
+        // Never closed (or not within a record's size): the first line alone
+        // is the malformed record; reading goes on after it.
+        lines = after_first;
+      } else {
+        record = joined;
+        end = lines.number();
+      }
+    }
     double rating = 0;
     int64_t timestamp = 0;
     bool ok = true;
-    if (!all_utf8 && FirstInvalidUtf8(line) != std::string_view::npos) {
-      reason = InvalidUtf8Reason(line, bom + lines.offset());
+    if (!all_utf8 && FirstInvalidUtf8(record) != std::string_view::npos) {
+      if (end == start) {
+        reason = InvalidUtf8Reason(record, bom + start_offset);
+      } else {
+        // The physical line holding the byte, and its offset in the file.
+        const size_t at = FirstInvalidUtf8(record);
+        const size_t line_start = record.rfind('\n', at) + 1;  // npos + 1 = 0
+        const int64_t k = std::count(
+            record.begin(), record.begin() + static_cast<ptrdiff_t>(at), '\n');
+        size_t offset = start_offset;
+        for (int64_t j = 0; j < k; ++j) offset = text.find('\n', offset) + 1;
+        const size_t line_end = record.find('\n', at);
+        reason = InvalidUtf8Reason(
+            record.substr(line_start, line_end == std::string_view::npos
+                                          ? std::string_view::npos
+                                          : line_end - line_start),
+            bom + offset, start + k);
+      }
       ok = false;
-    } else if (!SplitRatingLine(format, line, &owned, &fields, &reason)) {
+    } else if (!SplitRatingLine(format, record, &owned, &fields, &reason)) {
       ok = false;
     } else if (first && AllowsHeader(format) &&
                FieldCountOk(format, fields.size()) && !IsNumber(fields[2])) {
-      // A header: the first line, with a valid field count and a rating
+      // A header: the first record, with a valid field count and a rating
       // field that is not a number.
       first = false;
+      result.header_line = start;
       continue;
     } else {
       ok = CheckRatingFields(format, fields, &rating, &timestamp, &reason);
     }
     first = false;
     if (!ok) {
-      std::string message =
-          absl::StrCat(AV(name), ":", lines.number(), ": ", reason);
+      if (end > start) {
+        absl::StrAppend(&reason, " (the record spans lines ", start, "-", end,
+                        ")");
+      }
+      std::string message = absl::StrCat(AV(name), ":", start, ": ", reason);
       if (!options.lenient) return absl::InvalidArgumentError(message);
       ++result.skipped;
       if (result.problems.size() < kMaxProblems) {
@@ -715,7 +858,7 @@ absl::StatusOr<ReadResult> ParseRatings(std::string_view text,
     row.item.assign(fields[1].data(), fields[1].size());
     row.rating = rating;
     row.timestamp = timestamp;
-    row.line = lines.number();
+    row.line = start;
   }
   return result;
 }
@@ -738,7 +881,7 @@ absl::StatusOr<std::vector<ItemInfo>> ParseItems(std::string_view text,
   }
   if (IsBlank(first)) return items;
   ItemFormat format;
-  if (absl::StartsWithIgnoreCase(AV(Trim(first)), "movieId,")) {
+  if (absl::StartsWithIgnoreCase(AV(TrimBlanks(first)), "movieId,")) {
     format = ItemFormat::kMoviesCsv;
   } else if (absl::StrContains(AV(first), "::")) {
     format = ItemFormat::kMoviesDat;

@@ -52,6 +52,8 @@ struct ReadResult {
   // non-empty line to look at.
   RatingFormat format = RatingFormat::kAuto;
   std::vector<RawRating> rows;
+  // The line of the header record that was skipped; 0 when none.
+  int64_t header_line = 0;
   int64_t skipped = 0;                // lenient mode: malformed lines
   std::vector<std::string> problems;  // first 20 "name:line: reason"
 };
@@ -60,20 +62,38 @@ struct ReadResult {
 // Malformed lines: a line that is not valid UTF-8 (the message gives the
 // byte, its 1-based column and its offset in the file: nothing is ever
 // passed on or transcoded), wrong field count, empty user/item id, id longer
-// than 256 bytes, id with a control character (U+0000..U+001F, U+007F),
-// rating not a finite number, timestamp not an integer, malformed CSV
-// quoting. Empty lines and a trailing newline are fine.
-// CSV formats follow RFC 4180 within a line: a field in double quotes may
-// hold ',' and "" (one '"'), and its quotes are not part of the value
-// ("ok1" -> ok1); a quoted field cannot span lines (ids hold no line
-// breaks). A header line is accepted only as the
-// first line of a CSV/TSV/ratings.csv file (it is one when its field count
-// is valid and its rating field is not a number). Lines may end in "\r\n";
-// fields are trimmed of spaces and tabs.
+// than 256 bytes, id with a control character (U+0000..U+001F, U+007F) or a
+// line break, rating not a plain decimal number (ParsePlainDecimal: "0x4",
+// "inf" and "nan" are refused) or not finite, timestamp not an integer,
+// malformed CSV quoting. Empty lines and a trailing newline are fine.
+// CSV formats follow RFC 4180: a field in double quotes may hold ',', ""
+// (one '"') and line breaks, and its quotes are not part of the value
+// ("ok1" -> ok1). A record whose quoted field spans lines is numbered by the
+// line it starts on (RawRating::line, messages; a message adds "the record
+// spans lines A-B"); a line break inside an id is still malformed. A quote
+// not closed by the end of the text, or within 4 KiB of record, makes only
+// its first line malformed; reading goes on with the next line.
+// A header record is accepted only as the first record of a
+// CSV/TSV/ratings.csv file (it is one when its field count is valid and its
+// rating field is not a number, not even "0x4" or "inf"); its line is
+// ReadResult::header_line. Lines may end in "\r\n"; unquoted fields are
+// trimmed of spaces and tabs (TrimBlanks).
 // kAuto looks at the first non-empty line: "::" means kMovieLensDat; a tab
 // means kMovieLensTab when it has 4 numeric fields, else kTsv; a ',' means
 // kMovieLensCsv when it starts with "userId,movieId,rating" (any case), else
 // kCsv; anything else is kWhitespace.
+// `s` without the spaces and tabs at either end: the rule for every
+// unquoted field of a rating file, and for the ids given on the rbmrec
+// command line (so an id means the same in a file and as an argument).
+std::string_view TrimBlanks(std::string_view s);
+
+// Parses a rating as a plain decimal number: an optional sign, digits with
+// an optional '.' and fraction (at least one digit), and an optional
+// exponent ("e-1"). Nothing else: no spaces, no hex ("0x4", which strtod
+// takes), no "inf" or "nan". False when `s` is not one; a syntactically
+// valid number too large for a double sets *value to an infinity.
+bool ParsePlainDecimal(std::string_view s, double* value);
+
 absl::StatusOr<ReadResult> ParseRatings(std::string_view text,
                                         std::string_view name,
                                         const ReadOptions& options);

@@ -776,6 +776,9 @@ absl::StatusOr<v1::GetStatsResponse> RbmrecService::GetStats(
   resp.set_ratings(stats->ratings);
   resp.set_model_versions(stats->model_versions);
   resp.set_database_bytes(stats->database_bytes);
+  resp.set_database_file_bytes(stats->database_file_bytes);
+  resp.set_wal_bytes(stats->wal_bytes);
+  resp.set_database_max_bytes(stats->database_max_bytes);
   // The version actually serving (0 when none could be loaded).
   resp.set_active_model_version(registry_->Current().version);
   resp.set_model_load_error(registry_->load_error());

@@ -914,6 +914,7 @@ absl::StatusOr<Stats> PostgresStore::GetStats() const {
   stats.ratings = r.Int(0, 2);
   stats.model_versions = r.Int(0, 3);
   stats.database_bytes = r.Int(0, 4);
+  stats.database_file_bytes = stats.database_bytes;
   if (!r.IsNull(0, 5)) stats.active_model_version = r.Int(0, 5);
   return stats;
 }

@@ -834,7 +834,7 @@ absl::StatusOr<Stats> SqliteStore::GetStats() const {
     stats.items = s.Int(1);
     stats.ratings = s.Int(2);
     stats.model_versions = s.Int(3);
-    if (!memory()) stats.database_bytes = s.Int(4) * s.Int(5);
+    if (!memory()) stats.database_file_bytes = s.Int(4) * s.Int(5);
   }
   RBMREC_STORE_ASSIGN_OR_RETURN(stats.active_model_version,
                                 ReadActiveVersion(conn));
@@ -842,8 +842,10 @@ absl::StatusOr<Stats> SqliteStore::GetStats() const {
   if (!memory()) {
     std::error_code ec;
     const std::uintmax_t wal = std::filesystem::file_size(path_ + "-wal", ec);
-    if (!ec) stats.database_bytes += static_cast<int64_t>(wal);
+    if (!ec) stats.wal_bytes = static_cast<int64_t>(wal);
   }
+  stats.database_bytes = stats.database_file_bytes + stats.wal_bytes;
+  stats.database_max_bytes = options_.max_bytes;
   return stats;
 }
 

@@ -168,9 +168,17 @@ struct Stats {
   int64_t ratings = 0;  // rating rows
   std::optional<int64_t> active_model_version;
   int64_t model_versions = 0;  // stored model versions
-  // Size of the database on disk: the database (page_count * page_size, as
-  // of this read) plus the current size of its WAL file. 0 for ":memory:".
+  // Size of the database on disk: database_file_bytes plus wal_bytes. 0 for
+  // ":memory:".
   int64_t database_bytes = 0;
+  // The database itself (SQLite: page_count * page_size as of this read,
+  // pages still in the WAL included: the size StoreOptions.max_bytes
+  // limits), and the current size of its WAL file (not limited; 0 when none,
+  // and on PostgreSQL).
+  int64_t database_file_bytes = 0;
+  int64_t wal_bytes = 0;
+  // StoreOptions.max_bytes: the limit on database_file_bytes; 0 when none.
+  int64_t database_max_bytes = 0;
 };
 
 // The kinds of model version the service stores (ModelInfo.kind): a model

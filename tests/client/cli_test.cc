@@ -265,8 +265,49 @@ TEST(ParseValuesTest, MethodRankByItemRating) {
             "--rate: expected ITEM=RATING, got '=4'");
   EXPECT_EQ(ParseItemRating("50=x").status().message(),
             "--rate 50: expected a number, got 'x'");
-  EXPECT_EQ(UserArgument("-"), "");
-  EXPECT_EQ(UserArgument("196"), "196");
+  EXPECT_EQ(*UserArgument("-"), "");
+  EXPECT_EQ(*UserArgument("196"), "196");
+  // A rating is a plain decimal number, as in a file.
+  EXPECT_EQ(ParseItemRating("50=0x4").status().message(),
+            "--rate 50: expected a number, got '0x4'");
+  EXPECT_EQ(ParseItemRating("50=nan").status().message(),
+            "--rate 50: expected a number, got 'nan'");
+}
+
+TEST(IdArgumentTest, IdsAreTrimmedLikeTheFieldsOfAFile) {
+  // `import` trims spaces and tabs around every field; so does every id
+  // argument, or " u " would name another user than the imported "u".
+  EXPECT_EQ(*IdArgument(" u\t", "USER"), "u");
+  EXPECT_EQ(*IdArgument("a b", "USER"), "a b");
+  EXPECT_EQ(IdArgument(" \t ", "ITEM").status().message(),
+            "ITEM: the id is empty (spaces and tabs around ids are dropped, "
+            "as in rating files)");
+  EXPECT_EQ(*UserArgument(" 196 "), "196");
+  EXPECT_EQ(*UserArgument(" - "), "");  // still the anonymous user
+  // An empty USER is an error, not the anonymous user.
+  EXPECT_EQ(UserArgument("  ").status().message(),
+            "USER: the id is empty (spaces and tabs around ids are dropped, "
+            "as in rating files)");
+
+  absl::StatusOr<v1::PredictRatingsRequest> p = BuildPredictRequest(
+      ParseOk({"predict", " 196 ", " 50", "172\t", "--rate", " 1 = 5 "}));
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->user_id(), "196");
+  EXPECT_THAT(p->item_ids(), ElementsAre("50", "172"));
+  ASSERT_EQ(p->ratings_size(), 1);
+  EXPECT_EQ(p->ratings(0).item_id(), "1");
+  EXPECT_EQ(p->ratings(0).rating(), 5);
+  EXPECT_FALSE(BuildPredictRequest(ParseOk({"predict", " ", "50"})).ok());
+  EXPECT_FALSE(BuildPredictRequest(ParseOk({"predict", "u", " "})).ok());
+  EXPECT_FALSE(
+      BuildPredictRequest(ParseOk({"predict", "u", "i", "--rate", " =4"}))
+          .ok());
+
+  absl::StatusOr<v1::RecommendRequest> r =
+      BuildRecommendRequest(ParseOk({"recommend", "\t196 "}));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->user_id(), "196");
+  EXPECT_FALSE(BuildRecommendRequest(ParseOk({"recommend", " "})).ok());
 }
 
 TEST(BuildTrainRequestTest, OnlyGivenOptionsArePresent) {

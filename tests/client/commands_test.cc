@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "client/client.h"
@@ -151,10 +152,19 @@ class FakeRbmrec final : public v1::Rbmrec::Service {
     return grpc::Status::OK;
   }
 
-  grpc::Status PredictRatings(grpc::ServerContext*,
+  grpc::Status PredictRatings(grpc::ServerContext* context,
                               const v1::PredictRatingsRequest* req,
                               v1::PredictRatingsResponse* response) override {
     predict_requests.push_back(*req);
+    if (max_predict_items > 0 && req->item_ids_size() > max_predict_items) {
+      // As rbmrec-server answers over its --max-predict-items.
+      context->AddTrailingMetadata("rbmrec-error-reason", "LIMIT_EXCEEDED");
+      return grpc::Status(
+          grpc::StatusCode::RESOURCE_EXHAUSTED,
+          absl::StrCat("the number of item_ids is ", req->item_ids_size(),
+                       ", over the server's limit of ", max_predict_items,
+                       " (--max-predict-items)"));
+    }
     if (req->user_id() == "nobody") {
       return grpc::Status(grpc::StatusCode::NOT_FOUND,
                           "user 'nobody' not found");
@@ -269,6 +279,7 @@ class FakeRbmrec final : public v1::Rbmrec::Service {
   grpc::Status DeleteUser(grpc::ServerContext*,
                           const v1::DeleteUserRequest* req,
                           v1::DeleteUserResponse* response) override {
+    deleted_users.push_back(req->user_id());
     if (req->user_id() == "nobody" || req->user_id().rfind("missing", 0) == 0) {
       return grpc::Status(grpc::StatusCode::NOT_FOUND,
                           absl::StrCat("no user '", req->user_id(), "'"));
@@ -280,13 +291,24 @@ class FakeRbmrec final : public v1::Rbmrec::Service {
   grpc::Status DeleteRatings(grpc::ServerContext*,
                              const v1::DeleteRatingsRequest* req,
                              v1::DeleteRatingsResponse* response) override {
+    delete_ratings_requests.push_back(*req);
+    // As rbmrec-server answers for a user without stored ratings.
+    if (req->user_id() == "nobody") {
+      return grpc::Status(
+          grpc::StatusCode::NOT_FOUND,
+          absl::StrCat("user_id '", req->user_id(), "' not found"));
+    }
     response->set_deleted(req->item_ids_size());
     return grpc::Status::OK;
   }
 
   // Written by handlers; read by the test after the RPC returned.
   std::vector<int> batch_sizes;
+  std::vector<std::string> deleted_users;
+  std::vector<v1::DeleteRatingsRequest> delete_ratings_requests;
   int max_batch = 0;  // > 0: larger AddRatings batches fail
+  // > 0: larger PredictRatings requests fail (--max-predict-items).
+  int max_predict_items = 0;
   // >= 0: AddRatings fails with STORAGE_FULL at this (0-based) batch.
   int64_t disk_full_at_batch = -1;
   // >= 0: AddRatings stops reading at this batch and answers OK.
@@ -318,6 +340,9 @@ class CommandsTest : public ::testing::Test {
     builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(),
                              &port);
     builder.RegisterService(&service_);
+    if (max_message_bytes_ > 0) {
+      builder.SetMaxReceiveMessageSize(max_message_bytes_);
+    }
     server_ = builder.BuildAndStart();
     ASSERT_NE(server_, nullptr);
     ASSERT_GT(port, 0);
@@ -354,6 +379,7 @@ class CommandsTest : public ::testing::Test {
     return s;
   }
 
+  int max_message_bytes_ = 0;  // > 0: the server's --max-message-mb, in bytes
   FakeRbmrec service_;
   std::unique_ptr<grpc::Server> server_;
   std::string server_address_;
@@ -544,11 +570,11 @@ TEST_F(CommandsTest, IdsAreEscapedInOutputAndInErrors) {
   // In the command's own output.
   EXPECT_EQ(Run({"delete-user", "evil\x1b[2Jid"}), kExitOk);
   EXPECT_EQ(out_.str(), "deleted 12 ratings of user evil\\x1b[2Jid\n");
-  // In the server's error message, which echoes the id.
+  // In the error naming an unknown user.
   EXPECT_EQ(Run({"delete-user", "missing\x1b]0;title\x07\xc2\x9b"}), kExitRpc);
   EXPECT_EQ(err_.str(),
-            "error: NOT_FOUND: rpc DeleteUser: no user "
-            "'missing\\x1b]0;title\\x07\\u009b'\n");
+            "error: NOT_FOUND: user 'missing\\x1b]0;title\\x07\\u009b' not "
+            "found (no stored ratings); nothing was deleted\n");
   // In a usage error naming the argument.
   EXPECT_EQ(Run({"models", "activate", "1\x1b[31m"}), kExitUsage);
   EXPECT_THAT(err_.str(),
@@ -800,6 +826,201 @@ TEST_F(CommandsTest, ModelsDeletePinUnpinPrune) {
   EXPECT_EQ(Run({"--json", "models", "prune"}), kExitOk);
   EXPECT_EQ(out_.str(), "{\"deleted_versions\":[4,2],\"freed_bytes\":2048}\n");
   EXPECT_EQ(Run({"models", "prune", "--keep-online", "-1"}), kExitUsage);
+}
+
+TEST_F(CommandsTest, EvaluateWithNothingScoredFailsSayingWhy) {
+  // Every rating is of a user the server cannot predict for.
+  const std::string file =
+      WriteFile("nobody.data", "nobody\t10\t5\t0\nnobody\t11\t3\t0\n");
+  EXPECT_EQ(Run({"evaluate", file, "--format", "ml100k"}), kExitRpc);
+  EXPECT_EQ(out_.str(), "");  // no RMSE 0.0000
+  EXPECT_THAT(err_.str(),
+              HasSubstr(absl::StrCat(
+                  "error: FAILED_PRECONDITION: no rating of ", file,
+                  " could be evaluated: all 2 were skipped: 2 ratings of 1 "
+                  "users with no stored ratings")));
+  EXPECT_EQ(Run({"--json", "evaluate", file, "--format", "ml100k"}), kExitRpc);
+  const google::protobuf::Struct j = Json();
+  const auto& error = j.fields().at("error").struct_value().fields();
+  EXPECT_EQ(error.at("code").string_value(), "FAILED_PRECONDITION");
+  EXPECT_EQ(error.at("exit_code").number_value(), kExitRpc);
+
+  // Every rating is off the server's rating scale (1:5:1), or of a user
+  // it cannot predict for: both reasons are counted.
+  const std::string off =
+      WriteFile("off.csv", "1,10,7\n1,11,0\n1,12,4.5\nnobody,10,3\n");
+  EXPECT_EQ(Run({"evaluate", off, "--format", "csv"}), kExitRpc);
+  EXPECT_THAT(
+      err_.str(),
+      HasSubstr(absl::StrCat(
+          "could be evaluated: all 4 were skipped: 1 ratings of 1 users with "
+          "no stored ratings (the server does not predict for a user without "
+          "ratings); 3 ratings off the server's rating scale 1:5:1 (the "
+          "first: ",
+          off, ":1: rating 7)")));
+}
+
+TEST_F(CommandsTest, EvaluateSkipsRatingsOffTheScale) {
+  const std::string file =
+      WriteFile("mixed.csv", "1,10,5\n1,11,7\n1,12,4.5\n1,13,3\n");
+  EXPECT_EQ(Run({"--json", "evaluate", file, "--format", "csv"}), kExitOk)
+      << err_.str();
+  const google::protobuf::Struct j = Json();
+  EXPECT_EQ(j.fields().at("n").number_value(), 2);
+  EXPECT_EQ(j.fields().at("n_skipped").number_value(), 2);
+  EXPECT_EQ(j.fields().at("n_skipped_off_scale").number_value(), 2);
+  EXPECT_EQ(j.fields().at("n_skipped_no_ratings").number_value(), 0);
+  // Scored: 5 and 3 against 3.6.
+  EXPECT_NEAR(j.fields().at("rmse").number_value(),
+              std::sqrt((1.4 * 1.4 + 0.6 * 0.6) / 2), 1e-9);
+  EXPECT_THAT(err_.str(),
+              HasSubstr(absl::StrCat(
+                  "warning: skipped 2 ratings off the server's rating scale "
+                  "1:5:1 (the first: ",
+                  file, ":2: rating 7); RMSE and MAE exclude them")));
+  EXPECT_EQ(Run({"evaluate", file, "--format", "csv"}), kExitOk);
+  EXPECT_THAT(out_.str(), HasSubstr("n_skipped   2 (2 off the rating scale)"));
+}
+
+TEST_F(CommandsTest, EvaluateKeepsToTheServersItemLimit) {
+  // The server takes 2 items per request (--max-predict-items 2); the
+  // default batch is 1000.
+  service_.max_predict_items = 2;
+  std::string text;
+  for (int i = 0; i < 5; ++i) absl::StrAppend(&text, "1,", 10 + i, ",4\n");
+  absl::StrAppend(&text, "2,10,5\n");
+  const std::string file = WriteFile("limit.csv", text);
+  EXPECT_EQ(Run({"--json", "evaluate", file, "--format", "csv"}), kExitOk)
+      << err_.str();
+  EXPECT_EQ(Json().fields().at("n").number_value(), 6);
+  EXPECT_THAT(err_.str(),
+              HasSubstr("note: rpc PredictRatings: the number of item_ids is "
+                        "5, over the server's limit of 2 "
+                        "(--max-predict-items); going on with 2 items per "
+                        "request (--batch 2 avoids this retry)\n"));
+  EXPECT_THAT(err_.str(), Not(HasSubstr("error")));
+  std::vector<int> sizes;
+  for (const auto& r : service_.predict_requests) {
+    sizes.push_back(r.item_ids_size());
+  }
+  // One refused request, then requests of at most 2 items.
+  EXPECT_THAT(sizes, ElementsAre(5, 2, 2, 1, 1));
+}
+
+TEST_F(CommandsTest, FilesWithoutRatingsFailSayingSo) {
+  const std::string empty = WriteFile("empty.csv", "");
+  EXPECT_EQ(Run({"import", empty}), kExitUsage);
+  EXPECT_EQ(err_.str(),
+            absl::StrCat("error: INVALID_ARGUMENT: no ratings in ", empty,
+                         ": it is empty (no line holds a rating); nothing was "
+                         "sent\n"));
+  const std::string blank = WriteFile("blank.csv", "\n  \n");
+  EXPECT_EQ(Run({"import", blank}), kExitUsage);
+  EXPECT_THAT(err_.str(), HasSubstr("it is empty"));
+  const std::string header = WriteFile("header.csv", "user,item,rating\n");
+  EXPECT_EQ(Run({"import", header}), kExitUsage);
+  EXPECT_THAT(err_.str(),
+              HasSubstr(absl::StrCat("no ratings in ", header,
+                                     ": it holds only a header (line 1)")));
+  const std::string bad = WriteFile("allbad.csv", "a,b\nc,d\n");
+  EXPECT_EQ(Run({"import", bad, "--format", "csv", "--lenient"}), kExitUsage);
+  EXPECT_THAT(err_.str(), HasSubstr("all 2 records are malformed (skipped "
+                                    "by --lenient)"));
+  EXPECT_THAT(service_.batch_sizes, IsEmpty());
+  EXPECT_EQ(Run({"--json", "import", header}), kExitUsage);
+  EXPECT_EQ(Json()
+                .fields()
+                .at("error")
+                .struct_value()
+                .fields()
+                .at("code")
+                .string_value(),
+            "INVALID_ARGUMENT");
+  // evaluate too.
+  EXPECT_EQ(Run({"evaluate", header}), kExitUsage);
+  EXPECT_THAT(err_.str(), HasSubstr("only a header (line 1); nothing to "
+                                    "evaluate"));
+  EXPECT_THAT(service_.predict_requests, IsEmpty());
+}
+
+TEST_F(CommandsTest, DeleteRatingsOfAnUnknownUserIsNotFound) {
+  EXPECT_EQ(Run({"delete-ratings", "nobody", "1"}), kExitRpc);
+  EXPECT_EQ(out_.str(), "");
+  EXPECT_EQ(err_.str(),
+            "error: NOT_FOUND: user 'nobody' not found (no stored ratings); "
+            "nothing was deleted\n");
+  EXPECT_EQ(Run({"--json", "delete-ratings", "nobody", "1"}), kExitRpc);
+  const google::protobuf::Struct j = Json();
+  const auto& error = j.fields().at("error").struct_value().fields();
+  EXPECT_EQ(error.at("code").string_value(), "NOT_FOUND");
+  EXPECT_EQ(error.at("exit_code").number_value(), kExitRpc);
+  // delete-user says the same.
+  EXPECT_EQ(Run({"delete-user", "nobody"}), kExitRpc);
+  EXPECT_EQ(err_.str(),
+            "error: NOT_FOUND: user 'nobody' not found (no stored ratings); "
+            "nothing was deleted\n");
+}
+
+TEST_F(CommandsTest, IdArgumentsAreTrimmedLikeImportedIds) {
+  const std::string file = WriteFile("ids.csv", " u ,\t1 ,4\n");
+  ASSERT_EQ(Run({"import", file, "--format", "csv"}), kExitOk) << err_.str();
+  ASSERT_EQ(service_.ratings.count({"u", "1"}), 1u);  // as stored
+  EXPECT_EQ(Run({"delete-ratings", " u ", " 1\t"}), kExitOk) << err_.str();
+  ASSERT_EQ(service_.delete_ratings_requests.size(), 1u);
+  EXPECT_EQ(service_.delete_ratings_requests[0].user_id(), "u");
+  EXPECT_THAT(service_.delete_ratings_requests[0].item_ids(), ElementsAre("1"));
+  EXPECT_EQ(out_.str(), "deleted 1 ratings of user u\n");
+  EXPECT_EQ(Run({"delete-user", "\tu "}), kExitOk);
+  EXPECT_THAT(service_.deleted_users, ElementsAre("u"));
+  EXPECT_EQ(Run({"predict", " u ", " 1 "}), kExitOk) << err_.str();
+  EXPECT_EQ(Run({"recommend", " u", "-n", "1"}), kExitOk) << err_.str();
+  ASSERT_EQ(service_.predict_requests.size(), 1u);
+  EXPECT_EQ(service_.predict_requests[0].user_id(), "u");
+  EXPECT_THAT(service_.predict_requests[0].item_ids(), ElementsAre("1"));
+  // Nothing left is a usage error, not an empty (or anonymous) id.
+  EXPECT_EQ(Run({"delete-ratings", "  ", "1"}), kExitUsage);
+  EXPECT_THAT(err_.str(), HasSubstr("USER: the id is empty"));
+  EXPECT_EQ(Run({"predict", " ", "1"}), kExitUsage);
+  EXPECT_EQ(service_.delete_ratings_requests.size(), 1u);
+  EXPECT_EQ(service_.predict_requests.size(), 1u);
+}
+
+// A server started with a small --max-message-mb.
+class SmallMessageCommandsTest : public CommandsTest {
+ protected:
+  SmallMessageCommandsTest() { max_message_bytes_ = 4096; }
+};
+
+TEST_F(SmallMessageCommandsTest, ImportOverTheMessageLimitSaysHowMuchToLower) {
+  std::string text;
+  for (int i = 0; i < 1000; ++i) {
+    absl::StrAppend(&text, "user", i, ",item", i, ",4\n");
+  }
+  const std::string file = WriteFile("big.csv", text);
+  EXPECT_EQ(Run({"import", file, "--format", "csv", "--batch", "500"}),
+            kExitRpc);
+  EXPECT_THAT(err_.str(), HasSubstr("error: RESOURCE_EXHAUSTED"));
+  const std::string marker = "lower --batch from 500 to ";
+  const size_t at = err_.str().find(marker);
+  ASSERT_NE(at, std::string::npos) << err_.str();
+  EXPECT_THAT(err_.str(), HasSubstr("hint: a batch of 500 rows was "));
+  EXPECT_THAT(err_.str(), HasSubstr("over the server's limit of 4.0 KiB per "
+                                    "message (its --max-message-mb)"));
+  int suggested = 0;
+  ASSERT_TRUE(absl::SimpleAtoi(
+      err_.str().substr(
+          at + marker.size(),
+          err_.str().find(' ', at + marker.size()) - at - marker.size()),
+      &suggested))
+      << err_.str();
+  EXPECT_GT(suggested, 10);
+  EXPECT_LT(suggested, 500);
+  // The batch size it names works.
+  EXPECT_EQ(Run({"import", file, "--format", "csv", "--batch",
+                 absl::StrCat(suggested)}),
+            kExitOk)
+      << err_.str();
+  EXPECT_EQ(service_.ratings.size(), 1000u);
 }
 
 // ---------------------------------------------------------------------------

@@ -313,6 +313,34 @@ TEST(FormatStatsTest, IdleAndRunning) {
               HasSubstr("replica         leader (10.0.0.5:50051)\n"));
 }
 
+TEST(FormatStatsTest, DatabaseFileAndWalApartAgainstTheLimit) {
+  // 12 MiB on disk under --db-max-mb 8: the limit is on the file; the WAL
+  // is on top of it.
+  v1::GetStatsResponse s;
+  s.set_database_bytes(12 << 20);
+  s.set_database_file_bytes(8 << 20);
+  s.set_wal_bytes(4 << 20);
+  s.set_database_max_bytes(8 << 20);
+  std::string text = FormatStats(s);
+  EXPECT_THAT(text, HasSubstr("model versions  0\n"
+                              "database file   8.0 MiB of 8.0 MiB (100% of "
+                              "the --db-max-mb limit)\n"
+                              "database WAL    4.0 MiB (write-ahead log; not "
+                              "counted against the limit)\n"));
+  EXPECT_THAT(text, Not(HasSubstr("12.0 MiB")));
+  EXPECT_THAT(text, Not(HasSubstr("database size")));
+  // No limit.
+  s.set_database_max_bytes(0);
+  s.set_database_file_bytes(6 << 20);
+  text = FormatStats(s);
+  EXPECT_THAT(text, HasSubstr("database file   6.0 MiB\n"));
+  EXPECT_THAT(text, HasSubstr("database WAL    4.0 MiB (write-ahead log)\n"));
+  // A server that sends only the total.
+  s.set_database_file_bytes(0);
+  s.set_wal_bytes(0);
+  EXPECT_THAT(FormatStats(s), HasSubstr("database size   12.0 MiB\n"));
+}
+
 TEST(TrainFormatTest, EpochRowsLineUpWithHeader) {
   v1::TrainProgress p;
   p.set_state(v1::TrainProgress::RUNNING);
@@ -390,6 +418,11 @@ TEST(EvalMetricsTest, RmseAndMae) {
   m.model_version = 3;
   EXPECT_THAT(FormatEvalMetrics(m), HasSubstr("RMSE        0.9092\n"));
   EXPECT_THAT(FormatEvalMetrics(m), HasSubstr("n_fallback  1\n"));
+  EXPECT_THAT(FormatEvalMetrics(m), Not(HasSubstr("n_skipped")));
+  m.n_skipped = 3;
+  m.n_off_scale = 2;
+  EXPECT_THAT(FormatEvalMetrics(m),
+              HasSubstr("n_skipped   3 (2 off the rating scale)\n"));
 }
 
 // ---------------------------------------------------------------------------

@@ -6,9 +6,13 @@
 
 #include "client/security.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -16,6 +20,7 @@
 #include <mutex>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -207,6 +212,95 @@ TEST(SecurityTest, LoopbackTargets) {
                         "example.org:443", "dns:///example.org:1"}) {
     EXPECT_FALSE(IsLoopbackTarget(t)) << t;
   }
+}
+
+TEST(SecurityTest, LoopbackIsDecidedByParsingEveryAddress) {
+  for (const char* t :
+       {"127.0.0.1", "127.0.0.1:50051", "127.255.0.9:1", "[::1]:50051", "[::1]",
+        "::1", "localhost", "localhost:1", "LocalHost:1", "dns:///localhost:5",
+        "dns:127.0.0.1:5", "ipv4:127.0.0.1:1,127.0.0.2:2",
+        "ipv6:[::1]:1,[::1]:2", "[::ffff:127.0.0.1]:5", "unix:/tmp/s",
+        "unix-abstract:x"}) {
+    EXPECT_TRUE(IsLoopbackTarget(t)) << t;
+  }
+  // Names that only start like a loopback address, lists with one address
+  // off loopback, and what does not parse as an address.
+  for (const char* t : {"127.evil.example:50051",
+                        "127.evil.example",
+                        "127.0.0.1.evil.example:1",
+                        "localhost.evil.example:1",
+                        "evil-localhost:1",
+                        "dns:///127.evil.example:1",
+                        "ipv4:127.0.0.1:1,10.0.0.1:2",
+                        "ipv4:10.0.0.1:2,127.0.0.1:1",
+                        "ipv6:[::1]:1,[2001:db8::1]:1",
+                        "ipv4:127.0.0.1:1,",
+                        "127.1:1",
+                        "0x7f000001:1",
+                        "128.0.0.1:1",
+                        "[::2]:1",
+                        "[::1]x:1",
+                        "[::1:1",
+                        ":50051",
+                        "",
+                        "dns://192.0.2.53/localhost:1",
+                        "localhost:1,evil.example:2",
+                        "[::ffff:10.0.0.1]:5"}) {
+    EXPECT_FALSE(IsLoopbackTarget(t)) << t;
+  }
+}
+
+TEST(SecurityTest, WarnsForEveryAddressOffLoopback) {
+  ClientSecurity s;
+  s.token = kAdminToken;
+  s.token_source = "$RBMREC_TOKEN";
+  EXPECT_THAT(TokenOverPlaintextWarning("127.evil.example:50051", s),
+              StartsWith("warning: sending the token from $RBMREC_TOKEN "
+                         "without TLS to 127.evil.example:50051, which is "
+                         "not a loopback address"));
+  EXPECT_THAT(TokenOverPlaintextWarning("localhost.evil.example:1", s),
+              HasSubstr("not a loopback address"));
+  EXPECT_THAT(
+      TokenOverPlaintextWarning("ipv4:127.0.0.1:1,10.1.2.3:2", s),
+      StartsWith("warning: sending the token from $RBMREC_TOKEN without TLS "
+                 "to ipv4:127.0.0.1:1,10.1.2.3:2, where 10.1.2.3:2 is not a "
+                 "loopback address"));
+  EXPECT_EQ(TokenOverPlaintextWarning("ipv4:127.0.0.1:1,127.0.0.2:2", s), "");
+  EXPECT_EQ(TokenOverPlaintextWarning("[::1]:1", s), "");
+  EXPECT_EQ(TokenOverPlaintextWarning("localhost:1", s), "");
+}
+
+TEST(SecurityTest, NoTlsHintWhenAnEstablishedConnectionDrops) {
+  // A server that dies mid-call: the connection was up, so TLS settings are
+  // not the problem (with or without TLS).
+  ClientSecurity plain;
+  ClientSecurity tls;
+  tls.tls = true;
+  tls.ca_source = "--tls-ca ca.pem";
+  for (const char* message :
+       {"rpc Train: Socket closed", "rpc Train: Connection reset by peer",
+        "rpc Train: Broken pipe", "rpc Train: GOAWAY received",
+        "rpc Train: Connection reset by peer (ssl)"}) {
+    EXPECT_EQ(SecurityHint(absl::UnavailableError(message), plain), "")
+        << message;
+    EXPECT_EQ(SecurityHint(absl::UnavailableError(message), tls), "")
+        << message;
+  }
+  // The same words while connecting do point at TLS.
+  EXPECT_THAT(
+      SecurityHint(absl::UnavailableError(
+                       "rpc Health.Check: failed to connect to all addresses; "
+                       "last error: UNAVAILABLE: ipv4:127.0.0.1:5: Socket "
+                       "closed"),
+                   plain),
+      HasSubstr("give --tls-ca FILE"));
+  EXPECT_THAT(
+      SecurityHint(absl::UnavailableError(
+                       "rpc Health.Check: failed to connect to all addresses; "
+                       "last error: UNAVAILABLE: ipv4:127.0.0.1:5: Socket "
+                       "closed"),
+                   tls),
+      HasSubstr("during the TLS handshake"));
 }
 
 TEST(SecurityTest, WarnsBeforeSendingATokenInTheClearOffLoopback) {
@@ -542,6 +636,163 @@ TEST_F(CliTokenTest, TokenInTheClearOffLoopbackWarns) {
 }
 
 // ---------------------------------------------------------------------------
+// A connection that drops mid-call (the server died): no TLS hint.
+
+// A TCP proxy to 127.0.0.1:`upstream_port` whose connections Cut() closes at
+// once, as the kernel does when a server process dies.
+class CuttableProxy {
+ public:
+  explicit CuttableProxy(int upstream_port) : upstream_port_(upstream_port) {
+    listen_fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof(addr);
+    if (listen_fd_ < 0 ||
+        ::bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), len) != 0 ||
+        ::listen(listen_fd_, 16) != 0 ||
+        ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len) !=
+            0) {
+      return;
+    }
+    address = absl::StrCat("127.0.0.1:", ntohs(addr.sin_port));
+    accept_thread_ = std::thread([this] { AcceptLoop(); });
+  }
+  ~CuttableProxy() {
+    Cut();
+    if (accept_thread_.joinable()) accept_thread_.join();
+    // No pump starts after the accept loop ended.
+    for (std::thread& t : pumps_) t.join();
+    std::lock_guard<std::mutex> lock(mu_);
+    for (int fd : fds_) ::close(fd);
+    if (listen_fd_ >= 0) ::close(listen_fd_);
+  }
+  bool ok() const { return !address.empty(); }
+
+  // Closes every connection and stops accepting new ones.
+  void Cut() {
+    std::lock_guard<std::mutex> lock(mu_);
+    cut_ = true;
+    if (listen_fd_ >= 0) ::shutdown(listen_fd_, SHUT_RDWR);
+    for (int fd : fds_) ::shutdown(fd, SHUT_RDWR);
+  }
+
+  std::string address;
+
+ private:
+  void AcceptLoop() {
+    while (true) {
+      const int client = ::accept(listen_fd_, nullptr, nullptr);
+      if (client < 0) return;
+      const int server = ::socket(AF_INET, SOCK_STREAM, 0);
+      sockaddr_in addr{};
+      addr.sin_family = AF_INET;
+      addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      addr.sin_port = htons(static_cast<uint16_t>(upstream_port_));
+      std::lock_guard<std::mutex> lock(mu_);
+      fds_.push_back(client);
+      fds_.push_back(server);
+      if (cut_ || ::connect(server, reinterpret_cast<sockaddr*>(&addr),
+                            sizeof(addr)) != 0) {
+        ::shutdown(client, SHUT_RDWR);
+        continue;
+      }
+      pumps_.emplace_back([client, server] { Pump(client, server); });
+      pumps_.emplace_back([client, server] { Pump(server, client); });
+    }
+  }
+  static void Pump(int from, int to) {
+    char buf[16384];
+    while (true) {
+      const ssize_t n = ::read(from, buf, sizeof(buf));
+      if (n <= 0) break;
+      if (::send(to, buf, static_cast<size_t>(n), MSG_NOSIGNAL) != n) break;
+    }
+    ::shutdown(to, SHUT_RDWR);
+  }
+
+  const int upstream_port_;
+  int listen_fd_ = -1;
+  std::mutex mu_;
+  bool cut_ = false;
+  std::vector<int> fds_;
+  std::thread accept_thread_;
+  std::vector<std::thread> pumps_;  // guarded by mu_ while accepting
+};
+
+// Train sends one RUNNING message, then waits (as a long job would) until
+// the call ends.
+class SlowTrainFake final : public v1::Rbmrec::Service {
+ public:
+  grpc::Status Train(grpc::ServerContext* context, const v1::TrainRequest*,
+                     grpc::ServerWriter<v1::TrainProgress>* writer) override {
+    v1::TrainProgress p;
+    p.set_state(v1::TrainProgress::RUNNING);
+    p.set_epoch(1);
+    p.set_max_epochs(100);
+    writer->Write(p);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      running_ = true;
+    }
+    cv_.notify_all();
+    const auto until =
+        std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (!context->IsCancelled() &&
+           std::chrono::steady_clock::now() < until) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return grpc::Status::CANCELLED;
+  }
+  // Waits until a Train call has sent its first message.
+  bool WaitRunning() {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, std::chrono::seconds(20),
+                        [this] { return running_; });
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool running_ = false;
+};
+
+// Runs `train` through a proxy that is cut once the job runs; returns the
+// CLI's result.
+CliResult TrainCutMidway(std::shared_ptr<grpc::ServerCredentials> creds,
+                         const std::vector<std::string>& flags) {
+  SlowTrainFake service;
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort(
+      "127.0.0.1:0", creds ? creds : grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  EXPECT_NE(server, nullptr);
+  if (server == nullptr) return {};
+  CuttableProxy proxy(port);
+  EXPECT_TRUE(proxy.ok());
+  std::vector<std::string> args = {"--server", proxy.address, "--timeout", "5"};
+  args.insert(args.end(), flags.begin(), flags.end());
+  args.push_back("train");
+  CliResult result;
+  std::thread cli([&] { result = RunWith(args, {}); });
+  EXPECT_TRUE(service.WaitRunning());
+  proxy.Cut();
+  cli.join();
+  server->Shutdown(std::chrono::system_clock::now());
+  return result;
+}
+
+TEST(DroppedConnectionTest, ServerDyingMidTrainGivesNoTlsHint) {
+  const CliResult r = TrainCutMidway(nullptr, {});
+  EXPECT_EQ(r.code, kExitRpc);
+  EXPECT_THAT(r.err, StartsWith("error: UNAVAILABLE: rpc Train: ")) << r.err;
+  EXPECT_THAT(r.err, Not(HasSubstr("--tls-ca"))) << r.err;
+  EXPECT_THAT(r.err, Not(HasSubstr("hint:"))) << r.err;
+}
+
+// ---------------------------------------------------------------------------
 // TLS, with certificates from docker/make-certs.sh.
 
 class TlsTest : public ::testing::Test {
@@ -651,6 +902,14 @@ TEST_F(TlsTest, TlsAgainstAPlainServerSaysSo) {
   EXPECT_THAT(r.err, HasSubstr("hint: the TLS handshake failed: the server "
                                "may not use TLS"))
       << r.err;
+}
+
+TEST_F(TlsTest, ServerDyingMidTrainGivesNoHandshakeHint) {
+  const CliResult r =
+      TrainCutMidway(ServerCreds(false), {"--tls-ca", File("ca.pem")});
+  EXPECT_EQ(r.code, kExitRpc);
+  EXPECT_THAT(r.err, StartsWith("error: UNAVAILABLE: rpc Train: ")) << r.err;
+  EXPECT_THAT(r.err, Not(HasSubstr("hint:"))) << r.err;
 }
 
 TEST_F(TlsTest, MutualTlsNeedsTheClientCertificate) {

@@ -319,6 +319,9 @@ TEST(ReadersHeaderTest, HeaderOnlyFileHasNoRows) {
   const ReadResult r = MustParse("userId,movieId,rating,timestamp\n");
   EXPECT_EQ(r.format, RatingFormat::kMovieLensCsv);
   EXPECT_TRUE(r.rows.empty());
+  EXPECT_EQ(r.header_line, 1);  // so a caller can say "only a header"
+  EXPECT_EQ(MustParse("\n\nuser,item,rating\nu,i,4\n").header_line, 3);
+  EXPECT_EQ(MustParse("u,i,4\n").header_line, 0);
 }
 
 // ------------------------------------------------------------ malformed lines
@@ -375,6 +378,55 @@ TEST(ReadersMalformedTest, BadRatings) {
             "f.txt:2: rating '-Infinity' is not finite");
   EXPECT_EQ(ParseError("1,2,3\n1,2,1e999\n"),
             "f.txt:2: rating '1e999' is not finite");
+}
+
+TEST(ReadersMalformedTest, RatingsMustBePlainDecimalNumbers) {
+  // strtod-style parsers take hex ("0x4" as 4); a rating file never means it.
+  EXPECT_EQ(ParseError("1,2,3\n1,2,0x4\n"),
+            "f.txt:2: rating '0x4' is not a plain decimal number (such as 4 "
+            "or 3.5)");
+  EXPECT_EQ(ParseError("1\t2\t0X1p2\t4\n", RatingFormat::kMovieLensTab),
+            "f.txt:1: rating '0X1p2' is not a plain decimal number (such as 4 "
+            "or 3.5)");
+  EXPECT_EQ(ParseError("1 2 0x4\n", RatingFormat::kWhitespace),
+            "f.txt:1: rating '0x4' is not a plain decimal number (such as 4 "
+            "or 3.5)");
+  EXPECT_EQ(ParseError("1::2::0x4::0\n"),
+            "f.txt:1: rating '0x4' is not a plain decimal number (such as 4 "
+            "or 3.5)");
+  // Not taken for a header on the first line either.
+  EXPECT_EQ(ParseError("1,2,0x4\n", RatingFormat::kCsv),
+            "f.txt:1: rating '0x4' is not a plain decimal number (such as 4 "
+            "or 3.5)");
+  EXPECT_EQ(ParseError("1,2,NaN\n"), "f.txt:1: rating 'NaN' is not finite");
+  EXPECT_EQ(ParseError("1,2,INF\n"), "f.txt:1: rating 'INF' is not finite");
+  EXPECT_EQ(ParseError("1,2,3\n1,2,.\n"),
+            "f.txt:2: rating '.' is not a number");
+  EXPECT_EQ(ParseError("1,2,3\n1,2,4.5.1\n"),
+            "f.txt:2: rating '4.5.1' is not a number");
+  EXPECT_EQ(ParseError("1,2,3\n1,2,+-4\n"),
+            "f.txt:2: rating '+-4' is not a number");
+  // The plain forms.
+  const ReadResult r = MustParse("a,b,4.\na,c,.5\na,d,007\na,e,-0.5E+1\n");
+  ASSERT_EQ(r.rows.size(), 4u);
+  EXPECT_EQ(r.rows[0].rating, 4.0);
+  EXPECT_EQ(r.rows[1].rating, 0.5);
+  EXPECT_EQ(r.rows[2].rating, 7.0);
+  EXPECT_EQ(r.rows[3].rating, -5.0);
+}
+
+TEST(ReadersMalformedTest, PlainDecimalSyntax) {
+  double v = 0;
+  for (const char* ok : {"4", "+4", "-1", "3.5", "4.", ".5", "1e0", "2.5E-1"}) {
+    EXPECT_TRUE(ParsePlainDecimal(ok, &v)) << ok;
+  }
+  EXPECT_TRUE(ParsePlainDecimal("2.5E-1", &v));
+  EXPECT_EQ(v, 0.25);
+  for (const char* bad :
+       {"", " 4", "4 ", "0x4", "0X4", "0x1p2", "inf", "nan", "-infinity", ".",
+        "e5", "1e", "1e+", "+", "--1", "4,5", "1_000", "\xd9\xa4"}) {
+    EXPECT_FALSE(ParsePlainDecimal(bad, &v)) << bad;
+  }
 }
 
 TEST(ReadersMalformedTest, LongValuesAreShortenedInMessages) {
@@ -776,6 +828,61 @@ TEST(ReadersCsvTest, MalformedQuotingIsRejected) {
             "f.txt:1: field 1: unexpected character after closing quote");
   EXPECT_EQ(ParseError("u,a\"b,4\n", RatingFormat::kCsv),
             "f.txt:1: field 2: quote inside an unquoted field");
+}
+
+TEST(ReadersCsvTest, AQuotedFieldMaySpanLines) {
+  // RFC 4180: a quoted field holds line breaks. The record counts from the
+  // line it starts on, and later records keep their own line numbers.
+  const ReadResult r =
+      MustParse("\"user\nid\",\"item\r\nid\",rating\r\nu1,i1,4\r\nu2,i2,5\n",
+                RatingFormat::kCsv);
+  EXPECT_EQ(r.header_line, 1);
+  ASSERT_EQ(r.rows.size(), 2u);
+  EXPECT_EQ(r.rows[0].user, "u1");
+  EXPECT_EQ(r.rows[0].line, 4);
+  EXPECT_EQ(r.rows[1].line, 5);
+  // An id with a line break breaks the id rule (no control characters): one
+  // bad record, named by its first line, and the next record is read as is.
+  const std::string text = "u1,i1,4\n\"u\n2\",i2,5\nu3,\"i\n\n3\",2\nu4,i4,1\n";
+  EXPECT_EQ(ParseError(text, RatingFormat::kCsv),
+            "f.txt:2: user id contains a line break at byte 2 (the record "
+            "spans lines 2-3)");
+  auto lenient = ParseRatings(text, "x.csv", Options(RatingFormat::kCsv, true));
+  ASSERT_TRUE(lenient.ok()) << lenient.status();
+  EXPECT_EQ(lenient->skipped, 2);
+  EXPECT_THAT(lenient->problems,
+              ElementsAre("x.csv:2: user id contains a line break at byte 2 "
+                          "(the record spans lines 2-3)",
+                          "x.csv:4: item id contains a line break at byte 2 "
+                          "(the record spans lines 4-6)"));
+  ASSERT_EQ(lenient->rows.size(), 2u);
+  EXPECT_EQ(lenient->rows[0].line, 1);
+  EXPECT_EQ(lenient->rows[1].user, "u4");
+  EXPECT_EQ(lenient->rows[1].line, 7);
+}
+
+TEST(ReadersCsvTest, AnUnclosedQuoteFailsItsLineAndReadingGoesOn) {
+  // No closing quote up to the end of the file: that first line is the bad
+  // record; the lines after it are records of their own.
+  const std::string text = "u1,i1,4\n\"u2,i2,5\nu3,i3,3\n";
+  EXPECT_EQ(ParseError(text, RatingFormat::kCsv),
+            "f.txt:2: field 1: quoted field has no closing quote");
+  auto lenient = ParseRatings(text, "x.csv", Options(RatingFormat::kCsv, true));
+  ASSERT_TRUE(lenient.ok()) << lenient.status();
+  EXPECT_EQ(lenient->skipped, 1);
+  ASSERT_EQ(lenient->rows.size(), 2u);
+  EXPECT_EQ(lenient->rows[1].user, "u3");
+  EXPECT_EQ(lenient->rows[1].line, 3);
+  // An open quote that would swallow more than a record can hold (ids are at
+  // most 256 bytes) is unclosed too, not a record of thousands of lines.
+  std::string many = "\"u0,i,4\n";
+  for (int i = 1; i < 2000; ++i) many += "u" + std::to_string(i) + ",i,4\n";
+  many += "\",i,4\n";
+  auto bounded = ParseRatings(many, "x.csv", Options(RatingFormat::kCsv, true));
+  ASSERT_TRUE(bounded.ok()) << bounded.status();
+  EXPECT_EQ(bounded->rows.size(), 1999u);
+  EXPECT_EQ(bounded->skipped, 2);
+  EXPECT_EQ(bounded->rows[0].line, 2);
 }
 
 TEST(ReadersCsvTest, MovieLensCsvWithQuotes) {

@@ -8,7 +8,8 @@
 // Invariants checked (abort on violation):
 //   - every accepted row has a non-empty user and item id of at most 256
 //     bytes, a finite rating and a 1-based line number within the text,
-//     line numbers strictly increasing;
+//     line numbers strictly increasing (a CSV record of several lines is
+//     numbered by its first); a header line comes before every row;
 //   - an explicit format is reported back unchanged;
 //   - strict mode skips nothing; when strict succeeds, lenient returns the
 //     same rows with nothing skipped; lenient keeps at most 20 problems and
@@ -90,6 +91,10 @@ void CheckRows(const rbmrec::ReadResult& r, int64_t lines) {
     Check(row.line <= lines, "line number beyond the text");
     prev_line = row.line;
   }
+  Check(r.header_line >= 0 && r.header_line <= lines,
+        "header line outside the text");
+  Check(r.rows.empty() || r.header_line < r.rows.front().line,
+        "header line not before the first row");
   Check(r.skipped >= 0, "negative skipped count");
   Check(static_cast<int64_t>(r.rows.size()) + r.skipped <= lines,
         "more rows plus skipped lines than lines");

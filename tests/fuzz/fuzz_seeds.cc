@@ -62,6 +62,9 @@ bool ReaderSeeds(const std::string& dir) {
       {"csv", Reader(4, "u1,i1,1\nu1,i2,5,1234567890\nu2,i1,3\n")},
       {"tsv", Reader(5, "u1\ti1\t4\n u2 \t i2 \t 2 \n")},
       {"space", Reader(6, "10 20 3\n11 21 4.5\n")},
+      {"csv_multiline", Reader(4,
+                               "\"user\nid\",item,rating\r\nu1,\"i\n1\",4\n"
+                               "\"u2,i2,0x4\nu3,i3,3\n")},
       {"lenient_mix", Reader(0,
                              "1\t2\t3\t4\nbad line\n5\t6\tx\t8\n9\t9\t1\t"
                              "1\n")},

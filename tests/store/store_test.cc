@@ -704,8 +704,12 @@ TEST_P(StoreTest, StatsCountModelVersionsAndMeasureTheDatabase) {
   EXPECT_EQ(stats.model_versions, 2);
   if (GetParam().persistent) {
     EXPECT_GT(empty.database_bytes, 0);
-    // The blob is in the WAL or the file; both are counted.
+    // The blob is in the WAL or the file; both are counted, and given
+    // apart (a size limit applies to the file only).
     EXPECT_GE(stats.database_bytes, empty.database_bytes + 300000);
+    EXPECT_EQ(stats.database_bytes,
+              stats.database_file_bytes + stats.wal_bytes);
+    EXPECT_GT(stats.database_file_bytes, 0);
   } else {
     EXPECT_EQ(empty.database_bytes, 0);
     EXPECT_EQ(stats.database_bytes, 0);
@@ -1236,6 +1240,10 @@ TEST_F(StoreFileTest, MaxBytesFullIsStorageFullAndRecovers) {
   // Nothing of the failed batch is stored; reads keep working.
   ASSERT_OK_AND_ASSIGN(Stats stats, store->GetStats());
   EXPECT_EQ(stats.ratings, stored * 200);
+  // The limit is on the file, which stays under it (the WAL does not count).
+  EXPECT_EQ(stats.database_max_bytes, 3 << 20);
+  EXPECT_LE(stats.database_file_bytes, 3 << 20);
+  EXPECT_EQ(stats.database_bytes, stats.database_file_bytes + stats.wal_bytes);
   EXPECT_EQ(stats.model_versions, 3);
   EXPECT_EQ(stats.active_model_version, active_v);
   EXPECT_EQ(store->GetUserRatings(failed[0].user).status().code(),
