@@ -23,6 +23,11 @@
 #                the server's busy timeout: AddRatings fails with UNAVAILABLE
 #                (the reason seen is printed; DATABASE_LOCKED expected),
 #                PredictRatings keeps working, writes succeed after release.
+#   two-servers  a second rbmrec-server on the port of a running one (another
+#                database) and one on the running one's database (another
+#                port): each must exit non-zero within 15 s, saying "address
+#                already in use" / "in use by another process (pid P" with the
+#                first server's pid, while the first keeps answering.
 # After every restart (and at the end of disk-full / locked): PRAGMA
 # integrity_check is ok (read-only, while the server runs), every
 # acknowledged row is stored with its value, no batch is partially stored.
@@ -315,6 +320,39 @@ kill_server
 extra_bad=$((not_unavailable + predict_bad + after_bad))
 notes="  (AddRatings under the lock:$reasons after ${add_s}s, busy timeout ${busy_s}s; not UNAVAILABLE $not_unavailable; Predict failed $predict_bad; writes after release failed $after_bad)"
 report locked "$done_trials"
+
+# ---- two servers: one per port, one per database ---------------------------
+port=52207 db=$tmp/two.db
+start_server
+first_pid=$server_pid
+second() {  # second PORT DB LOG: runs a second server; 0 when it refused
+  timeout 15 "$bin/rbmrec-server" "$(sflag listen)" "127.0.0.1:$1" \
+    "$(sflag db)" "$2" >"$3" 2>&1
+  local rc=$?
+  [ "$rc" != 0 ] && [ "$rc" != 124 ]
+}
+done_trials=0 port_refused=0 db_refused=0 first_ok=0
+for t in $(seq "$trials"); do
+  if second "$port" "$tmp/two-other-$t.db" "$tmp/two-port-$t.log" &&
+    grep -q "address already in use" "$tmp/two-port-$t.log"; then
+    port_refused=$((port_refused + 1))
+  fi
+  if second $((port + 1)) "$db" "$tmp/two-db-$t.log" &&
+    grep -q "in use by another process (pid $first_pid " "$tmp/two-db-$t.log"; then
+    db_refused=$((db_refused + 1))
+  fi
+  cli --timeout 5 stats >/dev/null 2>&1 && first_ok=$((first_ok + 1))
+  done_trials=$t
+done
+kill_server
+ok=MET
+if [ "$port_refused" != "$done_trials" ] || [ "$db_refused" != "$done_trials" ] ||
+  [ "$first_ok" != "$done_trials" ] || [ "$done_trials" = 0 ]; then
+  ok=MISSED failed=1
+fi
+printf '%-11s trials %2d  second server on the port refused %d/%d  on the database refused %d/%d  first server answering %d/%d  %s\n' \
+  two-servers "$done_trials" "$port_refused" "$done_trials" "$db_refused" \
+  "$done_trials" "$first_ok" "$done_trials" "$ok"
 
 if [ "$failed" = 0 ]; then echo "faults: all targets MET"; else echo "faults: targets MISSED"; fi
 exit "$failed"

@@ -188,8 +188,12 @@ std::vector<CommandSpec> MakeCommands() {
                           "list the stored model versions",
                           "Lists the stored model versions, newest first; "
                           "'*' marks the active one, 'pinned' the versions "
-                          "retention never removes.",
-                          {}});
+                          "retention never removes, 'CORRUPT' the ones whose "
+                          "stored file is damaged (as far as the server has "
+                          "found; --verify checks every one).",
+                          {Bool("verify",
+                                "read every stored version and check its "
+                                "checksum (about 1 s per GB)")}});
   c.push_back(CommandSpec{{"models", "activate"},
                           "VERSION",
                           1,

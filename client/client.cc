@@ -302,12 +302,12 @@ absl::StatusOr<v1::RecommendResponse> RbmrecClient::Recommend(
   return response;
 }
 
-absl::StatusOr<v1::ListModelsResponse> RbmrecClient::ListModels() {
+absl::StatusOr<v1::ListModelsResponse> RbmrecClient::ListModels(
+    const v1::ListModelsRequest& request) {
   grpc::ClientContext context;
   SetUnaryDeadline(&context);
   v1::ListModelsResponse response;
-  grpc::Status status =
-      stub_->ListModels(&context, v1::ListModelsRequest(), &response);
+  grpc::Status status = stub_->ListModels(&context, request, &response);
   if (!status.ok()) return FromGrpcStatus(status, "ListModels", &context);
   return response;
 }

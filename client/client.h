@@ -159,7 +159,8 @@ class RbmrecClient {
   absl::StatusOr<v1::RecommendResponse> Recommend(
       const v1::RecommendRequest& request);
 
-  absl::StatusOr<v1::ListModelsResponse> ListModels();
+  absl::StatusOr<v1::ListModelsResponse> ListModels(
+      const v1::ListModelsRequest& request = {});
   absl::StatusOr<v1::ModelInfo> ActivateModel(int64_t version);
   absl::StatusOr<v1::DeleteModelResponse> DeleteModel(
       const v1::DeleteModelRequest& request);

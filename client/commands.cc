@@ -930,7 +930,10 @@ int RunEvaluate(Context& ctx) {
 // models, stats, health, deletions
 
 int RunModels(Context& ctx) {
-  absl::StatusOr<v1::ListModelsResponse> response = ctx.client().ListModels();
+  v1::ListModelsRequest request;
+  request.set_verify(ctx.args().Has("verify"));
+  absl::StatusOr<v1::ListModelsResponse> response =
+      ctx.client().ListModels(request);
   if (!response.ok()) return ctx.RpcError(response.status());
   return ctx.Print(*response,
                    ctx.json() ? std::string() : FormatModels(*response));
@@ -1060,10 +1063,7 @@ int RunDeleteUser(Context& ctx) {
     return UserNotFound(ctx, request.user_id());
   }
   if (!response.ok()) return ctx.RpcError(response.status());
-  return ctx.Print(
-      *response,
-      absl::StrCat("deleted ", FormatCount(response->deleted_ratings()),
-                   " ratings of user ", TerminalSafe(request.user_id()), "\n"));
+  return ctx.Print(*response, FormatDeleteUser(request.user_id(), *response));
 }
 
 int RunDeleteRatings(Context& ctx) {

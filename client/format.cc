@@ -326,8 +326,47 @@ std::string FormatModels(const v1::ListModelsResponse& response) {
          m.validation_rmse() > 0 ? absl::StrFormat("%.4f", m.validation_rmse())
                                  : "-",
          absl::StrCat(m.epochs()), FormatBytes(m.size_bytes())});
+    if (!m.corrupt().empty()) {
+      table.rows.back()[4] = m.pinned() ? "pinned CORRUPT" : "CORRUPT";
+    }
   }
-  return FormatTable(table);
+  std::string out = FormatTable(table);
+  for (const auto& m : response.models()) {
+    if (m.corrupt().empty()) continue;
+    absl::StrAppend(&out, "v", m.version(),
+                    " is CORRUPT: ", TerminalSafe(m.corrupt()),
+                    " (it cannot serve; 'rbmrec models delete ", m.version(),
+                    "' removes it)\n");
+  }
+  return out;
+}
+
+std::string FormatDeleteUser(const std::string& user,
+                             const v1::DeleteUserResponse& response) {
+  std::string out =
+      absl::StrCat("deleted ", FormatCount(response.deleted_ratings()),
+                   " ratings of user ", TerminalSafe(user), "\n");
+  if (response.erased_from_served_model() ||
+      response.model_versions_rewritten() > 0) {
+    absl::StrAppend(
+        &out, "erased the user from ",
+        response.erased_from_served_model() ? "the served model and " : "",
+        response.model_versions_rewritten(), " stored model version",
+        response.model_versions_rewritten() == 1 ? "" : "s",
+        " (per-user weights and their part of the item inputs)\n");
+  }
+  if (response.retrain_started()) {
+    absl::StrAppend(&out,
+                    "a full training started: the weights shared by all "
+                    "users will no longer carry the user\n");
+  } else if (response.erasures_since_training() > 0) {
+    absl::StrAppend(&out, "the weights shared by all users carry ",
+                    FormatCount(response.erasures_since_training()),
+                    " erased user",
+                    response.erasures_since_training() == 1 ? "" : "s",
+                    " until the next training ('rbmrec train')\n");
+  }
+  return out;
 }
 
 std::string FormatModelInfo(const v1::ModelInfo& m) {

@@ -105,6 +105,10 @@ std::string FormatRecommendations(const v1::RecommendResponse& response,
 // The `models` table ("*" marks the active version, a "pinned" column the
 // pinned ones); a note when empty.
 std::string FormatModels(const v1::ListModelsResponse& response);
+// What DeleteUser deleted and erased, and what the shared weights still
+// carry until the next training.
+std::string FormatDeleteUser(const std::string& user,
+                             const v1::DeleteUserResponse& response);
 // One line describing a model version, e.g. after `models activate`.
 std::string FormatModelInfo(const v1::ModelInfo& info);
 // The `stats` output: aligned "name  value" lines (counts, active model,

@@ -74,6 +74,12 @@ void VersionCache::Erase(int64_t version) {
   }
 }
 
+void VersionCache::Clear() {
+  std::lock_guard<std::mutex> lock(mu_);
+  lru_.clear();
+  bytes_ = 0;
+}
+
 size_t VersionCache::bytes() const {
   std::lock_guard<std::mutex> lock(mu_);
   return bytes_;
@@ -300,7 +306,8 @@ uint64_t ModelRegistry::ErasureSeq() const {
 
 absl::StatusOr<ModelRegistry::Erasure> ModelRegistry::EraseUser(
     const std::string& user,
-    const std::vector<std::pair<std::string, double>>& ratings) {
+    const std::vector<std::pair<std::string, double>>& ratings,
+    bool rewrite_stored) {
   std::lock_guard<std::mutex> erasing(erasure_mu_);
   erasures_.push_back(ErasedUser{user, ratings});
   if (erasures_.size() > kErasureLog) {
@@ -318,6 +325,10 @@ absl::StatusOr<ModelRegistry::Erasure> ModelRegistry::EraseUser(
       out.served = true;
       break;
     }
+  }
+  if (!rewrite_stored) {
+    cache_.Clear();
+    return out;
   }
   // Then every stored version (a version published meanwhile was published
   // from the erased served model, or is listed here).

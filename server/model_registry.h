@@ -94,6 +94,7 @@ class VersionCache {
   // model larger than the whole budget is not kept.
   void Put(int64_t version, std::shared_ptr<const Model> model);
   void Erase(int64_t version);
+  void Clear();
   size_t bytes() const;
   size_t size() const;
   // Estimated resident size of a model.
@@ -177,9 +178,13 @@ class ModelRegistry {
     int versions_rewritten = 0;         // stored versions rewritten
     std::vector<std::string> failures;  // versions that could not be
   };
+  // rewrite_stored false: the served model only (and the cache dropped),
+  // for a replica told of an erasure that another replica made (which
+  // rewrote the shared store's versions).
   absl::StatusOr<Erasure> EraseUser(
       const std::string& user,
-      const std::vector<std::pair<std::string, double>>& ratings);
+      const std::vector<std::pair<std::string, double>>& ratings,
+      bool rewrite_stored = true);
   // The number of erasures so far (PublishFull's erasures_from).
   uint64_t ErasureSeq() const;
 

@@ -166,6 +166,26 @@ void Replication::Apply(const store::ChangeBatch& batch) {
       users.push_back(r.user);
     }
   }
+  // Users another replica erased (DeleteUser): the replica that took the
+  // call rewrote the stored versions; this one erases them from the model
+  // it serves, with the deleted ratings that came with the change.
+  absl::flat_hash_map<std::string, std::vector<std::pair<std::string, double>>>
+      erased;
+  for (const store::ChangeRecord& r : batch.records) {
+    if (r.kind == Kind::kUserDeleted) erased[r.user];
+  }
+  for (const store::ChangeRecord& r : batch.records) {
+    auto it = r.kind == Kind::kDelete ? erased.find(r.user) : erased.end();
+    if (it != erased.end()) it->second.emplace_back(r.item, r.rating);
+  }
+  for (const auto& [user, ratings] : erased) {
+    absl::StatusOr<ModelRegistry::Erasure> e =
+        registry_->EraseUser(user, ratings, /*rewrite_stored=*/false);
+    if (!e.ok()) {
+      Log(LogLevel::kError, "replica_erasure_failed",
+          {F("error", e.status().ToString())});
+    }
+  }
   if (!users.empty()) caches_->InvalidateUsers(users);
   if (!items.empty()) caches_->InvalidateTitles(items);
   if (leader() && online_->Active() && !batch.records.empty()) {

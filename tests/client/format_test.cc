@@ -245,6 +245,41 @@ TEST(TerminalSafeTest, TablesAndDistributionsEscapeIdsAndTitles) {
             std::string::npos);
 }
 
+TEST(FormatModelsTest, MarksCorruptVersionsAndSaysWhy) {
+  v1::ListModelsResponse r;
+  v1::ModelInfo* m = r.add_models();
+  m->set_version(3);
+  m->set_kind("full");
+  m->set_corrupt("checksum mismatch");
+  r.add_models()->set_version(2);
+  const std::string text = FormatModels(r);
+  EXPECT_THAT(text, HasSubstr("full  CORRUPT"));
+  EXPECT_THAT(text, HasSubstr("v3 is CORRUPT: checksum mismatch"));
+  EXPECT_THAT(text, HasSubstr("rbmrec models delete 3"));
+  EXPECT_THAT(text, Not(HasSubstr("v2 is CORRUPT")));
+}
+
+TEST(FormatDeleteUserTest, SaysWhatWasErasedAndWhatRemains) {
+  v1::DeleteUserResponse r;
+  r.set_deleted_ratings(91);
+  r.set_erased_from_served_model(true);
+  r.set_model_versions_rewritten(3);
+  r.set_erasures_since_training(2);
+  std::string text = FormatDeleteUser("5", r);
+  EXPECT_THAT(text, HasSubstr("deleted 91 ratings of user 5"));
+  EXPECT_THAT(text,
+              HasSubstr("erased the user from the served model and 3 stored "
+                        "model versions"));
+  EXPECT_THAT(text, HasSubstr("carry 2 erased users until the next training"));
+  r.set_retrain_started(true);
+  text = FormatDeleteUser("5", r);
+  EXPECT_THAT(text, HasSubstr("a full training started"));
+  v1::DeleteUserResponse unknown_to_models;
+  unknown_to_models.set_deleted_ratings(4);
+  text = FormatDeleteUser("7", unknown_to_models);
+  EXPECT_THAT(text, Not(HasSubstr("erased the user")));
+}
+
 TEST(FormatModelsTest, MarksActiveVersion) {
   v1::ListModelsResponse r;
   EXPECT_THAT(FormatModels(r), HasSubstr("no models yet"));

@@ -117,6 +117,21 @@ while cmp -s "$TMP/before.json" <("$CLI" --server "$B" --json predict 1 2 4 6); 
 done
 echo "ok: B's answer for user 1 changed $(($(now_ms) - t0)) ms after A acknowledged (target <= 1000)"
 
+echo "== a user deleted through A is erased from B's model too"
+"$CLI" --server "$B" predict 7 2 >/dev/null || fail "predict for user 7 on B"
+"$CLI" --server "$A" delete-user 7 >"$TMP/erase.txt" 2>&1 ||
+  fail "delete-user on A: $(cat "$TMP/erase.txt")"
+grep -q "erased the user from the served model" "$TMP/erase.txt" ||
+  fail "delete-user on A did not erase: $(cat "$TMP/erase.txt")"
+t0=$(now_ms)
+while "$CLI" --server "$B" predict 7 2 >/dev/null 2>&1; do
+  (($(now_ms) - t0 < 2000)) || fail "B still answers for the deleted user 7 after 2 s"
+  sleep 0.02
+done
+"$CLI" --server "$B" predict 7 2 >"$TMP/gone.txt" 2>&1 || true
+grep -q "NOT_FOUND" "$TMP/gone.txt" || fail "B: $(cat "$TMP/gone.txt")"
+echo "ok: B answers NOT_FOUND for user 7 $(($(now_ms) - t0)) ms after A's delete-user"
+
 echo "== Train sent to the follower B goes to the leader A"
 "$CLI" --server "$B" train --hidden 16 --epochs 5 --activate always >"$TMP/train_b.txt" 2>&1 ||
   fail "train through B: $(cat "$TMP/train_b.txt")"
