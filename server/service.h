@@ -19,14 +19,18 @@
 // Limits. A request option over a limit fails with RESOURCE_EXHAUSTED and
 // reason LIMIT_EXCEEDED (core/error_reason.h), the message naming the field,
 // the value, the limit and its flag. Unknown enum values (method, rank_by,
-// activation) and ids with control characters (U+0000..U+001F, U+007F) are
-// INVALID_ARGUMENT (in AddRatings: a rejected row with the reason).
+// activation) and ids that IdProblem refuses (controls, U+2028/U+2029, bidi
+// controls, invalid UTF-8; server/request_checks.h) are INVALID_ARGUMENT (in
+// AddRatings: a rejected row with the reason). Item titles and attributes
+// have size limits (INVALID_ARGUMENT, reason LIMIT_EXCEEDED).
 //
 // Decisions (documented behaviour):
 // - AddRatings: rows are validated one by one (ids non-empty and at most 256
 //   bytes, rating finite and on the server's scale); invalid rows are
 //   rejected with a reason naming the field, the valid rows of a batch go to
-//   the store in ONE UpsertRatings call. Duplicate (user, item) rows within a
+//   the store in ONE UpsertRatings call, each rating stored as the scale
+//   value it snaps to (4.0000001 -> 4).
+// - DeleteRatings and DeleteUser of an unknown user: NOT_FOUND. Duplicate (user, item) rows within a
 //   batch: the later one wins and is counted in `replaced`. A batch over the
 //   row limit fails the call with RESOURCE_EXHAUSTED naming the limit (as the
 //   .proto says).

@@ -65,6 +65,13 @@ bool ReaderSeeds(const std::string& dir) {
       {"csv_multiline", Reader(4,
                                "\"user\nid\",item,rating\r\nu1,\"i\n1\",4\n"
                                "\"u2,i2,0x4\nu3,i3,3\n")},
+      // The hostile tester's inputs (issue 26): hex and near-step ratings,
+      // a bidi override and a line separator in ids, an empty file.
+      {"hostile_ratings", Reader(4,
+                                 "u1,i1,0x4\nu1,i2,4.0000001\nu1,i3,4.000001"
+                                 "\nu\xe2\x80\xaeevil,i4,5\nu\xe2\x80\xa8"
+                                 "x,i5,3\nu2,i6,inf\n")},
+      {"empty", Reader(0, "")},
       {"lenient_mix", Reader(0,
                              "1\t2\t3\t4\nbad line\n5\t6\tx\t8\n9\t9\t1\t"
                              "1\n")},
@@ -197,6 +204,30 @@ bool RequestSeeds(const std::string& dir) {
     v1::DeleteUserRequest r;
     r.set_user_id(U(6));
     seeds.emplace_back("delete_user", Request(Rpc::kDeleteUser, r));
+  }
+  {
+    // The hostile tester's inputs (issue 26): ids with a bidi override and a
+    // line separator, a near-step rating, a title over the limit.
+    v1::AddRatingsRequest r;
+    v1::Rating* row = r.add_ratings();
+    row->set_user_id("u\xe2\x80\xaeevil");
+    row->set_item_id(I(1));
+    row->set_rating(4.0000001);
+    row = r.add_ratings();
+    row->set_user_id(U(1));
+    row->set_item_id("i\xe2\x80\xa8x");
+    row->set_rating(4.000001);
+    seeds.emplace_back("add_ratings_hostile", Request(Rpc::kAddRatings, r));
+    v1::PutItemsRequest items;
+    v1::Item* it = items.add_items();
+    it->set_item_id(I(2));
+    it->set_title(std::string(2000, 't'));
+    seeds.emplace_back("put_items_long_title", Request(Rpc::kPutItems, items));
+    v1::DeleteRatingsRequest del;
+    del.set_user_id("never-seen");
+    del.add_item_ids(I(0));
+    seeds.emplace_back("delete_ratings_unknown",
+                       Request(Rpc::kDeleteRatings, del));
   }
   {
     v1::ActivateModelRequest r;
