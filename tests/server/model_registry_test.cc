@@ -289,6 +289,19 @@ TEST_F(RegistryTest, ActivatingACorruptVersionFailsAndKeepsTheOldOne) {
   EXPECT_TRUE(PredictS("u0", "i1").ok());
 }
 
+// Stores a copy of `version`'s blob with one bit flipped as a new version
+// and makes it the active one (the database at `path`, no server running).
+void StoreDamagedCopyAsActive(const std::string& path, int64_t version) {
+  absl::StatusOr<std::unique_ptr<store::Store>> st = store::Store::Open(path);
+  ASSERT_TRUE(st.ok()) << st.status();
+  absl::StatusOr<std::string> blob = (*st)->LoadModelBlob(version);
+  ASSERT_TRUE(blob.ok());
+  (*blob)[blob->size() / 3] ^= 0x01;
+  store::ModelInfo meta;
+  meta.kind = "full";
+  ASSERT_TRUE((*st)->InsertModel(meta, *blob, true).ok());
+}
+
 TEST(RegistryStartTest, CorruptActiveBlobFallsBackToTheNewestIntactVersion) {
   const std::string path =
       (std::filesystem::temp_directory_path() /
@@ -318,17 +331,8 @@ TEST(RegistryStartTest, CorruptActiveBlobFallsBackToTheNewestIntactVersion) {
       intact = last.model_version();
     }
   }
-  {
-    // A bit flip in a copy of the newest model, stored as the active one.
-    absl::StatusOr<std::unique_ptr<store::Store>> st = store::Store::Open(path);
-    ASSERT_TRUE(st.ok());
-    absl::StatusOr<std::string> blob = (*st)->LoadModelBlob(intact);
-    ASSERT_TRUE(blob.ok());
-    (*blob)[blob->size() / 3] ^= 0x01;
-    store::ModelInfo meta;
-    meta.kind = "full";
-    ASSERT_TRUE((*st)->InsertModel(meta, *blob, true).ok());
-  }
+  // A bit flip in a copy of the newest model, stored as the active one.
+  StoreDamagedCopyAsActive(path, intact);
   absl::StatusOr<std::unique_ptr<store::Store>> st = store::Store::Open(path);
   ASSERT_TRUE(st.ok());
   store::Store* store = st->get();
@@ -397,17 +401,7 @@ TEST(RegistryStartTest, FallbackPrefersTheLastActiveVersionOverANewerOne) {
           last.model_version();
     }
   }
-  {
-    // A damaged copy, stored as the active version.
-    absl::StatusOr<std::unique_ptr<store::Store>> st = store::Store::Open(path);
-    ASSERT_TRUE(st.ok());
-    absl::StatusOr<std::string> blob = (*st)->LoadModelBlob(was_active);
-    ASSERT_TRUE(blob.ok());
-    (*blob)[blob->size() / 3] ^= 0x01;
-    store::ModelInfo meta;
-    meta.kind = "full";
-    ASSERT_TRUE((*st)->InsertModel(meta, *blob, true).ok());
-  }
+  StoreDamagedCopyAsActive(path, was_active);
   absl::StatusOr<std::unique_ptr<store::Store>> st = store::Store::Open(path);
   ASSERT_TRUE(st.ok());
   absl::StatusOr<std::unique_ptr<RbmrecService>> svc =
