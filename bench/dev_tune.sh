@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Compares training settings on held-out parts of the TRAINING files, never
 # on the benchmark's test files: the way this project's defaults are chosen
-# (README "Accuracy"). For each split it holds out 10% of the training file
+# (docs/benchmarks.md). For each split it holds out 10% of the training file
 # (bench/dev_split.py, seed 7, into a scratch directory), trains rbmrec-eval
 # on the rest with the given flags for each seed, and prints the RMSE on
 # the held-out part, then the mean over the splits for each seed.

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Fault injection against the real rbmrec-server (issue 8, "Suites that prove
-# it"). Each scenario runs TRIALS trials on its own database in a temp dir:
+# Fault injection against the real rbmrec-server. Each scenario runs TRIALS
+# trials on its own database in a temp dir:
 #   import       one batch per AddRatings call (an OK response acknowledges
 #                the batch); the server is SIGKILLed after a random number of
 #                acknowledgements plus a random jitter, then restarted.
@@ -33,7 +33,7 @@
 # acknowledged row is stored with its value, no batch is partially stored.
 # "acknowledged rows" counts every row checked, including a scenario's setup
 # import of u.data (train, online, disk-full, locked).
-# Targets (issue 8): 0 acknowledged rows lost, 0 partial batches, 0 failed
+# Targets: 0 acknowledged rows lost, 0 partial batches, 0 failed
 # restarts, integrity ok after every restart. Exits 1 when one is missed.
 #
 # Usage: bench/faults.sh [--ci] [--trials N] [--seed S] [ML100K_DIR]

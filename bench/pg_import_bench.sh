@@ -2,7 +2,7 @@
 # `rbmrec import u.data` (ML-100k, 100,000 ratings) into a fresh server on
 # SQLite vs a fresh server on PostgreSQL, same run, several rounds in
 # alternating order; prints every time, the per-round ratio and the median
-# ratio PostgreSQL / SQLite (issue 12's target: <= 3).
+# ratio PostgreSQL / SQLite (target: <= 3).
 # PostgreSQL: a throwaway cluster under /tmp (initdb; as the postgres user
 # when run as root), Unix socket only, default durability (fsync on,
 # synchronous_commit on), like the server's SQLite default (synchronous=FULL).

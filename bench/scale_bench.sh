@@ -19,7 +19,7 @@
 #       is bounded by the cores, not by the replica count.
 #   (c) PredictRatings straight to the PostgreSQL-backed replica 1 vs the
 #       SQLite-backed server, in the same rounds as (b), alternating which
-#       goes first: the median ratio PG/SQLite (issue 12's target: >= 0.9).
+#       goes first: the median ratio PG/SQLite (target: >= 0.9).
 #   (d) failover (needs replication: exactly one replica reporting
 #       rbmrec_leader 1 on its metrics endpoint; skipped otherwise): a writer
 #       sends one rating per AddRatings call through nginx (3 replicas) and

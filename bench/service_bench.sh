@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Reproduces the service rows of issue 3's Targets table (README) on
-# ML-100k, loopback, printing every figure as measured:
+# Measures the service on ML-100k (docs/benchmarks.md), loopback, printing
+# every figure as measured:
 #   (a) `rbmrec import u.data` into a new database vs the sqlite3 shell's
 #       `.import` of the same file (same run, ratio); plus the same import
 #       into a server that already has an active model (online updates on)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Soak test of the real rbmrec-server (issue 8, "Suites that prove it"): one
+# Soak test of the real rbmrec-server: one
 # server with --online-publish-seconds 5, u.data imported and a model trained,
 # then for DURATION seconds, all at once:
 #   - Predict + Recommend load (rbmrec-loadgen, predict=8,recommend=2,

@@ -8,7 +8,7 @@
 #   4. runs the long suites in their short CI modes: fault injection
 #      (bench/faults.sh --ci), soak (bench/soak.sh --ci) and fuzzing
 #      (bench/fuzz.sh --ci, 30 s per libFuzzer target). Their full modes are
-#      run from bench/ (see README, "Robustness").
+#      run from bench/ (see docs/operations.md, "Robustness suites").
 # Usage: scripts/test.sh            (from anywhere; build dirs under build-test*)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)

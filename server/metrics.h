@@ -7,7 +7,7 @@
 // Transport-free: server/metrics_http.h serves Render() over HTTP,
 // server/metrics_interceptor.h feeds the RPC metrics from gRPC.
 //
-// The metrics (README section "Metrics" has the same list):
+// The metrics (docs/metrics.md has the same list):
 //
 // RPCs (server/metrics_interceptor.h; every call of every service of the
 // server: rbmrec.v1.Rbmrec, grpc.health.v1.Health, server reflection).

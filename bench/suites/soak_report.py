@@ -11,7 +11,7 @@ SAMPLES_TSV has a header line and one row per 10-s load window:
 database file, wal_bytes: its -wal file; other_errors: failed imports,
 deletes and trains so far.)
 
-Verdict (issue 8 targets):
+Verdict (targets):
   errors                 0 over the run
   RSS, database file     growth over the last third < 5%: the last sample
                          vs the last one before 2/3 of the run (medians of 3

@@ -65,7 +65,7 @@ bool ReaderSeeds(const std::string& dir) {
       {"csv_multiline", Reader(4,
                                "\"user\nid\",item,rating\r\nu1,\"i\n1\",4\n"
                                "\"u2,i2,0x4\nu3,i3,3\n")},
-      // The hostile tester's inputs (issue 26): hex and near-step ratings,
+      // Hostile inputs: hex and near-step ratings,
       // a bidi override and a line separator in ids, an empty file.
       {"hostile_ratings", Reader(4,
                                  "u1,i1,0x4\nu1,i2,4.0000001\nu1,i3,4.000001"
@@ -206,7 +206,7 @@ bool RequestSeeds(const std::string& dir) {
     seeds.emplace_back("delete_user", Request(Rpc::kDeleteUser, r));
   }
   {
-    // The hostile tester's inputs (issue 26): ids with a bidi override and a
+    // Hostile inputs: ids with a bidi override and a
     // line separator, a near-step rating, a title over the limit.
     v1::AddRatingsRequest r;
     v1::Rating* row = r.add_ratings();

@@ -24,7 +24,7 @@
 namespace rbmrec::server {
 namespace {
 
-// The contract (README, Server -> Security), written out here rather than
+// The contract (docs/security.md), written out here rather than
 // taken from server/auth.cc, so that the test checks the table instead of
 // repeating it. A method of the service that is missing here fails the test.
 const std::map<std::string, Role>& ExpectedRoles() {
@@ -95,7 +95,7 @@ TEST_F(SecurityTest, EveryMethodEveryRoleEveryToken) {
     ASSERT_NE(expected, ExpectedRoles().end())
         << method.name()
         << " is an RPC without an expected role in this test: add it to "
-           "ExpectedRoles (and the README's roles table)";
+           "ExpectedRoles (and the roles table of docs/security.md)";
     const Role needed = expected->second;
     for (const Client& client : clients) {
       SCOPED_TRACE(absl::StrCat(method.name(), ", ", client.label));
