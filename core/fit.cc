@@ -417,28 +417,43 @@ absl::StatusOr<Model> FitModel(const Dataset& train,
   return Model(std::move(params));
 }
 
-EvalMetrics Evaluate(const Model& model, const SparseRatings& train_by_user,
-                     const std::vector<TestRating>& test, PredictMethod method,
-                     int threads) {
-  const int K = model.K();
-  // Group test ratings by user (unknown users in one extra group).
-  std::vector<int64_t> order(test.size());
+namespace {
+
+// The test ratings' indices grouped by user (`order`, stable within a
+// user; unknown users in one extra group) and the groups' [begin, end)
+// ranges in `order`.
+void GroupByUser(const std::vector<TestRating>& test,
+                 std::vector<int64_t>* order_out,
+                 std::vector<std::pair<size_t, size_t>>* groups_out) {
+  std::vector<int64_t>& order = *order_out;
+  std::vector<std::pair<size_t, size_t>>& groups = *groups_out;
+  order.resize(test.size());
   for (size_t i = 0; i < test.size(); ++i) order[i] = static_cast<int64_t>(i);
   std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
     return test[a].user < test[b].user;
   });
-  std::vector<std::pair<size_t, size_t>> groups;
   for (size_t i = 0; i < order.size();) {
     size_t j = i;
     while (j < order.size() && test[order[j]].user == test[order[i]].user) ++j;
     groups.emplace_back(i, j);
     i = j;
   }
-  std::vector<double> pred(test.size(), 0.0);
-  std::vector<char> fell(test.size(), 0);
-  // The distribution behind each prediction (test order), for the
-  // likelihood and calibration metrics.
-  std::vector<float> dist(test.size() * static_cast<size_t>(K), 0.0f);
+}
+
+// Evaluate's predictions, by test index: the expected rating pred, whether
+// it is a fallback (fell) and the distribution behind it (dist, K per
+// rating), users in parallel.
+void PredictTests(const Model& model, const SparseRatings& train_by_user,
+                  const std::vector<TestRating>& test, PredictMethod method,
+                  int threads, std::vector<double>* pred_out,
+                  std::vector<char>* fell_out, std::vector<float>* dist_out) {
+  const int K = model.K();
+  std::vector<int64_t> order;
+  std::vector<std::pair<size_t, size_t>> groups;
+  GroupByUser(test, &order, &groups);
+  std::vector<double>& pred = *pred_out;
+  std::vector<char>& fell = *fell_out;
+  std::vector<float>& dist = *dist_out;
   double global = 0, total = 0;
   for (size_t x = 0; x < model.item_hist().size(); ++x) {
     global +=
@@ -490,19 +505,16 @@ EvalMetrics Evaluate(const Model& model, const SparseRatings& train_by_user,
           }
         }
       });
-  EvalMetrics m;
-  double se = 0, ae = 0;
-  for (size_t i = 0; i < test.size(); ++i) {
-    const double d = pred[i] - test[i].rating;
-    se += d * d;
-    ae += std::abs(d);
-    m.n_fallback += fell[i];
-  }
-  m.n = static_cast<int64_t>(test.size());
-  if (m.n > 0) {
-    m.rmse = std::sqrt(se / static_cast<double>(m.n));
-    m.mae = ae / static_cast<double>(m.n);
-  }
+}
+
+// Likelihood and calibration metrics of the distributions `dist` (test
+// order) and of the item-histogram baseline, into m (REQUIRES m->n set).
+void AddDistributionMetrics(const Model& model,
+                            const std::vector<TestRating>& test,
+                            const std::vector<float>& dist,
+                            EvalMetrics* m_out) {
+  const int K = model.K();
+  EvalMetrics& m = *m_out;
   // Likelihood and calibration of the distributions, and of the baseline:
   // the item's training histogram with add-one smoothing, (n_ik + 1) /
   // (n_i + K) (the global histogram, smoothed, for an item without
@@ -542,19 +554,52 @@ EvalMetrics Evaluate(const Model& model, const SparseRatings& train_by_user,
     m.ece = ClasswiseEce(m.reliability);
     m.hist_ece = ClasswiseEce(m.hist_reliability);
   }
+}
+
+}  // namespace
+
+EvalMetrics Evaluate(const Model& model, const SparseRatings& train_by_user,
+                     const std::vector<TestRating>& test, PredictMethod method,
+                     int threads) {
+  const int K = model.K();
+  std::vector<double> pred(test.size(), 0.0);
+  std::vector<char> fell(test.size(), 0);
+  // The distribution behind each prediction (test order), for the
+  // likelihood and calibration metrics.
+  std::vector<float> dist(test.size() * static_cast<size_t>(K), 0.0f);
+  PredictTests(model, train_by_user, test, method, threads, &pred, &fell,
+               &dist);
+  EvalMetrics m;
+  double se = 0, ae = 0;
+  for (size_t i = 0; i < test.size(); ++i) {
+    const double d = pred[i] - test[i].rating;
+    se += d * d;
+    ae += std::abs(d);
+    m.n_fallback += fell[i];
+  }
+  m.n = static_cast<int64_t>(test.size());
+  if (m.n > 0) {
+    m.rmse = std::sqrt(se / static_cast<double>(m.n));
+    m.mae = ae / static_cast<double>(m.n);
+  }
+  AddDistributionMetrics(model, test, dist, &m);
   return m;
 }
 
-std::vector<TopNResult> EvaluateTopN(const Model& model,
-                                     const SparseRatings& train_by_user,
-                                     const std::vector<TestRating>& test,
-                                     double relevant, int n, int threads,
-                                     int64_t* n_users) {
-  // Relevant test items per model user (test items unknown to the model
-  // cannot be ranked but still count in recall).
-  std::vector<std::vector<int32_t>> rel(
-      static_cast<size_t>(model.users().size()));
-  std::vector<int64_t> unknown_rel(rel.size(), 0);
+namespace {
+
+// Relevant test items per model user, sorted (rel), and the relevant test
+// items unknown to the model per user (they cannot be ranked but still
+// count in recall); returns the users with at least one relevant item.
+std::vector<int32_t> RelevantItems(const Model& model,
+                                   const std::vector<TestRating>& test,
+                                   double relevant,
+                                   std::vector<std::vector<int32_t>>* rel_out,
+                                   std::vector<int64_t>* unknown_rel_out) {
+  std::vector<std::vector<int32_t>>& rel = *rel_out;
+  std::vector<int64_t>& unknown_rel = *unknown_rel_out;
+  rel.assign(static_cast<size_t>(model.users().size()), {});
+  unknown_rel.assign(rel.size(), 0);
   for (const TestRating& t : test) {
     if (t.user < 0 || t.rating < relevant - 1e-9) continue;
     if (t.item >= 0) {
@@ -570,8 +615,11 @@ std::vector<TopNResult> EvaluateTopN(const Model& model,
       users.push_back(static_cast<int32_t>(u));
     }
   }
-  *n_users = static_cast<int64_t>(users.size());
-  // Popularity: training ratings per item, most first (ties by item id).
+  return users;
+}
+
+// The trained items by training ratings, most first (ties by item id).
+std::vector<int32_t> PopularItems(const Model& model) {
   std::vector<int32_t> popular;
   for (int32_t i = 0; i < model.num_items(); ++i) {
     if (model.Trained(i)) popular.push_back(i);
@@ -581,27 +629,45 @@ std::vector<TopNResult> EvaluateTopN(const Model& model,
     if (ca != cb) return ca > cb;
     return model.items().Name(a) < model.items().Name(b);
   });
-  const int k0 = std::clamp(
-      static_cast<int>(std::ceil(
-          (relevant - model.scale().min()) / model.scale().step() - 1e-6)),
-      0, model.K() - 1);
-  // The rankings: Recommend's for every RankBy the model supports, then
-  // the most-popular list.
-  struct Way {
-    const char* name;
-    RankBy by;
-    bool popularity;
-  };
-  std::vector<Way> ways = {{"expected_rating", RankBy::kExpected, false},
-                           {"p_at_least", RankBy::kAtLeast, false}};
+  return popular;
+}
+
+// One of EvaluateTopN's rankings: Recommend's by `by`, or the most-popular
+// list.
+struct TopNWay {
+  const char* name;
+  RankBy by;
+  bool popularity;
+};
+
+// The rankings: Recommend's for every RankBy the model supports, then the
+// most-popular list.
+std::vector<TopNWay> TopNWays(const Model& model) {
+  std::vector<TopNWay> ways = {{"expected_rating", RankBy::kExpected, false},
+                               {"p_at_least", RankBy::kAtLeast, false}};
   if (model.HasRatedRbm()) {
     ways.push_back({"p_rated", RankBy::kRated, false});
     ways.push_back({"p_rated_at_least", RankBy::kRatedAtLeast, false});
   }
   ways.push_back({"popularity", RankBy::kExpected, true});
+  return ways;
+}
+
+// Per user x and way: the top-n scores and hit ranks of the way's list
+// (entries x * ways.size() + way), users in parallel.
+void RankTopN(const Model& model, const SparseRatings& train_by_user,
+              const std::vector<int32_t>& users,
+              const std::vector<std::vector<int32_t>>& rel,
+              const std::vector<int64_t>& unknown_rel,
+              const std::vector<int32_t>& popular,
+              const std::vector<TopNWay>& ways, int k0, int n, int threads,
+              std::vector<TopNScores>* per_user_out,
+              std::vector<std::vector<int32_t>>* hit_ranks_out) {
   const int kWays = static_cast<int>(ways.size());
-  std::vector<TopNScores> per_user(users.size() * kWays);
-  std::vector<std::vector<int32_t>> hit_ranks(per_user.size());
+  std::vector<TopNScores>& per_user = *per_user_out;
+  std::vector<std::vector<int32_t>>& hit_ranks = *hit_ranks_out;
+  per_user.resize(users.size() * kWays);
+  hit_ranks.resize(per_user.size());
   ThreadPool pool(threads > 0
                       ? threads
                       : static_cast<int>(std::thread::hardware_concurrency()));
@@ -653,6 +719,17 @@ std::vector<TopNResult> EvaluateTopN(const Model& model,
           }
         }
       });
+}
+
+// The per-user scores averaged over the users, per way, and the curves at
+// every cut-off.
+std::vector<TopNResult> AverageTopN(
+    const std::vector<int32_t>& users,
+    const std::vector<std::vector<int32_t>>& rel,
+    const std::vector<int64_t>& unknown_rel, const std::vector<TopNWay>& ways,
+    int n, const std::vector<TopNScores>& per_user,
+    const std::vector<std::vector<int32_t>>& hit_ranks) {
+  const int kWays = static_cast<int>(ways.size());
   std::vector<TopNResult> out(static_cast<size_t>(kWays));
   for (int way = 0; way < kWays; ++way) {
     out[static_cast<size_t>(way)].name = ways[static_cast<size_t>(way)].name;
@@ -683,6 +760,31 @@ std::vector<TopNResult> EvaluateTopN(const Model& model,
     }
   }
   return out;
+}
+
+}  // namespace
+
+std::vector<TopNResult> EvaluateTopN(const Model& model,
+                                     const SparseRatings& train_by_user,
+                                     const std::vector<TestRating>& test,
+                                     double relevant, int n, int threads,
+                                     int64_t* n_users) {
+  std::vector<std::vector<int32_t>> rel;
+  std::vector<int64_t> unknown_rel;
+  const std::vector<int32_t> users =
+      RelevantItems(model, test, relevant, &rel, &unknown_rel);
+  *n_users = static_cast<int64_t>(users.size());
+  const std::vector<int32_t> popular = PopularItems(model);
+  const int k0 = std::clamp(
+      static_cast<int>(std::ceil(
+          (relevant - model.scale().min()) / model.scale().step() - 1e-6)),
+      0, model.K() - 1);
+  const std::vector<TopNWay> ways = TopNWays(model);
+  std::vector<TopNScores> per_user;
+  std::vector<std::vector<int32_t>> hit_ranks;
+  RankTopN(model, train_by_user, users, rel, unknown_rel, popular, ways, k0, n,
+           threads, &per_user, &hit_ranks);
+  return AverageTopN(users, rel, unknown_rel, ways, n, per_user, hit_ranks);
 }
 
 }  // namespace rbmrec
