@@ -28,15 +28,11 @@ void CdTrainer::SampleHidden(size_t nb, size_t s, const float* hp) {
 void CdTrainer::BatchChains(int epoch, const int32_t* users, size_t nb,
                             int cd_steps) {
   IndexBatch(epoch, users, nb);
-  const int F = p_.F, K = p_.K;
+  const int F = p_.F;
   const size_t n_items = batch_items_.size();
   const int64_t n_local = local_start_[nb];
   d2_.resize(static_cast<size_t>(n_local));
   vt_entry_.resize(static_cast<size_t>(n_local));
-  auto visible_u = [&](size_t s) { return VisibleUniforms(nb, s); };
-  auto sample_hidden = [&](size_t s, const float* hp) {
-    SampleHidden(nb, s, hp);
-  };
   // Positive phase and the first hidden sample.
   pool_.ParallelFor(
       static_cast<int64_t>(nb),
@@ -45,7 +41,7 @@ void CdTrainer::BatchChains(int epoch, const int32_t* users, size_t nb,
           float* h0 = h0_.row(static_cast<Eigen::Index>(s)).data();
           HiddenInput(p_, RowOf(train_, users[s]), h0);
           SigmoidInPlace(h0, F);
-          sample_hidden(static_cast<size_t>(s), h0);
+          SampleHidden(nb, static_cast<size_t>(s), h0);
         }
       },
       local_start_.data());
@@ -53,91 +49,100 @@ void CdTrainer::BatchChains(int epoch, const int32_t* users, size_t nb,
     pool_.ParallelFor(
         static_cast<int64_t>(n_items),
         [&](int t, int64_t b, int64_t e) {
-          // Logits of all the chunk's entries item by item, then one
-          // SoftmaxSampleRows over them all.
-          Scratch& sc = scratch_[static_cast<size_t>(t)];
-          std::vector<float>& probs = sc.probs;
-          const int64_t e0 = entry_start_[static_cast<size_t>(b)];
-          const int64_t n = entry_start_[static_cast<size_t>(e)] - e0;
-          const size_t need = static_cast<size_t>(n * K);
-          if (probs.size() < need) probs.resize(need);
-          for (int64_t x = b; x < e; ++x) {
-            const int32_t item = batch_items_[static_cast<size_t>(x)];
-            const int64_t row0 = p_.Row(item, 0);
-            const float* w = p_.W.row(row0).data();
-            const float* bias = p_.b.data() + row0;
-            const int64_t q1 = entry_start_[static_cast<size_t>(x) + 1];
-            int64_t q = entry_start_[static_cast<size_t>(x)];
-            // Two entries per pass over the item's K rows.
-            for (; q + 1 < q1; q += 2) {
-              kernels::RowDots2(
-                  w, bias, K, F,
-                  hs_.row(entries_[static_cast<size_t>(q)].s).data(),
-                  hs_.row(entries_[static_cast<size_t>(q + 1)].s).data(),
-                  probs.data() + (q - e0) * K, probs.data() + (q + 1 - e0) * K);
-            }
-            if (q < q1) {
-              kernels::RowDots(
-                  w, bias, K, F,
-                  hs_.row(entries_[static_cast<size_t>(q)].s).data(),
-                  probs.data() + (q - e0) * K);
-            }
-          }
-          // Each entry's uniform (from its user's stream), then the
-          // samples and, at step 1, the expectations.
-          if (sc.uniforms.size() < static_cast<size_t>(n)) {
-            sc.uniforms.resize(static_cast<size_t>(n));
-          }
-          if (sc.means.size() < static_cast<size_t>(n)) {
-            sc.means.resize(static_cast<size_t>(n));
-          }
-          for (int64_t q = 0; q < n; ++q) {
-            const Entry& en = entries_[static_cast<size_t>(e0 + q)];
-            const size_t s = static_cast<size_t>(en.s);
-            sc.uniforms[static_cast<size_t>(q)] =
-                visible_u(s)[en.r - train_.offsets[users[s]]];
-          }
-          SoftmaxSampleRows(probs.data(), n, K, sc.uniforms.data(),
-                            vt_entry_.data() + e0,
-                            step == 0 ? sc.means.data() : nullptr);
-          if (step == 0) {
-            for (int64_t q = 0; q < n; ++q) {
-              const Entry& en = entries_[static_cast<size_t>(e0 + q)];
-              const double d = sc.means[static_cast<size_t>(q)] - en.k;
-              d2_[static_cast<size_t>(e0 + q)] = d * d;
-            }
-          }
+          ReconstructItems(users, nb, step, t, b, e);
         },
         item_cost_.data());
     const bool last = step + 1 == cd_steps;
     pool_.ParallelFor(
         static_cast<int64_t>(nb),
         [&](int, int64_t b, int64_t e) {
-          for (int64_t s64 = b; s64 < e; ++s64) {
-            const size_t s = static_cast<size_t>(s64);
-            const int32_t u = users[s];
-            float* ht = ht_.row(static_cast<Eigen::Index>(s)).data();
-            const VisibleSet v = RowOf(train_, u);
-            // The user's samples, from the item-major order of step 2.
-            uint8_t* vt = vt_.data() + train_.offsets[u];
-            for (int64_t l = local_start_[s]; l < local_start_[s + 1]; ++l) {
-              vt[l - local_start_[s]] = vt_entry_[static_cast<size_t>(
-                  entry_of_[static_cast<size_t>(l)])];
-            }
-            HiddenInput(p_, VisibleSet{v.items, vt, v.n}, ht);
-            SigmoidInPlace(ht, F);
-            if (step == 0) {
-              double sq = 0;
-              for (int64_t l = local_start_[s]; l < local_start_[s + 1]; ++l) {
-                sq +=
-                    d2_[static_cast<size_t>(entry_of_[static_cast<size_t>(l)])];
-              }
-              sq_err_[s] = sq;
-            }
-            if (!last) sample_hidden(s, ht);
-          }
+          RehideUsers(users, nb, step, last, b, e);
         },
         local_start_.data());
+  }
+}
+
+void CdTrainer::ReconstructItems(const int32_t* users, size_t nb, int step,
+                                 int t, int64_t b, int64_t e) {
+  const int F = p_.F, K = p_.K;
+  // Logits of all the chunk's entries item by item, then one
+  // SoftmaxSampleRows over them all.
+  Scratch& sc = scratch_[static_cast<size_t>(t)];
+  std::vector<float>& probs = sc.probs;
+  const int64_t e0 = entry_start_[static_cast<size_t>(b)];
+  const int64_t n = entry_start_[static_cast<size_t>(e)] - e0;
+  const size_t need = static_cast<size_t>(n * K);
+  if (probs.size() < need) probs.resize(need);
+  for (int64_t x = b; x < e; ++x) {
+    const int32_t item = batch_items_[static_cast<size_t>(x)];
+    const int64_t row0 = p_.Row(item, 0);
+    const float* w = p_.W.row(row0).data();
+    const float* bias = p_.b.data() + row0;
+    const int64_t q1 = entry_start_[static_cast<size_t>(x) + 1];
+    int64_t q = entry_start_[static_cast<size_t>(x)];
+    // Two entries per pass over the item's K rows.
+    for (; q + 1 < q1; q += 2) {
+      kernels::RowDots2(
+          w, bias, K, F, hs_.row(entries_[static_cast<size_t>(q)].s).data(),
+          hs_.row(entries_[static_cast<size_t>(q + 1)].s).data(),
+          probs.data() + (q - e0) * K, probs.data() + (q + 1 - e0) * K);
+    }
+    if (q < q1) {
+      kernels::RowDots(w, bias, K, F,
+                       hs_.row(entries_[static_cast<size_t>(q)].s).data(),
+                       probs.data() + (q - e0) * K);
+    }
+  }
+  // Each entry's uniform (from its user's stream), then the
+  // samples and, at step 1, the expectations.
+  if (sc.uniforms.size() < static_cast<size_t>(n)) {
+    sc.uniforms.resize(static_cast<size_t>(n));
+  }
+  if (sc.means.size() < static_cast<size_t>(n)) {
+    sc.means.resize(static_cast<size_t>(n));
+  }
+  for (int64_t q = 0; q < n; ++q) {
+    const Entry& en = entries_[static_cast<size_t>(e0 + q)];
+    const size_t s = static_cast<size_t>(en.s);
+    sc.uniforms[static_cast<size_t>(q)] =
+        VisibleUniforms(nb, s)[en.r - train_.offsets[users[s]]];
+  }
+  SoftmaxSampleRows(probs.data(), n, K, sc.uniforms.data(),
+                    vt_entry_.data() + e0,
+                    step == 0 ? sc.means.data() : nullptr);
+  if (step == 0) {
+    for (int64_t q = 0; q < n; ++q) {
+      const Entry& en = entries_[static_cast<size_t>(e0 + q)];
+      const double d = sc.means[static_cast<size_t>(q)] - en.k;
+      d2_[static_cast<size_t>(e0 + q)] = d * d;
+    }
+  }
+}
+
+void CdTrainer::RehideUsers(const int32_t* users, size_t nb, int step,
+                            bool last, int64_t b, int64_t e) {
+  const int F = p_.F;
+  for (int64_t s64 = b; s64 < e; ++s64) {
+    const size_t s = static_cast<size_t>(s64);
+    const int32_t u = users[s];
+    float* ht = ht_.row(static_cast<Eigen::Index>(s)).data();
+    const VisibleSet v = RowOf(train_, u);
+    // The user's samples, from the item-major order of step 2.
+    uint8_t* vt = vt_.data() + train_.offsets[u];
+    for (int64_t l = local_start_[s]; l < local_start_[s + 1]; ++l) {
+      vt[l - local_start_[s]] =
+          vt_entry_[static_cast<size_t>(entry_of_[static_cast<size_t>(l)])];
+    }
+    HiddenInput(p_, VisibleSet{v.items, vt, v.n}, ht);
+    SigmoidInPlace(ht, F);
+    if (step == 0) {
+      double sq = 0;
+      for (int64_t l = local_start_[s]; l < local_start_[s + 1]; ++l) {
+        sq += d2_[static_cast<size_t>(entry_of_[static_cast<size_t>(l)])];
+      }
+      sq_err_[s] = sq;
+    }
+    if (!last) SampleHidden(nb, s, ht);
   }
 }
 

@@ -193,6 +193,17 @@ class CdTrainer {
   //      summed in rating order as HiddenInput does.
   void BatchChains(int epoch, const int32_t* users, size_t nb, int cd_steps);
 
+  // BatchChains' step 2 for batch items [b, e) on thread t: the logits of
+  // each of their batch ratings, the visible samples (vt_entry_) and, at
+  // step 0, the squared errors of the expectations (d2_).
+  void ReconstructItems(const int32_t* users, size_t nb, int step, int t,
+                        int64_t b, int64_t e);
+  // BatchChains' step 3 for batch users [b, e): their samples into vt_,
+  // ht = sigmoid(c + the sampled rows), at step 0 sq_err_, and unless
+  // `last` the next hidden sample.
+  void RehideUsers(const int32_t* users, size_t nb, int step, bool last,
+                   int64_t b, int64_t e);
+
   // The factored RBM's CD-T chains (TrainOptions::factors, the paper's
   // Eq. 12): W = A B with A (m*K) x C and B C x F, so that
   //   hidden input  c + W^T v = c + B^T (A^T v): C adds per rating, then
@@ -236,6 +247,18 @@ class CdTrainer {
   // than lr / nb, as every rating adds to it (with lr / nb it moved W so
   // fast that training stalled at the biases' RMSE or diverged on ML-1M).
   void Update(size_t nb, float lr);
+
+  // Update's step of B (factored) and of the hidden biases, which no
+  // item's step reads or writes: factored, it is the update loop's last
+  // piece of work, so it runs beside the items' steps (its cost: ~nb * F /
+  // 4 entries' worth).
+  void GlobalStep(size_t nb, float lr);
+  // Update's step of batch item x (of a thread's range ending at e): its
+  // gradient rows summed in g (and gb, the biases') in batch order, then
+  // the momentum + weight-decay step of every row with a term, or
+  // OrdinalStep.
+  void UpdateItem(int64_t x, int64_t e, size_t nb, float lr, float* g,
+                  float* gb);
 
   const SparseRatings& train_;
   const SparseRatings& valid_;
