@@ -92,13 +92,12 @@ absl::StatusOr<TrainResult> TrainRbm(const SparseRatings& by_user, int K,
   return TrainRbmSplit(train, valid, K, o, progress);
 }
 
-absl::StatusOr<TrainResult> TrainRbmSplit(const SparseRatings& train,
-                                          const SparseRatings& valid, int K,
-                                          const TrainOptions& options,
-                                          const ProgressFn& progress,
-                                          ThreadShare* share) {
-  if (absl::Status s = ValidateTrainOptions(options); !s.ok()) return s;
-  const TrainOptions o = ResolveTrainOptions(options, train.nnz());
+namespace {
+
+// TrainRbmSplit's checks of its data: the parts' shapes agree, K is in
+// range, there are training ratings and every rating index is below K.
+absl::Status CheckParts(const SparseRatings& train, const SparseRatings& valid,
+                        int K) {
   if (train.rows != valid.rows || train.cols != valid.cols) {
     return absl::InvalidArgumentError(
         "training and validation parts differ in shape");
@@ -115,6 +114,32 @@ absl::StatusOr<TrainResult> TrainRbmSplit(const SparseRatings& train,
       }
     }
   }
+  return absl::OkStatus();
+}
+
+// The running average of the parameters (TrainOptions::average) after an
+// epoch: avg = a * avg + (1 - a) * p, or p itself after the first.
+void UpdateAverage(const RbmParams& p, float a, bool first, RbmParams* avg) {
+  if (first) {
+    *avg = p;
+    return;
+  }
+  const float fresh = 1 - a;
+  avg->W = a * avg->W + fresh * p.W;
+  avg->b = a * avg->b + fresh * p.b;
+  avg->c = a * avg->c + fresh * p.c;
+}
+
+}  // namespace
+
+absl::StatusOr<TrainResult> TrainRbmSplit(const SparseRatings& train,
+                                          const SparseRatings& valid, int K,
+                                          const TrainOptions& options,
+                                          const ProgressFn& progress,
+                                          ThreadShare* share) {
+  if (absl::Status s = ValidateTrainOptions(options); !s.ok()) return s;
+  const TrainOptions o = ResolveTrainOptions(options, train.nnz());
+  if (absl::Status s = CheckParts(train, valid, K); !s.ok()) return s;
   const auto t0 = Clock::now();
   TrainResult result;
   result.train_ratings = train.nnz();
@@ -150,15 +175,7 @@ absl::StatusOr<TrainResult> TrainRbmSplit(const SparseRatings& train,
     st.train_seconds = Seconds(te);
     const RbmParams* served = &trainer.params();
     if (o.average > 0) {
-      const RbmParams& p = trainer.params();
-      if (epoch == 1) {
-        avg = p;
-      } else {
-        const float a = o.average, fresh = 1 - o.average;
-        avg.W = a * avg.W + fresh * p.W;
-        avg.b = a * avg.b + fresh * p.b;
-        avg.c = a * avg.c + fresh * p.c;
-      }
+      UpdateAverage(trainer.params(), o.average, epoch == 1, &avg);
       served = &avg;
     }
     st.valid_rmse = !have_valid     ? st.train_rmse
