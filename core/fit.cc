@@ -173,6 +173,196 @@ void PickUserWeight(ModelParams* params, const SparseRatings& train_part,
 
 }  // namespace
 
+namespace {
+
+// Trains FitModel's rating RBMs one at a time through TrainRbmSplit, with
+// progress reported in rating units (callbacks never run concurrently),
+// and keeps each one's figures for the model's summary, by index.
+class RatingRbmRunner {
+ public:
+  // What FitModel's summary needs of one RBM's training.
+  struct Done {
+    int epochs_run = 0, best_epoch = 0;
+    int64_t train_ratings = 0;
+    double train_seconds = 0, valid_rmse = 0;
+  };
+
+  RatingRbmRunner(int K, double step, int n_models,
+                  const FitProgressFn& progress, ThreadShare* share)
+      : K_(K),
+        step_(step),
+        progress_(progress),
+        share_(share),
+        done_(static_cast<size_t>(n_models)) {}
+
+  // The best parameters of RBM `index` trained on `tr` with validation
+  // part `va`; Cancelled when the progress callback stops it.
+  absl::StatusOr<RbmParams> Run(int index, const SparseRatings& tr,
+                                const SparseRatings& va,
+                                const TrainOptions& o) {
+    ProgressFn fn;
+    if (progress_) {
+      fn = [this, index](const EpochStats& st) {
+        // The trainer works in rating indices; report rating units.
+        EpochStats scaled = st;
+        scaled.train_rmse *= step_;
+        scaled.valid_rmse *= step_;
+        std::lock_guard<std::mutex> lock(progress_mu_);
+        return progress_(index, scaled);
+      };
+    }
+    absl::StatusOr<TrainResult> r = TrainRbmSplit(tr, va, K_, o, fn, share_);
+    if (!r.ok()) return r.status();
+    if (r->cancelled) return absl::CancelledError("training cancelled");
+    Done& d = done_[static_cast<size_t>(index)];
+    d.epochs_run = r->epochs_run;
+    d.best_epoch = r->best_epoch;
+    d.train_ratings = r->train_ratings;
+    d.train_seconds = r->train_seconds;
+    d.valid_rmse = r->best_valid_rmse * step_;
+    return std::move(r->params);
+  }
+
+  const std::vector<Done>& done() const { return done_; }
+
+ private:
+  const int K_;
+  const double step_;
+  const FitProgressFn& progress_;
+  ThreadShare* const share_;
+  std::mutex progress_mu_;  // callbacks never run concurrently
+  std::vector<Done> done_;
+};
+
+// The training data of FitModel's rating RBMs: the by-user training and
+// validation parts and, for the item-based RBM, their transposes.
+struct FitParts {
+  SparseRatings train, valid;
+  SparseRatings train_by_item, valid_by_item;
+};
+
+// Trains the ensemble's user-based RBMs into params->members and, with
+// options.item_based, the item-based RBM into params->item_rbm. The
+// item-based RBM trains on its own threads beside the user-based ones when
+// there are at least two threads: the two are independent, so this scales
+// better than splitting each mini-batch, and results do not change.
+// Whichever side finishes first hands its threads to the other (results
+// do not depend on the thread count either).
+absl::Status TrainRatingRbms(const TrainOptions& options, int threads,
+                             bool side_by_side, const FitParts& parts,
+                             RatingRbmRunner* runner, ThreadShare* thread_share,
+                             ModelParams* params) {
+  absl::StatusOr<RbmParams> item_params = absl::UnknownError("not trained");
+  std::thread item_thread;
+  auto train_item = [&](int item_threads) {
+    TrainOptions item = options;
+    item.seed = options.seed + 0x17e4;
+    item.threads = item_threads;
+    item_params = runner->Run(options.ensemble, parts.train_by_item,
+                              parts.valid_by_item, item);
+    thread_share->spare.fetch_add(item_threads);
+  };
+  if (side_by_side) item_thread = std::thread(train_item, threads / 2);
+  absl::Status user_status;
+  for (int e = 0; e < options.ensemble && user_status.ok(); ++e) {
+    TrainOptions member = options;
+    member.seed = options.seed + static_cast<uint64_t>(e);
+    member.threads = side_by_side ? threads - threads / 2 : threads;
+    absl::StatusOr<RbmParams> p =
+        runner->Run(e, parts.train, parts.valid, member);
+    if (p.ok()) {
+      params->members.push_back(*std::move(p));
+    } else {
+      user_status = p.status();
+    }
+  }
+  thread_share->spare.fetch_add(threads - threads / 2);
+  if (item_thread.joinable()) item_thread.join();
+  if (!user_status.ok()) return user_status;
+  if (options.item_based) {
+    if (!side_by_side) train_item(threads);
+    if (!item_params.ok()) return item_params.status();
+    params->item_rbm = *std::move(item_params);
+  }
+  return absl::OkStatus();
+}
+
+// The item-based RBM's serving inputs and the U/I mixing weight. The
+// weight is chosen with I-RBM inputs from the training part only; served
+// with inputs from all training ratings (`by_user`). Returns the mixed
+// prediction's validation RMSE, or -1 without validation ratings.
+double MixItemRbm(const TrainOptions& options, int threads,
+                  const SparseRatings& by_user, const FitParts& parts,
+                  ModelParams* params) {
+  double mixed_valid_rmse = -1;
+  ThreadPool pool(threads);
+  ComputeItemInputs(parts.train_by_item, &pool, params);
+  if (parts.valid.nnz() > 0) {
+    PickUserWeight(params, parts.train, parts.valid, options.predict, &pool,
+                   &mixed_valid_rmse);
+  } else {
+    params->user_weight = 0.3f;
+  }
+  ComputeItemInputs(by_user.Transpose(), &pool, params);
+  return mixed_valid_rmse;
+}
+
+// Trains the rated RBM (Recommend's p(rated) rankings) with rated_f hidden
+// units into params->rated_rbm, reporting progress as model `member`.
+absl::Status TrainRatedPart(const TrainOptions& options, int threads,
+                            int rated_f, int member, const FitParts& parts,
+                            const FitProgressFn& progress,
+                            ModelParams* params) {
+  RatedRbmOptions ro;
+  ro.hidden = rated_f;
+  ro.max_epochs = options.rated_max_epochs;
+  ro.learning_rate = options.rated_learning_rate;
+  ro.factors = options.rated_factors;
+  ro.seed = options.seed + 0x7a7e;
+  ro.threads = threads;
+  RatedProgressFn fn;
+  if (progress) {
+    fn = [&](int epoch, double ndcg) {
+      EpochStats st;
+      st.epoch = epoch;
+      st.valid_ndcg = ndcg;
+      st.train_rmse = st.valid_rmse = NAN;
+      return progress(member, st);
+    };
+  }
+  absl::StatusOr<RatedRbmResult> r =
+      TrainRatedRbm(parts.train, parts.valid, ro, fn);
+  if (!r.ok()) return r.status();
+  if (r->cancelled) return absl::CancelledError("training cancelled");
+  params->rated_rbm = std::move(r->params);
+  params->summary.rated_epochs = r->epochs_run;
+  params->summary.rated_valid_ndcg = r->best_valid_ndcg;
+  params->summary.rated_seconds = r->seconds;
+  return absl::OkStatus();
+}
+
+// The model's training summary from the rating RBMs' figures; the
+// validation RMSE is that of what is served: the U/I mix when there is one
+// (mixed_valid_rmse >= 0), else the mean over the RBMs.
+void Summarize(const std::vector<RatingRbmRunner::Done>& done,
+               double mixed_valid_rmse, ModelParams* params) {
+  double valid_sum = 0;
+  for (const RatingRbmRunner::Done& d : done) {
+    params->summary.epochs_run += d.epochs_run;
+    params->summary.best_epoch = d.best_epoch;
+    params->summary.train_ratings = d.train_ratings;
+    params->summary.train_seconds += d.train_seconds;
+    params->summary.rating_epochs += d.train_ratings * d.epochs_run;
+    valid_sum += d.valid_rmse;
+  }
+  params->summary.train_seconds += params->summary.rated_seconds;
+  params->summary.valid_rmse =
+      mixed_valid_rmse >= 0 ? mixed_valid_rmse
+                            : valid_sum / static_cast<double>(done.size());
+}
+
+}  // namespace
+
 absl::StatusOr<Model> FitModel(const Dataset& train,
                                const TrainOptions& requested,
                                const FitProgressFn& progress) {
@@ -189,24 +379,14 @@ absl::StatusOr<Model> FitModel(const Dataset& train,
   const int K = train.scale.K();
   const SparseRatings by_user = train.ByUser();
   params.item_hist = ItemHistogramCounts(by_user, K);
-  SparseRatings train_part, valid;
+  FitParts parts;
   CarveValidation(by_user, options.validation_fraction, options.seed,
-                  &train_part, &valid);
-  // Per-RBM results, combined in index order after training.
-  struct Done {
-    int epochs_run = 0, best_epoch = 0;
-    int64_t train_ratings = 0;
-    double train_seconds = 0, valid_rmse = 0;
-  };
+                  &parts.train, &parts.valid);
+  if (options.item_based) {
+    parts.train_by_item = parts.train.Transpose();
+    parts.valid_by_item = parts.valid.Transpose();
+  }
   const int n_models = options.ensemble + (options.item_based ? 1 : 0);
-  std::vector<Done> done(static_cast<size_t>(n_models));
-  std::mutex progress_mu;  // callbacks never run concurrently
-  const double step = train.scale.step();
-  // The item-based RBM trains on its own threads beside the user-based ones
-  // when there are at least two threads: the two are independent, so this
-  // scales better than splitting each mini-batch, and results do not change.
-  // Whichever side finishes first hands its threads to the other (results
-  // do not depend on the thread count either).
   const int threads =
       options.threads > 0
           ? options.threads
@@ -214,144 +394,66 @@ absl::StatusOr<Model> FitModel(const Dataset& train,
   const bool side_by_side = options.item_based && threads >= 2;
   ThreadShare thread_share;
   thread_share.total = threads;
-  ThreadShare* share = side_by_side ? &thread_share : nullptr;
-  auto run = [&](int index, const SparseRatings& tr, const SparseRatings& va,
-                 const TrainOptions& o) -> absl::StatusOr<RbmParams> {
-    ProgressFn fn;
-    if (progress) {
-      fn = [&, index](const EpochStats& st) {
-        // The trainer works in rating indices; report rating units.
-        EpochStats scaled = st;
-        scaled.train_rmse *= step;
-        scaled.valid_rmse *= step;
-        std::lock_guard<std::mutex> lock(progress_mu);
-        return progress(index, scaled);
-      };
-    }
-    absl::StatusOr<TrainResult> r = TrainRbmSplit(tr, va, K, o, fn, share);
-    if (!r.ok()) return r.status();
-    if (r->cancelled) return absl::CancelledError("training cancelled");
-    Done& d = done[static_cast<size_t>(index)];
-    d.epochs_run = r->epochs_run;
-    d.best_epoch = r->best_epoch;
-    d.train_ratings = r->train_ratings;
-    d.train_seconds = r->train_seconds;
-    d.valid_rmse = r->best_valid_rmse * step;
-    return std::move(r->params);
-  };
-  absl::StatusOr<RbmParams> item_params = absl::UnknownError("not trained");
-  std::thread item_thread;
-  SparseRatings train_by_item, valid_by_item;
-  if (options.item_based) {
-    train_by_item = train_part.Transpose();
-    valid_by_item = valid.Transpose();
+  RatingRbmRunner runner(K, train.scale.step(), n_models, progress,
+                         side_by_side ? &thread_share : nullptr);
+  if (absl::Status s = TrainRatingRbms(options, threads, side_by_side, parts,
+                                       &runner, &thread_share, &params);
+      !s.ok()) {
+    return s;
   }
-  auto train_item = [&](int item_threads) {
-    TrainOptions item = options;
-    item.seed = options.seed + 0x17e4;
-    item.threads = item_threads;
-    item_params = run(options.ensemble, train_by_item, valid_by_item, item);
-    thread_share.spare.fetch_add(item_threads);
-  };
-  if (side_by_side) item_thread = std::thread(train_item, threads / 2);
-  absl::Status user_status;
-  for (int e = 0; e < options.ensemble && user_status.ok(); ++e) {
-    TrainOptions member = options;
-    member.seed = options.seed + static_cast<uint64_t>(e);
-    member.threads = side_by_side ? threads - threads / 2 : threads;
-    absl::StatusOr<RbmParams> p = run(e, train_part, valid, member);
-    if (p.ok()) {
-      params.members.push_back(*std::move(p));
-    } else {
-      user_status = p.status();
-    }
-  }
-  thread_share.spare.fetch_add(threads - threads / 2);
-  if (item_thread.joinable()) item_thread.join();
-  if (!user_status.ok()) return user_status;
   double mixed_valid_rmse = -1;  // of the served (mixed) prediction
   if (options.item_based) {
-    if (!side_by_side) train_item(threads);
-    if (!item_params.ok()) return item_params.status();
-    params.item_rbm = *std::move(item_params);
-    // Weight chosen with I-RBM inputs from the training part only; served
-    // with inputs from all training ratings.
-    ThreadPool pool(threads);
-    ComputeItemInputs(train_by_item, &pool, &params);
-    if (valid.nnz() > 0) {
-      PickUserWeight(&params, train_part, valid, options.predict, &pool,
-                     &mixed_valid_rmse);
-    } else {
-      params.user_weight = 0.3f;
-    }
-    ComputeItemInputs(by_user.Transpose(), &pool, &params);
+    mixed_valid_rmse = MixItemRbm(options, threads, by_user, parts, &params);
   }
   const int rated_f = RatedHiddenUnits(options, by_user.rows, by_user.cols);
   if (rated_f > 0) {
-    RatedRbmOptions ro;
-    ro.hidden = rated_f;
-    ro.max_epochs = options.rated_max_epochs;
-    ro.learning_rate = options.rated_learning_rate;
-    ro.factors = options.rated_factors;
-    ro.seed = options.seed + 0x7a7e;
-    ro.threads = threads;
-    const int member = n_models;
-    RatedProgressFn fn;
-    if (progress) {
-      fn = [&](int epoch, double ndcg) {
-        EpochStats st;
-        st.epoch = epoch;
-        st.valid_ndcg = ndcg;
-        st.train_rmse = st.valid_rmse = NAN;
-        return progress(member, st);
-      };
+    if (absl::Status s = TrainRatedPart(options, threads, rated_f, n_models,
+                                        parts, progress, &params);
+        !s.ok()) {
+      return s;
     }
-    absl::StatusOr<RatedRbmResult> r = TrainRatedRbm(train_part, valid, ro, fn);
-    if (!r.ok()) return r.status();
-    if (r->cancelled) return absl::CancelledError("training cancelled");
-    params.rated_rbm = std::move(r->params);
-    params.summary.rated_epochs = r->epochs_run;
-    params.summary.rated_valid_ndcg = r->best_valid_ndcg;
-    params.summary.rated_seconds = r->seconds;
   }
-  double valid_sum = 0;
-  for (const Done& d : done) {
-    params.summary.epochs_run += d.epochs_run;
-    params.summary.best_epoch = d.best_epoch;
-    params.summary.train_ratings = d.train_ratings;
-    params.summary.train_seconds += d.train_seconds;
-    params.summary.rating_epochs += d.train_ratings * d.epochs_run;
-    valid_sum += d.valid_rmse;
-  }
-  params.summary.train_seconds += params.summary.rated_seconds;
-  // The validation RMSE of what is served: the U/I mix when there is one.
-  params.summary.valid_rmse =
-      mixed_valid_rmse >= 0 ? mixed_valid_rmse : valid_sum / n_models;
+  Summarize(runner.done(), mixed_valid_rmse, &params);
   return Model(std::move(params));
 }
 
-EvalMetrics Evaluate(const Model& model, const SparseRatings& train_by_user,
-                     const std::vector<TestRating>& test, PredictMethod method,
-                     int threads) {
-  const int K = model.K();
-  // Group test ratings by user (unknown users in one extra group).
-  std::vector<int64_t> order(test.size());
+namespace {
+
+// The test ratings' indices grouped by user (`order`, stable within a
+// user; unknown users in one extra group) and the groups' [begin, end)
+// ranges in `order`.
+void GroupByUser(const std::vector<TestRating>& test,
+                 std::vector<int64_t>* order_out,
+                 std::vector<std::pair<size_t, size_t>>* groups_out) {
+  std::vector<int64_t>& order = *order_out;
+  std::vector<std::pair<size_t, size_t>>& groups = *groups_out;
+  order.resize(test.size());
   for (size_t i = 0; i < test.size(); ++i) order[i] = static_cast<int64_t>(i);
   std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
     return test[a].user < test[b].user;
   });
-  std::vector<std::pair<size_t, size_t>> groups;
   for (size_t i = 0; i < order.size();) {
     size_t j = i;
     while (j < order.size() && test[order[j]].user == test[order[i]].user) ++j;
     groups.emplace_back(i, j);
     i = j;
   }
-  std::vector<double> pred(test.size(), 0.0);
-  std::vector<char> fell(test.size(), 0);
-  // The distribution behind each prediction (test order), for the
-  // likelihood and calibration metrics.
-  std::vector<float> dist(test.size() * static_cast<size_t>(K), 0.0f);
+}
+
+// Evaluate's predictions, by test index: the expected rating pred, whether
+// it is a fallback (fell) and the distribution behind it (dist, K per
+// rating), users in parallel.
+void PredictTests(const Model& model, const SparseRatings& train_by_user,
+                  const std::vector<TestRating>& test, PredictMethod method,
+                  int threads, std::vector<double>* pred_out,
+                  std::vector<char>* fell_out, std::vector<float>* dist_out) {
+  const int K = model.K();
+  std::vector<int64_t> order;
+  std::vector<std::pair<size_t, size_t>> groups;
+  GroupByUser(test, &order, &groups);
+  std::vector<double>& pred = *pred_out;
+  std::vector<char>& fell = *fell_out;
+  std::vector<float>& dist = *dist_out;
   double global = 0, total = 0;
   for (size_t x = 0; x < model.item_hist().size(); ++x) {
     global +=
@@ -403,19 +505,16 @@ EvalMetrics Evaluate(const Model& model, const SparseRatings& train_by_user,
           }
         }
       });
-  EvalMetrics m;
-  double se = 0, ae = 0;
-  for (size_t i = 0; i < test.size(); ++i) {
-    const double d = pred[i] - test[i].rating;
-    se += d * d;
-    ae += std::abs(d);
-    m.n_fallback += fell[i];
-  }
-  m.n = static_cast<int64_t>(test.size());
-  if (m.n > 0) {
-    m.rmse = std::sqrt(se / static_cast<double>(m.n));
-    m.mae = ae / static_cast<double>(m.n);
-  }
+}
+
+// Likelihood and calibration metrics of the distributions `dist` (test
+// order) and of the item-histogram baseline, into m (REQUIRES m->n set).
+void AddDistributionMetrics(const Model& model,
+                            const std::vector<TestRating>& test,
+                            const std::vector<float>& dist,
+                            EvalMetrics* m_out) {
+  const int K = model.K();
+  EvalMetrics& m = *m_out;
   // Likelihood and calibration of the distributions, and of the baseline:
   // the item's training histogram with add-one smoothing, (n_ik + 1) /
   // (n_i + K) (the global histogram, smoothed, for an item without
@@ -455,19 +554,52 @@ EvalMetrics Evaluate(const Model& model, const SparseRatings& train_by_user,
     m.ece = ClasswiseEce(m.reliability);
     m.hist_ece = ClasswiseEce(m.hist_reliability);
   }
+}
+
+}  // namespace
+
+EvalMetrics Evaluate(const Model& model, const SparseRatings& train_by_user,
+                     const std::vector<TestRating>& test, PredictMethod method,
+                     int threads) {
+  const int K = model.K();
+  std::vector<double> pred(test.size(), 0.0);
+  std::vector<char> fell(test.size(), 0);
+  // The distribution behind each prediction (test order), for the
+  // likelihood and calibration metrics.
+  std::vector<float> dist(test.size() * static_cast<size_t>(K), 0.0f);
+  PredictTests(model, train_by_user, test, method, threads, &pred, &fell,
+               &dist);
+  EvalMetrics m;
+  double se = 0, ae = 0;
+  for (size_t i = 0; i < test.size(); ++i) {
+    const double d = pred[i] - test[i].rating;
+    se += d * d;
+    ae += std::abs(d);
+    m.n_fallback += fell[i];
+  }
+  m.n = static_cast<int64_t>(test.size());
+  if (m.n > 0) {
+    m.rmse = std::sqrt(se / static_cast<double>(m.n));
+    m.mae = ae / static_cast<double>(m.n);
+  }
+  AddDistributionMetrics(model, test, dist, &m);
   return m;
 }
 
-std::vector<TopNResult> EvaluateTopN(const Model& model,
-                                     const SparseRatings& train_by_user,
-                                     const std::vector<TestRating>& test,
-                                     double relevant, int n, int threads,
-                                     int64_t* n_users) {
-  // Relevant test items per model user (test items unknown to the model
-  // cannot be ranked but still count in recall).
-  std::vector<std::vector<int32_t>> rel(
-      static_cast<size_t>(model.users().size()));
-  std::vector<int64_t> unknown_rel(rel.size(), 0);
+namespace {
+
+// Relevant test items per model user, sorted (rel), and the relevant test
+// items unknown to the model per user (they cannot be ranked but still
+// count in recall); returns the users with at least one relevant item.
+std::vector<int32_t> RelevantItems(const Model& model,
+                                   const std::vector<TestRating>& test,
+                                   double relevant,
+                                   std::vector<std::vector<int32_t>>* rel_out,
+                                   std::vector<int64_t>* unknown_rel_out) {
+  std::vector<std::vector<int32_t>>& rel = *rel_out;
+  std::vector<int64_t>& unknown_rel = *unknown_rel_out;
+  rel.assign(static_cast<size_t>(model.users().size()), {});
+  unknown_rel.assign(rel.size(), 0);
   for (const TestRating& t : test) {
     if (t.user < 0 || t.rating < relevant - 1e-9) continue;
     if (t.item >= 0) {
@@ -483,8 +615,11 @@ std::vector<TopNResult> EvaluateTopN(const Model& model,
       users.push_back(static_cast<int32_t>(u));
     }
   }
-  *n_users = static_cast<int64_t>(users.size());
-  // Popularity: training ratings per item, most first (ties by item id).
+  return users;
+}
+
+// The trained items by training ratings, most first (ties by item id).
+std::vector<int32_t> PopularItems(const Model& model) {
   std::vector<int32_t> popular;
   for (int32_t i = 0; i < model.num_items(); ++i) {
     if (model.Trained(i)) popular.push_back(i);
@@ -494,27 +629,45 @@ std::vector<TopNResult> EvaluateTopN(const Model& model,
     if (ca != cb) return ca > cb;
     return model.items().Name(a) < model.items().Name(b);
   });
-  const int k0 = std::clamp(
-      static_cast<int>(std::ceil(
-          (relevant - model.scale().min()) / model.scale().step() - 1e-6)),
-      0, model.K() - 1);
-  // The rankings: Recommend's for every RankBy the model supports, then
-  // the most-popular list.
-  struct Way {
-    const char* name;
-    RankBy by;
-    bool popularity;
-  };
-  std::vector<Way> ways = {{"expected_rating", RankBy::kExpected, false},
-                           {"p_at_least", RankBy::kAtLeast, false}};
+  return popular;
+}
+
+// One of EvaluateTopN's rankings: Recommend's by `by`, or the most-popular
+// list.
+struct TopNWay {
+  const char* name;
+  RankBy by;
+  bool popularity;
+};
+
+// The rankings: Recommend's for every RankBy the model supports, then the
+// most-popular list.
+std::vector<TopNWay> TopNWays(const Model& model) {
+  std::vector<TopNWay> ways = {{"expected_rating", RankBy::kExpected, false},
+                               {"p_at_least", RankBy::kAtLeast, false}};
   if (model.HasRatedRbm()) {
     ways.push_back({"p_rated", RankBy::kRated, false});
     ways.push_back({"p_rated_at_least", RankBy::kRatedAtLeast, false});
   }
   ways.push_back({"popularity", RankBy::kExpected, true});
+  return ways;
+}
+
+// Per user x and way: the top-n scores and hit ranks of the way's list
+// (entries x * ways.size() + way), users in parallel.
+void RankTopN(const Model& model, const SparseRatings& train_by_user,
+              const std::vector<int32_t>& users,
+              const std::vector<std::vector<int32_t>>& rel,
+              const std::vector<int64_t>& unknown_rel,
+              const std::vector<int32_t>& popular,
+              const std::vector<TopNWay>& ways, int k0, int n, int threads,
+              std::vector<TopNScores>* per_user_out,
+              std::vector<std::vector<int32_t>>* hit_ranks_out) {
   const int kWays = static_cast<int>(ways.size());
-  std::vector<TopNScores> per_user(users.size() * kWays);
-  std::vector<std::vector<int32_t>> hit_ranks(per_user.size());
+  std::vector<TopNScores>& per_user = *per_user_out;
+  std::vector<std::vector<int32_t>>& hit_ranks = *hit_ranks_out;
+  per_user.resize(users.size() * kWays);
+  hit_ranks.resize(per_user.size());
   ThreadPool pool(threads > 0
                       ? threads
                       : static_cast<int>(std::thread::hardware_concurrency()));
@@ -566,6 +719,17 @@ std::vector<TopNResult> EvaluateTopN(const Model& model,
           }
         }
       });
+}
+
+// The per-user scores averaged over the users, per way, and the curves at
+// every cut-off.
+std::vector<TopNResult> AverageTopN(
+    const std::vector<int32_t>& users,
+    const std::vector<std::vector<int32_t>>& rel,
+    const std::vector<int64_t>& unknown_rel, const std::vector<TopNWay>& ways,
+    int n, const std::vector<TopNScores>& per_user,
+    const std::vector<std::vector<int32_t>>& hit_ranks) {
+  const int kWays = static_cast<int>(ways.size());
   std::vector<TopNResult> out(static_cast<size_t>(kWays));
   for (int way = 0; way < kWays; ++way) {
     out[static_cast<size_t>(way)].name = ways[static_cast<size_t>(way)].name;
@@ -596,6 +760,31 @@ std::vector<TopNResult> EvaluateTopN(const Model& model,
     }
   }
   return out;
+}
+
+}  // namespace
+
+std::vector<TopNResult> EvaluateTopN(const Model& model,
+                                     const SparseRatings& train_by_user,
+                                     const std::vector<TestRating>& test,
+                                     double relevant, int n, int threads,
+                                     int64_t* n_users) {
+  std::vector<std::vector<int32_t>> rel;
+  std::vector<int64_t> unknown_rel;
+  const std::vector<int32_t> users =
+      RelevantItems(model, test, relevant, &rel, &unknown_rel);
+  *n_users = static_cast<int64_t>(users.size());
+  const std::vector<int32_t> popular = PopularItems(model);
+  const int k0 = std::clamp(
+      static_cast<int>(std::ceil(
+          (relevant - model.scale().min()) / model.scale().step() - 1e-6)),
+      0, model.K() - 1);
+  const std::vector<TopNWay> ways = TopNWays(model);
+  std::vector<TopNScores> per_user;
+  std::vector<std::vector<int32_t>> hit_ranks;
+  RankTopN(model, train_by_user, users, rel, unknown_rel, popular, ways, k0, n,
+           threads, &per_user, &hit_ranks);
+  return AverageTopN(users, rel, unknown_rel, ways, n, per_user, hit_ranks);
 }
 
 }  // namespace rbmrec

@@ -15,7 +15,7 @@
 #include "core/rating_scale.h"
 #include "core/ratings.h"
 #include "core/rbm.h"
-#include "core/trainer.h"
+#include "core/train_options.h"
 
 namespace rbmrec {
 

@@ -197,6 +197,309 @@ void RatedLogits(const RbmParams& p, const float* h, float* logits) {
   out += p.b;
 }
 
+namespace {
+
+// One run of TrainRatedRbm: CD-1 on the users' rated sets, in mini-batches
+// of a seeded order. Each batch: the rated sets item-major (IndexBatch),
+// the positive phase p(h | r) and its sample (PositivePhase), the negative
+// phase p(r | h) for every item and p(h | that) (NegativePhase), then the
+// parameters' momentum step (Update). Factored (RatedRbmOptions::factors),
+// W = A B is trained through A and B and multiplied out after every epoch.
+class RatedTrainer {
+ public:
+  RatedTrainer(const SparseRatings& train, const RatedRbmOptions& o);
+
+  // One epoch over all users with a rated item.
+  void Epoch(int epoch);
+  // Mean validation NDCG of the current parameters (ValidationNdcg).
+  double Ndcg(const SparseRatings& valid) {
+    return ValidationNdcg(p_, C_ > 0 ? &a_ : nullptr, C_ > 0 ? &bm_ : nullptr,
+                          train_, valid, has_data_, o_.eval_n, &pool_);
+  }
+  const RbmParams& params() const { return p_; }
+
+ private:
+  // The initial W (or A and B) from the seed, and the visible biases.
+  void InitWeights();
+  void InitBiases();
+  // The rated sets of batch cases cases_[s .. s + bs) item-major: the batch
+  // rows that rated item i are rated_row_[rated_start_[i] ..
+  // rated_start_[i + 1]), in row order.
+  void IndexBatch(size_t s, int64_t bs);
+  void PositivePhase(int epoch, size_t s, int64_t bs);
+  void NegativePhase(int64_t bs);
+  void Update(int64_t bs);
+
+  const SparseRatings& train_;
+  const RatedRbmOptions& o_;
+  const int64_t m_;
+  const int F_;
+  const int C_;  // factors, 0 = W itself
+  const int B_;  // batch size
+  RbmParams p_;
+  RowMatrixXf a_, bm_, vel_a_, vel_bm_;
+  std::vector<uint8_t> has_data_;  // items with training data
+  std::vector<int32_t> cases_;     // the users with a rated item
+  RowMatrixXf vel_w_;
+  Eigen::VectorXf vel_b_, vel_c_;
+  RowMatrixXf v1_, h_, hs_, h1_;
+  // Factored: a0 / at the batch's visibles times A (positive: the sum of the
+  // rated items' rows; negative: v1 A), g0 / gt = h B^T / h1 B^T (the
+  // gradient of W times B^T is the gradient of A), hb = hs B^T.
+  RowMatrixXf a0_, at_, g0_, gt_, hb_;
+  // The batch's rated sets item-major (IndexBatch). The positive phase's
+  // gradient sum_r r_ri h_r is sparse: read from here instead of a dense
+  // (batch x items) product with the 0/1 visibles.
+  std::vector<int64_t> rated_start_;
+  std::vector<int32_t> rated_row_;
+  ThreadPool pool_;
+};
+
+RatedTrainer::RatedTrainer(const SparseRatings& train, const RatedRbmOptions& o)
+    : train_(train),
+      o_(o),
+      m_(train.cols),
+      F_(o.hidden),
+      C_(o.factors > 0 && o.factors < o.hidden ? o.factors : 0),
+      B_(o.batch_size),
+      rated_start_(static_cast<size_t>(train.cols) + 1),
+      pool_(std::max(1, o.threads)) {
+  p_.Resize(static_cast<int32_t>(m_), 1, F_);
+  InitWeights();
+  InitBiases();
+  for (int32_t u = 0; u < train.rows; ++u) {
+    if (train.RowSize(u) > 0) cases_.push_back(u);
+  }
+  vel_w_ = RowMatrixXf::Zero(C_ > 0 ? 0 : m_, F_);
+  vel_b_ = Eigen::VectorXf::Zero(m_);
+  vel_c_ = Eigen::VectorXf::Zero(F_);
+  v1_.resize(B_, m_);
+  h_.resize(B_, F_);
+  hs_.resize(B_, F_);
+  h1_.resize(B_, F_);
+  if (C_ > 0) {
+    for (RowMatrixXf* x : {&a0_, &at_, &g0_, &gt_, &hb_}) x->setZero(B_, C_);
+  }
+}
+
+void RatedTrainer::InitWeights() {
+  Rng init(StreamSeed(o_.seed, 0x7a7edULL));
+  // Factored (RatedRbmOptions::factors): W = A B, A m x C, B C x F. B's
+  // entries ~ N(0, 1 / F), so B B^T is near the identity and A's first
+  // steps move W about as far as W's own would; A's ~ N(0, init_std^2 F /
+  // C), so W's entries start with W's own init_std. (Both at sqrt(init_std
+  // / sqrt(C)), as the rating RBMs' factored trainer has them, the first
+  // steps are so small on small data that early stopping ends training
+  // before anything is learned.)
+  if (C_ > 0) {
+    const double sd_a = o_.init_std * std::sqrt(double{1.0} * F_ / C_);
+    const double sd_b = 1.0 / std::sqrt(double{1.0} * F_);
+    a_.resize(m_, C_);
+    bm_.resize(C_, F_);
+    for (int64_t i = 0; i < a_.size(); ++i) {
+      a_.data()[i] = static_cast<float>(sd_a * init.Normal());
+    }
+    for (int64_t i = 0; i < bm_.size(); ++i) {
+      bm_.data()[i] = static_cast<float>(sd_b * init.Normal());
+    }
+    vel_a_.setZero(m_, C_);
+    vel_bm_.setZero(C_, F_);
+    p_.W.noalias() = a_ * bm_;
+  } else {
+    for (int64_t i = 0; i < p_.W.size(); ++i) {
+      p_.W.data()[i] = static_cast<float>(o_.init_std * init.Normal());
+    }
+  }
+}
+
+void RatedTrainer::InitBiases() {
+  // Visible biases: the logit of each item's share of users (smoothed).
+  std::vector<int64_t> count(static_cast<size_t>(m_), 0);
+  for (const int32_t i : train_.col) ++count[static_cast<size_t>(i)];
+  has_data_.assign(static_cast<size_t>(m_), 0);
+  const double users = std::max<int32_t>(1, train_.rows);
+  for (int64_t i = 0; i < m_; ++i) {
+    const double q = (static_cast<double>(count[i]) + 0.5) / (users + 1.0);
+    p_.b[i] = static_cast<float>(std::log(q / (1.0 - q)));
+    has_data_[i] = count[i] > 0;
+  }
+}
+
+void RatedTrainer::Epoch(int epoch) {
+  Rng order(StreamSeed(o_.seed, 0x5e7ULL, static_cast<uint64_t>(epoch)));
+  for (size_t t = cases_.size(); t > 1; --t) {
+    std::swap(cases_[t - 1], cases_[order.Below(t)]);
+  }
+  for (size_t s = 0; s < cases_.size(); s += static_cast<size_t>(B_)) {
+    const int64_t bs = std::min<int64_t>(B_, cases_.size() - s);
+    IndexBatch(s, bs);
+    PositivePhase(epoch, s, bs);
+    NegativePhase(bs);
+    Update(bs);
+  }
+  if (C_ > 0) p_.W.noalias() = a_ * bm_;
+}
+
+void RatedTrainer::IndexBatch(size_t s, int64_t bs) {
+  const SparseRatings& train = train_;
+  std::fill(rated_start_.begin(), rated_start_.end(), 0);
+  for (int64_t r = 0; r < bs; ++r) {
+    const int32_t u = cases_[s + static_cast<size_t>(r)];
+    for (int64_t x = train.offsets[u]; x < train.offsets[u + 1]; ++x) {
+      ++rated_start_[static_cast<size_t>(train.col[x]) + 1];
+    }
+  }
+  for (int64_t i = 0; i < m_; ++i) rated_start_[i + 1] += rated_start_[i];
+  rated_row_.resize(static_cast<size_t>(rated_start_[m_]));
+  for (int64_t r = 0; r < bs; ++r) {
+    const int32_t u = cases_[s + static_cast<size_t>(r)];
+    for (int64_t x = train.offsets[u]; x < train.offsets[u + 1]; ++x) {
+      rated_row_[static_cast<size_t>(rated_start_[train.col[x]]++)] =
+          static_cast<int32_t>(r);
+    }
+  }
+  // The fill above advanced every start to the next item's: shift back.
+  for (int64_t i = m_; i > 0; --i) rated_start_[i] = rated_start_[i - 1];
+  rated_start_[0] = 0;
+}
+
+void RatedTrainer::PositivePhase(int epoch, size_t s, int64_t bs) {
+  // p(h | r) and its sample, in chunks of users of a fixed size (the
+  // same products, so the same bits, at any thread count); factored,
+  // h = sigmoid(c + a0 B) and then hb = hs B^T and g0 = h B^T.
+  const int C = C_, F = F_;
+  pool_.ParallelFor(Chunks(bs, kUserChunk), [&](int, int64_t cb, int64_t ce) {
+    for (int64_t c = cb; c < ce; ++c) {
+      const int64_t r0 = c * kUserChunk;
+      const int64_t nr = std::min(kUserChunk, bs - r0);
+      HiddenRows(p_, C > 0 ? &a_ : nullptr, C > 0 ? &bm_ : nullptr, train_,
+                 cases_.data() + s + r0, nr,
+                 C > 0 ? a0_.middleRows(r0, nr) : hb_.topRows(0),
+                 h_.middleRows(r0, nr));
+      for (int64_t r = r0; r < r0 + nr; ++r) {
+        const int32_t u = cases_[s + static_cast<size_t>(r)];
+        Rng rng(StreamSeed(o_.seed, static_cast<uint64_t>(epoch),
+                           static_cast<uint64_t>(u) + 1));
+        for (int j = 0; j < F; ++j) {
+          hs_(r, j) = rng.Uniform() < h_(r, j) ? 1.0f : 0.0f;
+        }
+      }
+      if (C > 0) {
+        hb_.middleRows(r0, nr).noalias() =
+            hs_.middleRows(r0, nr) * bm_.transpose();
+        g0_.middleRows(r0, nr).noalias() =
+            h_.middleRows(r0, nr) * bm_.transpose();
+      }
+    }
+  });
+}
+
+void RatedTrainer::NegativePhase(int64_t bs) {
+  // p(r | h sampled) for every item, then p(h | that).
+  const int C = C_, F = F_;
+  const int64_t m = m_;
+  pool_.ParallelFor(Chunks(m, kItemChunk), [&](int, int64_t cb, int64_t ce) {
+    for (int64_t c = cb; c < ce; ++c) {
+      const int64_t i0 = c * kItemChunk;
+      const int64_t len = std::min(kItemChunk, m - i0);
+      // The biases first and the product added to them: one pass
+      // less over the block than a product (which Eigen zeroes first)
+      // and then the biases, and the same sums (b + the product).
+      auto block = v1_.block(0, i0, bs, len);
+      block.rowwise() = p_.b.segment(i0, len).transpose();
+      if (C > 0) {
+        block.noalias() += hb_.topRows(bs) * a_.middleRows(i0, len).transpose();
+      } else {
+        block.noalias() +=
+            hs_.topRows(bs) * p_.W.middleRows(i0, len).transpose();
+      }
+      for (int64_t r = 0; r < bs; ++r) {
+        SigmoidArray(v1_.row(r).data() + i0, len);
+      }
+    }
+  });
+  pool_.ParallelFor(Chunks(bs, kUserChunk), [&](int, int64_t cb, int64_t ce) {
+    for (int64_t c = cb; c < ce; ++c) {
+      const int64_t r0 = c * kUserChunk;
+      const int64_t nr = std::min(kUserChunk, bs - r0);
+      if (C > 0) {
+        at_.middleRows(r0, nr).noalias() = v1_.middleRows(r0, nr) * a_;
+        h1_.middleRows(r0, nr).noalias() = at_.middleRows(r0, nr) * bm_;
+      } else {
+        h1_.middleRows(r0, nr).noalias() = v1_.middleRows(r0, nr) * p_.W;
+      }
+      for (int64_t r = r0; r < r0 + nr; ++r) {
+        h1_.row(r) += p_.c.transpose();
+        SigmoidArray(h1_.row(r).data(), F);
+      }
+      if (C > 0) {
+        gt_.middleRows(r0, nr).noalias() =
+            h1_.middleRows(r0, nr) * bm_.transpose();
+      }
+    }
+  });
+}
+
+void RatedTrainer::Update(int64_t bs) {
+  // Item rows in parallel (each row's gradient is a sum over the batch in
+  // a fixed order). Factored, the rows of A take the place of W's, with
+  // g0 / gt in place of h / h1.
+  const RatedRbmOptions& o = o_;
+  const int C = C_;
+  const int64_t m = m_;
+  const float scale = 1.0f / static_cast<float>(bs);
+  RowMatrixXf& w_all = C > 0 ? a_ : p_.W;
+  RowMatrixXf& vel_all = C > 0 ? vel_a_ : vel_w_;
+  const RowMatrixXf& pos = C > 0 ? g0_ : h_;
+  const RowMatrixXf& neg = C > 0 ? gt_ : h1_;
+  const int64_t width = w_all.cols();
+  pool_.ParallelFor(Chunks(m, kItemChunk), [&](int, int64_t cb, int64_t ce) {
+    RowMatrixXf grad(kItemChunk, width);
+    for (int64_t c = cb; c < ce; ++c) {
+      const int64_t i0 = c * kItemChunk;
+      const int64_t len = std::min(kItemChunk, m - i0);
+      auto g = grad.topRows(len);
+      g.noalias() = -v1_.block(0, i0, bs, len).transpose() * neg.topRows(bs);
+      for (int64_t i = i0; i < i0 + len; ++i) {
+        for (int64_t t = rated_start_[i]; t < rated_start_[i + 1]; ++t) {
+          g.row(i - i0) += pos.row(rated_row_[static_cast<size_t>(t)]);
+        }
+      }
+      auto w = w_all.middleRows(i0, len);
+      auto vw = vel_all.middleRows(i0, len);
+      vw = o.momentum * vw + o.learning_rate * (scale * g - o.weight_decay * w);
+      w += vw;
+      const Eigen::RowVectorXf neg_sum =
+          v1_.block(0, i0, bs, len).colwise().sum();
+      for (int64_t i = i0; i < i0 + len; ++i) {
+        const float gb =
+            static_cast<float>(rated_start_[i + 1] - rated_start_[i]) -
+            neg_sum[i - i0];
+        vel_b_[i] = o.momentum * vel_b_[i] + o.learning_rate * scale * gb;
+        p_.b[i] += vel_b_[i];
+      }
+    }
+  });
+  if (C > 0) {
+    // B's gradient A^T (the gradient of W) = a0^T h - at^T h1, a sum
+    // over every rated item of the batch: its step is scaled by the
+    // batch's rated count rather than its users (the rating RBMs' rule).
+    RowMatrixXf db = a0_.topRows(bs).transpose() * h_.topRows(bs);
+    db.noalias() -= at_.topRows(bs).transpose() * h1_.topRows(bs);
+    const float b_scale =
+        o.learning_rate / static_cast<float>(std::max<int64_t>(
+                              1, rated_start_[static_cast<size_t>(m)]));
+    vel_bm_ = o.momentum * vel_bm_ + b_scale * db -
+              (o.learning_rate * o.weight_decay) * bm_;
+    bm_ += vel_bm_;
+  }
+  Eigen::VectorXf gc = (h_.topRows(bs) - h1_.topRows(bs)).colwise().sum();
+  vel_c_ = o.momentum * vel_c_ + (o.learning_rate * scale) * gc;
+  p_.c += vel_c_;
+}
+
+}  // namespace
+
 absl::StatusOr<RatedRbmResult> TrainRatedRbm(const SparseRatings& train,
                                              const SparseRatings& valid,
                                              const RatedRbmOptions& o,
@@ -208,238 +511,19 @@ absl::StatusOr<RatedRbmResult> TrainRatedRbm(const SparseRatings& train,
         "rated RBM: validation data does not match the training data's shape");
   }
   const auto start = std::chrono::steady_clock::now();
-  const int64_t m = train.cols;
-  const int F = o.hidden;
   RatedRbmResult result;
-  RbmParams& p = result.params;
-  p.Resize(static_cast<int32_t>(m), 1, F);
-  Rng init(StreamSeed(o.seed, 0x7a7edULL));
-  // Factored (RatedRbmOptions::factors): W = A B, A m x C, B C x F. B's
-  // entries ~ N(0, 1 / F), so B B^T is near the identity and A's first
-  // steps move W about as far as W's own would; A's ~ N(0, init_std^2 F /
-  // C), so W's entries start with W's own init_std. (Both at sqrt(init_std
-  // / sqrt(C)), as the rating RBMs' factored trainer has them, the first
-  // steps are so small on small data that early stopping ends training
-  // before anything is learned.)
-  const int C = o.factors > 0 && o.factors < F ? o.factors : 0;
-  RowMatrixXf a, bm, vel_a, vel_bm;
-  if (C > 0) {
-    const double sd_a = o.init_std * std::sqrt(double{1.0} * F / C);
-    const double sd_b = 1.0 / std::sqrt(double{1.0} * F);
-    a.resize(m, C);
-    bm.resize(C, F);
-    for (int64_t i = 0; i < a.size(); ++i) {
-      a.data()[i] = static_cast<float>(sd_a * init.Normal());
-    }
-    for (int64_t i = 0; i < bm.size(); ++i) {
-      bm.data()[i] = static_cast<float>(sd_b * init.Normal());
-    }
-    vel_a.setZero(m, C);
-    vel_bm.setZero(C, F);
-    p.W.noalias() = a * bm;
-  } else {
-    for (int64_t i = 0; i < p.W.size(); ++i) {
-      p.W.data()[i] = static_cast<float>(o.init_std * init.Normal());
-    }
-  }
-  // Visible biases: the logit of each item's share of users (smoothed).
-  std::vector<int64_t> count(static_cast<size_t>(m), 0);
-  for (const int32_t i : train.col) ++count[static_cast<size_t>(i)];
-  std::vector<uint8_t> has_data(static_cast<size_t>(m), 0);
-  const double users = std::max<int32_t>(1, train.rows);
-  for (int64_t i = 0; i < m; ++i) {
-    const double q = (static_cast<double>(count[i]) + 0.5) / (users + 1.0);
-    p.b[i] = static_cast<float>(std::log(q / (1.0 - q)));
-    has_data[i] = count[i] > 0;
-  }
-  std::vector<int32_t> cases;
-  for (int32_t u = 0; u < train.rows; ++u) {
-    if (train.RowSize(u) > 0) cases.push_back(u);
-  }
-  RowMatrixXf vel_w = RowMatrixXf::Zero(C > 0 ? 0 : m, F);
-  Eigen::VectorXf vel_b = Eigen::VectorXf::Zero(m);
-  Eigen::VectorXf vel_c = Eigen::VectorXf::Zero(F);
-  const int B = o.batch_size;
-  RowMatrixXf v1(B, m), h(B, F), hs(B, F), h1(B, F);
-  // Factored: a0 / at the batch's visibles times A (positive: the sum of the
-  // rated items' rows; negative: v1 A), g0 / gt = h B^T / h1 B^T (the
-  // gradient of W times B^T is the gradient of A), hb = hs B^T.
-  RowMatrixXf a0, at, g0, gt, hb;
-  if (C > 0) {
-    for (RowMatrixXf* x : {&a0, &at, &g0, &gt, &hb}) x->setZero(B, C);
-  }
-  // The batch's rated sets item-major: the batch rows that rated item i are
-  // rated_row[rated_start[i] .. rated_start[i + 1]), in row order. The
-  // positive phase's gradient sum_r r_ri h_r is sparse: read from here
-  // instead of a dense (batch x items) product with the 0/1 visibles.
-  std::vector<int64_t> rated_start(static_cast<size_t>(m) + 1);
-  std::vector<int32_t> rated_row;
-  ThreadPool pool(std::max(1, o.threads));
-  RbmParams best = p;
+  RatedTrainer trainer(train, o);
+  RbmParams best = trainer.params();
   double best_ndcg = -2;
   int since_best = 0;
   for (int epoch = 1; epoch <= o.max_epochs; ++epoch) {
-    Rng order(StreamSeed(o.seed, 0x5e7ULL, static_cast<uint64_t>(epoch)));
-    for (size_t t = cases.size(); t > 1; --t) {
-      std::swap(cases[t - 1], cases[order.Below(t)]);
-    }
-    for (size_t s = 0; s < cases.size(); s += static_cast<size_t>(B)) {
-      const int64_t bs = std::min<int64_t>(B, cases.size() - s);
-      // Positive phase: the users' rated sets and p(h | r).
-      std::fill(rated_start.begin(), rated_start.end(), 0);
-      for (int64_t r = 0; r < bs; ++r) {
-        const int32_t u = cases[s + static_cast<size_t>(r)];
-        for (int64_t x = train.offsets[u]; x < train.offsets[u + 1]; ++x) {
-          ++rated_start[static_cast<size_t>(train.col[x]) + 1];
-        }
-      }
-      for (int64_t i = 0; i < m; ++i) rated_start[i + 1] += rated_start[i];
-      rated_row.resize(static_cast<size_t>(rated_start[m]));
-      for (int64_t r = 0; r < bs; ++r) {
-        const int32_t u = cases[s + static_cast<size_t>(r)];
-        for (int64_t x = train.offsets[u]; x < train.offsets[u + 1]; ++x) {
-          rated_row[static_cast<size_t>(rated_start[train.col[x]]++)] =
-              static_cast<int32_t>(r);
-        }
-      }
-      // The fill above advanced every start to the next item's: shift back.
-      for (int64_t i = m; i > 0; --i) rated_start[i] = rated_start[i - 1];
-      rated_start[0] = 0;
-      // p(h | r) and its sample, in chunks of users of a fixed size (the
-      // same products, so the same bits, at any thread count); factored,
-      // h = sigmoid(c + a0 B) and then hb = hs B^T and g0 = h B^T.
-      pool.ParallelFor(
-          Chunks(bs, kUserChunk), [&](int, int64_t cb, int64_t ce) {
-            for (int64_t c = cb; c < ce; ++c) {
-              const int64_t r0 = c * kUserChunk;
-              const int64_t nr = std::min(kUserChunk, bs - r0);
-              HiddenRows(p, C > 0 ? &a : nullptr, C > 0 ? &bm : nullptr, train,
-                         cases.data() + s + r0, nr,
-                         C > 0 ? a0.middleRows(r0, nr) : hb.topRows(0),
-                         h.middleRows(r0, nr));
-              for (int64_t r = r0; r < r0 + nr; ++r) {
-                const int32_t u = cases[s + static_cast<size_t>(r)];
-                Rng rng(StreamSeed(o.seed, static_cast<uint64_t>(epoch),
-                                   static_cast<uint64_t>(u) + 1));
-                for (int j = 0; j < F; ++j) {
-                  hs(r, j) = rng.Uniform() < h(r, j) ? 1.0f : 0.0f;
-                }
-              }
-              if (C > 0) {
-                hb.middleRows(r0, nr).noalias() =
-                    hs.middleRows(r0, nr) * bm.transpose();
-                g0.middleRows(r0, nr).noalias() =
-                    h.middleRows(r0, nr) * bm.transpose();
-              }
-            }
-          });
-      // Negative phase: p(r | h sampled) for every item, then p(h | that).
-      pool.ParallelFor(Chunks(m, kItemChunk), [&](int, int64_t cb, int64_t ce) {
-        for (int64_t c = cb; c < ce; ++c) {
-          const int64_t i0 = c * kItemChunk;
-          const int64_t len = std::min(kItemChunk, m - i0);
-          // The biases first and the product added to them: one pass
-          // less over the block than a product (which Eigen zeroes first)
-          // and then the biases, and the same sums (b + the product).
-          auto block = v1.block(0, i0, bs, len);
-          block.rowwise() = p.b.segment(i0, len).transpose();
-          if (C > 0) {
-            block.noalias() +=
-                hb.topRows(bs) * a.middleRows(i0, len).transpose();
-          } else {
-            block.noalias() +=
-                hs.topRows(bs) * p.W.middleRows(i0, len).transpose();
-          }
-          for (int64_t r = 0; r < bs; ++r) {
-            SigmoidArray(v1.row(r).data() + i0, len);
-          }
-        }
-      });
-      pool.ParallelFor(
-          Chunks(bs, kUserChunk), [&](int, int64_t cb, int64_t ce) {
-            for (int64_t c = cb; c < ce; ++c) {
-              const int64_t r0 = c * kUserChunk;
-              const int64_t nr = std::min(kUserChunk, bs - r0);
-              if (C > 0) {
-                at.middleRows(r0, nr).noalias() = v1.middleRows(r0, nr) * a;
-                h1.middleRows(r0, nr).noalias() = at.middleRows(r0, nr) * bm;
-              } else {
-                h1.middleRows(r0, nr).noalias() = v1.middleRows(r0, nr) * p.W;
-              }
-              for (int64_t r = r0; r < r0 + nr; ++r) {
-                h1.row(r) += p.c.transpose();
-                SigmoidArray(h1.row(r).data(), F);
-              }
-              if (C > 0) {
-                gt.middleRows(r0, nr).noalias() =
-                    h1.middleRows(r0, nr) * bm.transpose();
-              }
-            }
-          });
-      // Updates, item rows in parallel (each row's gradient is a sum over
-      // the batch in a fixed order).
-      // Factored, the rows of A take the place of W's, with g0 / gt in
-      // place of h / h1.
-      const float scale = 1.0f / static_cast<float>(bs);
-      RowMatrixXf& w_all = C > 0 ? a : p.W;
-      RowMatrixXf& vel_all = C > 0 ? vel_a : vel_w;
-      const RowMatrixXf& pos = C > 0 ? g0 : h;
-      const RowMatrixXf& neg = C > 0 ? gt : h1;
-      const int64_t width = w_all.cols();
-      pool.ParallelFor(Chunks(m, kItemChunk), [&](int, int64_t cb, int64_t ce) {
-        RowMatrixXf grad(kItemChunk, width);
-        for (int64_t c = cb; c < ce; ++c) {
-          const int64_t i0 = c * kItemChunk;
-          const int64_t len = std::min(kItemChunk, m - i0);
-          auto g = grad.topRows(len);
-          g.noalias() = -v1.block(0, i0, bs, len).transpose() * neg.topRows(bs);
-          for (int64_t i = i0; i < i0 + len; ++i) {
-            for (int64_t t = rated_start[i]; t < rated_start[i + 1]; ++t) {
-              g.row(i - i0) += pos.row(rated_row[static_cast<size_t>(t)]);
-            }
-          }
-          auto w = w_all.middleRows(i0, len);
-          auto vw = vel_all.middleRows(i0, len);
-          vw = o.momentum * vw +
-               o.learning_rate * (scale * g - o.weight_decay * w);
-          w += vw;
-          const Eigen::RowVectorXf neg_sum =
-              v1.block(0, i0, bs, len).colwise().sum();
-          for (int64_t i = i0; i < i0 + len; ++i) {
-            const float gb =
-                static_cast<float>(rated_start[i + 1] - rated_start[i]) -
-                neg_sum[i - i0];
-            vel_b[i] = o.momentum * vel_b[i] + o.learning_rate * scale * gb;
-            p.b[i] += vel_b[i];
-          }
-        }
-      });
-      if (C > 0) {
-        // B's gradient A^T (the gradient of W) = a0^T h - at^T h1, a sum
-        // over every rated item of the batch: its step is scaled by the
-        // batch's rated count rather than its users (the rating RBMs' rule).
-        RowMatrixXf db = a0.topRows(bs).transpose() * h.topRows(bs);
-        db.noalias() -= at.topRows(bs).transpose() * h1.topRows(bs);
-        const float b_scale =
-            o.learning_rate / static_cast<float>(std::max<int64_t>(
-                                  1, rated_start[static_cast<size_t>(m)]));
-        vel_bm = o.momentum * vel_bm + b_scale * db -
-                 (o.learning_rate * o.weight_decay) * bm;
-        bm += vel_bm;
-      }
-      Eigen::VectorXf gc = (h.topRows(bs) - h1.topRows(bs)).colwise().sum();
-      vel_c = o.momentum * vel_c + (o.learning_rate * scale) * gc;
-      p.c += vel_c;
-    }
-    if (C > 0) p.W.noalias() = a * bm;
+    trainer.Epoch(epoch);
     result.epochs_run = epoch;
-    const double ndcg =
-        ValidationNdcg(p, C > 0 ? &a : nullptr, C > 0 ? &bm : nullptr, train,
-                       valid, has_data, o.eval_n, &pool);
+    const double ndcg = trainer.Ndcg(valid);
     result.valid_ndcg.push_back(ndcg);
     if (ndcg < 0 || ndcg > best_ndcg) {
       best_ndcg = ndcg;
-      best = p;
+      best = trainer.params();
       result.best_epoch = epoch;
       since_best = 0;
     } else {

@@ -62,275 +62,389 @@ void RatedProbabilities(const Model& model, const VisibleSet& v, float* out,
   for (int32_t i = 0; i < p.num_items; ++i) out[i] = StableSigmoid(out[i]);
 }
 
-std::vector<Ranked> RankItems(const Model& model, int32_t user,
-                              const VisibleSet& v,
-                              const std::vector<int32_t>& excluded_items,
-                              const RankOptions& opt, ScoringScratch* scratch) {
-  const int K = model.K();
-  const int32_t m = model.num_items();
-  const bool by_prob = UsesThreshold(opt.by);
-  const bool rated = NeedsRatedRbm(opt.by);
-  const bool rated_only = opt.by == RankBy::kRated;
-  const PredictMethod method = opt.method;
-  std::vector<float>& p_rated = scratch->p_rated;
-  if (rated) {
-    p_rated.resize(static_cast<size_t>(m));
-    if (opt.by == RankBy::kRatedAtLeast) {
-      // Logits only: the bounded search below orders by them (the sigmoid
-      // is monotone) and takes the sigmoid of the few items it scores.
-      ServingRatedLogits(model, v, p_rated.data(), scratch);
-    } else {
-      RatedProbabilities(model, v, p_rated.data(), scratch);
-    }
-  }
-  std::vector<float>& values = scratch->values;
-  values.resize(static_cast<size_t>(K));
-  for (int k = 0; k < K; ++k) {
-    values[static_cast<size_t>(k)] =
-        by_prob ? (k >= opt.k0 ? 1.0f : 0.0f)
-                : static_cast<float>(model.scale().Value(k));
-  }
-  auto at_least = [&](const float* p) {
+namespace {
+
+using Scored = std::pair<float, int32_t>;  // (score, item or row)
+
+// One RankItems call: the request, the user's p(rated) where the ranking
+// uses it (logits for kRatedAtLeast) and the excluded items' mask, with the
+// scores and checks every ranking kind shares. One member per kind below.
+class Ranker {
+ public:
+  Ranker(const Model& model, int32_t user, const VisibleSet& v,
+         const std::vector<int32_t>& excluded_items, const RankOptions& opt,
+         ScoringScratch* scratch);
+
+  // kRatedAtLeast: the bounded search in decreasing p(rated).
+  std::vector<Ranked> RankRatedAtLeast();
+  // kRated: stage 1 is p(rated) (or the exact rule over all items).
+  std::vector<Ranked> RankRated();
+  // kExpected, kAtLeast: stage 1 is the mean-field score (or the exact
+  // rule over all items).
+  std::vector<Ranked> RankByDistribution();
+
+ private:
+  // p(rating >= k0) of distribution p.
+  float AtLeast(const float* p) const {
     float score = 0;
-    for (int k = opt.k0; k < K; ++k) score += p[k];
+    for (int k = opt_.k0; k < K_; ++k) score += p[k];
     return score;
-  };
+  }
   // The ranking score of item i with distribution p.
-  auto score_of = [&](int32_t i, const float* p) {
-    switch (opt.by) {
+  float ScoreOf(int32_t i, const float* p) const {
+    switch (opt_.by) {
       case RankBy::kExpected:
-        return static_cast<float>(model.Expectation(p));
+        return static_cast<float>(model_.Expectation(p));
       case RankBy::kAtLeast:
-        return at_least(p);
+        return AtLeast(p);
       case RankBy::kRated:
-        return p_rated[static_cast<size_t>(i)];
+        return p_rated_[static_cast<size_t>(i)];
       case RankBy::kRatedAtLeast:
-        return p_rated[static_cast<size_t>(i)] * at_least(p);
+        return p_rated_[static_cast<size_t>(i)] * AtLeast(p);
     }
     return 0.0f;
-  };
-  auto sane = [K](const float* p) {
+  }
+  // A finite distribution that sums to 1 (never hand out NaN).
+  bool Sane(const float* p) const {
     double sum = 0;
-    for (int k = 0; k < K; ++k) {
+    for (int k = 0; k < K_; ++k) {
       if (!std::isfinite(p[k]) || p[k] < 0) return false;
       sum += p[k];
     }
     return std::abs(sum - 1.0) < 1e-3;
-  };
-  std::vector<uint8_t>& excluded = scratch->excluded;
-  excluded.assign(static_cast<size_t>(m), 0);
-  for (const int32_t idx : excluded_items) {
-    if (idx >= 0 && idx < m) excluded[static_cast<size_t>(idx)] = 1;
   }
-  auto better = [&](const std::pair<float, int32_t>& a,
-                    const std::pair<float, int32_t>& b) {
+  // Higher score first, ties by item id.
+  bool Better(const Scored& a, const Scored& b) const {
     if (a.first != b.first) return a.first > b.first;
-    return model.items().Name(a.second) < model.items().Name(b.second);
-  };
-  if (opt.by == RankBy::kRatedAtLeast) {
-    // score = p(rated) x p(>= t) <= p(rated) (times 1 + rounding): score the
-    // items in decreasing p(rated), a block at a time, with the requested
-    // method, and stop once no further item can beat the n-th best score.
-    // p_rated holds logits here; candidates are (logit, item).
-    // Candidates: the items not excluded with a finite logit. Untrained
-    // items are skipped when their block is scored (their logit still
-    // bounds the items after them, so the stop test stays exact).
-    auto eligible = [&](int32_t i) {
-      return !excluded[static_cast<size_t>(i)] &&
-             std::isfinite(p_rated[static_cast<size_t>(i)]);
-    };
-    // Only the first few dozen are usually needed: a cut that at least the
-    // kFirst best logits reach is found on a plain float copy, and only the
-    // items at or above it are sorted; the rest join, ordered kFirst at a
-    // time, if the search gets that far.
-    constexpr size_t kFirst = 64;
-    std::vector<float>& logits = scratch->first;
-    logits.clear();
-    for (int32_t i = 0; i < m; ++i) {
-      if (eligible(i)) logits.push_back(p_rated[static_cast<size_t>(i)]);
-    }
-    const size_t n_eligible = logits.size();
-    float cut = -std::numeric_limits<float>::infinity();
-    bool have_cut = n_eligible <= kFirst;  // all of them
-    if (n_eligible > 4 * kFirst) {
-      // Estimated from a strided sample: its quantile at twice kFirst's
-      // share, kept when between kFirst and 8 kFirst items reach it (else
-      // the exact cut below). Either way the candidates are exactly the
-      // items at or above `cut`, so the order is exact.
-      constexpr size_t kSample = 256;
-      std::array<float, kSample> sample;
-      const size_t stride = n_eligible / kSample;
-      for (size_t j = 0; j < kSample; ++j) sample[j] = logits[j * stride];
-      const size_t rank =
-          std::clamp<size_t>(2 * kFirst * kSample / n_eligible, 1, kSample);
-      std::nth_element(sample.begin(),
-                       sample.begin() + static_cast<std::ptrdiff_t>(rank - 1),
-                       sample.end(), std::greater<float>());
-      const float estimate = sample[rank - 1];
-      size_t reach = 0;
-      for (const float x : logits) reach += x >= estimate;
-      if (reach >= kFirst && reach <= 8 * kFirst) {
-        cut = estimate;
-        have_cut = true;
-      }
-    }
-    if (!have_cut) {
-      std::nth_element(logits.begin(),
-                       logits.begin() + static_cast<std::ptrdiff_t>(kFirst - 1),
-                       logits.end(), std::greater<float>());
-      cut = logits[kFirst - 1];
-    }
-    std::vector<std::pair<float, int32_t>>& cand = scratch->cand;
-    cand.clear();
-    for (int32_t i = 0; i < m; ++i) {
-      if (eligible(i) && p_rated[static_cast<size_t>(i)] >= cut) {
-        cand.emplace_back(p_rated[static_cast<size_t>(i)], i);
-      }
-    }
-    std::sort(cand.begin(), cand.end(), better);
-    size_t ordered = cand.size();
-    bool rest_added = cand.size() == n_eligible;
-    auto order_upto = [&](size_t upto) {
-      if (upto <= ordered) return;
-      if (!rest_added) {  // the items below the cut, unordered
-        for (int32_t i = 0; i < m; ++i) {
-          if (eligible(i) && p_rated[static_cast<size_t>(i)] < cut) {
-            cand.emplace_back(p_rated[static_cast<size_t>(i)], i);
-          }
-        }
-        rest_added = true;
-      }
-      while (ordered < std::min(upto, cand.size())) {
-        const size_t next = std::min(cand.size(), ordered + kFirst);
-        const auto first = cand.begin() + static_cast<std::ptrdiff_t>(ordered);
-        const auto mid = cand.begin() + static_cast<std::ptrdiff_t>(next);
-        if (next < cand.size())
-          std::nth_element(first, mid, cand.end(), better);
-        std::sort(first, mid, better);
-        ordered = next;
-      }
-    };
-    const size_t n = static_cast<size_t>(std::max(1, opt.n));
-    constexpr size_t kBlock = 16;
-    std::vector<float>& probs = scratch->probs;
-    std::vector<int32_t>& query = scratch->query;
-    std::vector<Ranked> scored;
-    std::vector<float> best;  // scores, for the n-th best
-    // The user's hidden inputs once, not once per block.
-    const float* member_x = opt.member_x;
-    if (member_x == nullptr) {
-      model.MemberInputs(v, &scratch->member_x);
-      member_x = scratch->member_x.data();
-    }
-    for (size_t b = 0;; b += kBlock) {
-      order_upto(b + kBlock);  // may add the items below the cut
-      if (b >= cand.size()) break;
-      if (scored.size() >= n) {
-        best.clear();
-        for (const Ranked& x : scored) best.push_back(x.score);
-        std::nth_element(best.begin(), best.begin() + (n - 1), best.end(),
-                         std::greater<float>());
-        if (StableSigmoid(cand[b].first) * (1.0f + 1e-5f) < best[n - 1]) {
-          break;
-        }
-      }
-      const size_t e = std::min(cand.size(), b + kBlock);
-      query.clear();
-      for (size_t r = b; r < e; ++r) {
-        if (model.Trained(cand[r].second)) query.push_back(cand[r].second);
-      }
-      if (query.empty()) continue;
-      probs.resize(query.size() * static_cast<size_t>(K));
-      model.PredictWith(user, v, member_x, query, method, probs.data(), nullptr,
-                        &scratch->model);
-      for (size_t r = 0; r < query.size(); ++r) {
-        const float* p = probs.data() + r * static_cast<size_t>(K);
-        if (!sane(p)) continue;  // never hand out NaN
-        Ranked x;
-        x.item = query[r];
-        x.p_rated = StableSigmoid(p_rated[static_cast<size_t>(x.item)]);
-        x.at_least = at_least(p);
-        x.score = x.p_rated * x.at_least;
-        x.expected = model.Expectation(p);
-        scored.push_back(x);
-      }
-    }
-    std::sort(scored.begin(), scored.end(),
-              [&](const Ranked& a, const Ranked& b) {
-                return better({a.score, a.item}, {b.score, b.item});
-              });
-    if (scored.size() > n) scored.resize(n);
-    return scored;
+    return model_.items().Name(a.second) < model_.items().Name(b.second);
   }
-  std::vector<float>& first = scratch->first;
-  RowMatrixXf& all = scratch->all;
-  std::vector<std::pair<float, int32_t>>& cand = scratch->cand;
-  const bool exact_all = method == PredictMethod::kExact && opt.candidates == 0;
-  first.resize(static_cast<size_t>(m));
-  if (exact_all) {
-    PredictAll(model, user, v, PredictMethod::kExact, &all, scratch);
-    for (int32_t i = 0; i < m; ++i) {
-      const float* p = all.row(i).data();
-      first[static_cast<size_t>(i)] =
-          model.Trained(i) && sane(p) ? score_of(i, p) : NAN;
-    }
-  } else if (rated_only) {
-    for (int32_t i = 0; i < m; ++i) {
-      first[static_cast<size_t>(i)] =
-          model.Trained(i) ? p_rated[static_cast<size_t>(i)] : NAN;
-    }
-  } else {
-    // kExpected or kAtLeast (kRatedAtLeast returned above).
-    ScoreAllMeanField(model, user, v, values.data(), first.data(), scratch);
+  bool ExactAll() const {
+    return opt_.method == PredictMethod::kExact && opt_.candidates == 0;
   }
+  // Stage 1 with the exact rule over all items (PredictAll) into first.
+  void ExactFirstScores(std::vector<float>* first);
+  // Stage 2: the best of the stage-1 scores `first` scored again with the
+  // requested method, best opt.n first.
+  std::vector<Ranked> RankFromFirstScores(const std::vector<float>& first);
+  // kRatedAtLeast's candidates (logit, item), the items at or above
+  // cut_ sorted by Better; n_eligible_ counts all the eligible items.
+  void RatedAtLeastCandidates();
+  // Orders kRatedAtLeast's candidates up to position `upto`, adding the
+  // items below cut_ the first time it is needed.
+  void OrderUpto(size_t upto);
+  bool Eligible(int32_t i) const {
+    return !excluded_[static_cast<size_t>(i)] &&
+           std::isfinite(p_rated_[static_cast<size_t>(i)]);
+  }
+
+  // Only the first few dozen of kRatedAtLeast's candidates are usually
+  // needed: a cut that at least the kFirst best logits reach is found on a
+  // plain float copy, and only the items at or above it are sorted; the
+  // rest join, ordered kFirst at a time, if the search gets that far.
+  static constexpr size_t kFirst = 64;
+
+  const Model& model_;
+  const int32_t user_;
+  const VisibleSet& v_;
+  const RankOptions& opt_;
+  ScoringScratch* const scratch_;
+  const int K_;
+  const int32_t m_;
+  std::vector<float>& p_rated_;
+  std::vector<uint8_t>& excluded_;
+  // kRatedAtLeast's search state (RatedAtLeastCandidates, OrderUpto).
+  float cut_ = -std::numeric_limits<float>::infinity();
+  size_t n_eligible_ = 0;
+  size_t ordered_ = 0;
+  bool rest_added_ = false;
+};
+
+Ranker::Ranker(const Model& model, int32_t user, const VisibleSet& v,
+               const std::vector<int32_t>& excluded_items,
+               const RankOptions& opt, ScoringScratch* scratch)
+    : model_(model),
+      user_(user),
+      v_(v),
+      opt_(opt),
+      scratch_(scratch),
+      K_(model.K()),
+      m_(model.num_items()),
+      p_rated_(scratch->p_rated),
+      excluded_(scratch->excluded) {
+  if (NeedsRatedRbm(opt.by)) {
+    p_rated_.resize(static_cast<size_t>(m_));
+    if (opt.by == RankBy::kRatedAtLeast) {
+      // Logits only: the bounded search orders by them (the sigmoid is
+      // monotone) and takes the sigmoid of the few items it scores.
+      ServingRatedLogits(model, v, p_rated_.data(), scratch);
+    } else {
+      RatedProbabilities(model, v, p_rated_.data(), scratch);
+    }
+  }
+  const bool by_prob = UsesThreshold(opt.by);
+  std::vector<float>& values = scratch->values;
+  values.resize(static_cast<size_t>(K_));
+  for (int k = 0; k < K_; ++k) {
+    values[static_cast<size_t>(k)] =
+        by_prob ? (k >= opt.k0 ? 1.0f : 0.0f)
+                : static_cast<float>(model.scale().Value(k));
+  }
+  excluded_.assign(static_cast<size_t>(m_), 0);
+  for (const int32_t idx : excluded_items) {
+    if (idx >= 0 && idx < m_) excluded_[static_cast<size_t>(idx)] = 1;
+  }
+}
+
+void Ranker::RatedAtLeastCandidates() {
+  // Candidates: the items not excluded with a finite logit. Untrained
+  // items are skipped when their block is scored (their logit still
+  // bounds the items after them, so the stop test stays exact).
+  std::vector<float>& logits = scratch_->first;
+  logits.clear();
+  for (int32_t i = 0; i < m_; ++i) {
+    if (Eligible(i)) logits.push_back(p_rated_[static_cast<size_t>(i)]);
+  }
+  n_eligible_ = logits.size();
+  cut_ = -std::numeric_limits<float>::infinity();
+  bool have_cut = n_eligible_ <= kFirst;  // all of them
+  if (n_eligible_ > 4 * kFirst) {
+    // Estimated from a strided sample: its quantile at twice kFirst's
+    // share, kept when between kFirst and 8 kFirst items reach it (else
+    // the exact cut below). Either way the candidates are exactly the
+    // items at or above `cut_`, so the order is exact.
+    constexpr size_t kSample = 256;
+    std::array<float, kSample> sample;
+    const size_t stride = n_eligible_ / kSample;
+    for (size_t j = 0; j < kSample; ++j) sample[j] = logits[j * stride];
+    const size_t rank =
+        std::clamp<size_t>(2 * kFirst * kSample / n_eligible_, 1, kSample);
+    std::nth_element(sample.begin(),
+                     sample.begin() + static_cast<std::ptrdiff_t>(rank - 1),
+                     sample.end(), std::greater<float>());
+    const float estimate = sample[rank - 1];
+    size_t reach = 0;
+    for (const float x : logits) reach += x >= estimate;
+    if (reach >= kFirst && reach <= 8 * kFirst) {
+      cut_ = estimate;
+      have_cut = true;
+    }
+  }
+  if (!have_cut) {
+    std::nth_element(logits.begin(),
+                     logits.begin() + static_cast<std::ptrdiff_t>(kFirst - 1),
+                     logits.end(), std::greater<float>());
+    cut_ = logits[kFirst - 1];
+  }
+  std::vector<Scored>& cand = scratch_->cand;
   cand.clear();
-  for (int32_t i = 0; i < m; ++i) {
+  for (int32_t i = 0; i < m_; ++i) {
+    if (Eligible(i) && p_rated_[static_cast<size_t>(i)] >= cut_) {
+      cand.emplace_back(p_rated_[static_cast<size_t>(i)], i);
+    }
+  }
+  auto better = [this](const Scored& a, const Scored& b) {
+    return Better(a, b);
+  };
+  std::sort(cand.begin(), cand.end(), better);
+  ordered_ = cand.size();
+  rest_added_ = cand.size() == n_eligible_;
+}
+
+void Ranker::OrderUpto(size_t upto) {
+  if (upto <= ordered_) return;
+  std::vector<Scored>& cand = scratch_->cand;
+  if (!rest_added_) {  // the items below the cut, unordered
+    for (int32_t i = 0; i < m_; ++i) {
+      if (Eligible(i) && p_rated_[static_cast<size_t>(i)] < cut_) {
+        cand.emplace_back(p_rated_[static_cast<size_t>(i)], i);
+      }
+    }
+    rest_added_ = true;
+  }
+  auto better = [this](const Scored& a, const Scored& b) {
+    return Better(a, b);
+  };
+  while (ordered_ < std::min(upto, cand.size())) {
+    const size_t next = std::min(cand.size(), ordered_ + kFirst);
+    const auto first = cand.begin() + static_cast<std::ptrdiff_t>(ordered_);
+    const auto mid = cand.begin() + static_cast<std::ptrdiff_t>(next);
+    if (next < cand.size()) std::nth_element(first, mid, cand.end(), better);
+    std::sort(first, mid, better);
+    ordered_ = next;
+  }
+}
+
+std::vector<Ranked> Ranker::RankRatedAtLeast() {
+  // score = p(rated) x p(>= t) <= p(rated) (times 1 + rounding): score the
+  // items in decreasing p(rated), a block at a time, with the requested
+  // method, and stop once no further item can beat the n-th best score.
+  // p_rated_ holds logits here; candidates are (logit, item).
+  RatedAtLeastCandidates();
+  const std::vector<Scored>& cand = scratch_->cand;
+  const size_t n = static_cast<size_t>(std::max(1, opt_.n));
+  constexpr size_t kBlock = 16;
+  std::vector<float>& probs = scratch_->probs;
+  std::vector<int32_t>& query = scratch_->query;
+  std::vector<Ranked> scored;
+  std::vector<float> best;  // scores, for the n-th best
+  // The user's hidden inputs once, not once per block.
+  const float* member_x = opt_.member_x;
+  if (member_x == nullptr) {
+    model_.MemberInputs(v_, &scratch_->member_x);
+    member_x = scratch_->member_x.data();
+  }
+  for (size_t b = 0;; b += kBlock) {
+    OrderUpto(b + kBlock);  // may add the items below the cut
+    if (b >= cand.size()) break;
+    if (scored.size() >= n) {
+      best.clear();
+      for (const Ranked& x : scored) best.push_back(x.score);
+      std::nth_element(best.begin(), best.begin() + (n - 1), best.end(),
+                       std::greater<float>());
+      if (StableSigmoid(cand[b].first) * (1.0f + 1e-5f) < best[n - 1]) {
+        break;
+      }
+    }
+    const size_t e = std::min(cand.size(), b + kBlock);
+    query.clear();
+    for (size_t r = b; r < e; ++r) {
+      if (model_.Trained(cand[r].second)) query.push_back(cand[r].second);
+    }
+    if (query.empty()) continue;
+    probs.resize(query.size() * static_cast<size_t>(K_));
+    model_.PredictWith(user_, v_, member_x, query, opt_.method, probs.data(),
+                       nullptr, &scratch_->model);
+    for (size_t r = 0; r < query.size(); ++r) {
+      const float* p = probs.data() + r * static_cast<size_t>(K_);
+      if (!Sane(p)) continue;  // never hand out NaN
+      Ranked x;
+      x.item = query[r];
+      x.p_rated = StableSigmoid(p_rated_[static_cast<size_t>(x.item)]);
+      x.at_least = AtLeast(p);
+      x.score = x.p_rated * x.at_least;
+      x.expected = model_.Expectation(p);
+      scored.push_back(x);
+    }
+  }
+  std::sort(scored.begin(), scored.end(),
+            [&](const Ranked& a, const Ranked& b) {
+              return Better({a.score, a.item}, {b.score, b.item});
+            });
+  if (scored.size() > n) scored.resize(n);
+  return scored;
+}
+
+void Ranker::ExactFirstScores(std::vector<float>* first) {
+  RowMatrixXf& all = scratch_->all;
+  PredictAll(model_, user_, v_, PredictMethod::kExact, &all, scratch_);
+  for (int32_t i = 0; i < m_; ++i) {
+    const float* p = all.row(i).data();
+    (*first)[static_cast<size_t>(i)] =
+        model_.Trained(i) && Sane(p) ? ScoreOf(i, p) : NAN;
+  }
+}
+
+std::vector<Ranked> Ranker::RankRated() {
+  std::vector<float>& first = scratch_->first;
+  first.resize(static_cast<size_t>(m_));
+  if (ExactAll()) {
+    ExactFirstScores(&first);
+  } else {
+    for (int32_t i = 0; i < m_; ++i) {
+      first[static_cast<size_t>(i)] =
+          model_.Trained(i) ? p_rated_[static_cast<size_t>(i)] : NAN;
+    }
+  }
+  return RankFromFirstScores(first);
+}
+
+std::vector<Ranked> Ranker::RankByDistribution() {
+  std::vector<float>& first = scratch_->first;
+  first.resize(static_cast<size_t>(m_));
+  if (ExactAll()) {
+    ExactFirstScores(&first);
+  } else {
+    ScoreAllMeanField(model_, user_, v_, scratch_->values.data(), first.data(),
+                      scratch_);
+  }
+  return RankFromFirstScores(first);
+}
+
+std::vector<Ranked> Ranker::RankFromFirstScores(
+    const std::vector<float>& first) {
+  const PredictMethod method = opt_.method;
+  std::vector<Scored>& cand = scratch_->cand;
+  cand.clear();
+  for (int32_t i = 0; i < m_; ++i) {
     const float score = first[static_cast<size_t>(i)];
-    if (excluded[static_cast<size_t>(i)] || !std::isfinite(score)) continue;
+    if (excluded_[static_cast<size_t>(i)] || !std::isfinite(score)) continue;
     cand.emplace_back(score, i);
   }
-  const size_t n = static_cast<size_t>(std::max(1, opt.n));
+  const size_t n = static_cast<size_t>(std::max(1, opt_.n));
+  const bool rated_only = opt_.by == RankBy::kRated;
   const size_t c = std::min(
       cand.size(),
-      exact_all || rated_only || method == PredictMethod::kMeanField
+      ExactAll() || rated_only || method == PredictMethod::kMeanField
           ? n
-          : std::max(static_cast<size_t>(std::max(0, opt.candidates)), 3 * n));
+          : std::max(static_cast<size_t>(std::max(0, opt_.candidates)), 3 * n));
+  auto better = [this](const Scored& a, const Scored& b) {
+    return Better(a, b);
+  };
   std::nth_element(cand.begin(), cand.begin() + static_cast<std::ptrdiff_t>(c),
                    cand.end(), better);
   cand.resize(c);
   // Stage 2: the candidates' distributions by the requested method.
-  std::vector<float>& probs = scratch->probs;
-  std::vector<int32_t>& query = scratch->query;
+  std::vector<float>& probs = scratch_->probs;
+  std::vector<int32_t>& query = scratch_->query;
   query.resize(c);
   for (size_t r = 0; r < c; ++r) query[r] = cand[r].second;
-  probs.resize(c * static_cast<size_t>(K));
-  model.Predict(user, v, query, method, probs.data(), nullptr);
-  std::vector<std::pair<float, int32_t>> ranked;  // (score, item)
+  probs.resize(c * static_cast<size_t>(K_));
+  model_.Predict(user_, v_, query, method, probs.data(), nullptr);
+  std::vector<Scored> ranked;  // (score, row)
   ranked.reserve(c);
   for (size_t r = 0; r < c; ++r) {
-    const float* p = probs.data() + r * static_cast<size_t>(K);
-    if (!sane(p)) continue;  // never hand out NaN
-    ranked.emplace_back(score_of(query[r], p), static_cast<int32_t>(r));
+    const float* p = probs.data() + r * static_cast<size_t>(K_);
+    if (!Sane(p)) continue;  // never hand out NaN
+    ranked.emplace_back(ScoreOf(query[r], p), static_cast<int32_t>(r));
   }
-  auto better_row = [&](const std::pair<float, int32_t>& a,
-                        const std::pair<float, int32_t>& b) {
-    return better({a.first, query[static_cast<size_t>(a.second)]},
-                  {b.first, query[static_cast<size_t>(b.second)]});
-  };
-  std::sort(ranked.begin(), ranked.end(), better_row);
+  std::sort(ranked.begin(), ranked.end(),
+            [&](const Scored& a, const Scored& b) {
+              return Better({a.first, query[static_cast<size_t>(a.second)]},
+                            {b.first, query[static_cast<size_t>(b.second)]});
+            });
   std::vector<Ranked> out;
   for (size_t r = 0; r < std::min(ranked.size(), n); ++r) {
     const size_t row = static_cast<size_t>(ranked[r].second);
-    const float* p = probs.data() + row * static_cast<size_t>(K);
+    const float* p = probs.data() + row * static_cast<size_t>(K_);
     Ranked x;
     x.item = query[row];
     x.score = ranked[r].first;
-    x.expected = model.Expectation(p);
-    if (by_prob) x.at_least = at_least(p);
-    if (rated) x.p_rated = p_rated[static_cast<size_t>(x.item)];
+    x.expected = model_.Expectation(p);
+    if (UsesThreshold(opt_.by)) x.at_least = AtLeast(p);
+    if (NeedsRatedRbm(opt_.by))
+      x.p_rated = p_rated_[static_cast<size_t>(x.item)];
     out.push_back(x);
   }
   return out;
+}
+
+}  // namespace
+
+std::vector<Ranked> RankItems(const Model& model, int32_t user,
+                              const VisibleSet& v,
+                              const std::vector<int32_t>& excluded_items,
+                              const RankOptions& opt, ScoringScratch* scratch) {
+  Ranker ranker(model, user, v, excluded_items, opt, scratch);
+  switch (opt.by) {
+    case RankBy::kRatedAtLeast:
+      return ranker.RankRatedAtLeast();
+    case RankBy::kRated:
+      return ranker.RankRated();
+    case RankBy::kExpected:
+    case RankBy::kAtLeast:
+      break;
+  }
+  return ranker.RankByDistribution();
 }
 
 }  // namespace rbmrec

@@ -1,0 +1,236 @@
+// CdTrainer's validation RMSE after an epoch: mean-field or exact
+// predictions (PredictExact's arithmetic through exponential products,
+// ExactValidation), for the parameters or their running average (the
+// factored RBM's averaged hidden inputs kept across epochs).
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "core/cd_trainer.h"
+#include "core/kernels.h"
+
+namespace rbmrec {
+namespace internal {
+
+double CdTrainer::ValidationRmse(const RbmParams& p) {
+  return ValidationPass(
+      p, [&](int32_t u, float* x) { HiddenInput(p, RowOf(train_, u), x); });
+}
+
+double CdTrainer::AveragedValidationRmse(const RbmParams& avg, float a,
+                                         bool first) {
+  if (C_ == 0) return ValidationRmse(avg);
+  const int F = p_.F;
+  if (first) x_avg_.setZero(valid_.rows, F);
+  pool_.ParallelFor(valid_.rows, [&](int t, int64_t b, int64_t e) {
+    Scratch& sc = scratch_[static_cast<size_t>(t)];
+    for (int64_t u64 = b; u64 < e; ++u64) {
+      const int32_t u = static_cast<int32_t>(u64);
+      if (valid_.RowSize(u) == 0) continue;
+      const VisibleSet v = RowOf(train_, u);
+      if (sc.rows.size() < static_cast<size_t>(v.n)) {
+        sc.rows.resize(static_cast<size_t>(v.n));
+      }
+      for (int64_t r = 0; r < v.n; ++r) {
+        sc.rows[static_cast<size_t>(r)] =
+            a_.row(p_.Row(v.items[r], v.ks[r])).data();
+      }
+      kernels::SumRows(zeros_.data(), sc.rows.data(), v.n, C_, sc.z.data());
+      auto x = x_avg_.row(u);
+      if (first) {
+        x = p_.c.transpose();
+        x.noalias() += sc.z.transpose() * bm_;
+      } else {
+        sc.x = p_.c;
+        sc.x.noalias() += bm_.transpose() * sc.z;
+        x = a * x + (1 - a) * sc.x.transpose();
+      }
+    }
+  });
+  return ValidationPass(avg, [&](int32_t u, float* x) {
+    std::copy_n(x_avg_.row(u).data(), F, x);
+  });
+}
+
+template <typename Input>
+double CdTrainer::ValidationPass(const RbmParams& p, const Input& input) {
+  if (o_.predict == PredictMethod::kExact) return ExactValidation(p, input);
+  std::vector<double> per_user(static_cast<size_t>(valid_.rows), 0.0);
+  pool_.ParallelFor(valid_.rows, [&](int t, int64_t b, int64_t e) {
+    Scratch& s = scratch_[t];
+    for (int64_t u64 = b; u64 < e; ++u64) {
+      const int32_t u = static_cast<int32_t>(u64);
+      if (valid_.RowSize(u) == 0) continue;
+      input(u, s.x.data());
+      if (o_.predict == PredictMethod::kMeanField) {
+        SigmoidInPlace(s.x.data(), p.F);
+      }
+      double err = 0;
+      for (int64_t r = valid_.offsets[u]; r < valid_.offsets[u + 1]; ++r) {
+        if (o_.predict == PredictMethod::kMeanField) {
+          PredictMeanField(p, s.x.data(), valid_.col[r], s.logits.data());
+        } else {
+          PredictExact(p, s.x.data(), valid_.col[r], s.logits.data());
+        }
+        double mean = 0;
+        for (int k = 0; k < p.K; ++k)
+          mean += static_cast<double>(k) * s.logits[k];
+        const double d = mean - valid_.k[r];
+        err += d * d;
+      }
+      per_user[static_cast<size_t>(u)] = err;
+    }
+  });
+  double sse = 0;
+  for (double e : per_user) sse += e;
+  return std::sqrt(sse /
+                   static_cast<double>(std::max<int64_t>(1, valid_.nnz())));
+}
+
+double CdTrainer::SlowMean(const RbmParams& p, int32_t item, const float* x,
+                           float* probs) const {
+  PredictExact(p, x, item, probs);
+  double mean = 0;
+  for (int k = 0; k < p.K; ++k) mean += static_cast<double>(k) * probs[k];
+  return mean;
+}
+
+double CdTrainer::ExpMean(const RbmParams& p, int64_t row0, int32_t u,
+                          uint8_t mode, double b_top, Scratch* sc) const {
+  const int K = p.K;
+  const float* ex = ex_.row(u).data();
+  double* m = sc->em.data();
+  int64_t* e2 = sc->ee.data();
+  int64_t e_top = std::numeric_limits<int64_t>::min();
+  for (int k = 0; k < K; ++k) {
+    m[k] = SoftplusProductFromExp(ex, sc->ew.row(k).data(), p.F, &e2[k]);
+    e_top = std::max(e_top, e2[k]);
+  }
+  constexpr double kLn2 = 0.69314718055994531;
+  double* l = sc->el.data();
+  double l_top = -std::numeric_limits<double>::infinity();
+  double l_low = std::numeric_limits<double>::infinity();
+  for (int k = 0; k < K; ++k) {
+    l[k] = static_cast<double>(p.b[row0 + k]) - b_top +
+           static_cast<double>(e2[k] - e_top) * kLn2;
+    if (mode == kExpSaturated) {
+      l[k] += hi_.row(hi_slot_[static_cast<size_t>(u)]).dot(p.W.row(row0 + k));
+    }
+    l_top = std::max(l_top, l[k]);
+    l_low = std::min(l_low, l[k]);
+  }
+  double sum = 0, weighted = 0;
+  const bool direct = mode == kExpPlain && l_low >= -700;
+  for (int k = 0; k < K; ++k) {
+    double q;
+    if (direct) {
+      // Times 2^(e_k - e_top), exact: the result is at least e^-700.
+      q = std::ldexp(sc->eb[k] * m[k], static_cast<int>(e2[k] - e_top));
+    } else {
+      q = std::exp(l[k] - l_top) * m[k];
+    }
+    sum += q;
+    weighted += static_cast<double>(k) * q;
+  }
+  return weighted / sum;
+}
+
+template <typename Input>
+double CdTrainer::ExactValidation(const RbmParams& p, const Input& input) {
+  const int F = p.F, K = p.K;
+  xv_.resize(valid_.rows, F);
+  ex_.resize(valid_.rows, F);
+  ex_mode_.assign(static_cast<size_t>(valid_.rows), kExpSlow);
+  pool_.ParallelFor(valid_.rows, [&](int, int64_t b, int64_t e) {
+    for (int64_t u = b; u < e; ++u) {
+      if (valid_.RowSize(static_cast<int32_t>(u)) == 0) continue;
+      float* x = xv_.row(u).data();
+      input(static_cast<int32_t>(u), x);
+      const auto xs = xv_.row(u).array();
+      const float top = xs.abs().template maxCoeff<Eigen::PropagateNaN>();
+      if (top <= kExpSoftplusLimit) {
+        ex_mode_[static_cast<size_t>(u)] = kExpPlain;
+        ex_.row(u).array() = xs.exp();
+      } else if (top <= std::numeric_limits<float>::max()) {
+        ex_mode_[static_cast<size_t>(u)] = kExpSaturated;
+      }
+    }
+  });
+  // The few saturated users' exponentials and hi_ rows (hi_slot_[u]).
+  hi_slot_.assign(static_cast<size_t>(valid_.rows), -1);
+  int32_t n_hi = 0;
+  for (size_t u = 0; u < ex_mode_.size(); ++u) {
+    if (ex_mode_[u] == kExpSaturated) hi_slot_[u] = n_hi++;
+  }
+  hi_.resize(n_hi, F);
+  for (size_t u = 0; u < ex_mode_.size(); ++u) {
+    if (hi_slot_[u] < 0) continue;
+    const Eigen::Index ui = static_cast<Eigen::Index>(u);
+    SplitSaturated(xv_.row(ui).data(), F, ex_.row(ui).data(),
+                   hi_.row(hi_slot_[u]).data());
+  }
+  std::vector<double> per_item(static_cast<size_t>(valid_by_item_.rows), 0);
+  pool_.ParallelFor(
+      valid_by_item_.rows,
+      [&](int t, int64_t b, int64_t e) {
+        Scratch& s = scratch_[static_cast<size_t>(t)];
+        s.ew.resize(K, F);
+        float* logits = s.logits.data();
+        for (int64_t i = b; i < e; ++i) {
+          const int32_t item = static_cast<int32_t>(i);
+          if (valid_by_item_.RowSize(item) == 0) continue;
+          const int64_t row0 = p.Row(item, 0);
+          float top = 0;
+          for (int k = 0; k < K; ++k) {
+            const auto w = p.W.row(row0 + k).array();
+            top = std::max(top, w.abs().maxCoeff());
+            s.ew.row(k).array() = w.exp();
+          }
+          const bool rows_ok = top <= kExpSoftplusLimit;
+          const bool rows_tight = top <= kSaturatedRowLimit;
+          // exp(b_k - max b) for the exponentials' path.
+          double b_top = -std::numeric_limits<double>::infinity();
+          for (int k = 0; k < K; ++k) {
+            b_top = std::max(b_top, static_cast<double>(p.b[row0 + k]));
+          }
+          for (int k = 0; k < K; ++k) {
+            s.eb[k] = std::exp(static_cast<double>(p.b[row0 + k]) - b_top);
+          }
+          double err = 0;
+          for (int64_t r = valid_by_item_.offsets[item];
+               r < valid_by_item_.offsets[item + 1]; ++r) {
+            const int32_t u = valid_by_item_.col[static_cast<size_t>(r)];
+            if (r + 1 < valid_by_item_.offsets[item + 1]) {
+              // The next rating's user's exponentials (most miss the
+              // cache): asked for while this one's K products run.
+              const char* next = reinterpret_cast<const char*>(
+                  ex_.row(valid_by_item_.col[static_cast<size_t>(r) + 1])
+                      .data());
+              for (int64_t off = 0; off < int64_t{4} * F; off += 64) {
+                __builtin_prefetch(next + off);
+              }
+            }
+            const uint8_t mode = ex_mode_[static_cast<size_t>(u)];
+            const bool fast = mode == kExpPlain       ? rows_ok
+                              : mode == kExpSaturated ? rows_tight
+                                                      : false;
+            const double mean =
+                fast ? ExpMean(p, row0, u, mode, b_top, &s)
+                     : SlowMean(p, item, xv_.row(u).data(), logits);
+            const double d = mean - valid_by_item_.k[static_cast<size_t>(r)];
+            err += d * d;
+          }
+          per_item[static_cast<size_t>(i)] = err;
+        }
+      },
+      item_cost_valid_.data());
+  double sse = 0;
+  for (double e : per_item) sse += e;
+  return std::sqrt(sse /
+                   static_cast<double>(std::max<int64_t>(1, valid_.nnz())));
+}
+
+}  // namespace internal
+}  // namespace rbmrec
