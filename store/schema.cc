@@ -4,21 +4,17 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "store/checks.h"
 #include "store/status_macros.h"
 #include "store/store.h"
 
 namespace rbmrec::store::internal {
 namespace {
 
-// One schema migration: `sql` takes the schema from version - 1 to `version`.
-struct Migration {
-  int version;
-  const char* sql;
-};
-
-// Applied in order, each exactly once, inside one transaction at Open. To
-// change the schema, append a step and bump kSchemaVersion; never edit a step
-// that has shipped.
+// The steps (Migration, store/checks.h) up to kSchemaVersion. Applied in
+// order, each exactly once, inside one transaction at Open. To change the
+// schema, append a step and bump kSchemaVersion; never edit a step that has
+// shipped.
 constexpr Migration kMigrations[] = {
     {1, R"sql(
 CREATE TABLE users(
