@@ -42,13 +42,16 @@ absl::StatusOr<int64_t> PgModelSql::InsertModelRow(const ModelInfo& meta,
       conn_.Exec(
           "storing a model version",
           "INSERT INTO models(created_unix_ms, kind, n_users, n_items, "
-          "n_ratings, metrics, size_bytes, model) "
-          "VALUES($1, $2, $3, $4, $5, $6, $7, $8) RETURNING version",
+          "n_ratings, metrics, size_bytes, model, validation_rmse, epochs, "
+          "train_seconds) "
+          "VALUES($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) "
+          "RETURNING version",
           {PgParam::Int(meta.created_unix_ms), PgParam::Text(meta.kind),
            PgParam::Int(meta.n_users), PgParam::Int(meta.n_items),
            PgParam::Int(meta.n_ratings), PgParam::TextOrNull(meta.metrics_json),
            PgParam::Int(static_cast<int64_t>(blob.size())),
-           PgParam::Bytes(blob)}));
+           PgParam::Bytes(blob), PgParam::Double(meta.validation_rmse),
+           PgParam::Int(meta.epochs), PgParam::Double(meta.train_seconds)}));
   return r.Int(0, 0);
 }
 
@@ -169,7 +172,8 @@ absl::StatusOr<ModelSql::Models> PgModelSql::ReadModels() {
       conn_.Exec("listing model versions",
                  "SELECT version, created_unix_ms, kind, n_users, n_items, "
                  "n_ratings, metrics, size_bytes, pinned, "
-                 "(SELECT value FROM meta WHERE key = $1) "
+                 "(SELECT value FROM meta WHERE key = $1), "
+                 "validation_rmse, epochs, train_seconds "
                  "FROM models ORDER BY version DESC",
                  {PgParam::Text(kActiveModelKey)}));
   Models out;
@@ -186,6 +190,9 @@ absl::StatusOr<ModelSql::Models> PgModelSql::ReadModels() {
     m.size_bytes = r.Int(i, 7);
     m.pinned = r.Bool(i, 8);
     if (i == 0 && !r.IsNull(i, 9)) out.active = std::string(r.Text(i, 9));
+    m.validation_rmse = r.Double(i, 10);
+    m.epochs = static_cast<int32_t>(r.Int(i, 11));
+    m.train_seconds = r.Double(i, 12);
     out.models.push_back(std::move(m));
   }
   return out;

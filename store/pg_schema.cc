@@ -53,6 +53,26 @@ CREATE TABLE meta(
   value TEXT
 );
 )sql"},
+    // The training's metrics become columns, read from each row's metrics
+    // JSON (0 where a value is missing or not a number; the JSON stays).
+    {2, R"sql(
+ALTER TABLE models
+  ADD COLUMN validation_rmse DOUBLE PRECISION NOT NULL DEFAULT 0,
+  ADD COLUMN epochs INTEGER NOT NULL DEFAULT 0,
+  ADD COLUMN train_seconds DOUBLE PRECISION NOT NULL DEFAULT 0;
+UPDATE models SET
+  validation_rmse = CASE WHEN jsonb_typeof(m->'validation_rmse') = 'number'
+                         THEN (m->>'validation_rmse')::double precision
+                         ELSE 0 END,
+  epochs = CASE WHEN jsonb_typeof(m->'epochs') = 'number'
+                THEN trunc((m->>'epochs')::numeric)::integer ELSE 0 END,
+  train_seconds = CASE WHEN jsonb_typeof(m->'train_seconds') = 'number'
+                       THEN (m->>'train_seconds')::double precision
+                       ELSE 0 END
+FROM (SELECT version AS v, metrics::jsonb AS m FROM models
+      WHERE metrics IS NOT NULL) AS j
+WHERE models.version = j.v;
+)sql"},
 };
 static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) ==
                   kPostgresSchemaVersion,

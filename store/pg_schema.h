@@ -7,6 +7,8 @@
 //
 // Schema history:
 //   1  users, items, ratings, models (with pinned), meta.
+//   2  models.validation_rmse, epochs, train_seconds, filled from the metrics
+//      JSON of each row.
 
 #include "absl/status/status.h"
 #include "store/pg_db.h"

@@ -119,7 +119,7 @@ namespace rbmrec::store {
 
 // The PostgreSQL schema version this build creates and understands (the row
 // of table schema_version).
-inline constexpr int kPostgresSchemaVersion = 1;
+inline constexpr int kPostgresSchemaVersion = 2;
 
 namespace internal {
 class PgConn;

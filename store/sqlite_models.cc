@@ -29,8 +29,9 @@ absl::StatusOr<int64_t> SqliteModelSql::InsertModelRow(const ModelInfo& meta,
   RBMREC_STORE_ASSIGN_OR_RETURN(
       sqlite3_stmt * insert,
       conn_.Prepare("INSERT INTO models(created_unix_ms, kind, n_users, "
-                    "n_items, n_ratings, metrics, size_bytes, model) "
-                    "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"));
+                    "n_items, n_ratings, metrics, size_bytes, model, "
+                    "validation_rmse, epochs, train_seconds) "
+                    "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"));
   Stmt s(conn_, insert);
   s.BindInt(1, meta.created_unix_ms);
   s.BindText(2, meta.kind);
@@ -40,6 +41,9 @@ absl::StatusOr<int64_t> SqliteModelSql::InsertModelRow(const ModelInfo& meta,
   s.BindTextOrNull(6, meta.metrics_json);
   s.BindInt(7, static_cast<int64_t>(blob.size()));
   s.BindBlob(8, blob);
+  s.BindDouble(9, meta.validation_rmse);
+  s.BindInt(10, meta.epochs);
+  s.BindDouble(11, meta.train_seconds);
   RBMREC_STORE_RETURN_IF_ERROR(s.Run());
   return sqlite3_last_insert_rowid(conn_.db());
 }
@@ -153,7 +157,8 @@ absl::StatusOr<ModelSql::Models> SqliteModelSql::ReadModels() {
   RBMREC_STORE_ASSIGN_OR_RETURN(
       sqlite3_stmt * stmt,
       conn_.Prepare("SELECT version, created_unix_ms, kind, n_users, n_items, "
-                    "n_ratings, metrics, size_bytes, pinned FROM models "
+                    "n_ratings, metrics, size_bytes, pinned, "
+                    "validation_rmse, epochs, train_seconds FROM models "
                     "ORDER BY version DESC"));
   RBMREC_STORE_RETURN_IF_ERROR(txn_.Begin(Txn::kRead));
   Models out;
@@ -173,6 +178,9 @@ absl::StatusOr<ModelSql::Models> SqliteModelSql::ReadModels() {
       m.metrics_json = std::string(ColumnText(stmt, 6));
       m.size_bytes = sqlite3_column_int64(stmt, 7);
       m.pinned = sqlite3_column_int64(stmt, 8) != 0;
+      m.validation_rmse = sqlite3_column_double(stmt, 9);
+      m.epochs = sqlite3_column_int(stmt, 10);
+      m.train_seconds = sqlite3_column_double(stmt, 11);
       out.models.push_back(std::move(m));
     }
   }
