@@ -10,20 +10,21 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
-#include <condition_variable>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <future>
 #include <limits>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "core/error_reason.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -1302,18 +1303,18 @@ class PausingVfs {
 
   // The next read made by the calling thread pauses until Release().
   void ArmForThisThread() {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     armed_ = std::this_thread::get_id();
   }
   // Waits until the armed read has paused; false after `timeout`.
   bool WaitPaused(std::chrono::milliseconds timeout) {
-    std::unique_lock<std::mutex> lock(mu_);
-    return cv_.wait_for(lock, timeout, [this] { return paused_; });
+    absl::MutexLock lock(&mu_);
+    return mu_.AwaitWithTimeout(absl::Condition(&paused_),
+                                absl::FromChrono(timeout));
   }
   void Release() {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     released_ = true;
-    cv_.notify_all();
   }
 
  private:
@@ -1336,12 +1337,11 @@ class PausingVfs {
   }
 
   void MaybePause() {
-    std::unique_lock<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (armed_ != std::this_thread::get_id()) return;
     armed_ = std::thread::id();
     paused_ = true;
-    cv_.notify_all();
-    cv_.wait(lock, [this] { return released_; });
+    mu_.Await(absl::Condition(&released_));
   }
 
   static int Read(sqlite3_file* f, void* buf, int n, sqlite3_int64 off) {
@@ -1406,11 +1406,10 @@ class PausingVfs {
   static inline PausingVfs* instance_ = nullptr;
   sqlite3_vfs* real_ = nullptr;
   sqlite3_vfs vfs_{};
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::thread::id armed_;
-  bool paused_ = false;
-  bool released_ = false;
+  absl::Mutex mu_;
+  std::thread::id armed_ ABSL_GUARDED_BY(mu_);
+  bool paused_ ABSL_GUARDED_BY(mu_) = false;
+  bool released_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 // While a long read (ReadSnapshot, LoadModelBlob) is held in the middle of
@@ -1641,7 +1640,8 @@ TEST(PostgresStoreOpenTest, RedactUriHidesEveryFormOfPassword) {
 TEST(PostgresStoreOpenTest, UnreachableServerIsUnavailableAndHidesPassword) {
   // A socket directory that does not exist: no server to reach.
   auto store = Store::Open(
-      "postgresql://rbmrec:s3cret@/rbmrec?host=/nonexistent_rbmrec_dir&port=1");
+      "postgresql://rbmrec:s3cret@/rbmrec?host=/"
+      "nonexistent_rbmrec_dir&port=1");
   ASSERT_FALSE(store.ok());
   EXPECT_EQ(store.status().code(), absl::StatusCode::kUnavailable)
       << store.status();
