@@ -17,14 +17,6 @@ namespace {
 
 constexpr size_t kMaxIdBytes = store::kMaxIdBytes;
 
-// Reads a number field from our own flat metrics JSON ({"a":1,"b":2}).
-double JsonNumber(const std::string& json, absl::string_view key) {
-  const std::string needle = absl::StrCat("\"", key, "\":");
-  const size_t pos = json.find(needle);
-  if (pos == std::string::npos) return 0;
-  return std::strtod(json.c_str() + pos + needle.size(), nullptr);
-}
-
 // Shortest decimal text that reads back as `v` (std::to_chars: "0.99999999",
 // "1", "1e-50").
 template <typename T>
@@ -151,8 +143,8 @@ v1::ModelInfo ToProto(const store::ModelInfo& m) {
   out.set_n_users(m.n_users);
   out.set_n_items(m.n_items);
   out.set_n_ratings(m.n_ratings);
-  out.set_validation_rmse(JsonNumber(m.metrics_json, "validation_rmse"));
-  out.set_epochs(static_cast<int32_t>(JsonNumber(m.metrics_json, "epochs")));
+  out.set_validation_rmse(m.validation_rmse);
+  out.set_epochs(m.epochs);
   out.set_active(m.active);
   out.set_size_bytes(m.size_bytes);
   out.set_pinned(m.pinned);

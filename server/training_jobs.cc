@@ -37,13 +37,6 @@ std::string MiB(int64_t bytes) {
   return absl::StrFormat("%.1f MiB", static_cast<double>(bytes) / (1 << 20));
 }
 
-std::string MetricsJson(double valid_rmse, int epochs, double seconds) {
-  return absl::StrFormat(
-      "{\"validation_rmse\":%.17g,\"epochs\":%d,\"train_seconds\":%.3f,"
-      "\"base_version\":0}",
-      valid_rmse, epochs, seconds);
-}
-
 #ifdef __linux__
 // The cgroup v2 memory.max of this process, 0 when unset or unknown.
 int64_t CgroupMemoryMax() {
@@ -420,8 +413,9 @@ void TrainingJobs::RunJob(std::shared_ptr<Job> job, TrainOptions options,
   meta.n_users = model->users().size();
   meta.n_items = model->num_items();
   meta.n_ratings = static_cast<int64_t>(ds.ratings.size());
-  meta.metrics_json =
-      MetricsJson(valid_rmse, max_epoch, model->summary().train_seconds);
+  meta.validation_rmse = valid_rmse;
+  meta.epochs = max_epoch;
+  meta.train_seconds = model->summary().train_seconds;
   absl::StatusOr<ModelRegistry::Published> pub =
       registry_->PublishFull(std::make_shared<const Model>(std::move(*model)),
                              meta, blob, policy, snapshot_seq, erasure_seq);

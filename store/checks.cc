@@ -1,6 +1,8 @@
 #include "store/checks.h"
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
@@ -84,6 +86,51 @@ std::string PushActivation(std::string_view stored, int64_t version) {
     if (v != version) versions.push_back(v);
   }
   return absl::StrJoin(versions, ",");
+}
+
+absl::Status SnapshotBuilder::AddName(bool user, int64_t idx,
+                                      std::string_view id) {
+  std::vector<std::string>& names = user ? snap_.users : snap_.items;
+  std::vector<int32_t>& pos = user ? user_pos_ : item_pos_;
+  if (idx < 0 || idx >= std::numeric_limits<int32_t>::max() ||
+      names.size() >=
+          static_cast<size_t>(std::numeric_limits<int32_t>::max())) {
+    return absl::OutOfRangeError(absl::StrFormat(
+        "database '%s': index %d does not fit a snapshot", name_, idx));
+  }
+  if (pos.size() <= static_cast<size_t>(idx)) {
+    pos.resize(static_cast<size_t>(idx) + 1, -1);
+  }
+  pos[static_cast<size_t>(idx)] = static_cast<int32_t>(names.size());
+  names.emplace_back(id);
+  return absl::OkStatus();
+}
+
+void SnapshotBuilder::ReserveRatings(int64_t n) {
+  snap_.ratings.reserve(static_cast<size_t>(std::max<int64_t>(0, n)));
+}
+
+absl::Status SnapshotBuilder::AddRating(int64_t user_idx, int64_t item_idx,
+                                        double rating) {
+  const auto position = [](const std::vector<int32_t>& pos, int64_t idx) {
+    return idx < 0 || static_cast<size_t>(idx) >= pos.size()
+               ? -1
+               : pos[static_cast<size_t>(idx)];
+  };
+  const int32_t u = position(user_pos_, user_idx);
+  const int32_t i = position(item_pos_, item_idx);
+  if (u < 0 || i < 0) {
+    return absl::DataLossError(absl::StrFormat(
+        "database '%s': rating (%d, %d) refers to a missing user or item",
+        name_, user_idx, item_idx));
+  }
+  snap_.ratings.push_back(Snapshot::Row{u, i, rating});
+  return absl::OkStatus();
+}
+
+const char* SnapshotNamesSql(bool user) {
+  return user ? "SELECT idx, ext_id FROM users ORDER BY idx"
+              : "SELECT idx, ext_id FROM items ORDER BY idx";
 }
 
 }  // namespace rbmrec::store::internal

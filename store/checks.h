@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -69,6 +70,44 @@ class RetentionWalk {
   int online_kept_ = 0;
   PruneResult result_;
 };
+
+// One step of a backend's schema migrations (store/schema.cc,
+// store/pg_schema.cc): `sql` takes the schema from version - 1 to `version`.
+// Applied in order, each once, in one transaction at Open; never edit a step
+// that has shipped: append one and bump the backend's schema version.
+struct Migration {
+  int version;
+  const char* sql;
+};
+
+// ReadSnapshot's bookkeeping: the user and item rows (each table in idx
+// order, as SnapshotNamesSql reads them), then the ratings, in the order of
+// Snapshot::ratings.
+class SnapshotBuilder {
+ public:
+  // `name`: the database, for messages.
+  explicit SnapshotBuilder(std::string_view name) : name_(name) {}
+
+  // A user row (`user`) or an item row. OutOfRange when idx does not fit
+  // a snapshot.
+  absl::Status AddName(bool user, int64_t idx, std::string_view id);
+  void ReserveRatings(int64_t n);
+  // DataLoss when either index names no row added.
+  absl::Status AddRating(int64_t user_idx, int64_t item_idx, double rating);
+
+  Snapshot Take() { return std::move(snap_); }
+
+ private:
+  const std::string name_;
+  Snapshot snap_;
+  // idx -> position in snap_.users / items, -1 for gaps.
+  std::vector<int32_t> user_pos_;
+  std::vector<int32_t> item_pos_;
+};
+
+// The query of SnapshotBuilder::AddName's rows: (idx, ext_id) of users
+// (`user`) or items, in idx order.
+const char* SnapshotNamesSql(bool user);
 
 }  // namespace rbmrec::store::internal
 

@@ -2,7 +2,10 @@
 #define RBMREC_STORE_POSTGRES_STORE_H_
 
 // The PostgreSQL implementation of Store (store/store.h), through libpq's C
-// API. Store::Open picks it for a path that starts with "postgresql://" or
+// API. Queries in postgres_store.cc, the model versions' SQL in pg_models.cc
+// (their logic, shared with SQLite, in model_versions.cc), schema and
+// migrations in pg_schema.cc, connections and error mapping in pg_db.cc.
+// Store::Open picks it for a path that starts with "postgresql://" or
 // "postgres://": a libpq connection URI, e.g.
 //   postgresql://rbmrec@db.example.com/rbmrec
 //   postgresql:///rbmrec?host=/run/postgresql        (a Unix socket)
@@ -116,7 +119,7 @@ namespace rbmrec::store {
 
 // The PostgreSQL schema version this build creates and understands (the row
 // of table schema_version).
-inline constexpr int kPostgresSchemaVersion = 1;
+inline constexpr int kPostgresSchemaVersion = 2;
 
 namespace internal {
 class PgConn;

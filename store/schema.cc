@@ -4,21 +4,17 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "store/checks.h"
 #include "store/status_macros.h"
 #include "store/store.h"
 
 namespace rbmrec::store::internal {
 namespace {
 
-// One schema migration: `sql` takes the schema from version - 1 to `version`.
-struct Migration {
-  int version;
-  const char* sql;
-};
-
-// Applied in order, each exactly once, inside one transaction at Open. To
-// change the schema, append a step and bump kSchemaVersion; never edit a step
-// that has shipped.
+// The steps (Migration, store/checks.h) up to kSchemaVersion. Applied in
+// order, each exactly once, inside one transaction at Open. To change the
+// schema, append a step and bump kSchemaVersion; never edit a step that has
+// shipped.
 constexpr Migration kMigrations[] = {
     {1, R"sql(
 CREATE TABLE users(
@@ -82,6 +78,48 @@ INSERT INTO sqlite_sequence(name, seq)
   SELECT 'models_v2', seq FROM sqlite_sequence WHERE name = 'models';
 DROP TABLE models;
 ALTER TABLE models_v2 RENAME TO models;
+)sql"},
+    // The training's metrics become columns (before the blob: the table is
+    // rebuilt as in step 2), read from each row's metrics JSON (0 where a
+    // value is missing or not a number; the JSON stays as it was).
+    {3, R"sql(
+CREATE TABLE models_v3(
+  version INTEGER PRIMARY KEY AUTOINCREMENT,
+  created_unix_ms INTEGER NOT NULL,
+  kind TEXT NOT NULL,
+  n_users INTEGER NOT NULL,
+  n_items INTEGER NOT NULL,
+  n_ratings INTEGER NOT NULL,
+  metrics TEXT,  -- a JSON object of other facts, or NULL
+  size_bytes INTEGER NOT NULL,
+  pinned INTEGER NOT NULL DEFAULT 0,  -- 1: never removed by retention
+  validation_rmse REAL NOT NULL DEFAULT 0,
+  epochs INTEGER NOT NULL DEFAULT 0,
+  train_seconds REAL NOT NULL DEFAULT 0,
+  model BLOB NOT NULL
+);
+INSERT INTO models_v3(version, created_unix_ms, kind, n_users, n_items,
+                      n_ratings, metrics, size_bytes, pinned, validation_rmse,
+                      epochs, train_seconds, model)
+  SELECT version, created_unix_ms, kind, n_users, n_items, n_ratings, metrics,
+         size_bytes, pinned,
+         CASE WHEN json_valid(metrics) AND json_type(metrics,
+                   '$.validation_rmse') IN ('integer', 'real')
+              THEN json_extract(metrics, '$.validation_rmse') ELSE 0 END,
+         CASE WHEN json_valid(metrics) AND json_type(metrics, '$.epochs')
+                   IN ('integer', 'real')
+              THEN CAST(json_extract(metrics, '$.epochs') AS INTEGER) ELSE 0
+         END,
+         CASE WHEN json_valid(metrics) AND json_type(metrics,
+                   '$.train_seconds') IN ('integer', 'real')
+              THEN json_extract(metrics, '$.train_seconds') ELSE 0 END,
+         model
+  FROM models ORDER BY version;
+DELETE FROM sqlite_sequence WHERE name = 'models_v3';
+INSERT INTO sqlite_sequence(name, seq)
+  SELECT 'models_v3', seq FROM sqlite_sequence WHERE name = 'models';
+DROP TABLE models;
+ALTER TABLE models_v3 RENAME TO models;
 )sql"},
 };
 static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) == kSchemaVersion,

@@ -8,6 +8,8 @@
 //   2  models.pinned (before the blob column, so reading a model's info never
 //      walks its blob's overflow pages); the models table is rebuilt, and
 //      AUTOINCREMENT's counter carried over so versions are never reused.
+//   3  models.validation_rmse, epochs, train_seconds (before the blob; the
+//      table rebuilt as in 2), filled from the metrics JSON of each row.
 // Independent of the version, a read-write Open makes the file
 // auto_vacuum=INCREMENTAL (EnsureIncrementalVacuum).
 

@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -27,6 +26,7 @@
 #include "store/checks.h"
 #include "store/schema.h"
 #include "store/sqlite_db.h"
+#include "store/sqlite_models.h"
 #include "store/status_macros.h"
 
 namespace rbmrec::store {
@@ -41,16 +41,6 @@ using internal::Txn;
 namespace {
 
 constexpr std::string_view kMemoryPath = ":memory:";
-constexpr std::string_view kActiveModelKey = "active_model_version";
-constexpr std::string_view kActivationHistoryKey = "activation_history";
-// Settings (InitSetting) live in meta under this prefix.
-constexpr char kSettingPrefix[] = "setting.";
-
-int64_t NowUnixMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 absl::Status ReadOnlyError(std::string_view path) {
   return absl::FailedPreconditionError(
@@ -105,92 +95,6 @@ absl::StatusOr<IdxOf> GetOrCreate(Connection& conn, sqlite3_stmt* insert,
   return IdxOf{idx, true};
 }
 
-// Whether `json` is a JSON object (SQLite's JSON1 decides).
-absl::StatusOr<bool> IsJsonObject(Connection& conn, std::string_view json) {
-  RBMREC_STORE_ASSIGN_OR_RETURN(
-      sqlite3_stmt * stmt,
-      conn.Prepare("SELECT CASE WHEN json_valid(?1) THEN json_type(?1) END"));
-  Stmt s(conn, stmt);
-  s.BindText(1, json);
-  RBMREC_STORE_ASSIGN_OR_RETURN(bool row, s.Next());
-  return row && s.Text(0) == "object";
-}
-
-// The value of meta.<key>, nullopt when unset (or NULL).
-absl::StatusOr<std::optional<std::string>> ReadMeta(Connection& conn,
-                                                    std::string_view key) {
-  RBMREC_STORE_ASSIGN_OR_RETURN(
-      sqlite3_stmt * stmt, conn.Prepare("SELECT value FROM meta WHERE key=?1"));
-  Stmt s(conn, stmt);
-  s.BindText(1, key);
-  RBMREC_STORE_ASSIGN_OR_RETURN(bool row, s.Next());
-  if (!row || s.IsNull(0)) return std::optional<std::string>();
-  return std::optional<std::string>(std::string(s.Text(0)));
-}
-
-absl::Status WriteMeta(Connection& conn, std::string_view key,
-                       std::string_view value) {
-  RBMREC_STORE_ASSIGN_OR_RETURN(
-      sqlite3_stmt * stmt,
-      conn.Prepare("INSERT INTO meta(key, value) VALUES(?1, ?2) "
-                   "ON CONFLICT(key) DO UPDATE SET value=excluded.value"));
-  Stmt s(conn, stmt);
-  s.BindText(1, key);
-  s.BindText(2, value);
-  return s.Run();
-}
-
-// Reads meta.active_model_version (nullopt when unset).
-absl::StatusOr<std::optional<int64_t>> ReadActiveVersion(Connection& conn) {
-  RBMREC_STORE_ASSIGN_OR_RETURN(std::optional<std::string> text,
-                                ReadMeta(conn, kActiveModelKey));
-  if (!text.has_value()) return std::optional<int64_t>();
-  int64_t version = 0;
-  if (!absl::SimpleAtoi(*text, &version)) {
-    return absl::DataLossError(
-        absl::StrFormat("database '%s': malformed meta.%s: '%s'", conn.path(),
-                        kActiveModelKey, *text));
-  }
-  return std::optional<int64_t>(version);
-}
-
-// Sets meta.active_model_version and records it in the activation history.
-// REQUIRES: inside a write transaction.
-absl::Status WriteActiveVersion(Connection& conn, int64_t version) {
-  RBMREC_STORE_RETURN_IF_ERROR(
-      WriteMeta(conn, kActiveModelKey, absl::StrCat(version)));
-  RBMREC_STORE_ASSIGN_OR_RETURN(std::optional<std::string> history,
-                                ReadMeta(conn, kActivationHistoryKey));
-  return WriteMeta(conn, kActivationHistoryKey,
-                   internal::PushActivation(history.value_or(""), version));
-}
-
-// Reads "SELECT idx, ext_id FROM <table> ORDER BY idx" into `names` and
-// `pos` (idx -> position in names, -1 for gaps).
-absl::Status ReadNames(Connection& conn, const char* sql,
-                       std::vector<std::string>& names,
-                       std::vector<int32_t>& pos) {
-  RBMREC_STORE_ASSIGN_OR_RETURN(sqlite3_stmt * stmt, conn.Prepare(sql));
-  Stmt s(conn, stmt);
-  while (true) {
-    RBMREC_STORE_ASSIGN_OR_RETURN(bool row, s.Next());
-    if (!row) break;
-    const int64_t idx = s.Int(0);
-    if (idx < 0 || idx >= std::numeric_limits<int32_t>::max() ||
-        names.size() >=
-            static_cast<size_t>(std::numeric_limits<int32_t>::max())) {
-      return absl::OutOfRangeError(absl::StrFormat(
-          "database '%s': index %d does not fit a snapshot", conn.path(), idx));
-    }
-    if (pos.size() <= static_cast<size_t>(idx)) {
-      pos.resize(static_cast<size_t>(idx) + 1, -1);
-    }
-    pos[static_cast<size_t>(idx)] = static_cast<int32_t>(names.size());
-    names.emplace_back(s.Text(1));
-  }
-  return absl::OkStatus();
-}
-
 // A model version as PruneModels / DeleteModel see it.
 struct StoredVersion {
   int64_t version = 0;
@@ -198,21 +102,6 @@ struct StoredVersion {
   int64_t size_bytes = 0;
   bool pinned = false;
 };
-
-// Deletes `versions` (all must exist) inside the caller's write transaction,
-// then gives the free pages back.
-absl::Status DeleteVersions(Connection& conn,
-                            const std::vector<int64_t>& versions) {
-  if (versions.empty()) return absl::OkStatus();
-  RBMREC_STORE_ASSIGN_OR_RETURN(
-      sqlite3_stmt * del, conn.Prepare("DELETE FROM models WHERE version=?1"));
-  for (int64_t v : versions) {
-    Stmt s(conn, del);
-    s.BindInt(1, v);
-    RBMREC_STORE_RETURN_IF_ERROR(s.Run());
-  }
-  return internal::IncrementalVacuum(conn);
-}
 
 // The directory part of `path` ("." when it has none).
 std::string DirectoryOf(const std::string& path) {
@@ -433,8 +322,8 @@ absl::StatusOr<UpsertResult> SqliteStore::UpsertRatings(
     absl::Span<const RatingRow> rows) {
   RBMREC_STORE_RETURN_IF_ERROR(CheckWritable());
   RBMREC_STORE_RETURN_IF_ERROR(internal::CheckRatingRows(rows));
+  if (rows.empty()) return UpsertResult();
   UpsertResult result;
-  if (rows.empty()) return result;
 
   absl::MutexLock lock(&writer_.mu);
   Connection& conn = *writer_.conn;
@@ -631,8 +520,8 @@ absl::Status SqliteStore::PutItems(absl::Span<const ItemRow> items) {
   Connection& conn = *writer_.conn;
   for (size_t i = 0; i < items.size(); ++i) {
     if (items[i].attributes_json.empty()) continue;
-    RBMREC_STORE_ASSIGN_OR_RETURN(bool ok,
-                                  IsJsonObject(conn, items[i].attributes_json));
+    RBMREC_STORE_ASSIGN_OR_RETURN(
+        bool ok, internal::IsJsonObject(conn, items[i].attributes_json));
     if (!ok) {
       return absl::InvalidArgumentError(
           absl::StrFormat("item %d: attributes_json is not a JSON object", i));
@@ -740,64 +629,35 @@ absl::StatusOr<Snapshot> ReadSnapshotOn(Connection& conn) {
                    "ORDER BY user_idx, item_idx"));
   Txn txn(conn);
   RBMREC_STORE_RETURN_IF_ERROR(txn.Begin(Txn::kRead));
-  Snapshot snap;
-  std::vector<int32_t> user_pos;
-  std::vector<int32_t> item_pos;
-  RBMREC_STORE_RETURN_IF_ERROR(
-      ReadNames(conn, "SELECT idx, ext_id FROM users ORDER BY idx", snap.users,
-                user_pos));
-  RBMREC_STORE_RETURN_IF_ERROR(
-      ReadNames(conn, "SELECT idx, ext_id FROM items ORDER BY idx", snap.items,
-                item_pos));
-  {
-    Stmt s(conn, count);
-    RBMREC_STORE_ASSIGN_OR_RETURN(bool row, s.Next());
-    if (row) {
-      snap.ratings.reserve(static_cast<size_t>(
-          std::max<int64_t>(0, sqlite3_column_int64(count, 0))));
+  internal::SnapshotBuilder snap(conn.path());
+  for (const bool users : {true, false}) {
+    RBMREC_STORE_ASSIGN_OR_RETURN(
+        sqlite3_stmt * names, conn.Prepare(internal::SnapshotNamesSql(users)));
+    Stmt s(conn, names);
+    while (true) {
+      RBMREC_STORE_ASSIGN_OR_RETURN(bool row, s.Next());
+      if (!row) break;
+      RBMREC_STORE_RETURN_IF_ERROR(snap.AddName(users, s.Int(0), s.Text(1)));
     }
   }
   {
+    Stmt s(conn, count);
+    RBMREC_STORE_ASSIGN_OR_RETURN(bool row, s.Next());
+    if (row) snap.ReserveRatings(s.Int(0));
+  }
+  {
+    // Foreign keys guarantee both indices exist; AddRating checks anyway
+    // rather than index out of bounds on a file edited by hand.
     Stmt s(conn, ratings);
     while (true) {
       RBMREC_STORE_ASSIGN_OR_RETURN(bool row, s.Next());
       if (!row) break;
-      const int64_t u = sqlite3_column_int64(ratings, 0);
-      const int64_t i = sqlite3_column_int64(ratings, 1);
-      // Foreign keys guarantee both exist; check anyway rather than index
-      // out of bounds on a file edited by hand.
-      if (u < 0 || static_cast<size_t>(u) >= user_pos.size() ||
-          user_pos[static_cast<size_t>(u)] < 0 || i < 0 ||
-          static_cast<size_t>(i) >= item_pos.size() ||
-          item_pos[static_cast<size_t>(i)] < 0) {
-        return absl::DataLossError(absl::StrFormat(
-            "database '%s': rating (%d, %d) refers to a missing user or item",
-            conn.path(), u, i));
-      }
-      snap.ratings.push_back(Snapshot::Row{user_pos[static_cast<size_t>(u)],
-                                           item_pos[static_cast<size_t>(i)],
-                                           sqlite3_column_double(ratings, 2)});
+      RBMREC_STORE_RETURN_IF_ERROR(snap.AddRating(
+          s.Int(0), s.Int(1), sqlite3_column_double(ratings, 2)));
     }
   }
   RBMREC_STORE_RETURN_IF_ERROR(txn.Commit());
-  return snap;
-}
-
-// LoadModelBlob's work, on `conn`.
-absl::StatusOr<std::string> LoadModelBlobOn(Connection& conn, int64_t version) {
-  RBMREC_STORE_ASSIGN_OR_RETURN(
-      sqlite3_stmt * stmt,
-      conn.Prepare("SELECT model FROM models WHERE version=?1"));
-  Stmt s(conn, stmt);
-  s.BindInt(1, version);
-  RBMREC_STORE_ASSIGN_OR_RETURN(bool row, s.Next());
-  if (!row) {
-    return absl::NotFoundError(absl::StrFormat("no model version %d", version));
-  }
-  const void* data = sqlite3_column_blob(stmt, 0);
-  const int n = sqlite3_column_bytes(stmt, 0);
-  if (data == nullptr || n <= 0) return std::string();
-  return std::string(static_cast<const char*>(data), static_cast<size_t>(n));
+  return snap.Take();
 }
 
 }  // namespace
@@ -836,8 +696,11 @@ absl::StatusOr<Stats> SqliteStore::GetStats() const {
     stats.model_versions = s.Int(3);
     if (!memory()) stats.database_file_bytes = s.Int(4) * s.Int(5);
   }
-  RBMREC_STORE_ASSIGN_OR_RETURN(stats.active_model_version,
-                                ReadActiveVersion(conn));
+  {
+    internal::SqliteModelSql sql(conn);
+    RBMREC_STORE_ASSIGN_OR_RETURN(stats.active_model_version,
+                                  internal::ActiveModelVersion(sql));
+  }
   RBMREC_STORE_RETURN_IF_ERROR(txn.Commit());
   if (!memory()) {
     std::error_code ec;
@@ -847,275 +710,6 @@ absl::StatusOr<Stats> SqliteStore::GetStats() const {
   stats.database_bytes = stats.database_file_bytes + stats.wal_bytes;
   stats.database_max_bytes = options_.max_bytes;
   return stats;
-}
-
-absl::StatusOr<int64_t> SqliteStore::InsertModel(const ModelInfo& meta,
-                                                 std::string_view blob,
-                                                 bool activate) {
-  RBMREC_STORE_RETURN_IF_ERROR(CheckWritable());
-  absl::MutexLock lock(&writer_.mu);
-  Connection& conn = *writer_.conn;
-  if (!meta.metrics_json.empty()) {
-    RBMREC_STORE_ASSIGN_OR_RETURN(bool ok,
-                                  IsJsonObject(conn, meta.metrics_json));
-    if (!ok) {
-      return absl::InvalidArgumentError("metrics_json is not a JSON object");
-    }
-  }
-  RBMREC_STORE_ASSIGN_OR_RETURN(
-      sqlite3_stmt * insert,
-      conn.Prepare("INSERT INTO models(created_unix_ms, kind, n_users, "
-                   "n_items, n_ratings, metrics, size_bytes, model) "
-                   "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"));
-  Txn txn(conn);
-  RBMREC_STORE_RETURN_IF_ERROR(txn.Begin(Txn::kWrite));
-  {
-    Stmt s(conn, insert);
-    s.BindInt(1,
-              meta.created_unix_ms != 0 ? meta.created_unix_ms : NowUnixMs());
-    s.BindText(2, meta.kind);
-    s.BindInt(3, meta.n_users);
-    s.BindInt(4, meta.n_items);
-    s.BindInt(5, meta.n_ratings);
-    s.BindTextOrNull(6, meta.metrics_json);
-    s.BindInt(7, static_cast<int64_t>(blob.size()));
-    s.BindBlob(8, blob);
-    RBMREC_STORE_RETURN_IF_ERROR(s.Run());
-  }
-  const int64_t version = sqlite3_last_insert_rowid(conn.db());
-  if (activate) {
-    RBMREC_STORE_RETURN_IF_ERROR(WriteActiveVersion(conn, version));
-  }
-  RBMREC_STORE_RETURN_IF_ERROR(txn.Commit());
-  return version;
-}
-
-absl::Status SqliteStore::ActivateModel(int64_t version) {
-  RBMREC_STORE_RETURN_IF_ERROR(CheckWritable());
-  absl::MutexLock lock(&writer_.mu);
-  Connection& conn = *writer_.conn;
-  RBMREC_STORE_ASSIGN_OR_RETURN(
-      sqlite3_stmt * exists,
-      conn.Prepare("SELECT 1 FROM models WHERE version=?1"));
-  Txn txn(conn);
-  RBMREC_STORE_RETURN_IF_ERROR(txn.Begin(Txn::kWrite));
-  {
-    Stmt s(conn, exists);
-    s.BindInt(1, version);
-    RBMREC_STORE_ASSIGN_OR_RETURN(bool row, s.Next());
-    if (!row) {
-      return absl::NotFoundError(
-          absl::StrFormat("no model version %d", version));
-    }
-  }
-  RBMREC_STORE_RETURN_IF_ERROR(WriteActiveVersion(conn, version));
-  return txn.Commit();
-}
-
-absl::StatusOr<std::vector<ModelInfo>> SqliteStore::ListModels() const {
-  absl::MutexLock lock(&reader_->mu);
-  Connection& conn = *reader_->conn;
-  RBMREC_STORE_ASSIGN_OR_RETURN(
-      sqlite3_stmt * stmt,
-      conn.Prepare("SELECT version, created_unix_ms, kind, n_users, n_items, "
-                   "n_ratings, metrics, size_bytes, pinned FROM models "
-                   "ORDER BY version DESC"));
-  Txn txn(conn);
-  RBMREC_STORE_RETURN_IF_ERROR(txn.Begin(Txn::kRead));
-  RBMREC_STORE_ASSIGN_OR_RETURN(std::optional<int64_t> active,
-                                ReadActiveVersion(conn));
-  std::vector<ModelInfo> out;
-  {
-    Stmt s(conn, stmt);
-    while (true) {
-      RBMREC_STORE_ASSIGN_OR_RETURN(bool row, s.Next());
-      if (!row) break;
-      ModelInfo m;
-      m.version = sqlite3_column_int64(stmt, 0);
-      m.created_unix_ms = sqlite3_column_int64(stmt, 1);
-      m.kind = std::string(ColumnText(stmt, 2));
-      m.n_users = sqlite3_column_int64(stmt, 3);
-      m.n_items = sqlite3_column_int64(stmt, 4);
-      m.n_ratings = sqlite3_column_int64(stmt, 5);
-      m.metrics_json = std::string(ColumnText(stmt, 6));
-      m.size_bytes = sqlite3_column_int64(stmt, 7);
-      m.pinned = sqlite3_column_int64(stmt, 8) != 0;
-      m.active = active.has_value() && *active == m.version;
-      out.push_back(std::move(m));
-    }
-  }
-  RBMREC_STORE_RETURN_IF_ERROR(txn.Commit());
-  return out;
-}
-
-absl::StatusOr<std::string> SqliteStore::LoadModelBlob(int64_t version) const {
-  if (memory()) {
-    absl::MutexLock lock(&writer_.mu);
-    return LoadModelBlobOn(*writer_.conn, version);
-  }
-  RBMREC_STORE_ASSIGN_OR_RETURN(std::unique_ptr<Connection> conn,
-                                OpenLongReader());
-  return LoadModelBlobOn(*conn, version);
-}
-
-absl::StatusOr<std::optional<int64_t>> SqliteStore::ActiveModelVersion() const {
-  absl::MutexLock lock(&reader_->mu);
-  return ReadActiveVersion(*reader_->conn);
-}
-
-absl::Status SqliteStore::PinModel(int64_t version, bool pinned) {
-  RBMREC_STORE_RETURN_IF_ERROR(CheckWritable());
-  absl::MutexLock lock(&writer_.mu);
-  Connection& conn = *writer_.conn;
-  RBMREC_STORE_ASSIGN_OR_RETURN(
-      sqlite3_stmt * update,
-      conn.Prepare("UPDATE models SET pinned=?2 WHERE version=?1"));
-  Txn txn(conn);
-  RBMREC_STORE_RETURN_IF_ERROR(txn.Begin(Txn::kWrite));
-  {
-    Stmt s(conn, update);
-    s.BindInt(1, version);
-    s.BindInt(2, pinned ? 1 : 0);
-    RBMREC_STORE_RETURN_IF_ERROR(s.Run());
-    if (sqlite3_changes(conn.db()) == 0) {
-      return absl::NotFoundError(
-          absl::StrFormat("no model version %d", version));
-    }
-  }
-  return txn.Commit();
-}
-
-absl::StatusOr<int64_t> SqliteStore::DeleteModel(int64_t version) {
-  RBMREC_STORE_RETURN_IF_ERROR(CheckWritable());
-  absl::MutexLock lock(&writer_.mu);
-  Connection& conn = *writer_.conn;
-  RBMREC_STORE_ASSIGN_OR_RETURN(
-      sqlite3_stmt * find,
-      conn.Prepare("SELECT size_bytes FROM models WHERE version=?1"));
-  Txn txn(conn);
-  RBMREC_STORE_RETURN_IF_ERROR(txn.Begin(Txn::kWrite));
-  int64_t size_bytes = 0;
-  {
-    Stmt s(conn, find);
-    s.BindInt(1, version);
-    RBMREC_STORE_ASSIGN_OR_RETURN(bool row, s.Next());
-    if (!row) {
-      return absl::NotFoundError(
-          absl::StrFormat("no model version %d", version));
-    }
-    size_bytes = s.Int(0);
-  }
-  RBMREC_STORE_ASSIGN_OR_RETURN(std::optional<int64_t> active,
-                                ReadActiveVersion(conn));
-  if (active == version) {
-    return absl::FailedPreconditionError(absl::StrFormat(
-        "model version %d is the active version; activate another version "
-        "before deleting it",
-        version));
-  }
-  RBMREC_STORE_RETURN_IF_ERROR(DeleteVersions(conn, {version}));
-  RBMREC_STORE_RETURN_IF_ERROR(txn.Commit());
-  // Best effort: the file shrinks once the WAL is checkpointed; a later
-  // (automatic) checkpoint completes what cannot be done now.
-  (void)internal::CheckpointPassive(conn);
-  return size_bytes;
-}
-
-absl::StatusOr<PruneResult> SqliteStore::PruneModels(
-    const RetentionPolicy& policy) {
-  RBMREC_STORE_RETURN_IF_ERROR(CheckWritable());
-  RBMREC_STORE_RETURN_IF_ERROR(internal::CheckRetentionPolicy(policy));
-  absl::MutexLock lock(&writer_.mu);
-  Connection& conn = *writer_.conn;
-  RBMREC_STORE_ASSIGN_OR_RETURN(
-      sqlite3_stmt * list,
-      conn.Prepare("SELECT version, kind, size_bytes, pinned FROM models "
-                   "ORDER BY version DESC"));
-  Txn txn(conn);
-  RBMREC_STORE_RETURN_IF_ERROR(txn.Begin(Txn::kWrite));
-  RBMREC_STORE_ASSIGN_OR_RETURN(std::optional<int64_t> active,
-                                ReadActiveVersion(conn));
-  internal::RetentionWalk walk(policy, active);
-  {
-    Stmt s(conn, list);
-    while (true) {
-      RBMREC_STORE_ASSIGN_OR_RETURN(bool row, s.Next());
-      if (!row) break;
-      walk.Visit(s.Int(0), s.Text(1), s.Int(2), s.Int(3) != 0);
-    }
-  }
-  const PruneResult& result = walk.result();
-  RBMREC_STORE_RETURN_IF_ERROR(DeleteVersions(conn, result.deleted_versions));
-  RBMREC_STORE_RETURN_IF_ERROR(txn.Commit());
-  if (!result.deleted_versions.empty()) {
-    // Best effort, as in DeleteModel.
-    (void)internal::CheckpointPassive(conn);
-  }
-  return result;
-}
-
-absl::StatusOr<std::vector<int64_t>> SqliteStore::ActivationHistory() const {
-  absl::MutexLock lock(&reader_->mu);
-  Connection& conn = *reader_->conn;
-  Txn txn(conn);
-  RBMREC_STORE_RETURN_IF_ERROR(txn.Begin(Txn::kRead));
-  RBMREC_STORE_ASSIGN_OR_RETURN(std::optional<std::string> history,
-                                ReadMeta(conn, kActivationHistoryKey));
-  RBMREC_STORE_ASSIGN_OR_RETURN(std::optional<int64_t> active,
-                                ReadActiveVersion(conn));
-  RBMREC_STORE_RETURN_IF_ERROR(txn.Commit());
-  std::vector<int64_t> out =
-      internal::ParseActivationHistory(history.value_or(""));
-  if (out.empty() && active.has_value()) out.push_back(*active);
-  return out;
-}
-
-absl::Status SqliteStore::ReplaceModelBlob(int64_t version,
-                                           std::string_view blob) {
-  RBMREC_STORE_RETURN_IF_ERROR(CheckWritable());
-  absl::MutexLock lock(&writer_.mu);
-  Connection& conn = *writer_.conn;
-  RBMREC_STORE_ASSIGN_OR_RETURN(
-      sqlite3_stmt * update,
-      conn.Prepare("UPDATE models SET model=?2, size_bytes=?3 "
-                   "WHERE version=?1"));
-  Txn txn(conn);
-  RBMREC_STORE_RETURN_IF_ERROR(txn.Begin(Txn::kWrite));
-  {
-    Stmt s(conn, update);
-    s.BindInt(1, version);
-    s.BindBlob(2, blob);
-    s.BindInt(3, static_cast<int64_t>(blob.size()));
-    RBMREC_STORE_RETURN_IF_ERROR(s.Run());
-    if (sqlite3_changes(conn.db()) == 0) {
-      return absl::NotFoundError(
-          absl::StrFormat("no model version %d", version));
-    }
-  }
-  return txn.Commit();
-}
-
-absl::StatusOr<std::string> SqliteStore::InitSetting(std::string_view key,
-                                                     std::string_view value) {
-  const std::string meta_key = absl::StrCat(kSettingPrefix, std::string(key));
-  if (options_.read_only) {
-    absl::MutexLock lock(&reader_->mu);
-    RBMREC_STORE_ASSIGN_OR_RETURN(std::optional<std::string> stored,
-                                  ReadMeta(*reader_->conn, meta_key));
-    return stored.value_or(std::string(value));
-  }
-  absl::MutexLock lock(&writer_.mu);
-  Connection& conn = *writer_.conn;
-  Txn txn(conn);
-  RBMREC_STORE_RETURN_IF_ERROR(txn.Begin(Txn::kWrite));
-  RBMREC_STORE_ASSIGN_OR_RETURN(std::optional<std::string> stored,
-                                ReadMeta(conn, meta_key));
-  if (!stored.has_value()) {
-    RBMREC_STORE_RETURN_IF_ERROR(WriteMeta(conn, meta_key, value));
-    stored = std::string(value);
-  }
-  RBMREC_STORE_RETURN_IF_ERROR(txn.Commit());
-  return *stored;
 }
 
 }  // namespace rbmrec::store

@@ -2,8 +2,10 @@
 #define RBMREC_STORE_SQLITE_STORE_H_
 
 // The SQLite implementation of Store (store/store.h): the embedded default.
-// Queries in sqlite_store.cc, schema and migrations in schema.cc, connections,
-// statements, transactions and error mapping in sqlite_db.cc.
+// Queries in sqlite_store.cc, the model versions' SQL in sqlite_models.cc
+// (their logic, shared with PostgreSQL, in model_versions.cc), schema and
+// migrations in schema.cc, connections, statements, transactions and error
+// mapping in sqlite_db.cc.
 //
 // Connections. A file database gets a write connection guarded by one mutex
 // (every write is serialized on it) and a read connection guarded by another

@@ -66,9 +66,9 @@
 namespace rbmrec::store {
 
 // The SQLite schema version this build creates and understands (PRAGMA
-// user_version). Version 1 files are migrated at Open. (PostgreSQL has its
+// user_version). Older files are migrated at Open. (PostgreSQL has its
 // own: kPostgresSchemaVersion in store/postgres_store.h.)
-inline constexpr int kSchemaVersion = 2;
+inline constexpr int kSchemaVersion = 3;
 
 // Ids (users and items) are at most this many bytes.
 inline constexpr size_t kMaxIdBytes = 256;
@@ -194,12 +194,22 @@ struct ModelInfo {
   int64_t n_users = 0;
   int64_t n_items = 0;
   int64_t n_ratings = 0;
-  std::string metrics_json;  // a JSON object, or empty
-  int64_t size_bytes = 0;    // size of the blob; set by InsertModel
-  bool active = false;       // whether this is the active version
-  bool pinned = false;       // never removed by PruneModels (see PinModel);
-                             // ignored by InsertModel (new versions are not
-                             // pinned)
+  // The training's metrics (0 when unknown, e.g. for online versions or
+  // training without validation): the validation RMSE of the stored model,
+  // the epochs trained and the training's wall time.
+  double validation_rmse = 0;
+  int32_t epochs = 0;
+  double train_seconds = 0;
+  // Any other facts as a JSON object, or empty (the online updater records
+  // the version it started from, {"base_version": N, ...}). Databases of
+  // older schemas kept all metrics here; their migration copied
+  // validation_rmse, epochs and train_seconds into the fields above.
+  std::string metrics_json;
+  int64_t size_bytes = 0;  // size of the blob; set by InsertModel
+  bool active = false;     // whether this is the active version
+  bool pinned = false;     // never removed by PruneModels (see PinModel);
+                           // ignored by InsertModel (new versions are not
+                           // pinned)
 };
 
 // Which model versions PruneModels keeps: the active version, every pinned

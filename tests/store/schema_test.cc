@@ -118,9 +118,10 @@ TEST(SchemaTest, MigratesAVersion1File) {
     EXPECT_EQ(raw.QueryText("SELECT group_concat(name, ',') FROM "
                             "pragma_table_info('models')"),
               "version,created_unix_ms,kind,n_users,n_items,n_ratings,"
-              "metrics,size_bytes,pinned,model");
+              "metrics,size_bytes,pinned,validation_rmse,epochs,"
+              "train_seconds,model");
     EXPECT_EQ(raw.QueryInt("SELECT count(*) FROM sqlite_schema "
-                           "WHERE name='models_v2'"),
+                           "WHERE name IN ('models_v2', 'models_v3')"),
               0);
     EXPECT_EQ(raw.QueryText("SELECT hex(model) FROM models WHERE version=2"),
               blob2);
@@ -171,6 +172,99 @@ TEST(SchemaTest, MigratesAVersion1File) {
   ASSERT_OK_AND_ASSIGN(store, Store::Open(path));
   ASSERT_OK_AND_ASSIGN(models, store->ListModels());
   EXPECT_EQ(models.size(), 3u);
+}
+
+// A version 2 database (the models table as builds with kSchemaVersion 2
+// created it: the training's metrics only in the metrics JSON) with model
+// versions 1..5, version 3 pinned, version 6 deleted.
+void WriteV2Database(const std::string& path) {
+  RawDb raw(path);
+  ASSERT_EQ(raw.Exec(kSchemaV1), SQLITE_OK);
+  ASSERT_EQ(raw.Exec(R"sql(
+DROP TABLE models;
+CREATE TABLE models(
+  version INTEGER PRIMARY KEY AUTOINCREMENT,
+  created_unix_ms INTEGER NOT NULL,
+  kind TEXT NOT NULL,
+  n_users INTEGER NOT NULL,
+  n_items INTEGER NOT NULL,
+  n_ratings INTEGER NOT NULL,
+  metrics TEXT,  -- a JSON object, or NULL
+  size_bytes INTEGER NOT NULL,
+  pinned INTEGER NOT NULL DEFAULT 0,  -- 1: never removed by retention
+  model BLOB NOT NULL
+);
+INSERT INTO models(created_unix_ms, kind, n_users, n_items, n_ratings,
+                   metrics, size_bytes, pinned, model) VALUES
+  (1001, 'full', 2, 2, 3, '{"validation_rmse":0.87654321012345678,'
+   || '"epochs":12,"train_seconds":3.250,"base_version":0}', 3, 0, 'ab1'),
+  (1002, 'online', 2, 2, 3, '{"validation_rmse":0,"epochs":0,'
+   || '"train_seconds":0,"base_version":1}', 3, 0, 'ab2'),
+  (1003, 'full', 2, 2, 3, NULL, 3, 1, 'ab3'),
+  (1004, 'full', 2, 2, 3, '{"rmse": 0.9}', 3, 0, 'ab4'),
+  (1005, 'full', 2, 2, 3, '{"validation_rmse":"0.5","epochs":7}', 3, 0, 'ab5'),
+  (1006, 'full', 2, 2, 3, NULL, 3, 0, 'ab6');
+DELETE FROM models WHERE version = 6;
+INSERT INTO meta VALUES('active_model_version', '1');
+PRAGMA user_version = 2;
+)sql"),
+            SQLITE_OK);
+}
+
+TEST(SchemaTest, MigratesTheMetricsOfAVersion2FileIntoColumns) {
+  ScratchDir dir;
+  const std::string path = dir.File("v2.db");
+  ASSERT_NO_FATAL_FAILURE(WriteV2Database(path));
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Store> store, Store::Open(path));
+  {
+    RawDb raw(path);
+    EXPECT_EQ(raw.QueryInt("PRAGMA user_version"), kSchemaVersion);
+    EXPECT_EQ(raw.QueryText("SELECT group_concat(name, ',') FROM "
+                            "pragma_table_info('models')"),
+              "version,created_unix_ms,kind,n_users,n_items,n_ratings,"
+              "metrics,size_bytes,pinned,validation_rmse,epochs,"
+              "train_seconds,model");
+    EXPECT_EQ(raw.QueryText("SELECT model FROM models WHERE version=5"), "ab5");
+    EXPECT_EQ(raw.QueryText("PRAGMA integrity_check"), "ok");
+  }
+  ASSERT_OK_AND_ASSIGN(std::vector<ModelInfo> models, store->ListModels());
+  ASSERT_EQ(models.size(), 5u);
+  // Newest first: versions 5..1.
+  const ModelInfo& v1 = models[4];
+  EXPECT_EQ(v1.version, 1);
+  EXPECT_TRUE(v1.active);
+  EXPECT_EQ(v1.validation_rmse, 0.87654321012345678);
+  EXPECT_EQ(v1.epochs, 12);
+  EXPECT_EQ(v1.train_seconds, 3.25);
+  EXPECT_EQ(v1.metrics_json,
+            R"({"validation_rmse":0.87654321012345678,"epochs":12,)"
+            R"("train_seconds":3.250,"base_version":0})");
+  EXPECT_EQ(models[3].kind, "online");
+  EXPECT_EQ(models[3].validation_rmse, 0);
+  EXPECT_EQ(models[3].epochs, 0);
+  EXPECT_TRUE(models[2].pinned);
+  EXPECT_EQ(models[2].validation_rmse, 0);  // no metrics
+  EXPECT_EQ(models[2].metrics_json, "");
+  EXPECT_EQ(models[1].validation_rmse, 0);  // other keys only
+  EXPECT_EQ(models[1].metrics_json, R"({"rmse": 0.9})");
+  EXPECT_EQ(models[0].validation_rmse, 0);  // not a number
+  EXPECT_EQ(models[0].epochs, 7);
+  // Deleted version 6 is not reused; new versions store the fields.
+  ModelInfo meta;
+  meta.kind = "full";
+  meta.validation_rmse = 0.91;
+  meta.epochs = 20;
+  meta.train_seconds = 1.5;
+  ASSERT_OK_AND_ASSIGN(int64_t v, store->InsertModel(meta, "new", false));
+  EXPECT_EQ(v, 7);
+  store.reset();
+  ASSERT_OK_AND_ASSIGN(store, Store::Open(path));
+  ASSERT_OK_AND_ASSIGN(models, store->ListModels());
+  ASSERT_EQ(models.size(), 6u);
+  EXPECT_EQ(models[0].validation_rmse, 0.91);
+  EXPECT_EQ(models[0].epochs, 20);
+  EXPECT_EQ(models[0].train_seconds, 1.5);
+  EXPECT_EQ(models[0].metrics_json, "");
 }
 
 // The one-time VACUUM that converts an existing file to incremental vacuum:

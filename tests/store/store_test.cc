@@ -10,20 +10,21 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
-#include <condition_variable>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <future>
 #include <limits>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "core/error_reason.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -449,6 +450,9 @@ TEST_P(StoreTest, Models) {
   meta.n_items = 20;
   meta.n_ratings = 30;
   meta.metrics_json = R"({"rmse": 0.9})";
+  meta.validation_rmse = 0.87654321012345678;
+  meta.epochs = 12;
+  meta.train_seconds = 3.25;
   const std::string blob1("\x00\x01\x02model-one\xff", 13);
   ASSERT_OK_AND_ASSIGN(int64_t v1, store_->InsertModel(meta, blob1, false));
   ASSERT_OK_AND_ASSIGN(std::optional<int64_t> active,
@@ -474,6 +478,9 @@ TEST_P(StoreTest, Models) {
   EXPECT_EQ(models[2].kind, "rbm");
   EXPECT_EQ(models[2].n_ratings, 30);
   EXPECT_EQ(models[2].metrics_json, R"({"rmse": 0.9})");
+  EXPECT_EQ(models[2].validation_rmse, 0.87654321012345678);
+  EXPECT_EQ(models[2].epochs, 12);
+  EXPECT_EQ(models[2].train_seconds, 3.25);
   EXPECT_GT(models[2].created_unix_ms, 1600000000000);
   EXPECT_EQ(models[1].created_unix_ms, 1234);
 
@@ -1296,18 +1303,18 @@ class PausingVfs {
 
   // The next read made by the calling thread pauses until Release().
   void ArmForThisThread() {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     armed_ = std::this_thread::get_id();
   }
   // Waits until the armed read has paused; false after `timeout`.
   bool WaitPaused(std::chrono::milliseconds timeout) {
-    std::unique_lock<std::mutex> lock(mu_);
-    return cv_.wait_for(lock, timeout, [this] { return paused_; });
+    absl::MutexLock lock(&mu_);
+    return mu_.AwaitWithTimeout(absl::Condition(&paused_),
+                                absl::FromChrono(timeout));
   }
   void Release() {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     released_ = true;
-    cv_.notify_all();
   }
 
  private:
@@ -1330,12 +1337,11 @@ class PausingVfs {
   }
 
   void MaybePause() {
-    std::unique_lock<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (armed_ != std::this_thread::get_id()) return;
     armed_ = std::thread::id();
     paused_ = true;
-    cv_.notify_all();
-    cv_.wait(lock, [this] { return released_; });
+    mu_.Await(absl::Condition(&released_));
   }
 
   static int Read(sqlite3_file* f, void* buf, int n, sqlite3_int64 off) {
@@ -1400,11 +1406,10 @@ class PausingVfs {
   static inline PausingVfs* instance_ = nullptr;
   sqlite3_vfs* real_ = nullptr;
   sqlite3_vfs vfs_{};
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::thread::id armed_;
-  bool paused_ = false;
-  bool released_ = false;
+  absl::Mutex mu_;
+  std::thread::id armed_ ABSL_GUARDED_BY(mu_);
+  bool paused_ ABSL_GUARDED_BY(mu_) = false;
+  bool released_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 // While a long read (ReadSnapshot, LoadModelBlob) is held in the middle of
@@ -1635,7 +1640,8 @@ TEST(PostgresStoreOpenTest, RedactUriHidesEveryFormOfPassword) {
 TEST(PostgresStoreOpenTest, UnreachableServerIsUnavailableAndHidesPassword) {
   // A socket directory that does not exist: no server to reach.
   auto store = Store::Open(
-      "postgresql://rbmrec:s3cret@/rbmrec?host=/nonexistent_rbmrec_dir&port=1");
+      "postgresql://rbmrec:s3cret@/rbmrec?host=/"
+      "nonexistent_rbmrec_dir&port=1");
   ASSERT_FALSE(store.ok());
   EXPECT_EQ(store.status().code(), absl::StatusCode::kUnavailable)
       << store.status();
@@ -1702,6 +1708,63 @@ TEST_F(PostgresStoreTest, NewerSchemaVersionIsRejected) {
   auto store = Store::Open(uri_);
   EXPECT_EQ(store.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(std::string(store.status().message()), HasSubstr("newer"));
+}
+
+// A version 1 database (made from a new one: version 1 is version 2 without
+// the metrics columns) whose metrics JSON is copied into the columns.
+TEST_F(PostgresStoreTest, MigratesTheMetricsOfAVersion1DatabaseIntoColumns) {
+  { ASSERT_OK(Store::Open(uri_).status()); }
+  {
+    RawPg raw(uri_);
+    ASSERT_TRUE(raw.ok());
+    ASSERT_EQ(raw.Exec(R"sql(
+ALTER TABLE models DROP COLUMN validation_rmse, DROP COLUMN epochs,
+  DROP COLUMN train_seconds;
+UPDATE schema_version SET version = 1;
+INSERT INTO models(created_unix_ms, kind, n_users, n_items, n_ratings,
+                   metrics, size_bytes, pinned, model) VALUES
+  (1001, 'full', 2, 2, 3, '{"validation_rmse":0.87654321012345678,'
+   || '"epochs":12,"train_seconds":3.250,"base_version":0}', 3, false, 'ab1'),
+  (1002, 'online', 2, 2, 3, '{"validation_rmse":0,"epochs":0,'
+   || '"train_seconds":0,"base_version":1}', 3, false, 'ab2'),
+  (1003, 'full', 2, 2, 3, NULL, 3, true, 'ab3'),
+  (1004, 'full', 2, 2, 3, '{"rmse": 0.9}', 3, false, 'ab4'),
+  (1005, 'full', 2, 2, 3, '{"validation_rmse":"0.5","epochs":7}', 3, false,
+   'ab5');
+INSERT INTO meta VALUES('active_model_version', '1');
+)sql"),
+              "");
+  }
+  // Read-only: not migrated, a clear error.
+  StoreOptions ro;
+  ro.read_only = true;
+  EXPECT_EQ(Store::Open(uri_, ro).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Store> store, Store::Open(uri_));
+  ASSERT_OK_AND_ASSIGN(std::vector<ModelInfo> models, store->ListModels());
+  ASSERT_EQ(models.size(), 5u);
+  const ModelInfo& v1 = models[4];
+  EXPECT_EQ(v1.version, 1);
+  EXPECT_TRUE(v1.active);
+  EXPECT_EQ(v1.validation_rmse, 0.87654321012345678);
+  EXPECT_EQ(v1.epochs, 12);
+  EXPECT_EQ(v1.train_seconds, 3.25);
+  EXPECT_THAT(v1.metrics_json, HasSubstr("\"base_version\":0"));
+  EXPECT_EQ(models[3].kind, "online");
+  EXPECT_EQ(models[3].validation_rmse, 0);
+  EXPECT_TRUE(models[2].pinned);
+  EXPECT_EQ(models[2].validation_rmse, 0);  // no metrics
+  EXPECT_EQ(models[1].validation_rmse, 0);  // other keys only
+  EXPECT_EQ(models[1].metrics_json, R"({"rmse": 0.9})");
+  EXPECT_EQ(models[0].validation_rmse, 0);  // not a number
+  EXPECT_EQ(models[0].epochs, 7);
+  ASSERT_OK_AND_ASSIGN(std::string blob, store->LoadModelBlob(5));
+  EXPECT_EQ(blob, "ab5");
+  // Reopening does not migrate again.
+  store.reset();
+  ASSERT_OK_AND_ASSIGN(store, Store::Open(uri_));
+  ASSERT_OK_AND_ASSIGN(models, store->ListModels());
+  EXPECT_EQ(models[4].epochs, 12);
 }
 
 TEST_F(PostgresStoreTest, ConcurrentOpensOfANewDatabaseCreateTheSchemaOnce) {
