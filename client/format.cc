@@ -826,6 +826,19 @@ class Int64Unquoter {
 
 }  // namespace
 
+Json JsonNumber(double value) {
+  if (!std::isfinite(value)) return Json(nullptr);
+  return Json(value);
+}
+
+Json ProtoJson(const google::protobuf::Message& message) {
+  return Json::parse(ProtoToJson(message));
+}
+
+std::string DumpJson(const Json& json) {
+  return json.dump(-1, ' ', false, Json::error_handler_t::replace);
+}
+
 std::string ProtoToJson(const google::protobuf::Message& message) {
   google::protobuf::util::JsonPrintOptions options;
   options.add_whitespace = false;

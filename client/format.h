@@ -14,6 +14,7 @@
 #include "absl/strings/string_view.h"
 #include "client/client.h"
 #include "google/protobuf/message.h"
+#include "nlohmann/json.hpp"
 #include "proto/health.pb.h"
 #include "proto/rbmrec.pb.h"
 
@@ -157,6 +158,19 @@ std::string FormatEvalMetrics(const EvalMetrics& metrics);
 
 // ---------------------------------------------------------------------------
 // JSON
+
+// The JSON documents the CLI prints that do not mirror one message (import
+// and evaluate summaries, error objects), built with nlohmann-json; keys stay
+// in insertion order. Messages inside them come from ProtoToJson (parsed
+// back with ProtoJson).
+using Json = nlohmann::ordered_json;
+// `value` as a JSON number; null when not finite.
+Json JsonNumber(double value);
+// A message as a Json value (ProtoToJson's output).
+Json ProtoJson(const google::protobuf::Message& message);
+// One line of compact JSON. Strings are written as UTF-8; bytes that are not
+// valid UTF-8 are replaced by U+FFFD.
+std::string DumpJson(const Json& json);
 
 // Writes compact JSON for the outputs that do not mirror one message (the
 // import and evaluate summaries, error objects); messages inside them are
