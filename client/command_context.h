@@ -83,23 +83,19 @@ class Context {
       err_ << "error: " << code << ": " << message << "\n";
     }
     if (json()) {
-      JsonWriter w;
-      w.BeginObject().Key("error").BeginObject();
-      w.Key("code").String(code.empty() ? "INVALID_ARGUMENT" : code);
-      w.Key("message").String(message);
-      w.Key("exit_code").Int(exit_code);
-      if (!details.reason.empty()) w.Key("reason").String(details.reason);
+      Json error = Json::object();
+      error["code"] = code.empty() ? "INVALID_ARGUMENT" : std::string(code);
+      error["message"] = std::string(message);
+      error["exit_code"] = exit_code;
+      if (!details.reason.empty()) error["reason"] = details.reason;
       if (details.import) {
-        if (details.committed.has_value()) {
-          w.Key("committed_rows").Int(details.committed->rows);
-          w.Key("committed_batches").Int(details.committed->batches);
-        } else {
-          w.Key("committed_rows").Raw("null");
-          w.Key("committed_batches").Raw("null");
-        }
+        const bool known = details.committed.has_value();
+        error["committed_rows"] =
+            known ? Json(details.committed->rows) : Json(nullptr);
+        error["committed_batches"] =
+            known ? Json(details.committed->batches) : Json(nullptr);
       }
-      w.EndObject().EndObject();
-      out_ << w.str() << "\n";
+      out_ << DumpJson(Json{{"error", std::move(error)}}) << "\n";
     }
     return exit_code;
   }

@@ -195,23 +195,21 @@ int RunEvaluate(Context& ctx) {
   }
 
   if (ctx.json()) {
-    JsonWriter w;
-    w.BeginObject();
-    w.Key("file").String(file);
-    w.Key("rmse").Double(metrics.rmse());
-    w.Key("mae").Double(metrics.mae());
-    w.Key("n").Int(metrics.n);
-    w.Key("n_fallback").Int(metrics.n_fallback);
-    w.Key("n_skipped").Int(metrics.n_skipped);
-    w.Key("n_skipped_no_ratings").Int(skipped_no_ratings);
-    w.Key("n_skipped_off_scale").Int(metrics.n_off_scale);
-    w.Key("users").Int(metrics.users);
-    w.Key("model_version").Int(metrics.model_version);
-    w.Key("method").String(method == v1::MEAN_FIELD ? "MEAN_FIELD" : "EXACT");
-    w.Key("lines_skipped").Int(read->skipped);
-    w.Key("seconds").Double(line.elapsed_seconds());
-    w.EndObject();
-    ctx.out() << w.str() << "\n";
+    Json j = Json::object();
+    j["file"] = file;
+    j["rmse"] = JsonNumber(metrics.rmse());
+    j["mae"] = JsonNumber(metrics.mae());
+    j["n"] = metrics.n;
+    j["n_fallback"] = metrics.n_fallback;
+    j["n_skipped"] = metrics.n_skipped;
+    j["n_skipped_no_ratings"] = skipped_no_ratings;
+    j["n_skipped_off_scale"] = metrics.n_off_scale;
+    j["users"] = metrics.users;
+    j["model_version"] = metrics.model_version;
+    j["method"] = method == v1::MEAN_FIELD ? "MEAN_FIELD" : "EXACT";
+    j["lines_skipped"] = read->skipped;
+    j["seconds"] = JsonNumber(line.elapsed_seconds());
+    ctx.out() << DumpJson(j) << "\n";
   } else {
     ctx.out() << FormatEvalMetrics(metrics);
   }

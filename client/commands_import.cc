@@ -344,14 +344,12 @@ int RunItemsImport(Context& ctx) {
   }
   const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
   if (ctx.json()) {
-    JsonWriter w;
-    w.BeginObject();
-    w.Key("file").String(file);
-    w.Key("items_read").Int(static_cast<int64_t>(items->size()));
-    w.Key("stored").Int(stored);
-    w.Key("seconds").Double(seconds);
-    w.EndObject();
-    ctx.out() << w.str() << "\n";
+    Json j = Json::object();
+    j["file"] = file;
+    j["items_read"] = static_cast<int64_t>(items->size());
+    j["stored"] = stored;
+    j["seconds"] = JsonNumber(seconds);
+    ctx.out() << DumpJson(j) << "\n";
   } else {
     ctx.out() << "stored " << FormatCount(stored) << " items from "
               << TerminalSafe(file) << " in " << FormatDuration(seconds)

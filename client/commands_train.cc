@@ -5,8 +5,8 @@
 
 #include <atomic>
 #include <mutex>
-#include <thread>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -143,14 +143,12 @@ int RunTrain(Context& ctx) {
 
   const bool succeeded = last->state() == v1::TrainProgress::SUCCEEDED;
   if (json) {
-    JsonWriter w;
-    w.BeginObject();
-    w.Key("result").Raw(ProtoToJson(*last));
-    w.Key("progress").BeginArray();
-    for (const auto& p : history) w.Raw(ProtoToJson(p));
-    w.EndArray();
-    w.EndObject();
-    ctx.out() << w.str() << "\n";
+    Json progress = Json::array();
+    for (const auto& p : history) progress.push_back(ProtoJson(p));
+    Json j = Json::object();
+    j["result"] = ProtoJson(*last);
+    j["progress"] = std::move(progress);
+    ctx.out() << DumpJson(j) << "\n";
   } else {
     ctx.out() << FormatTrainResult(*last);
   }
