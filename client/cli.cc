@@ -121,40 +121,36 @@ void AddFlags(const std::vector<FlagSpec>& flags, AppNode* node) {
   }
 }
 
-}  // namespace
-
-absl::StatusOr<ParsedArgs> ParseArgs(const std::vector<std::string>& args,
-                                     absl::string_view server_env) {
-  ParsedArgs out;
-  // Arguments after "--" are positional (handled here, not by CLI11).
+// The arguments as CLI11 is given them: those before "--" (the ones after
+// it are positional, in `after`); "help" as the first command word sets
+// `help`; "-n=7" becomes "-n 7" and "--name=" "--name ''"; "--lenient=x" is
+// an error (CLI11 would read x as a boolean).
+absl::Status PrepareArgs(const std::vector<std::string>& args, bool* help,
+                         std::vector<std::string>* prepared,
+                         std::vector<std::string>* after) {
   std::vector<std::string> before;
-  std::vector<std::string> after;
   bool dashdash = false;
   for (const std::string& arg : args) {
     if (dashdash) {
-      after.push_back(arg);
+      after->push_back(arg);
     } else if (arg == "--") {
       dashdash = true;
     } else {
       before.push_back(arg);
     }
   }
-  // "help" as the first command word; "-n=7" as "-n 7" and "--name=" as
-  // "--name ''"; "--lenient=x" is an error (CLI11 would read x as a
-  // boolean).
-  std::vector<std::string> prepared;
   bool seen_word = false;
   for (size_t i = 0; i < before.size(); ++i) {
     const std::string& arg = before[i];
     absl::string_view name;
     bool is_short = false;
     if (!SplitFlag(arg, &name, &is_short)) {
-      if (!seen_word && arg == "help" && !out.help) {
-        out.help = true;
+      if (!seen_word && arg == "help" && !*help) {
+        *help = true;
         continue;
       }
       seen_word = true;
-      prepared.push_back(arg);
+      prepared->push_back(arg);
       continue;
     }
     const FlagSpec* spec = AnyFlag(name, is_short);
@@ -165,27 +161,30 @@ absl::StatusOr<ParsedArgs> ParseArgs(const std::vector<std::string>& args,
           absl::StrCat(arg.substr(0, eq), " takes no value"));
     }
     if (eq != std::string::npos) {  // "--name=value" as "--name value"
-      prepared.push_back(arg.substr(0, eq));
-      prepared.push_back(arg.substr(eq + 1));
+      prepared->push_back(arg.substr(0, eq));
+      prepared->push_back(arg.substr(eq + 1));
       continue;
     }
-    prepared.push_back(arg);
+    prepared->push_back(arg);
     // The value of a value flag is not a command word.
     if (spec != nullptr && spec->kind != FlagKind::kBool &&
-        eq == std::string::npos && i + 1 < before.size()) {
-      prepared.push_back(before[++i]);
+        i + 1 < before.size()) {
+      prepared->push_back(before[++i]);
     }
   }
+  return absl::OkStatus();
+}
 
-  // The CLI11 app tree: the root holds the global flags; each command word
-  // path is a subcommand; unknown arguments fall through to the root and
-  // are reported below. At most one subcommand per level, so a later word
-  // that names a command elsewhere is a positional argument.
-  CLI::App root("rbmrec");
+// The CLI11 app tree: the root holds the global flags; each command word
+// path is a subcommand; unknown arguments fall through to the root and are
+// reported by CheckExtras. At most one subcommand per level, so a later word
+// that names a command elsewhere is a positional argument.
+using AppTree = std::map<std::vector<std::string>, AppNode>;
+
+void BuildAppTree(CLI::App& root, AppTree& nodes) {
   root.set_help_flag();
   root.allow_extras(true);
   root.require_subcommand(0, 1);
-  std::map<std::vector<std::string>, AppNode> nodes;
   AppNode& top = nodes[{}];
   top.app = &root;
   AddFlags(GlobalFlags(), &top);
@@ -209,7 +208,12 @@ absl::StatusOr<ParsedArgs> ParseArgs(const std::vector<std::string>& args,
       }
     }
   }
+}
 
+// Runs CLI11 (its exceptions stay here) and returns the words of the command
+// it found.
+absl::StatusOr<std::vector<std::string>> RunCli11(
+    CLI::App& root, const std::vector<std::string>& prepared) {
   std::vector<std::string> reversed(prepared.rbegin(), prepared.rend());
   try {
     root.parse(reversed);
@@ -229,7 +233,6 @@ absl::StatusOr<ParsedArgs> ParseArgs(const std::vector<std::string>& args,
   } catch (const CLI::ParseError& e) {
     return absl::InvalidArgumentError(e.what());
   }
-
   // The command: the chain of parsed subcommands.
   std::vector<std::string> words;
   const CLI::App* app = &root;
@@ -239,43 +242,47 @@ absl::StatusOr<ParsedArgs> ParseArgs(const std::vector<std::string>& args,
     app = subs.front();
     words.push_back(app->get_name());
   }
-  const AppNode& node = nodes.at(words);
-  out.command = node.command;
-  if (out.command == nullptr && !words.empty()) out.group = words;
-  out.positional = node.positional;
-  for (const std::string& arg : after) out.positional.push_back(arg);
+  return words;
+}
 
-  // Arguments nobody took: unknown flags or command words, reported in
-  // command-line order.
+// Arguments nobody took: unknown flags or command words, reported in
+// command-line order.
+absl::Status CheckExtras(const CLI::App& root,
+                         const std::vector<std::string>& prepared,
+                         const std::vector<std::string>& words,
+                         const CommandSpec* command) {
   const std::vector<std::string> extras = root.remaining(true);
-  if (!extras.empty()) {
-    const std::string& arg = extras.front();
-    absl::string_view name;
-    bool is_short = false;
-    if (SplitFlag(arg, &name, &is_short)) {
-      const std::string shown = absl::StrCat(is_short ? "-" : "--", name);
-      const bool before_command =
-          words.empty() ||
-          std::find(prepared.begin(), prepared.end(), arg) <
-              std::find(prepared.begin(), prepared.end(), words.front());
-      if (out.command != nullptr && !before_command) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("unknown flag ", shown, " for 'rbmrec ",
-                         Joined(out.command->path), "'"));
-      }
+  if (extras.empty()) return absl::OkStatus();
+  const std::string& arg = extras.front();
+  absl::string_view name;
+  bool is_short = false;
+  if (SplitFlag(arg, &name, &is_short)) {
+    const std::string shown = absl::StrCat(is_short ? "-" : "--", name);
+    const bool before_command =
+        words.empty() ||
+        std::find(prepared.begin(), prepared.end(), arg) <
+            std::find(prepared.begin(), prepared.end(), words.front());
+    if (command != nullptr && !before_command) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "unknown flag ", shown,
-          before_command ? " (command flags go after the command)" : ""));
+          "unknown flag ", shown, " for 'rbmrec ", Joined(command->path), "'"));
     }
-    if (words.empty()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("unknown command '", arg, "'"));
-    }
-    return absl::InvalidArgumentError(
-        absl::StrCat("unknown command '", Joined(words), " ", arg, "'"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "unknown flag ", shown,
+        before_command ? " (command flags go after the command)" : ""));
   }
+  if (words.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown command '", arg, "'"));
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown command '", Joined(words), " ", arg, "'"));
+}
 
-  // Flag values of the global flags and of every app on the command's path.
+// Flag values of the global flags and of every app on the command's path,
+// into `out->flags`.
+absl::Status CollectFlags(const AppTree& nodes,
+                          const std::vector<std::string>& words,
+                          ParsedArgs* out) {
   for (size_t depth = 0; depth <= words.size(); ++depth) {
     const AppNode& n = nodes.at(
         std::vector<std::string>(words.begin(), words.begin() + depth));
@@ -287,35 +294,35 @@ absl::StatusOr<ParsedArgs> ParseArgs(const std::vector<std::string>& args,
         return absl::InvalidArgumentError(
             absl::StrCat("--", name, " given more than once"));
       }
-      std::vector<std::string>& dest = out.flags[name];
+      std::vector<std::string>& dest = out->flags[name];
       dest.insert(dest.end(), values.begin(), values.end());
     }
     for (const auto& [name, count] : n.counts) {
-      for (int64_t i = 0; i < count; ++i) out.flags[name].push_back("true");
+      for (int64_t i = 0; i < count; ++i) out->flags[name].push_back("true");
     }
   }
+  return absl::OkStatus();
+}
 
-  if (out.Has("help")) out.help = true;
-
-  // Global flags.
-  out.global.json = out.Has("json");
-  out.global.server =
-      out.Get("server", server_env.empty() ? kDefaultServer : server_env);
-  if (out.global.server.empty()) {
+// out->global from the flags (and $RBMREC_SERVER).
+absl::Status ApplyGlobalFlags(absl::string_view server_env, ParsedArgs* out) {
+  out->global.json = out->Has("json");
+  out->global.server =
+      out->Get("server", server_env.empty() ? kDefaultServer : server_env);
+  if (out->global.server.empty()) {
     return absl::InvalidArgumentError("--server: must not be empty");
   }
-  if (out.Has("timeout")) {
-    absl::StatusOr<double> timeout =
-        ParseDouble(out.Get("timeout", ""), "--timeout");
+  if (out->Has("timeout")) {
+    const std::string text = out->Get("timeout", "");
+    absl::StatusOr<double> timeout = ParseDouble(text, "--timeout");
     if (!timeout.ok()) return timeout.status();
     if (!(*timeout > 0) || !std::isfinite(*timeout)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--timeout: must be a positive number of seconds, got '",
-                       out.Get("timeout", ""), "'"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--timeout: must be a positive number of seconds, got '", text, "'"));
     }
-    out.global.timeout_seconds = *timeout;
+    out->global.timeout_seconds = *timeout;
   }
-  SecuritySettings& security = out.global.security;
+  SecuritySettings& security = out->global.security;
   const std::pair<const char*, std::optional<std::string>*> security_flags[] = {
       {"tls-ca", &security.tls_ca},
       {"tls-cert", &security.tls_cert},
@@ -323,23 +330,24 @@ absl::StatusOr<ParsedArgs> ParseArgs(const std::vector<std::string>& args,
       {"tls-server-name", &security.tls_server_name},
       {"token-file", &security.token_file}};
   for (const auto& [name, value] : security_flags) {
-    if (out.Has(name)) *value = out.Get(name, "");
+    if (out->Has(name)) *value = out->Get(name, "");
   }
-  if (out.help) return out;
+  return absl::OkStatus();
+}
 
+// A command (not a group alone) with as many arguments as it takes.
+absl::Status CheckCommandArgs(const ParsedArgs& out) {
   if (out.command == nullptr) {
-    if (!out.group.empty()) {
-      std::vector<std::string> subs;
-      for (const auto& c : Commands()) {
-        if (c.path.size() > out.group.size() && StartsWith(c.path, out.group)) {
-          subs.push_back(c.path[out.group.size()]);
-        }
+    if (out.group.empty()) return absl::InvalidArgumentError("missing command");
+    std::vector<std::string> subs;
+    for (const auto& c : Commands()) {
+      if (c.path.size() > out.group.size() && StartsWith(c.path, out.group)) {
+        subs.push_back(c.path[out.group.size()]);
       }
-      return absl::InvalidArgumentError(
-          absl::StrCat("'", Joined(out.group),
-                       "' needs a subcommand: ", absl::StrJoin(subs, ", ")));
     }
-    return absl::InvalidArgumentError("missing command");
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", Joined(out.group),
+                     "' needs a subcommand: ", absl::StrJoin(subs, ", ")));
   }
   const CommandSpec& c = *out.command;
   const int n = static_cast<int>(out.positional.size());
@@ -355,6 +363,39 @@ absl::StatusOr<ParsedArgs> ParseArgs(const std::vector<std::string>& args,
         absl::StrCat("'rbmrec ", Joined(c.path), "': unexpected argument '",
                      out.positional[static_cast<size_t>(c.max_args)], "'"));
   }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<ParsedArgs> ParseArgs(const std::vector<std::string>& args,
+                                     absl::string_view server_env) {
+  ParsedArgs out;
+  std::vector<std::string> prepared;
+  std::vector<std::string> after;
+  if (absl::Status s = PrepareArgs(args, &out.help, &prepared, &after);
+      !s.ok()) {
+    return s;
+  }
+  CLI::App root("rbmrec");
+  AppTree nodes;
+  BuildAppTree(root, nodes);
+  absl::StatusOr<std::vector<std::string>> words = RunCli11(root, prepared);
+  if (!words.ok()) return words.status();
+  const AppNode& node = nodes.at(*words);
+  out.command = node.command;
+  if (out.command == nullptr && !words->empty()) out.group = *words;
+  out.positional = node.positional;
+  out.positional.insert(out.positional.end(), after.begin(), after.end());
+
+  for (absl::Status s : {CheckExtras(root, prepared, *words, out.command),
+                         CollectFlags(nodes, *words, &out)}) {
+    if (!s.ok()) return s;
+  }
+  if (out.Has("help")) out.help = true;
+  if (absl::Status s = ApplyGlobalFlags(server_env, &out); !s.ok()) return s;
+  if (out.help) return out;
+  if (absl::Status s = CheckCommandArgs(out); !s.ok()) return s;
   return out;
 }
 
