@@ -197,24 +197,39 @@ absl::Status MaybeBool(const ParsedArgs& args, absl::string_view name,
   return absl::OkStatus();
 }
 
-absl::Status AddRatingsAndModel(
-    const ParsedArgs& args,
-    google::protobuf::RepeatedPtrField<v1::ItemRating>* ratings,
-    int64_t* model_version, v1::Method* method) {
+// The USER argument (the first positional) of predict and recommend.
+template <typename Request>
+absl::Status SetUser(const ParsedArgs& args, absl::string_view command,
+                     Request* request) {
+  if (args.positional.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("'rbmrec ", command, "': missing USER"));
+  }
+  absl::StatusOr<std::string> user = UserArgument(args.positional[0]);
+  if (!user.ok()) return user.status();
+  request->set_user_id(*std::move(user));
+  return absl::OkStatus();
+}
+
+// --rate, --model and --method of predict and recommend.
+template <typename Request>
+absl::Status SetRatingsAndModel(const ParsedArgs& args, Request* request) {
   for (const std::string& r : args.GetAll("rate")) {
     absl::StatusOr<v1::ItemRating> rating = ParseItemRating(r);
     if (!rating.ok()) return rating.status();
-    *ratings->Add() = *rating;
+    *request->add_ratings() = *rating;
   }
   absl::StatusOr<int64_t> model =
       GetInt(args, "model", 0, 1, std::numeric_limits<int64_t>::max());
   if (!model.ok()) return model.status();
-  *model_version = *model;
+  request->set_model_version(*model);
+  v1::Method method = v1::METHOD_UNSPECIFIED;
   if (args.Has("method")) {
     absl::StatusOr<v1::Method> m = ParseMethod(args.Get("method", ""));
     if (!m.ok()) return m.status();
-    *method = *m;
+    method = *m;
   }
+  request->set_method(method);
   return absl::OkStatus();
 }
 
@@ -270,38 +285,20 @@ absl::StatusOr<v1::TrainRequest> BuildTrainRequest(const ParsedArgs& args) {
 absl::StatusOr<v1::PredictRatingsRequest> BuildPredictRequest(
     const ParsedArgs& args) {
   v1::PredictRatingsRequest request;
-  if (args.positional.empty()) {
-    return absl::InvalidArgumentError("'rbmrec predict': missing USER");
-  }
-  absl::StatusOr<std::string> user = UserArgument(args.positional[0]);
-  if (!user.ok()) return user.status();
-  request.set_user_id(*std::move(user));
+  if (absl::Status s = SetUser(args, "predict", &request); !s.ok()) return s;
   for (size_t i = 1; i < args.positional.size(); ++i) {
     absl::StatusOr<std::string> item = IdArgument(args.positional[i], "ITEM");
     if (!item.ok()) return item.status();
     request.add_item_ids(*std::move(item));
   }
-  int64_t model = 0;
-  v1::Method method = v1::METHOD_UNSPECIFIED;
-  if (absl::Status s =
-          AddRatingsAndModel(args, request.mutable_ratings(), &model, &method);
-      !s.ok()) {
-    return s;
-  }
-  request.set_model_version(model);
-  request.set_method(method);
+  if (absl::Status s = SetRatingsAndModel(args, &request); !s.ok()) return s;
   return request;
 }
 
 absl::StatusOr<v1::RecommendRequest> BuildRecommendRequest(
     const ParsedArgs& args) {
   v1::RecommendRequest request;
-  if (args.positional.empty()) {
-    return absl::InvalidArgumentError("'rbmrec recommend': missing USER");
-  }
-  absl::StatusOr<std::string> user = UserArgument(args.positional[0]);
-  if (!user.ok()) return user.status();
-  request.set_user_id(*std::move(user));
+  if (absl::Status s = SetUser(args, "recommend", &request); !s.ok()) return s;
   absl::StatusOr<int64_t> n = GetInt(args, "n", 10, 1, kInt32Max);
   if (!n.ok()) return n.status();
   request.set_n(static_cast<int32_t>(*n));
@@ -325,15 +322,7 @@ absl::StatusOr<v1::RecommendRequest> BuildRecommendRequest(
     if (!threshold.ok()) return threshold.status();
     request.set_threshold(*threshold);
   }
-  int64_t model = 0;
-  v1::Method method = v1::METHOD_UNSPECIFIED;
-  if (absl::Status s =
-          AddRatingsAndModel(args, request.mutable_ratings(), &model, &method);
-      !s.ok()) {
-    return s;
-  }
-  request.set_model_version(model);
-  request.set_method(method);
+  if (absl::Status s = SetRatingsAndModel(args, &request); !s.ok()) return s;
   return request;
 }
 

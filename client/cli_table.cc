@@ -51,8 +51,8 @@ FlagSpec RateFlag() {
                   "anonymous user '-'");
 }
 
-std::vector<CommandSpec> MakeCommands() {
-  std::vector<CommandSpec> c;
+// Commands that load data: import, items import.
+void AddImportCommands(std::vector<CommandSpec>& c) {
   c.push_back(CommandSpec{
       {"import"},
       "FILE",
@@ -86,6 +86,10 @@ std::vector<CommandSpec> MakeCommands() {
       "content) and stores them on the server, so answers show titles. "
       "Genres are stored as the attribute \"genres\".",
       {Value("batch", "N", "items per request (default 5000)")}});
+}
+
+// Commands that train and use a model: train, predict, recommend, evaluate.
+void AddModelUseCommands(std::vector<CommandSpec>& c) {
   c.push_back(CommandSpec{
       {"train"},
       "",
@@ -174,6 +178,10 @@ std::vector<CommandSpec> MakeCommands() {
        Value("batch", "N",
              "items per request (default 1000; lowered to the server's "
              "--max-predict-items when that is smaller)")}});
+}
+
+// The stored model versions: models and its subcommands.
+void AddModelsCommands(std::vector<CommandSpec>& c) {
   c.push_back(CommandSpec{{"models"},
                           "",
                           0,
@@ -231,6 +239,10 @@ std::vector<CommandSpec> MakeCommands() {
       "the server's --keep-full-models / --keep-online-models).",
       {Value("keep-full", "N", "full (trained) versions to keep, >= 0"),
        Value("keep-online", "N", "online versions to keep, >= 0")}});
+}
+
+// Server state and erasure: stats, health, delete-user, delete-ratings.
+void AddServerCommands(std::vector<CommandSpec>& c) {
   c.push_back(CommandSpec{{"stats"},
                           "",
                           0,
@@ -268,6 +280,15 @@ std::vector<CommandSpec> MakeCommands() {
                           "the user has not rated are ignored. A USER with "
                           "no stored ratings is NOT_FOUND (exit 2).",
                           {}});
+}
+
+// Every command, in the order of the top-level usage text.
+std::vector<CommandSpec> MakeCommands() {
+  std::vector<CommandSpec> c;
+  AddImportCommands(c);
+  AddModelUseCommands(c);
+  AddModelsCommands(c);
+  AddServerCommands(c);
   return c;
 }
 
