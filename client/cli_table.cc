@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/cli.h"
+#include "client/command_context.h"
 
 namespace rbmrec::client {
 namespace {
@@ -75,7 +76,8 @@ void AddImportCommands(std::vector<CommandSpec>& c) {
              "the server's --max-message-mb (the error says how far)"),
        Bool("lenient", "skip malformed lines instead of failing"),
        Bool("allow-rejected",
-            "exit 0 even when the server rejected rows (default: exit 3)")}});
+            "exit 0 even when the server rejected rows (default: exit 3)")},
+      RunImport});
   c.push_back(CommandSpec{
       {"items", "import"},
       "FILE",
@@ -85,7 +87,8 @@ void AddImportCommands(std::vector<CommandSpec>& c) {
       "Reads item ids, titles and genres from FILE (format detected from the "
       "content) and stores them on the server, so answers show titles. "
       "Genres are stored as the attribute \"genres\".",
-      {Value("batch", "N", "items per request (default 5000)")}});
+      {Value("batch", "N", "items per request (default 5000)")},
+      RunItemsImport});
 }
 
 // Commands that train and use a model: train, predict, recommend, evaluate.
@@ -127,7 +130,8 @@ void AddModelUseCommands(std::vector<CommandSpec>& c) {
              "whether the new model becomes active: always, only if its "
              "validation RMSE is not worse than the active model's "
              "(if-better), or never (activate later with 'models "
-             "activate'); default: the server's --activate")}});
+             "activate'); default: the server's --activate")},
+      RunTrain});
   c.push_back(CommandSpec{
       {"predict"},
       "USER ITEM...",
@@ -137,7 +141,8 @@ void AddModelUseCommands(std::vector<CommandSpec>& c) {
       "Prints, for each ITEM, the probability of each rating value as a bar "
       "chart, and the expected rating. USER '-' is an anonymous user "
       "described only by --rate.",
-      {MethodFlag(), RateFlag(), ModelFlag()}});
+      {MethodFlag(), RateFlag(), ModelFlag()},
+      RunPredict});
   c.push_back(CommandSpec{
       {"recommend"},
       "USER",
@@ -159,7 +164,8 @@ void AddModelUseCommands(std::vector<CommandSpec>& c) {
              "(default: the server's, the first value at or above the mean "
              "rating); without --by, the server's default ranking with this "
              "threshold"),
-       MethodFlag(), RateFlag(), ModelFlag()}});
+       MethodFlag(), RateFlag(), ModelFlag()},
+      RunRecommend});
   c.push_back(CommandSpec{
       {"evaluate"},
       "FILE",
@@ -177,7 +183,8 @@ void AddModelUseCommands(std::vector<CommandSpec>& c) {
        MethodFlag(), ModelFlag(),
        Value("batch", "N",
              "items per request (default 1000; lowered to the server's "
-             "--max-predict-items when that is smaller)")}});
+             "--max-predict-items when that is smaller)")},
+      RunEvaluate});
 }
 
 // The stored model versions: models and its subcommands.
@@ -194,7 +201,8 @@ void AddModelsCommands(std::vector<CommandSpec>& c) {
                           "found; --verify checks every one).",
                           {Bool("verify",
                                 "read every stored version and check its "
-                                "checksum (about 1 s per GB)")}});
+                                "checksum (about 1 s per GB)")},
+                          RunModels});
   c.push_back(CommandSpec{{"models", "activate"},
                           "VERSION",
                           1,
@@ -202,7 +210,8 @@ void AddModelsCommands(std::vector<CommandSpec>& c) {
                           "make a stored model version the active one",
                           "Makes VERSION the model that answers requests "
                           "(e.g. to roll back).",
-                          {}});
+                          {},
+                          RunModelsActivate});
   c.push_back(CommandSpec{
       {"models", "delete"},
       "VERSION",
@@ -211,7 +220,8 @@ void AddModelsCommands(std::vector<CommandSpec>& c) {
       "delete a stored model version",
       "Deletes VERSION and gives its space back. The active version cannot "
       "be deleted; a pinned one only with --force.",
-      {Bool("force", "delete the version even when it is pinned")}});
+      {Bool("force", "delete the version even when it is pinned")},
+      RunModelsDelete});
   c.push_back(CommandSpec{{"models", "pin"},
                           "VERSION",
                           1,
@@ -219,14 +229,16 @@ void AddModelsCommands(std::vector<CommandSpec>& c) {
                           "keep a model version through retention",
                           "Pins VERSION: the retention policy (and 'models "
                           "prune') never removes it.",
-                          {}});
+                          {},
+                          RunModelsPinTrue});
   c.push_back(CommandSpec{{"models", "unpin"},
                           "VERSION",
                           1,
                           1,
                           "let retention remove a model version again",
                           "Unpins VERSION.",
-                          {}});
+                          {},
+                          RunModelsPinFalse});
   c.push_back(CommandSpec{
       {"models", "prune"},
       "",
@@ -238,7 +250,8 @@ void AddModelsCommands(std::vector<CommandSpec>& c) {
       "\"full\" and the newest --keep-online \"online\" versions (default: "
       "the server's --keep-full-models / --keep-online-models).",
       {Value("keep-full", "N", "full (trained) versions to keep, >= 0"),
-       Value("keep-online", "N", "online versions to keep, >= 0")}});
+       Value("keep-online", "N", "online versions to keep, >= 0")},
+      RunModelsPrune});
 }
 
 // Server state and erasure: stats, health, delete-user, delete-ratings.
@@ -254,7 +267,8 @@ void AddServerCommands(std::vector<CommandSpec>& c) {
                           "the database file (against the server's "
                           "--db-max-mb, which limits the file only) and its "
                           "write-ahead log apart.",
-                          {}});
+                          {},
+                          RunStats});
   c.push_back(CommandSpec{{"health"},
                           "[SERVICE]",
                           0,
@@ -263,14 +277,16 @@ void AddServerCommands(std::vector<CommandSpec>& c) {
                           "Calls the standard grpc.health.v1 Check for "
                           "SERVICE (default: the whole server). Exits 0 when "
                           "SERVING, 2 otherwise.",
-                          {}});
+                          {},
+                          RunHealth});
   c.push_back(CommandSpec{{"delete-user"},
                           "USER",
                           1,
                           1,
                           "delete every rating of a user",
                           "Deletes every stored rating of USER.",
-                          {}});
+                          {},
+                          RunDeleteUser});
   c.push_back(CommandSpec{{"delete-ratings"},
                           "USER ITEM...",
                           2,
@@ -279,7 +295,8 @@ void AddServerCommands(std::vector<CommandSpec>& c) {
                           "Deletes USER's ratings of the given items; items "
                           "the user has not rated are ignored. A USER with "
                           "no stored ratings is NOT_FOUND (exit 2).",
-                          {}});
+                          {},
+                          RunDeleteRatings});
 }
 
 // Every command, in the order of the top-level usage text.

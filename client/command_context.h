@@ -197,11 +197,14 @@ void PrintParseProblems(Context& ctx, const ReadResult& read);
 std::string NoRowsReason(const std::string& file, const ReadResult& read);
 
 // ---------------------------------------------------------------------------
-// The runners: each returns the exit code.
+// The runners of the command table (cli_table.cc): each returns the exit
+// code.
 
 int RunImport(Context& ctx);       // commands_import.cc
 int RunItemsImport(Context& ctx);  // commands_import.cc
 int RunTrain(Context& ctx);        // commands_train.cc
+int RunPredict(Context& ctx);      // commands.cc
+int RunRecommend(Context& ctx);    // commands.cc
 int RunEvaluate(Context& ctx);     // commands_evaluate.cc
 int RunModels(Context& ctx);       // commands_models.cc
 int RunModelsActivate(Context& ctx);

@@ -33,7 +33,6 @@
 #include "core/rating_scale.h"
 
 namespace rbmrec::client {
-namespace {
 
 // ---------------------------------------------------------------------------
 // predict, recommend
@@ -63,36 +62,6 @@ int RunRecommend(Context& ctx) {
                      ? std::string()
                      : FormatRecommendations(*response, *request, ctx.style()));
 }
-
-using Runner = int (*)(Context&);
-
-Runner FindRunner(const std::vector<std::string>& path) {
-  static const auto* const kRunners =
-      new std::vector<std::pair<std::vector<std::string>, Runner>>{
-          {{"import"}, RunImport},
-          {{"items", "import"}, RunItemsImport},
-          {{"train"}, RunTrain},
-          {{"predict"}, RunPredict},
-          {{"recommend"}, RunRecommend},
-          {{"evaluate"}, RunEvaluate},
-          {{"models"}, RunModels},
-          {{"models", "activate"}, RunModelsActivate},
-          {{"models", "delete"}, RunModelsDelete},
-          {{"models", "pin"}, RunModelsPinTrue},
-          {{"models", "unpin"}, RunModelsPinFalse},
-          {{"models", "prune"}, RunModelsPrune},
-          {{"stats"}, RunStats},
-          {{"health"}, RunHealth},
-          {{"delete-user"}, RunDeleteUser},
-          {{"delete-ratings"}, RunDeleteRatings},
-      };
-  for (const auto& [p, runner] : *kRunners) {
-    if (p == path) return runner;
-  }
-  return nullptr;
-}
-
-}  // namespace
 
 int64_t SourceLine(const std::vector<RawRating>& rows, int batch_size,
                    int64_t batch, int32_t row) {
@@ -139,7 +108,7 @@ int RunCli(const std::vector<std::string>& args, const Environment& env,
       TokenOverPlaintextWarning(parsed->global.server, *security);
   if (!warning.empty()) err << TerminalSafe(warning) << "\n";
   Context ctx(*parsed, env, out, err, *std::move(security));
-  Runner runner = FindRunner(parsed->command->path);
+  const CommandRunner runner = parsed->command->run;
   if (runner == nullptr) {
     return ctx.UsageError(absl::InvalidArgumentError(
         absl::StrCat("command '", absl::StrJoin(parsed->command->path, " "),
