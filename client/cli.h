@@ -16,7 +16,8 @@
 // description of the command line, each command declared once with its
 // runner: ParseArgs builds a CLI11 parser from it (cli.cc; CLI11's
 // exceptions stay inside ParseArgs), the help texts are generated from it
-// (cli_help.cc), and RunCli calls the parsed command's runner. Flag spellings shared with rbmrec-server and the bench tools:
+// (cli_help.cc), and RunCli calls the parsed command's runner. Flag spellings
+// shared with rbmrec-server and the bench tools:
 // --server, --json, --timeout, --hidden, --epochs, --batch-size,
 // --learning-rate (alias --lr), --seed, --threads.
 
