@@ -47,6 +47,7 @@
 #include "core/model_file.h"
 #include "core/readers.h"
 #include "core/rng.h"
+#include "nlohmann/json.hpp"
 
 namespace rbmrec {
 namespace {
@@ -196,73 +197,74 @@ double PeakRssMb() {
   return static_cast<double>(ru.ru_maxrss) / 1024.0;
 }
 
-std::string JsonEscape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      out += absl::StrFormat("\\u%04x", static_cast<int>(c));
-    } else {
-      out += c;
+// JSON output: nlohmann-json with keys in insertion order.
+using Json = nlohmann::ordered_json;
+
+// `x` rounded to `digits` decimals, as the JSON output has always given it
+// (NaN and infinities are written as null).
+double Fixed(double x, int digits) {
+  const double scale = std::pow(10.0, digits);
+  return std::isfinite(x) ? std::round(x * scale) / scale : x;
+}
+
+// `x` with the 6 significant digits of printf's %g, as the JSON output has
+// always given it (hyper-parameters stored as float read 0.05, not
+// 0.05000000074505806).
+double General(double x) {
+  return std::isfinite(x)
+             ? std::strtod(absl::StrFormat("%g", x).c_str(), nullptr)
+             : x;
+}
+
+// {"count": [...], "predicted": [...], "observed": [...]} of class k.
+Json ReliabilityClassJson(const Reliability& r, int k) {
+  Json count = Json::array(), predicted = Json::array(),
+       observed = Json::array();
+  for (int b = 0; b < r.bins; ++b) {
+    const ReliabilityBin& bin = r.at(k, b);
+    count.push_back(bin.count);
+    predicted.push_back(Fixed(bin.mean_p, 6));
+    observed.push_back(Fixed(bin.observed, 6));
+  }
+  return Json{
+      {"count", count}, {"predicted", predicted}, {"observed", observed}};
+}
+
+// The "reliability" object (see the top of this file).
+Json ReliabilityJson(const EvalMetrics& m, const RatingScale& scale) {
+  Json out = Json::object();
+  out["bins"] = m.reliability.bins;
+  Json values = Json::array();
+  for (int k = 0; k < m.reliability.K; ++k)
+    values.push_back(General(scale.Value(k)));
+  out["values"] = values;
+  for (const auto& [name, r] :
+       {std::pair<const char*, const Reliability*>{"model", &m.reliability},
+        {"hist", &m.hist_reliability}}) {
+    Json classes = Json::array();
+    for (int k = 0; k < r->K; ++k) {
+      classes.push_back(ReliabilityClassJson(*r, k));
     }
+    out[name] = classes;
   }
   return out;
 }
 
-// {"count": [...], "predicted": [...], "observed": [...]} of class k.
-std::string ReliabilityClassJson(const Reliability& r, int k) {
-  std::string count, predicted, observed;
-  for (int b = 0; b < r.bins; ++b) {
-    const ReliabilityBin& bin = r.at(k, b);
-    const char* sep = b > 0 ? ", " : "";
-    absl::StrAppendFormat(&count, "%s%d", sep, bin.count);
-    absl::StrAppendFormat(&predicted, "%s%.6f", sep, bin.mean_p);
-    absl::StrAppendFormat(&observed, "%s%.6f", sep, bin.observed);
-  }
-  return absl::StrCat("{\"count\": [", count, "], \"predicted\": [", predicted,
-                      "], \"observed\": [", observed, "]}");
-}
-
-// ", \"reliability\": {...}" (see the top of this file).
-std::string ReliabilityJson(const EvalMetrics& m, const RatingScale& scale) {
-  std::string out =
-      absl::StrFormat(", \"reliability\": {\"bins\": %d, ", m.reliability.bins);
-  out += "\"values\": [";
-  for (int k = 0; k < m.reliability.K; ++k) {
-    absl::StrAppendFormat(&out, "%s%g", k > 0 ? ", " : "", scale.Value(k));
-  }
-  out += "]";
-  for (const auto& [name, r] :
-       {std::pair<const char*, const Reliability*>{"model", &m.reliability},
-        {"hist", &m.hist_reliability}}) {
-    absl::StrAppendFormat(&out, ", \"%s\": [", name);
-    for (int k = 0; k < r->K; ++k) {
-      if (k > 0) out += ", ";
-      out += ReliabilityClassJson(*r, k);
+// The "topn_at" object (see the top of this file).
+Json TopNCurvesJson(const std::vector<TopNResult>& topn) {
+  Json out = Json::object();
+  for (const TopNResult& t : topn) {
+    Json precision = Json::array(), recall = Json::array(),
+         ndcg = Json::array();
+    for (const auto& at : t.at) {
+      precision.push_back(Fixed(at.precision, 6));
+      recall.push_back(Fixed(at.recall, 6));
+      ndcg.push_back(Fixed(at.ndcg, 6));
     }
-    out += "]";
+    out[t.name] =
+        Json{{"precision", precision}, {"recall", recall}, {"ndcg", ndcg}};
   }
-  return out + "}";
-}
-
-// ", \"topn_at\": {...}" (see the top of this file).
-std::string TopNCurvesJson(const std::vector<TopNResult>& topn) {
-  std::string out = ", \"topn_at\": {";
-  for (size_t w = 0; w < topn.size(); ++w) {
-    std::string precision, recall, ndcg;
-    for (size_t j = 0; j < topn[w].at.size(); ++j) {
-      const char* sep = j > 0 ? ", " : "";
-      absl::StrAppendFormat(&precision, "%s%.6f", sep, topn[w].at[j].precision);
-      absl::StrAppendFormat(&recall, "%s%.6f", sep, topn[w].at[j].recall);
-      absl::StrAppendFormat(&ndcg, "%s%.6f", sep, topn[w].at[j].ndcg);
-    }
-    absl::StrAppend(&out, w > 0 ? ", " : "", "\"", JsonEscape(topn[w].name),
-                    "\": {\"precision\": [", precision, "], \"recall\": [",
-                    recall, "], \"ndcg\": [", ndcg, "]}");
-  }
-  return out + "}";
+  return out;
 }
 
 int Fail(const absl::Status& s) {
@@ -416,24 +418,22 @@ int Run(int argc, char** argv) {
     topn = EvaluateTopN(*model, train_by_user, test, a.relevant, a.topn,
                         a.o.threads, &topn_users);
   }
-  std::string topn_json, topn_text;
+  Json topn_json = Json::object();
+  std::string topn_text;
   if (a.topn > 0) {
-    topn_json = absl::StrFormat(
-        ", \"topn\": {\"n\": %d, \"relevant\": %g, \"users\": %d", a.topn,
-        a.relevant, topn_users);
+    topn_json["n"] = a.topn;
+    topn_json["relevant"] = General(a.relevant);
+    topn_json["users"] = topn_users;
     for (const TopNResult& r : topn) {
-      absl::StrAppendFormat(&topn_json,
-                            ", \"%s\": {\"precision\": %.6f, \"recall\": "
-                            "%.6f, \"ndcg\": %.6f}",
-                            r.name, r.mean.precision, r.mean.recall,
-                            r.mean.ndcg);
+      topn_json[r.name] = Json{{"precision", Fixed(r.mean.precision, 6)},
+                               {"recall", Fixed(r.mean.recall, 6)},
+                               {"ndcg", Fixed(r.mean.ndcg, 6)}};
       absl::StrAppendFormat(&topn_text,
                             "\ntop %d (%d users, relevant >= %g) %-16s "
                             "precision %.4f  recall %.4f  ndcg %.4f",
                             a.topn, topn_users, a.relevant, r.name.c_str(),
                             r.mean.precision, r.mean.recall, r.mean.ndcg);
     }
-    topn_json += "}";
   }
   if (!a.save_model.empty()) {
     if (absl::Status s = SaveModelFile(*model, a.save_model); !s.ok()) {
@@ -443,14 +443,14 @@ int Run(int argc, char** argv) {
   const double rps =
       static_cast<double>(model->summary().rating_epochs) / train_seconds;
   // The rated RBM (p(rated) rankings), when trained.
-  std::string rated_json, rated_text;
+  Json rated_json;
+  std::string rated_text;
   if (model->HasRatedRbm()) {
     const TrainingSummary& sm = model->summary();
-    rated_json = absl::StrFormat(
-        ", \"rated\": {\"hidden\": %d, \"epochs_run\": %d, \"valid_ndcg\": "
-        "%.6f, \"seconds\": %.4f}",
-        model->rated_rbm().F, sm.rated_epochs, sm.rated_valid_ndcg,
-        sm.rated_seconds);
+    rated_json = Json{{"hidden", model->rated_rbm().F},
+                      {"epochs_run", sm.rated_epochs},
+                      {"valid_ndcg", Fixed(sm.rated_valid_ndcg, 6)},
+                      {"seconds", Fixed(sm.rated_seconds, 4)}};
     rated_text = absl::StrFormat(
         "\nrated RBM: hidden %d  epochs_run %d  valid_ndcg %.4f  seconds %.2f",
         model->rated_rbm().F, sm.rated_epochs, sm.rated_valid_ndcg,
@@ -462,43 +462,58 @@ int Run(int argc, char** argv) {
   }
   if (a.json) {
     const TrainOptions& o = model->options();  // with the size rule applied
-    std::printf(
-        "{\"rmse\": %.6f, \"mae\": %.6f, \"n_test\": %lld, \"n_fallback\": "
-        "%lld, \"epochs_run\": %d, \"best_epoch\": %d, \"valid_rmse\": %.6f, "
-        "\"train_seconds\": %.4f, \"train_ratings\": %lld, "
-        "\"train_ratings_per_second\": %.0f, \"peak_rss_mb\": %.1f, "
-        "\"scale\": \"%s\", \"params\": {\"hidden\": %d, \"epochs\": %d, "
-        "\"batch\": %d, \"lr\": %g, \"lr_decay\": %g, \"momentum\": %g, "
-        "\"weight_decay\": %g, \"init_std\": %g, \"ordinal\": %s, "
-        "\"factors\": %d, \"rated_factors\": %d, "
-        "\"cd_steps\": \"%s\", "
-        "\"per_item_normalize\": %s, \"validation\": %g, \"patience\": %d, "
-        "\"min_improvement\": %g, "
-        "\"average\": %g, \"ensemble\": %d, \"item_based\": %s, "
-        "\"user_weight\": %g, "
-        "\"user_weight_per_log_user\": %g, \"user_weight_per_log_item\": %g, "
-        "\"predict\": \"%s\", \"seed\": %llu, \"threads\": "
-        "%d}, \"nll\": %.6f, \"ece\": %.6f, \"hist_nll\": %.6f, "
-        "\"hist_ece\": %.6f%s%s%s%s}\n",
-        m.rmse, m.mae, static_cast<long long>(m.n),
-        static_cast<long long>(m.n_fallback), model->summary().epochs_run,
-        model->summary().best_epoch, model->summary().valid_rmse, train_seconds,
-        static_cast<long long>(model->summary().train_ratings), rps,
-        PeakRssMb(), JsonEscape(scale.ToString()).c_str(), o.hidden,
-        o.max_epochs, o.batch_size, o.learning_rate, o.lr_decay, o.momentum,
-        o.weight_decay, o.init_std, o.ordinal ? "true" : "false", o.factors,
-        o.rated_factors, JsonEscape(o.cd.ToString()).c_str(),
-        o.per_item_normalize ? "true" : "false", o.validation_fraction,
-        o.patience, o.min_improvement, o.average, o.ensemble,
-        o.item_based ? "true" : "false",
-        static_cast<double>(model->params().user_weight),
-        static_cast<double>(model->params().user_weight_per_log_user),
-        static_cast<double>(model->params().user_weight_per_log_item),
-        o.predict == PredictMethod::kExact ? "exact" : "meanfield",
-        static_cast<unsigned long long>(o.seed), o.threads, m.nll, m.ece,
-        m.hist_nll, m.hist_ece, rated_json.c_str(), topn_json.c_str(),
-        ReliabilityJson(m, scale).c_str(),
-        a.topn > 0 ? TopNCurvesJson(topn).c_str() : "");
+    const TrainingSummary& sm = model->summary();
+    Json j = Json::object();
+    j["rmse"] = Fixed(m.rmse, 6);
+    j["mae"] = Fixed(m.mae, 6);
+    j["n_test"] = m.n;
+    j["n_fallback"] = m.n_fallback;
+    j["epochs_run"] = sm.epochs_run;
+    j["best_epoch"] = sm.best_epoch;
+    j["valid_rmse"] = Fixed(sm.valid_rmse, 6);
+    j["train_seconds"] = Fixed(train_seconds, 4);
+    j["train_ratings"] = sm.train_ratings;
+    j["train_ratings_per_second"] = Fixed(rps, 0);
+    j["peak_rss_mb"] = Fixed(PeakRssMb(), 1);
+    j["scale"] = scale.ToString();
+    j["params"] = Json{
+        {"hidden", o.hidden},
+        {"epochs", o.max_epochs},
+        {"batch", o.batch_size},
+        {"lr", General(o.learning_rate)},
+        {"lr_decay", General(o.lr_decay)},
+        {"momentum", General(o.momentum)},
+        {"weight_decay", General(o.weight_decay)},
+        {"init_std", General(o.init_std)},
+        {"ordinal", o.ordinal},
+        {"factors", o.factors},
+        {"rated_factors", o.rated_factors},
+        {"cd_steps", o.cd.ToString()},
+        {"per_item_normalize", o.per_item_normalize},
+        {"validation", General(o.validation_fraction)},
+        {"patience", o.patience},
+        {"min_improvement", General(o.min_improvement)},
+        {"average", General(o.average)},
+        {"ensemble", o.ensemble},
+        {"item_based", o.item_based},
+        {"user_weight", General(model->params().user_weight)},
+        {"user_weight_per_log_user",
+         General(model->params().user_weight_per_log_user)},
+        {"user_weight_per_log_item",
+         General(model->params().user_weight_per_log_item)},
+        {"predict", o.predict == PredictMethod::kExact ? "exact" : "meanfield"},
+        {"seed", o.seed},
+        {"threads", o.threads}};
+    j["nll"] = Fixed(m.nll, 6);
+    j["ece"] = Fixed(m.ece, 6);
+    j["hist_nll"] = Fixed(m.hist_nll, 6);
+    j["hist_ece"] = Fixed(m.hist_ece, 6);
+    if (!rated_json.is_null()) j["rated"] = rated_json;
+    if (a.topn > 0) j["topn"] = topn_json;
+    j["reliability"] = ReliabilityJson(m, scale);
+    if (a.topn > 0) j["topn_at"] = TopNCurvesJson(topn);
+    std::printf("%s\n",
+                j.dump(-1, ' ', false, Json::error_handler_t::replace).c_str());
   } else {
     std::printf(
         "rmse %.4f  mae %.4f  n_test %lld  n_fallback %lld  epochs_run %d  "

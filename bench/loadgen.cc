@@ -53,6 +53,7 @@
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/support/channel_arguments.h"
+#include "nlohmann/json.hpp"
 #include "proto/health.grpc.pb.h"
 #include "proto/rbmrec.grpc.pb.h"
 
@@ -459,37 +460,41 @@ std::string ErrorsText(const Summary& s) {
   return out + ")";
 }
 
-std::string JsonString(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      absl::StrAppendFormat(&out, "\\u%04x", c);
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
+// JSON output: nlohmann-json with keys in insertion order.
+using Json = nlohmann::ordered_json;
+
+// `x` rounded to `digits` decimals, as the JSON output has always given it.
+double Fixed(double x, int digits) {
+  const double scale = std::pow(10.0, digits);
+  return std::isfinite(x) ? std::round(x * scale) / scale : x;
 }
 
-std::string SummaryJson(const Summary& s) {
-  std::string errors = "{";
-  bool first = true;
+// `x` with the 6 significant digits of printf's %g, as the JSON output has
+// always given it (hyper-parameters stored as float read 0.05, not
+// 0.05000000074505806).
+double General(double x) {
+  return std::isfinite(x)
+             ? std::strtod(absl::StrFormat("%g", x).c_str(), nullptr)
+             : x;
+}
+
+Json SummaryJson(const Summary& s) {
+  Json errors = Json::object();
   for (const auto& [code, c] : s.errors) {
-    absl::StrAppend(&errors, first ? "" : ",", "\"",
-                    rbmrec::StatusCodeName(code), "\":", c);
-    first = false;
+    errors[std::string(rbmrec::StatusCodeName(code))] = c;
   }
-  errors += "}";
-  return absl::StrFormat(
-      "{\"rpc\":%s,\"count\":%d,\"errors\":%d,\"errors_by_code\":%s,"
-      "\"first_error\":%s,\"qps\":%.1f,\"p50_ms\":%.3f,\"p90_ms\":%.3f,"
-      "\"p99_ms\":%.3f,\"p999_ms\":%.3f,\"mean_ms\":%.3f,\"max_ms\":%.3f}",
-      JsonString(s.name), s.count, s.error_count, errors,
-      JsonString(s.first_error), s.qps, s.p50, s.p90, s.p99, s.p999, s.mean,
-      s.max);
+  return Json{{"rpc", s.name},
+              {"count", s.count},
+              {"errors", s.error_count},
+              {"errors_by_code", errors},
+              {"first_error", s.first_error},
+              {"qps", Fixed(s.qps, 1)},
+              {"p50_ms", Fixed(s.p50, 3)},
+              {"p90_ms", Fixed(s.p90, 3)},
+              {"p99_ms", Fixed(s.p99, 3)},
+              {"p999_ms", Fixed(s.p999, 3)},
+              {"mean_ms", Fixed(s.mean, 3)},
+              {"max_ms", Fixed(s.max, 3)}};
 }
 
 }  // namespace
@@ -633,22 +638,27 @@ int main(int argc, char** argv) {
       Summarize("overall", std::move(all_lat), all_err, all_first, seconds));
 
   if (flags.json) {
-    std::string out = absl::StrFormat(
-        "{\"server\":%s,\"mode\":%s,\"concurrency\":%d,\"channels\":%d,"
-        "\"duration_s\":%g,"
-        "\"warmup_s\":%g,\"mix\":%s,\"users\":%d,\"items\":%d,"
-        "\"items_per_predict\":%d,\"n\":%d,\"tls\":%s,\"token\":%s,"
-        "\"rpcs\":[",
-        JsonString(flags.server),
-        JsonString(flags.threads ? "threads" : "callback"), flags.concurrency,
-        flags.channels, flags.duration, flags.warmup, JsonString(flags.mix),
-        w.users.size(), w.items.size(), flags.items_per_predict, flags.n,
-        w.security.tls ? "true" : "false",
-        w.security.token.empty() ? "false" : "true");
-    for (size_t i = 0; i < summaries.size(); ++i) {
-      absl::StrAppend(&out, i ? "," : "", SummaryJson(summaries[i]));
+    Json rpcs = Json::array();
+    for (const Summary& summary : summaries) {
+      rpcs.push_back(SummaryJson(summary));
     }
-    std::printf("%s]}\n", out.c_str());
+    const Json out{{"server", flags.server},
+                   {"mode", flags.threads ? "threads" : "callback"},
+                   {"concurrency", flags.concurrency},
+                   {"channels", flags.channels},
+                   {"duration_s", General(flags.duration)},
+                   {"warmup_s", General(flags.warmup)},
+                   {"mix", flags.mix},
+                   {"users", w.users.size()},
+                   {"items", w.items.size()},
+                   {"items_per_predict", flags.items_per_predict},
+                   {"n", flags.n},
+                   {"tls", w.security.tls},
+                   {"token", !w.security.token.empty()},
+                   {"rpcs", rpcs}};
+    std::printf(
+        "%s\n",
+        out.dump(-1, ' ', false, Json::error_handler_t::replace).c_str());
   } else {
     std::printf(
         "server %s  mode %s  concurrency %d  channels %d  duration %gs (+%gs "

@@ -12,10 +12,12 @@
 // ("-5") is an argument, not a flag. Once a command is named, later words
 // are its arguments even when they name a command.
 //
-// The table below (Commands(), GlobalFlags()) is the single description of
-// the command line: ParseArgs builds a CLI11 parser from it (CLI11's
-// exceptions stay inside ParseArgs), and the help texts are generated from
-// it. Flag spellings shared with rbmrec-server and the bench tools:
+// The table below (Commands(), GlobalFlags(); cli_table.cc) is the single
+// description of the command line, each command declared once with its
+// runner: ParseArgs builds a CLI11 parser from it (cli.cc; CLI11's
+// exceptions stay inside ParseArgs), the help texts are generated from it
+// (cli_help.cc), and RunCli calls the parsed command's runner. Flag spellings
+// shared with rbmrec-server and the bench tools:
 // --server, --json, --timeout, --hidden, --epochs, --batch-size,
 // --learning-rate (alias --lr), --seed, --threads.
 
@@ -52,6 +54,10 @@ struct FlagSpec {
   std::string help;        // one line; mention the default
 };
 
+class Context;  // client/command_context.h
+// Runs a parsed command (client/command_context.h); returns the exit code.
+using CommandRunner = int (*)(Context& ctx);
+
 struct CommandSpec {
   // The words naming the command: {"import"}, {"items", "import"}.
   std::vector<std::string> path;
@@ -62,6 +68,7 @@ struct CommandSpec {
   std::string summary;      // one line for the command list
   std::string description;  // a paragraph for the command's --help
   std::vector<FlagSpec> flags;
+  CommandRunner run = nullptr;
 };
 
 // Every subcommand, in the order of the top-level usage text.

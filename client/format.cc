@@ -572,137 +572,6 @@ std::string FormatEvalMetrics(const EvalMetrics& m) {
 // ---------------------------------------------------------------------------
 // JSON
 
-std::string JsonQuote(absl::string_view s) {
-  std::string out = "\"";
-  size_t i = 0;
-  while (i < s.size()) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    const size_t n =
-        Utf8SequenceLength(std::string_view(s.data() + i, s.size() - i));
-    if (n == 0) {  // not part of valid UTF-8
-      absl::StrAppend(&out, absl::StrFormat("\\u%04x", c));
-      ++i;
-      continue;
-    }
-    if (n > 1) {
-      out.append(s.data() + i, n);
-      i += n;
-      continue;
-    }
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (c < 0x20 || c == 0x7F) {
-          absl::StrAppend(&out, absl::StrFormat("\\u%04x", c));
-        } else {
-          out.push_back(static_cast<char>(c));
-        }
-    }
-    ++i;
-  }
-  out += '"';
-  return out;
-}
-
-std::string JsonDouble(double value) {
-  if (!std::isfinite(value)) return "null";
-  char buf[32];
-  for (int precision = 1; precision <= 17; ++precision) {
-    std::snprintf(buf, sizeof(buf), "%.*g", precision, value);
-    if (std::strtod(buf, nullptr) == value) break;
-  }
-  return buf;
-}
-
-void JsonWriter::BeforeValue() {
-  if (after_key_) {
-    after_key_ = false;
-    return;
-  }
-  if (!has_element_.empty()) {
-    if (has_element_.back()) out_ += ',';
-    has_element_.back() = true;
-  }
-}
-
-JsonWriter& JsonWriter::BeginObject() {
-  BeforeValue();
-  out_ += '{';
-  has_element_.push_back(false);
-  return *this;
-}
-
-JsonWriter& JsonWriter::EndObject() {
-  out_ += '}';
-  has_element_.pop_back();
-  return *this;
-}
-
-JsonWriter& JsonWriter::BeginArray() {
-  BeforeValue();
-  out_ += '[';
-  has_element_.push_back(false);
-  return *this;
-}
-
-JsonWriter& JsonWriter::EndArray() {
-  out_ += ']';
-  has_element_.pop_back();
-  return *this;
-}
-
-JsonWriter& JsonWriter::Key(absl::string_view key) {
-  BeforeValue();
-  out_ += JsonQuote(key);
-  out_ += ':';
-  after_key_ = true;
-  return *this;
-}
-
-JsonWriter& JsonWriter::String(absl::string_view value) {
-  BeforeValue();
-  out_ += JsonQuote(value);
-  return *this;
-}
-
-JsonWriter& JsonWriter::Int(int64_t value) {
-  BeforeValue();
-  absl::StrAppend(&out_, value);
-  return *this;
-}
-
-JsonWriter& JsonWriter::Double(double value) {
-  BeforeValue();
-  out_ += JsonDouble(value);
-  return *this;
-}
-
-JsonWriter& JsonWriter::Bool(bool value) {
-  BeforeValue();
-  out_ += value ? "true" : "false";
-  return *this;
-}
-
-JsonWriter& JsonWriter::Raw(absl::string_view json) {
-  BeforeValue();
-  absl::StrAppend(&out_, json);
-  return *this;
-}
-
 namespace {
 
 using google::protobuf::Descriptor;
@@ -826,6 +695,19 @@ class Int64Unquoter {
 
 }  // namespace
 
+Json JsonNumber(double value) {
+  if (!std::isfinite(value)) return Json(nullptr);
+  return Json(value);
+}
+
+Json ProtoJson(const google::protobuf::Message& message) {
+  return Json::parse(ProtoToJson(message));
+}
+
+std::string DumpJson(const Json& json) {
+  return json.dump(-1, ' ', false, Json::error_handler_t::replace);
+}
+
 std::string ProtoToJson(const google::protobuf::Message& message) {
   google::protobuf::util::JsonPrintOptions options;
   options.add_whitespace = false;
@@ -837,13 +719,9 @@ std::string ProtoToJson(const google::protobuf::Message& message) {
   if (!status.ok()) {
     // Only a string field with invalid UTF-8 can fail, which protobuf never
     // parses off the wire; say so rather than print a partial object.
-    JsonWriter w;
-    w.BeginObject()
-        .Key("error")
-        .String(absl::StrCat("cannot print ", message.GetTypeName(),
-                             " as JSON: ", status.ToString()))
-        .EndObject();
-    return w.str();
+    return DumpJson(
+        Json{{"error", absl::StrCat("cannot print ", message.GetTypeName(),
+                                    " as JSON: ", status.ToString())}});
   }
   return Int64Unquoter(json).Run(message.GetDescriptor());
 }

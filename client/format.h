@@ -14,6 +14,7 @@
 #include "absl/strings/string_view.h"
 #include "client/client.h"
 #include "google/protobuf/message.h"
+#include "nlohmann/json.hpp"
 #include "proto/health.pb.h"
 #include "proto/rbmrec.pb.h"
 
@@ -158,43 +159,19 @@ std::string FormatEvalMetrics(const EvalMetrics& metrics);
 // ---------------------------------------------------------------------------
 // JSON
 
-// Writes compact JSON for the outputs that do not mirror one message (the
-// import and evaluate summaries, error objects); messages inside them are
-// printed by ProtoToJson and added with Raw(). Calls must form a valid
-// document (keys only inside objects, each followed by one value); no
-// validation beyond that.
-class JsonWriter {
- public:
-  JsonWriter& BeginObject();
-  JsonWriter& EndObject();
-  JsonWriter& BeginArray();
-  JsonWriter& EndArray();
-  JsonWriter& Key(absl::string_view key);
-  JsonWriter& String(absl::string_view value);
-  JsonWriter& Int(int64_t value);
-  // Shortest form that reads back exactly; non-finite values become null.
-  JsonWriter& Double(double value);
-  JsonWriter& Bool(bool value);
-  // A JSON value given as text (e.g. ProtoToJson's), inserted as is.
-  JsonWriter& Raw(absl::string_view json);
+// The JSON documents the CLI prints that do not mirror one message (import
+// and evaluate summaries, error objects), built with nlohmann-json; keys stay
+// in insertion order. Messages inside them come from ProtoToJson (parsed
+// back with ProtoJson).
+using Json = nlohmann::ordered_json;
+// `value` as a JSON number; null when not finite.
+Json JsonNumber(double value);
+// A message as a Json value (ProtoToJson's output).
+Json ProtoJson(const google::protobuf::Message& message);
+// One line of compact JSON. Strings are written as UTF-8; bytes that are not
+// valid UTF-8 are replaced by U+FFFD.
+std::string DumpJson(const Json& json);
 
-  const std::string& str() const { return out_; }
-
- private:
-  void BeforeValue();
-
-  std::string out_;
-  // Per open container: whether it already has an element.
-  std::vector<bool> has_element_;
-  bool after_key_ = false;
-};
-
-// `s` as a quoted JSON string; control characters and every byte that is not
-// part of valid UTF-8 are escaped (\u00NN), so the result is valid UTF-8.
-std::string JsonQuote(absl::string_view s);
-// Shortest decimal form of `value` that parses back to it; "null" when not
-// finite.
-std::string JsonDouble(double value);
 // A message as one line of compact JSON, printed by protobuf's JSON printer
 // (google::protobuf::util::MessageToJsonString): field names as in the .proto
 // (snake_case), every scalar and repeated field including zero values

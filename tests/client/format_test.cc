@@ -463,30 +463,36 @@ TEST(EvalMetricsTest, RmseAndMae) {
 // ---------------------------------------------------------------------------
 // JSON
 
-TEST(JsonTest, QuoteEscapes) {
-  EXPECT_EQ(JsonQuote("a\"b\\c\n\x01é"), "\"a\\\"b\\\\c\\n\\u0001é\"");
+TEST(JsonTest, DumpEscapesAndKeepsKeyOrder) {
+  Json j = Json::object();
+  j["z"] = "a\"b\\c\n\x01\xc3\xa9";
+  j["a"] = 1;
+  j["b"] = Json::array({1, "x", Json::object(), nullptr});
+  j["c"] = false;
+  j["d"] = JsonNumber(0.5);
+  EXPECT_EQ(DumpJson(j),
+            "{\"z\":\"a\\\"b\\\\c\\n\\u0001\xc3\xa9\",\"a\":1,"
+            "\"b\":[1,\"x\",{},null],\"c\":false,\"d\":0.5}");
+  // Bytes that are not UTF-8 cannot throw: they become U+FFFD.
+  EXPECT_EQ(DumpJson(Json("\xe9")), "\"\xef\xbf\xbd\"");
 }
 
-TEST(JsonTest, DoublesAreShortestExact) {
-  EXPECT_EQ(JsonDouble(0.1), "0.1");
-  EXPECT_EQ(JsonDouble(4), "4");
-  EXPECT_EQ(JsonDouble(1.0 / 3), "0.3333333333333333");
-  EXPECT_EQ(JsonDouble(1e300), "1e+300");
-  EXPECT_EQ(JsonDouble(std::nan("")), "null");
-  EXPECT_EQ(JsonDouble(-std::numeric_limits<double>::infinity()), "null");
+TEST(JsonTest, DoublesAreShortestExactAndNonFiniteNull) {
+  EXPECT_EQ(DumpJson(JsonNumber(0.1)), "0.1");
+  EXPECT_EQ(DumpJson(JsonNumber(1.0 / 3)), "0.3333333333333333");
+  EXPECT_EQ(Json::parse(DumpJson(JsonNumber(1e300))).get<double>(), 1e300);
+  EXPECT_EQ(DumpJson(JsonNumber(std::nan(""))), "null");
+  EXPECT_EQ(DumpJson(JsonNumber(-std::numeric_limits<double>::infinity())),
+            "null");
 }
 
-TEST(JsonTest, WriterNestsWithCommas) {
-  JsonWriter w;
-  w.BeginObject();
-  w.Key("a").Int(1);
-  w.Key("b").BeginArray().Int(1).String("x").BeginObject().EndObject().Raw(
-      "null");
-  w.EndArray();
-  w.Key("c").Bool(false);
-  w.Key("d").Double(0.5);
-  w.EndObject();
-  EXPECT_EQ(w.str(), R"({"a":1,"b":[1,"x",{},null],"c":false,"d":0.5})");
+TEST(JsonTest, ProtoJsonEmbedsAMessage) {
+  v1::RejectedRow row;
+  row.set_batch(3);
+  row.set_user_id("u");
+  EXPECT_EQ(DumpJson(Json{{"row", ProtoJson(row)}}),
+            R"({"row":{"batch":3,"row":0,"user_id":"u","item_id":"",)"
+            R"("reason":""}})");
 }
 
 TEST(JsonTest, ProtoFieldsNamesEnumsAndInt64AsNumbers) {
@@ -562,7 +568,6 @@ TEST(JsonTest, StringsAreEscaped) {
   r.set_item_id(std::string("a\x1b[31m\0\"\\", 9));
   EXPECT_THAT(ProtoToJson(r),
               HasSubstr(R"("item_id":"a\u001b[31m\u0000\"\\")"));
-  EXPECT_EQ(JsonQuote("\xe9\x7f"), R"("\u00e9\u007f")");
 }
 
 TEST(JsonTest, ProtoJsonParsesBackWithProtobuf) {

@@ -1,0 +1,359 @@
+// The command table of the rbmrec CLI (client/cli.h): every command with
+// its arguments, flags and help, and the global flags. The parser (cli.cc)
+// and the usage texts (cli_help.cc) are built from it.
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "client/cli.h"
+#include "client/command_context.h"
+
+namespace rbmrec::client {
+namespace {
+
+FlagSpec Bool(std::string name, std::string help) {
+  return FlagSpec{std::move(name), 0, FlagKind::kBool, "", std::move(help)};
+}
+
+FlagSpec Value(std::string name, std::string value_name, std::string help,
+               char short_name = 0) {
+  return FlagSpec{std::move(name), short_name, FlagKind::kValue,
+                  std::move(value_name), std::move(help)};
+}
+
+FlagSpec Repeated(std::string name, std::string value_name, std::string help) {
+  return FlagSpec{std::move(name), 0, FlagKind::kRepeated,
+                  std::move(value_name), std::move(help)};
+}
+
+FlagSpec FormatFlag() {
+  return Value("format", "FORMAT",
+               "auto|ml100k|dat|mlcsv|csv|tsv|space (default auto: detected "
+               "from the file name and first lines)");
+}
+
+FlagSpec MethodFlag() {
+  return Value("method", "METHOD",
+               "exact|meanfield: exact conditional (default) or the faster "
+               "mean-field approximation");
+}
+
+FlagSpec ModelFlag() {
+  return Value("model", "VERSION",
+               "answer with this model version (default: the active one)");
+}
+
+FlagSpec RateFlag() {
+  return Repeated("rate", "ITEM=RATING",
+                  "an extra rating for this request only (repeatable); merged "
+                  "over the user's stored ratings, or the ratings of the "
+                  "anonymous user '-'");
+}
+
+// Commands that load data: import, items import.
+void AddImportCommands(std::vector<CommandSpec>& c) {
+  c.push_back(CommandSpec{
+      {"import"},
+      "FILE",
+      1,
+      1,
+      "load ratings from a file (MovieLens, CSV, TSV)",
+      "Reads ratings from FILE and streams them to the server in batches. "
+      "Each batch is committed atomically; a later rating of the same "
+      "(user, item) replaces an earlier one. Malformed file lines fail the "
+      "import before anything is sent (or, with --lenient, are skipped); so "
+      "does a file without any rating (empty, or only a header); "
+      "rows the server rejects are listed with their file line numbers and "
+      "make the command exit 3 (unless --allow-rejected). If the import "
+      "fails part way, the rows certainly stored are printed; re-running the "
+      "same import is always safe (ratings are upserted).",
+      {FormatFlag(),
+       Value("batch", "N",
+             "rows per batch, each one transaction (default 10000, the "
+             "server's default --max-batch); lower it when a batch is over "
+             "the server's --max-message-mb (the error says how far)"),
+       Bool("lenient", "skip malformed lines instead of failing"),
+       Bool("allow-rejected",
+            "exit 0 even when the server rejected rows (default: exit 3)")},
+      RunImport});
+  c.push_back(CommandSpec{
+      {"items", "import"},
+      "FILE",
+      1,
+      1,
+      "load item titles (u.item, movies.dat/.csv)",
+      "Reads item ids, titles and genres from FILE (format detected from the "
+      "content) and stores them on the server, so answers show titles. "
+      "Genres are stored as the attribute \"genres\".",
+      {Value("batch", "N", "items per request (default 5000)")},
+      RunItemsImport});
+}
+
+// Commands that train and use a model: train, predict, recommend, evaluate.
+void AddModelUseCommands(std::vector<CommandSpec>& c) {
+  c.push_back(CommandSpec{
+      {"train"},
+      "",
+      0,
+      0,
+      "train a new model on all stored ratings",
+      "Starts a training job on the server and shows its progress: one table "
+      "row per epoch. When it succeeds the new model version is stored and, "
+      "per --activate, becomes active (the output says whether it did). "
+      "Ctrl-C asks the server to cancel the job (a "
+      "second Ctrl-C quits at once, leaving the job running). Options not "
+      "given take the server's defaults.",
+      {Value("hidden", "N", "number of hidden units"),
+       Value("epochs", "N", "maximum number of epochs"),
+       Value("batch-size", "N", "users per mini-batch"),
+       Value("learning-rate", "X", "learning rate (alias --lr)"),
+       Value("lr", "X", "alias of --learning-rate"),
+       Value("momentum", "X", "momentum, in [0, 1)"),
+       Value("weight-decay", "X", "L2 weight decay"),
+       Value("cd-steps", "N", "Gibbs steps per CD update"),
+       Value("seed", "N", "random seed"),
+       Value("threads", "N", "worker threads"),
+       Value("validation-fraction", "X",
+             "fraction of ratings held out for validation, 0 disables"),
+       Value("ensemble", "N", "number of RBMs averaged"),
+       Value("ordinal", "true|false",
+             "ordinal sharing between rating values (default: the "
+             "server's, true)"),
+       Value("average", "X",
+             "parameter averaging over epochs, in [0, 1), 0 = off"),
+       Value("factors", "N",
+             "factored training through N factors (-1 = size rule, 0 = "
+             "unfactored)"),
+       Value("activate", "always|if-better|never",
+             "whether the new model becomes active: always, only if its "
+             "validation RMSE is not worse than the active model's "
+             "(if-better), or never (activate later with 'models "
+             "activate'); default: the server's --activate")},
+      RunTrain});
+  c.push_back(CommandSpec{
+      {"predict"},
+      "USER ITEM...",
+      2,
+      -1,
+      "a user's predicted rating distributions",
+      "Prints, for each ITEM, the probability of each rating value as a bar "
+      "chart, and the expected rating. USER '-' is an anonymous user "
+      "described only by --rate.",
+      {MethodFlag(), RateFlag(), ModelFlag()},
+      RunPredict});
+  c.push_back(CommandSpec{
+      {"recommend"},
+      "USER",
+      1,
+      1,
+      "the top N items a user has not rated",
+      "Ranks the items the user has not rated. By default (the server's "
+      "choice) by how likely the user is to rate an item and rate it at "
+      "least the threshold (--by rated-prob, models with the rated RBM), "
+      "else by expected rating. USER '-' is an anonymous user described "
+      "only by --rate.",
+      {Value("n", "N", "number of items (default 10)", 'n'),
+       Value("by", "expected|prob|rated|rated-prob",
+             "rank by expected rating, P(rating >= threshold), P(rated) or "
+             "P(rated) x P(rating >= threshold) (default: the server's, "
+             "rated-prob when the model has it)"),
+       Value("threshold", "X",
+             "the rating threshold of --by prob (default 4) and rated-prob "
+             "(default: the server's, the first value at or above the mean "
+             "rating); without --by, the server's default ranking with this "
+             "threshold"),
+       MethodFlag(), RateFlag(), ModelFlag()},
+      RunRecommend});
+  c.push_back(CommandSpec{
+      {"evaluate"},
+      "FILE",
+      1,
+      1,
+      "RMSE/MAE of the served model on a test file",
+      "Reads held-out ratings from FILE (not stored), predicts each with the "
+      "served model and prints RMSE, MAE, the number of ratings n and how "
+      "many used a fallback (n_fallback: item unknown to the model). Ratings "
+      "of users the server cannot predict for (no stored ratings) and "
+      "ratings off the server's rating scale are excluded and counted as "
+      "n_skipped, with a warning giving the count of each. When no rating "
+      "can be evaluated the command fails (exit 2) saying why.",
+      {FormatFlag(), Bool("lenient", "skip malformed lines instead of failing"),
+       MethodFlag(), ModelFlag(),
+       Value("batch", "N",
+             "items per request (default 1000; lowered to the server's "
+             "--max-predict-items when that is smaller)")},
+      RunEvaluate});
+}
+
+// The stored model versions: models and its subcommands.
+void AddModelsCommands(std::vector<CommandSpec>& c) {
+  c.push_back(CommandSpec{{"models"},
+                          "",
+                          0,
+                          0,
+                          "list the stored model versions",
+                          "Lists the stored model versions, newest first; "
+                          "'*' marks the active one, 'pinned' the versions "
+                          "retention never removes, 'CORRUPT' the ones whose "
+                          "stored file is damaged (as far as the server has "
+                          "found; --verify checks every one).",
+                          {Bool("verify",
+                                "read every stored version and check its "
+                                "checksum (about 1 s per GB)")},
+                          RunModels});
+  c.push_back(CommandSpec{{"models", "activate"},
+                          "VERSION",
+                          1,
+                          1,
+                          "make a stored model version the active one",
+                          "Makes VERSION the model that answers requests "
+                          "(e.g. to roll back).",
+                          {},
+                          RunModelsActivate});
+  c.push_back(CommandSpec{
+      {"models", "delete"},
+      "VERSION",
+      1,
+      1,
+      "delete a stored model version",
+      "Deletes VERSION and gives its space back. The active version cannot "
+      "be deleted; a pinned one only with --force.",
+      {Bool("force", "delete the version even when it is pinned")},
+      RunModelsDelete});
+  c.push_back(CommandSpec{{"models", "pin"},
+                          "VERSION",
+                          1,
+                          1,
+                          "keep a model version through retention",
+                          "Pins VERSION: the retention policy (and 'models "
+                          "prune') never removes it.",
+                          {},
+                          RunModelsPinTrue});
+  c.push_back(CommandSpec{{"models", "unpin"},
+                          "VERSION",
+                          1,
+                          1,
+                          "let retention remove a model version again",
+                          "Unpins VERSION.",
+                          {},
+                          RunModelsPinFalse});
+  c.push_back(CommandSpec{
+      {"models", "prune"},
+      "",
+      0,
+      0,
+      "apply the retention policy now",
+      "Deletes the stored versions the retention policy does not keep: it "
+      "keeps the active version, every pinned one, the newest --keep-full "
+      "\"full\" and the newest --keep-online \"online\" versions (default: "
+      "the server's --keep-full-models / --keep-online-models).",
+      {Value("keep-full", "N", "full (trained) versions to keep, >= 0"),
+       Value("keep-online", "N", "online versions to keep, >= 0")},
+      RunModelsPrune});
+}
+
+// Server state and erasure: stats, health, delete-user, delete-ratings.
+void AddServerCommands(std::vector<CommandSpec>& c) {
+  c.push_back(CommandSpec{{"stats"},
+                          "",
+                          0,
+                          0,
+                          "counts of users, items, ratings; server state",
+                          "Shows the numbers of stored users, items and "
+                          "ratings, the active model, the training state, "
+                          "the stored model versions and the database size: "
+                          "the database file (against the server's "
+                          "--db-max-mb, which limits the file only) and its "
+                          "write-ahead log apart.",
+                          {},
+                          RunStats});
+  c.push_back(CommandSpec{{"health"},
+                          "[SERVICE]",
+                          0,
+                          1,
+                          "check that the server is serving",
+                          "Calls the standard grpc.health.v1 Check for "
+                          "SERVICE (default: the whole server). Exits 0 when "
+                          "SERVING, 2 otherwise.",
+                          {},
+                          RunHealth});
+  c.push_back(CommandSpec{{"delete-user"},
+                          "USER",
+                          1,
+                          1,
+                          "delete every rating of a user",
+                          "Deletes every stored rating of USER.",
+                          {},
+                          RunDeleteUser});
+  c.push_back(CommandSpec{{"delete-ratings"},
+                          "USER ITEM...",
+                          2,
+                          -1,
+                          "delete some ratings of a user",
+                          "Deletes USER's ratings of the given items; items "
+                          "the user has not rated are ignored. A USER with "
+                          "no stored ratings is NOT_FOUND (exit 2).",
+                          {},
+                          RunDeleteRatings});
+}
+
+// Every command, in the order of the top-level usage text.
+std::vector<CommandSpec> MakeCommands() {
+  std::vector<CommandSpec> c;
+  AddImportCommands(c);
+  AddModelUseCommands(c);
+  AddModelsCommands(c);
+  AddServerCommands(c);
+  return c;
+}
+
+std::vector<FlagSpec> MakeGlobalFlags() {
+  return {
+      Value("server", "HOST:PORT",
+            absl::StrCat("the server (default $RBMREC_SERVER, else ",
+                         kDefaultServer,
+                         "); a gRPC target URI spreads the calls over "
+                         "several servers round-robin: dns:///HOST:PORT "
+                         "(every address of HOST) or ipv4:A:P,B:P")),
+      Bool("json", "print exactly one JSON object on stdout"),
+      Value("timeout", "SECONDS",
+            absl::StrCat("deadline of each request (default ",
+                         kDefaultTimeoutSeconds,
+                         "; import and train streams have none)")),
+      Value("tls-ca", "FILE",
+            "use TLS, verifying the server's certificate against this PEM CA "
+            "(default $RBMREC_TLS_CA; without it: no TLS)"),
+      Value("tls-cert", "FILE",
+            "client certificate (PEM) for a server that requires one (mTLS; "
+            "default $RBMREC_TLS_CERT); needs --tls-key"),
+      Value("tls-key", "FILE",
+            "private key (PEM) of --tls-cert (default $RBMREC_TLS_KEY)"),
+      Value("tls-server-name", "NAME",
+            "the name expected in the server's certificate (default "
+            "$RBMREC_TLS_SERVER_NAME, else the host of --server)"),
+      Value("token-file", "FILE",
+            "send the token on the first line of FILE with every request "
+            "(default: $RBMREC_TOKEN, the token itself, else "
+            "$RBMREC_TOKEN_FILE); health needs none. A flag given as '' "
+            "ignores its variable"),
+      FlagSpec{"help", 'h', FlagKind::kBool, "", "show help and exit"},
+  };
+}
+
+}  // namespace
+
+const std::vector<CommandSpec>& Commands() {
+  static const std::vector<CommandSpec>* const kCommands =
+      new std::vector<CommandSpec>(MakeCommands());
+  return *kCommands;
+}
+
+const std::vector<FlagSpec>& GlobalFlags() {
+  static const std::vector<FlagSpec>* const kFlags =
+      new std::vector<FlagSpec>(MakeGlobalFlags());
+  return *kFlags;
+}
+
+}  // namespace rbmrec::client
