@@ -199,25 +199,23 @@ int64_t DefaultTrainMemoryBytes() {
 }
 
 struct TrainingJobs::Job {
-  std::mutex mu;
-  std::condition_variable cv;
-  std::vector<v1::TrainProgress> events;  // guarded by mu
-  bool done = false;                      // guarded by mu
+  absl::Mutex mu;
+  std::vector<v1::TrainProgress> events ABSL_GUARDED_BY(mu);
+  bool done ABSL_GUARDED_BY(mu) = false;
   std::atomic<bool> cancel{false};
   std::atomic<bool> shutdown{false};
   std::atomic<int> epoch{0};
   // The last epoch's validation RMSE (0: none yet, or validation off) and
-  // the RBM it belongs to; guarded by mu.
-  double validation_rmse = 0;
-  std::string rbm;
+  // the RBM it belongs to.
+  double validation_rmse ABSL_GUARDED_BY(mu) = 0;
+  std::string rbm ABSL_GUARDED_BY(mu);
   int max_epochs = 0;
   Clock::time_point start = Clock::now();
 
   void Push(v1::TrainProgress p, bool terminal) {
-    std::lock_guard<std::mutex> lock(mu);
+    absl::MutexLock lock(&mu);
     events.push_back(std::move(p));
     if (terminal) done = true;
-    cv.notify_all();
   }
 };
 
@@ -232,7 +230,7 @@ TrainingJobs::TrainingJobs(store::Store* store, ModelRegistry* registry,
 TrainingJobs::~TrainingJobs() { Shutdown(); }
 
 void TrainingJobs::BeginShutdown() {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   shutting_down_ = true;
   if (job_ != nullptr) {
     job_->shutdown = true;
@@ -245,7 +243,7 @@ void TrainingJobs::Shutdown() {
     BeginShutdown();
     std::thread t;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       t = std::move(thread_);
     }
     if (t.joinable()) t.join();
@@ -253,7 +251,7 @@ void TrainingJobs::Shutdown() {
 }
 
 bool TrainingJobs::Cancel() {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   if (job_ == nullptr) return false;
   job_->cancel = true;
   Log(LogLevel::kInfo, "train_cancel_requested");
@@ -262,13 +260,13 @@ bool TrainingJobs::Cancel() {
 
 TrainingJobs::SlotStatus TrainingJobs::Status() const {
   SlotStatus s;
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   if (job_ != nullptr) {
     s.running = true;
     s.epoch = job_->epoch.load();
     s.max_epochs = job_->max_epochs;
     s.elapsed_seconds = Seconds(Clock::now() - job_->start);
-    std::lock_guard<std::mutex> job_lock(job_->mu);
+    absl::MutexLock job_lock(&job_->mu);
     s.validation_rmse = job_->validation_rmse;
     s.rbm = job_->rbm;
   }
@@ -315,7 +313,7 @@ absl::Status TrainingJobs::Run(const TrainOptions& o, Activation policy,
   std::shared_ptr<Job> job;
   std::thread finished;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (shutting_down_) {
       return absl::UnavailableError("the server is shutting down");
     }
@@ -364,9 +362,11 @@ absl::Status TrainingJobs::Run(const TrainOptions& o, Activation policy,
     std::vector<v1::TrainProgress> pending;
     bool done = false;
     {
-      std::unique_lock<std::mutex> lock(job->mu);
-      job->cv.wait(lock,
-                   [&] { return job->events.size() > sent || job->done; });
+      absl::MutexLock lock(&job->mu);
+      auto ready = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(job->mu) {
+        return job->events.size() > sent || job->done;
+      };
+      job->mu.Await(absl::Condition(&ready));
       pending.assign(job->events.begin() + static_cast<std::ptrdiff_t>(sent),
                      job->events.end());
       sent = job->events.size();
@@ -398,7 +398,7 @@ void TrainingJobs::RunJob(std::shared_ptr<Job> job, TrainOptions options,
     last.set_rbm("");
     last.set_elapsed_seconds(Seconds(Clock::now() - job->start));
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       if (job_ == job) job_ = nullptr;
     }
     Log(state == v1::TrainProgress::SUCCEEDED ? LogLevel::kInfo
@@ -424,7 +424,7 @@ void TrainingJobs::RunJob(std::shared_ptr<Job> job, TrainOptions options,
     last = epochs.Epoch(member, st, Seconds(Clock::now() - job->start),
                         validation);
     {
-      std::lock_guard<std::mutex> lock(job->mu);
+      absl::MutexLock lock(&job->mu);
       job->validation_rmse = last.validation_rmse();
       job->rbm = last.rbm();
     }
