@@ -265,8 +265,7 @@ class ModelRegistry {
     std::string load_error;
   };
   std::shared_ptr<const State> Load() const;
-  // REQUIRES publish_mu_ held.
-  void Put(State next);
+  void Put(State next) ABSL_EXCLUSIVE_LOCKS_REQUIRED(publish_mu_);
   std::shared_ptr<const State> state_;
 
   // Serializes publishing and version management (store writes).
@@ -286,7 +285,7 @@ class ModelRegistry {
   static constexpr size_t kErasureLog = 65536;
   // Held across a whole erasure and across PublishFull; taken before
   // publish_mu_.
-  mutable absl::Mutex erasure_mu_;
+  mutable absl::Mutex erasure_mu_ ABSL_ACQUIRED_BEFORE(publish_mu_);
   std::deque<ErasedUser> erasures_ ABSL_GUARDED_BY(erasure_mu_);
   uint64_t erasure_base_ ABSL_GUARDED_BY(erasure_mu_) = 0;
   mutable absl::Mutex corrupt_mu_;
