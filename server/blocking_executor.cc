@@ -13,20 +13,18 @@ BlockingExecutor::BlockingExecutor(int threads, size_t max_queued)
 
 BlockingExecutor::~BlockingExecutor() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     stop_ = true;
   }
-  cv_.notify_all();
   for (std::thread& t : threads_) t.join();
 }
 
 bool BlockingExecutor::TrySubmit(std::function<void()> task) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (stop_ || queue_.size() >= max_queued_) return false;
     queue_.push_back(std::move(task));
   }
-  cv_.notify_one();
   return true;
 }
 
@@ -34,8 +32,11 @@ void BlockingExecutor::Loop() {
   while (true) {
     std::function<void()> task;
     {
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
+      absl::MutexLock lock(&mu_);
+      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return stop_ || !queue_.empty();
+      };
+      mu_.Await(absl::Condition(&ready));
       if (queue_.empty()) return;  // stopping, and every task has run
       task = std::move(queue_.front());
       queue_.pop_front();

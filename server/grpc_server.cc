@@ -109,7 +109,7 @@ class GrpcServer::Handler final : public HandlerBase {
     if (grpc::Status s = Guard(context, "PredictRatings"); !s.ok()) {
       return FinishNow(context, s);
     }
-    if (service_->ModelResident(request->model_version())) {
+    if (service_->PlacePredict(*request).resident) {
       return FinishNow(
           context,
           Reply(context, service_->PredictRatings(*request), response));
@@ -124,14 +124,14 @@ class GrpcServer::Handler final : public HandlerBase {
     if (grpc::Status s = Guard(context, "Recommend"); !s.ok()) {
       return FinishNow(context, s);
     }
-    if (service_->ModelResident(request->model_version()) &&
-        !service_->RecommendSharesPasses(*request)) {
+    const Placement place = service_->PlaceRecommend(*request);
+    if (place.resident && !place.shares_passes) {
       // The p(rated) rankings score a few dozen items: inline, like
       // PredictRatings.
       return FinishNow(context,
                        Reply(context, service_->Recommend(*request), response));
     }
-    if (service_->ModelResident(request->model_version())) {
+    if (place.resident) {
       // On the ranking threads, so that concurrent calls meet in the shared
       // passes over W (core/scoring.cc); two event threads would let at
       // most two calls score at once.

@@ -136,54 +136,37 @@ int TokenCommand(int argc, char** argv) {
   return 1;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  if (argc >= 2 && std::strcmp(argv[1], "token") == 0) {
-    return TokenCommand(argc, argv);
-  }
-  if (!rbmrec::CpuSupported("rbmrec-server")) return 1;
-  // Debian's Abseil is built without NDEBUG, so every absl::Mutex lock
-  // (gRPC's own included) would update the deadlock-detection graph; that
-  // showed up as 1-3% of the server's CPU in perf profiles under load.
-  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
-  // Fewer malloc arenas: RSS that levels off under mixed load (memory.h).
-  rbmrec::server::LimitMallocArenas();
-  // Block the shutdown signals before any thread exists, so every thread
-  // inherits the mask and only sigwait() below receives them.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGHUP);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-  signal(SIGPIPE, SIG_IGN);
-
-  // Training defaults come from core's TrainOptions (the tuned settings),
-  // limits from ServiceOptions: each flag's default is its field's value.
+// Every flag's value (and what it is bound to), with its default: the
+// parts' options where a flag sets one directly, else the flag's text.
+struct Flags {
   rbmrec::server::ServiceOptions so;
   rbmrec::server::GrpcServerOptions go;
-  rbmrec::TrainOptions& t = so.train_defaults;
+  rbmrec::store::StoreOptions store_options;
   std::string db = "./rbmrec.db";
+  std::string advertise;
   std::string scale_text = "1:5:1";
-  std::string cd_text = t.cd.ToString();
+  std::string cd_text = so.train_defaults.cd.ToString();
   std::string log_level = "info";
   double grace = 5;
+  std::string reflection = "auto";
+  rbmrec::server::TlsFiles tls_files;
+  std::string auth_tokens;
+  bool insecure = false;
+  std::string metrics_listen;
+  int64_t db_max_mb = 0;
+  int64_t max_train_memory_mb = so.max_train_memory_bytes >> 20;
+  int64_t max_model_mb = so.max_model_bytes >> 20;
+  int64_t version_cache_mb = so.version_cache_bytes >> 20;
+  std::string activate = "if-better";
+};
 
-  CLI::App app(
-      "Serves rbmrec.v1.Rbmrec (plus grpc.health.v1 and server reflection "
-      "v1/v1alpha) over gRPC.",
-      "rbmrec-server");
-  app.option_defaults()->always_capture_default();
-  app.footer(
-      "Each flag may also be set by the environment variable shown (flag > "
-      "env > default).\n\nClient tokens (--auth-tokens):\n"
-      "  rbmrec-server token new NAME ROLE   print a new token and its "
-      "token-file line\n"
-      "  rbmrec-server token hash            print the token-file hash of the "
-      "token on stdin");
+// The flags in --help's order, in groups: address, database and scale.
+void BindServerFlags(CLI::App& app, Flags& f) {
+  rbmrec::server::GrpcServerOptions& go = f.go;
+  auto& advertise = f.advertise;
+  auto& db = f.db;
+  auto& scale_text = f.scale_text;
   app.add_option("--listen", go.listen, "address to listen on (host:port)");
-  std::string advertise;
   app.add_option("--advertise", advertise,
                  "replicas on one PostgreSQL database: the HOST:PORT other "
                  "replicas and clients use to reach this server (told to "
@@ -195,6 +178,14 @@ int main(int argc, char** argv) {
                  "max threads serving RPCs (0 = gRPC default)")
       ->check(CLI::Range(0, 4096));
   app.add_option("--scale", scale_text, "rating scale MIN:MAX:STEP");
+}
+
+// Training defaults come from core's TrainOptions (the tuned settings):
+// each flag's default is its field's value.
+void BindTrainingFlags(CLI::App& app, Flags& f) {
+  rbmrec::server::ServiceOptions& so = f.so;
+  rbmrec::TrainOptions& t = f.so.train_defaults;
+  auto& cd_text = f.cd_text;
   app.add_option("--hidden", t.hidden,
                  "training default: hidden units (0 = the size rule, README "
                  "\"The model\")")
@@ -250,6 +241,12 @@ int main(int argc, char** argv) {
                  "niceness added to training threads so serving keeps the "
                  "cores (0-19; 0 = same priority)")
       ->check(CLI::Range(0, 19));
+}
+
+// Request limits, gRPC sizes and online updates.
+void BindServingFlags(CLI::App& app, Flags& f) {
+  rbmrec::server::ServiceOptions& so = f.so;
+  rbmrec::server::GrpcServerOptions& go = f.go;
   app.add_option("--max-batch", so.max_batch_rows,
                  "max rows per AddRatings batch / PutItems call")
       ->check(CLI::Range(1, 10000000));
@@ -278,15 +275,22 @@ int main(int argc, char** argv) {
                  "how often a changed online model is stored as a new "
                  "version (> 0)")
       ->check(Finite());
-  std::string reflection = "auto";
+}
+
+// Reflection, TLS, tokens, metrics, shutdown and logging.
+void BindSecurityFlags(CLI::App& app, Flags& f) {
+  auto& reflection = f.reflection;
+  auto& tls_files = f.tls_files;
+  auto& auth_tokens = f.auth_tokens;
+  auto& insecure = f.insecure;
+  auto& metrics_listen = f.metrics_listen;
+  auto& grace = f.grace;
+  auto& log_level = f.log_level;
   app.add_option("--reflection", reflection,
                  "serve gRPC server reflection v1 and v1alpha: auto (on when "
                  "--listen is a loopback address), on or off; needs the "
                  "read role when --auth-tokens is set")
       ->check(CLI::IsMember({"auto", "on", "off", "true", "false"}));
-  rbmrec::server::TlsFiles tls_files;
-  std::string auth_tokens;
-  bool insecure = false;
   app.add_option("--tls-cert", tls_files.cert,
                  "serve TLS with this PEM certificate chain (with --tls-key)");
   app.add_option("--tls-key", tls_files.key, "PEM private key of --tls-cert");
@@ -299,7 +303,6 @@ int main(int argc, char** argv) {
   app.add_flag("--insecure", insecure,
                "allow a non-loopback --listen without TLS and tokens, and a "
                "non-loopback --metrics-listen");
-  std::string metrics_listen;
   app.add_option("--metrics-listen", metrics_listen,
                  "serve Prometheus metrics over plain HTTP at "
                  "http://HOST:PORT/metrics (empty = off; a non-loopback "
@@ -309,15 +312,18 @@ int main(int argc, char** argv) {
       ->check(Finite());
   app.add_option("--log-level", log_level, "debug, info, warn or error")
       ->check(CLI::IsMember({"debug", "info", "warn", "warning", "error"}));
+}
 
-  // Limits, retention and activation (ServiceOptions) and the database
-  // size limit (StoreOptions::max_bytes).
-  rbmrec::store::StoreOptions store_options;
-  int64_t db_max_mb = 0;
-  int64_t max_train_memory_mb = so.max_train_memory_bytes >> 20;
-  int64_t max_model_mb = so.max_model_bytes >> 20;
-  int64_t version_cache_mb = so.version_cache_bytes >> 20;
-  std::string activate = "if-better";
+// Limits, retention and activation (ServiceOptions) and the database
+// size limit (StoreOptions::max_bytes).
+void BindStorageFlags(CLI::App& app, Flags& f) {
+  rbmrec::server::ServiceOptions& so = f.so;
+  auto& store_options = f.store_options;
+  auto& db_max_mb = f.db_max_mb;
+  auto& max_train_memory_mb = f.max_train_memory_mb;
+  auto& max_model_mb = f.max_model_mb;
+  auto& activate = f.activate;
+  auto& version_cache_mb = f.version_cache_mb;
   app.add_option("--max-adhoc-ratings", so.max_adhoc_ratings,
                  "max ad-hoc ratings per PredictRatings / Recommend")
       ->check(CLI::Range(0, 10000000));
@@ -360,6 +366,28 @@ int main(int argc, char** argv) {
   app.add_option("--version-cache-mb", version_cache_mb,
                  "loaded non-active model versions kept in memory, MiB")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
+}
+
+// Parses argv into `f`: -1 to go on, else the exit code (--help: 0, a
+// usage error: 1).
+int ParseFlags(int argc, char** argv, Flags& f) {
+  CLI::App app(
+      "Serves rbmrec.v1.Rbmrec (plus grpc.health.v1 and server reflection "
+      "v1/v1alpha) over gRPC.",
+      "rbmrec-server");
+  app.option_defaults()->always_capture_default();
+  app.footer(
+      "Each flag may also be set by the environment variable shown (flag > "
+      "env > default).\n\nClient tokens (--auth-tokens):\n"
+      "  rbmrec-server token new NAME ROLE   print a new token and its "
+      "token-file line\n"
+      "  rbmrec-server token hash            print the token-file hash of the "
+      "token on stdin");
+  BindServerFlags(app, f);
+  BindTrainingFlags(app, f);
+  BindServingFlags(app, f);
+  BindSecurityFlags(app, f);
+  BindStorageFlags(app, f);
 
   for (CLI::Option* opt : app.get_options()) {
     if (opt->get_name() == "--help" || opt->get_lnames().empty()) continue;
@@ -371,26 +399,35 @@ int main(int argc, char** argv) {
     return app.exit(e) == 0 ? 0 : 1;  // --help: 0; a usage error: 1
   }
 
+  return -1;
+}
+
+// The flags' texts made into the parts' options, and the checks main makes
+// of them: -1 to go on, else the exit code.
+int ResolveFlags(Flags& f) {
+  rbmrec::server::ServiceOptions& so = f.so;
+  rbmrec::TrainOptions& t = f.so.train_defaults;
+  auto& store_options = f.store_options;
   using rbmrec::server::Activation;
-  so.activation = activate == "always"      ? Activation::kAlways
-                  : activate == "if-better" ? Activation::kIfBetter
-                                            : Activation::kNever;
-  so.max_train_memory_bytes = max_train_memory_mb << 20;
-  so.max_model_bytes = max_model_mb << 20;
-  so.version_cache_bytes = version_cache_mb << 20;
-  store_options.max_bytes = db_max_mb << 20;
+  so.activation = f.activate == "always"      ? Activation::kAlways
+                  : f.activate == "if-better" ? Activation::kIfBetter
+                                              : Activation::kNever;
+  so.max_train_memory_bytes = f.max_train_memory_mb << 20;
+  so.max_model_bytes = f.max_model_mb << 20;
+  so.version_cache_bytes = f.version_cache_mb << 20;
+  store_options.max_bytes = f.db_max_mb << 20;
 
   LogLevel level = LogLevel::kInfo;
-  rbmrec::server::ParseLogLevel(log_level, &level);
+  rbmrec::server::ParseLogLevel(f.log_level, &level);
   rbmrec::server::SetLogLevel(level);
 
   absl::StatusOr<rbmrec::RatingScale> scale =
-      rbmrec::RatingScale::Parse(scale_text);
+      rbmrec::RatingScale::Parse(f.scale_text);
   if (!scale.ok()) {
     return UsageError(absl::StrCat("--scale: ", scale.status().message()));
   }
   so.scale = *scale;
-  absl::StatusOr<rbmrec::CdSchedule> cd = rbmrec::CdSchedule::Parse(cd_text);
+  absl::StatusOr<rbmrec::CdSchedule> cd = rbmrec::CdSchedule::Parse(f.cd_text);
   if (!cd.ok()) {
     return UsageError(absl::StrCat("--cd-steps: ", cd.status().message()));
   }
@@ -406,6 +443,27 @@ int main(int argc, char** argv) {
     return UsageError(absl::StrCat("training defaults: ", s.message()));
   }
 
+  return -1;
+}
+
+// What serving needs beyond the flags: the token table and the TLS files,
+// reloaded on SIGHUP.
+struct Security {
+  std::shared_ptr<rbmrec::server::Authorizer> authorizer;
+  std::unique_ptr<rbmrec::server::TlsCredentials> tls;
+  bool tls_on = false;
+  bool tokens_on = false;
+};
+
+// Secure defaults, checked before anything is opened or bound; loads the
+// tokens and TLS files into `sec` and f.go. -1 to go on, else the exit code.
+int SetUpSecurity(Flags& f, Security& sec) {
+  rbmrec::server::GrpcServerOptions& go = f.go;
+  auto& tls_files = f.tls_files;
+  auto& auth_tokens = f.auth_tokens;
+  auto& insecure = f.insecure;
+  auto& metrics_listen = f.metrics_listen;
+  auto& reflection = f.reflection;
   // Secure defaults, checked before anything is opened or bound.
   if (tls_files.cert.empty() != tls_files.key.empty()) {
     return UsageError(
@@ -415,8 +473,8 @@ int main(int argc, char** argv) {
   if (!tls_files.client_ca.empty() && tls_files.cert.empty()) {
     return UsageError("--tls-client-ca needs --tls-cert and --tls-key");
   }
-  const bool tls_on = !tls_files.cert.empty();
-  const bool tokens_on = !auth_tokens.empty();
+  const bool tls_on = sec.tls_on = !tls_files.cert.empty();
+  const bool tokens_on = sec.tokens_on = !auth_tokens.empty();
   if (std::string refusal =
           rbmrec::server::RefusalLine(go.listen, tls_on, tokens_on, insecure);
       !refusal.empty()) {
@@ -444,7 +502,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   go.reflection = rbmrec::server::ReflectionEnabled(reflection, go.listen);
-  std::shared_ptr<rbmrec::server::Authorizer> authorizer;
+  std::shared_ptr<rbmrec::server::Authorizer>& authorizer = sec.authorizer;
   if (tokens_on) {
     absl::StatusOr<std::unique_ptr<rbmrec::server::Authorizer>> a =
         rbmrec::server::Authorizer::Create(auth_tokens);
@@ -459,7 +517,7 @@ int main(int argc, char** argv) {
         {F("file", auth_tokens),
          F("clients", authorizer->table()->entries().size())});
   }
-  std::unique_ptr<rbmrec::server::TlsCredentials> tls;
+  std::unique_ptr<rbmrec::server::TlsCredentials>& tls = sec.tls;
   if (tls_on) {
     absl::StatusOr<std::unique_ptr<rbmrec::server::TlsCredentials>> created =
         rbmrec::server::TlsCredentials::Create(tls_files);
@@ -475,6 +533,61 @@ int main(int argc, char** argv) {
            tls_files.client_ca.empty() ? "not requested" : "required (mTLS)")});
   }
 
+  return -1;
+}
+
+// SIGHUP reloads the tokens and TLS files; returns the signal that stops
+// the server (SIGTERM or SIGINT).
+int WaitForShutdown(const sigset_t& signals, const std::string& auth_tokens,
+                    const Security& sec) {
+  const std::shared_ptr<rbmrec::server::Authorizer>& authorizer =
+      sec.authorizer;
+  const std::unique_ptr<rbmrec::server::TlsCredentials>& tls = sec.tls;
+  int sig = 0;
+  while (true) {
+    if (sigwait(&signals, &sig) != 0) continue;
+    if (sig != SIGHUP) break;
+    Log(LogLevel::kInfo, "reload_started", {F("signal", strsignal(sig))});
+    if (authorizer != nullptr) {
+      if (absl::Status s = authorizer->Reload(); s.ok()) {
+        Log(LogLevel::kInfo, "auth_tokens_reloaded",
+            {F("file", auth_tokens),
+             F("clients", authorizer->table()->entries().size())});
+      } else {
+        Log(LogLevel::kError, "auth_tokens_reload_failed",
+            {F("file", auth_tokens), F("error", s.message()),
+             F("kept", "the previous token table stays in use")});
+      }
+    }
+    if (tls != nullptr) {
+      if (absl::Status s = tls->Reload(); s.ok()) {
+        Log(LogLevel::kInfo, "tls_reloaded",
+            {F("certificate", tls->summary()),
+             F("effective",
+               "new connections within 1 s; open connections keep theirs")});
+      } else {
+        Log(LogLevel::kError, "tls_reload_failed",
+            {F("error", s.message()),
+             F("kept", "the certificate in use stays")});
+      }
+    }
+  }
+  return sig;
+}
+
+// Opens the store, creates the service, starts the gRPC server and the
+// metrics listener, waits for a stopping signal and shuts down in order.
+int Serve(Flags& f, Security& sec, const sigset_t& signals) {
+  rbmrec::server::ServiceOptions& so = f.so;
+  rbmrec::server::GrpcServerOptions& go = f.go;
+  auto& advertise = f.advertise;
+  auto& db = f.db;
+  auto& store_options = f.store_options;
+  auto& metrics_listen = f.metrics_listen;
+  auto& tls_files = f.tls_files;
+  auto& grace = f.grace;
+  const bool tls_on = sec.tls_on;
+  const bool tokens_on = sec.tokens_on;
   so.advertise = advertise.empty() ? go.listen : advertise;
   absl::StatusOr<std::unique_ptr<rbmrec::store::Store>> store =
       rbmrec::store::Store::Open(db, store_options);
@@ -543,35 +656,7 @@ int main(int argc, char** argv) {
                                               : "mtls"),
        F("tokens", tokens_on ? "on" : "off")});
 
-  int sig = 0;
-  while (true) {
-    if (sigwait(&signals, &sig) != 0) continue;
-    if (sig != SIGHUP) break;
-    Log(LogLevel::kInfo, "reload_started", {F("signal", strsignal(sig))});
-    if (authorizer != nullptr) {
-      if (absl::Status s = authorizer->Reload(); s.ok()) {
-        Log(LogLevel::kInfo, "auth_tokens_reloaded",
-            {F("file", auth_tokens),
-             F("clients", authorizer->table()->entries().size())});
-      } else {
-        Log(LogLevel::kError, "auth_tokens_reload_failed",
-            {F("file", auth_tokens), F("error", s.message()),
-             F("kept", "the previous token table stays in use")});
-      }
-    }
-    if (tls != nullptr) {
-      if (absl::Status s = tls->Reload(); s.ok()) {
-        Log(LogLevel::kInfo, "tls_reloaded",
-            {F("certificate", tls->summary()),
-             F("effective",
-               "new connections within 1 s; open connections keep theirs")});
-      } else {
-        Log(LogLevel::kError, "tls_reload_failed",
-            {F("error", s.message()),
-             F("kept", "the certificate in use stays")});
-      }
-    }
-  }
+  const int sig = WaitForShutdown(signals, f.auth_tokens, sec);
   Log(LogLevel::kInfo, "shutdown_started", {F("signal", strsignal(sig))});
   (*service)->BeginShutdown();  // Train streams end CANCELLED
   (*server)->Shutdown(
@@ -581,7 +666,38 @@ int main(int argc, char** argv) {
   if (metrics_http != nullptr) metrics_http->Stop();  // before the service
   server->reset();
   service->reset();  // closes the store (WAL checkpoint)
-  tls.reset();       // after the server: gRPC's watcher reads its files
+  sec.tls.reset();   // after the server: gRPC's watcher reads its files
   Log(LogLevel::kInfo, "shutdown_complete");
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc >= 2 && std::strcmp(argv[1], "token") == 0) {
+    return TokenCommand(argc, argv);
+  }
+  if (!rbmrec::CpuSupported("rbmrec-server")) return 1;
+  // Debian's Abseil is built without NDEBUG, so every absl::Mutex lock
+  // (gRPC's own included) would update the deadlock-detection graph; that
+  // showed up as 1-3% of the server's CPU in perf profiles under load.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+  // Fewer malloc arenas: RSS that levels off under mixed load (memory.h).
+  rbmrec::server::LimitMallocArenas();
+  // Block the shutdown signals before any thread exists, so every thread
+  // inherits the mask and only sigwait() below receives them.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  Flags f;
+  if (int code = ParseFlags(argc, argv, f); code >= 0) return code;
+  if (int code = ResolveFlags(f); code >= 0) return code;
+  Security sec;
+  if (int code = SetUpSecurity(f, sec); code >= 0) return code;
+  return Serve(f, sec, signals);
 }

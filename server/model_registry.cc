@@ -34,7 +34,7 @@ size_t VersionCache::ModelBytes(const Model& m) {
 }
 
 std::shared_ptr<const Model> VersionCache::Find(int64_t version) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   for (auto it = lru_.begin(); it != lru_.end(); ++it) {
     if (it->version == version) {
       lru_.splice(lru_.begin(), lru_, it);
@@ -46,7 +46,7 @@ std::shared_ptr<const Model> VersionCache::Find(int64_t version) {
 
 void VersionCache::Put(int64_t version, std::shared_ptr<const Model> model) {
   const size_t bytes = ModelBytes(*model);
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   for (auto it = lru_.begin(); it != lru_.end(); ++it) {
     if (it->version == version) {
       bytes_ -= it->bytes;
@@ -64,7 +64,7 @@ void VersionCache::Put(int64_t version, std::shared_ptr<const Model> model) {
 }
 
 void VersionCache::Erase(int64_t version) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   for (auto it = lru_.begin(); it != lru_.end(); ++it) {
     if (it->version == version) {
       bytes_ -= it->bytes;
@@ -75,18 +75,18 @@ void VersionCache::Erase(int64_t version) {
 }
 
 void VersionCache::Clear() {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   lru_.clear();
   bytes_ = 0;
 }
 
 size_t VersionCache::bytes() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return bytes_;
 }
 
 size_t VersionCache::size() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return lru_.size();
 }
 
@@ -158,7 +158,7 @@ std::string ModelRegistry::load_error() const {
 }
 
 void ModelRegistry::LoadAtStart() {
-  std::lock_guard<std::mutex> publish(publish_mu_);
+  absl::MutexLock publish(&publish_mu_);
   absl::StatusOr<std::optional<int64_t>> active = store_->ActiveModelVersion();
   std::string error;
   if (!active.ok()) {
@@ -229,12 +229,12 @@ void ModelRegistry::LoadAtStart() {
 }
 
 void ModelRegistry::NoteCorrupt(int64_t version, std::string why) const {
-  std::lock_guard<std::mutex> lock(corrupt_mu_);
+  absl::MutexLock lock(&corrupt_mu_);
   corrupt_[version] = std::move(why);
 }
 
 std::string ModelRegistry::CorruptReason(int64_t version) const {
-  std::lock_guard<std::mutex> lock(corrupt_mu_);
+  absl::MutexLock lock(&corrupt_mu_);
   auto it = corrupt_.find(version);
   return it == corrupt_.end() ? std::string() : it->second;
 }
@@ -247,7 +247,7 @@ absl::Status ModelRegistry::Verify(int64_t version) const {
     return absl::DataLossError(
         absl::StrCat("model version ", version, " is corrupt: ", s.message()));
   }
-  std::lock_guard<std::mutex> lock(corrupt_mu_);
+  absl::MutexLock lock(&corrupt_mu_);
   corrupt_.erase(version);
   return absl::OkStatus();
 }
@@ -300,7 +300,7 @@ bool EraseFrom(Model* model, const std::string& user,
 }  // namespace
 
 uint64_t ModelRegistry::ErasureSeq() const {
-  std::lock_guard<std::mutex> lock(erasure_mu_);
+  absl::MutexLock lock(&erasure_mu_);
   return erasure_base_ + erasures_.size();
 }
 
@@ -308,7 +308,7 @@ absl::StatusOr<ModelRegistry::Erasure> ModelRegistry::EraseUser(
     const std::string& user,
     const std::vector<std::pair<std::string, double>>& ratings,
     bool rewrite_stored) {
-  std::lock_guard<std::mutex> erasing(erasure_mu_);
+  absl::MutexLock erasing(&erasure_mu_);
   erasures_.push_back(ErasedUser{user, ratings});
   if (erasures_.size() > kErasureLog) {
     erasures_.pop_front();
@@ -374,7 +374,7 @@ absl::StatusOr<ModelRegistry::Published> ModelRegistry::PublishFull(
     std::shared_ptr<const Model> model, const store::ModelInfo& meta,
     const std::string& blob_in, Activation policy, uint64_t online_seq,
     uint64_t erasures_from) {
-  std::lock_guard<std::mutex> erasing(erasure_mu_);
+  absl::MutexLock erasing(&erasure_mu_);
   std::string rebuilt;
   if (erasures_from < erasure_base_ + erasures_.size()) {
     auto copy = std::make_shared<Model>(*model);
@@ -395,7 +395,7 @@ absl::StatusOr<ModelRegistry::Published> ModelRegistry::PublishFull(
     }
   }
   const std::string& blob = rebuilt.empty() ? blob_in : rebuilt;
-  std::lock_guard<std::mutex> publish(publish_mu_);
+  absl::MutexLock publish(&publish_mu_);
   const Served cur = Current();
   Published out;
   const double new_rmse = model->summary().valid_rmse;
@@ -450,7 +450,7 @@ absl::StatusOr<ModelRegistry::Published> ModelRegistry::PublishFull(
 bool ModelRegistry::ReplaceInMemory(const std::shared_ptr<const Model>& base,
                                     std::shared_ptr<const Model> next,
                                     uint64_t online_seq) {
-  std::lock_guard<std::mutex> publish(publish_mu_);
+  absl::MutexLock publish(&publish_mu_);
   std::shared_ptr<const State> state = Load();
   if (state == nullptr || state->served.model != base) return false;
   State updated = *state;
@@ -463,7 +463,7 @@ bool ModelRegistry::ReplaceInMemory(const std::shared_ptr<const Model>& base,
 absl::StatusOr<int64_t> ModelRegistry::PublishOnline(
     const std::shared_ptr<const Model>& model, const store::ModelInfo& meta,
     const std::string& blob) {
-  std::lock_guard<std::mutex> publish(publish_mu_);
+  absl::MutexLock publish(&publish_mu_);
   if (Current().model != model) {
     return absl::AbortedError("another model was published meanwhile");
   }
@@ -496,7 +496,7 @@ absl::StatusOr<store::ModelInfo> ModelRegistry::Activate(int64_t version,
     }
     model = std::move(*m);
   }
-  std::lock_guard<std::mutex> publish(publish_mu_);
+  absl::MutexLock publish(&publish_mu_);
   if (absl::Status s = store_->ActivateModel(version); !s.ok()) return s;
   const Served old = Current();
   SetServed(Served{model, version, online_seq});
@@ -522,7 +522,7 @@ absl::StatusOr<int64_t> ModelRegistry::Follow(uint64_t online_seq) {
     if (!m.ok()) return m.status();
     model = std::move(*m);
   }
-  std::lock_guard<std::mutex> publish(publish_mu_);
+  absl::MutexLock publish(&publish_mu_);
   absl::StatusOr<std::optional<int64_t>> again = store_->ActiveModelVersion();
   if (!again.ok()) return again.status();
   const Served old = Current();
@@ -543,7 +543,7 @@ absl::StatusOr<int64_t> ModelRegistry::Delete(int64_t version, bool force) {
     return absl::InvalidArgumentError(
         absl::StrCat("version must be > 0, got ", version));
   }
-  std::lock_guard<std::mutex> publish(publish_mu_);
+  absl::MutexLock publish(&publish_mu_);
   absl::StatusOr<store::ModelInfo> info = Info(version);
   if (!info.ok()) return info.status();
   if (info->active || Current().version == version) {
@@ -571,7 +571,7 @@ absl::StatusOr<store::ModelInfo> ModelRegistry::Pin(int64_t version,
     return absl::InvalidArgumentError(
         absl::StrCat("version must be > 0, got ", version));
   }
-  std::lock_guard<std::mutex> publish(publish_mu_);
+  absl::MutexLock publish(&publish_mu_);
   if (absl::Status s = store_->PinModel(version, pinned); !s.ok()) {
     if (absl::IsNotFound(s)) {
       return absl::NotFoundError(
@@ -591,7 +591,7 @@ absl::StatusOr<store::PruneResult> ModelRegistry::Prune(
         absl::StrCat("keep_full and keep_online must be >= 0, got ",
                      p.keep_full, " and ", p.keep_online));
   }
-  std::lock_guard<std::mutex> publish(publish_mu_);
+  absl::MutexLock publish(&publish_mu_);
   return PruneLocked(p);
 }
 

@@ -55,6 +55,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "core/model.h"
 #include "store/store.h"
 
@@ -106,7 +107,7 @@ class VersionCache {
     std::shared_ptr<const Model> model;
     size_t bytes;
   };
-  mutable std::mutex mu_;
+  mutable absl::Mutex mu_;
   std::list<Entry> lru_ ABSL_GUARDED_BY(mu_);  // most recent first
   size_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
   const size_t max_bytes_;
@@ -264,12 +265,11 @@ class ModelRegistry {
     std::string load_error;
   };
   std::shared_ptr<const State> Load() const;
-  // REQUIRES publish_mu_ held.
-  void Put(State next);
+  void Put(State next) ABSL_EXCLUSIVE_LOCKS_REQUIRED(publish_mu_);
   std::shared_ptr<const State> state_;
 
   // Serializes publishing and version management (store writes).
-  std::mutex publish_mu_;
+  absl::Mutex publish_mu_;
 
   VersionCache cache_;
 
@@ -285,10 +285,10 @@ class ModelRegistry {
   static constexpr size_t kErasureLog = 65536;
   // Held across a whole erasure and across PublishFull; taken before
   // publish_mu_.
-  mutable std::mutex erasure_mu_;
+  mutable absl::Mutex erasure_mu_ ABSL_ACQUIRED_BEFORE(publish_mu_);
   std::deque<ErasedUser> erasures_ ABSL_GUARDED_BY(erasure_mu_);
   uint64_t erasure_base_ ABSL_GUARDED_BY(erasure_mu_) = 0;
-  mutable std::mutex corrupt_mu_;
+  mutable absl::Mutex corrupt_mu_;
   mutable absl::flat_hash_map<int64_t, std::string> corrupt_
       ABSL_GUARDED_BY(corrupt_mu_);
 };

@@ -67,55 +67,57 @@ void OnlineUpdater::SetLeader(bool leader) { leader_.store(leader); }
 
 void OnlineUpdater::Enqueue(std::vector<OnlineEvent> events) {
   if (events.empty() || !options_.enabled || !leader_.load()) return;
-  std::lock_guard<std::mutex> lock(queue_mu_);
+  absl::MutexLock lock(&queue_mu_);
   for (OnlineEvent& ev : events) {
     ev.seq = next_seq_++;
     queue_.push_back(std::move(ev));
   }
-  queue_cv_.notify_all();
 }
 
 uint64_t OnlineUpdater::NextSeq() const {
-  std::lock_guard<std::mutex> lock(queue_mu_);
+  absl::MutexLock lock(&queue_mu_);
   return next_seq_;
 }
 
 void OnlineUpdater::Flush() {
   if (!options_.enabled) return;
-  std::unique_lock<std::mutex> lock(queue_mu_);
-  idle_cv_.wait(lock, [&] { return (queue_.empty() && !busy_) || stop_; });
+  absl::MutexLock lock(&queue_mu_);
+  auto idle = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(queue_mu_) {
+    return (queue_.empty() && !busy_) || stop_;
+  };
+  queue_mu_.Await(absl::Condition(&idle));
 }
 
 int64_t OnlineUpdater::updates() const {
-  std::lock_guard<std::mutex> lock(state_mu_);
+  absl::MutexLock lock(&state_mu_);
   return updates_;
 }
 
 int64_t OnlineUpdater::full_copies() const {
-  std::lock_guard<std::mutex> lock(state_mu_);
+  absl::MutexLock lock(&state_mu_);
   return full_copies_;
 }
 
 int64_t OnlineUpdater::applies() const {
-  std::lock_guard<std::mutex> lock(state_mu_);
+  absl::MutexLock lock(&state_mu_);
   return applies_;
 }
 
 absl::Status OnlineUpdater::PersistNow() {
   std::shared_ptr<const Model> model;
   {
-    std::lock_guard<std::mutex> lock(state_mu_);
+    absl::MutexLock lock(&state_mu_);
     model = dirty_;
   }
   if (model == nullptr) return absl::OkStatus();
   if (!leader_.load()) {  // lost the lead: the new leader publishes
-    std::lock_guard<std::mutex> lock(state_mu_);
+    absl::MutexLock lock(&state_mu_);
     if (dirty_ == model) dirty_ = nullptr;
     return absl::OkStatus();
   }
   const Served cur = registry_->Current();
   if (cur.model != model) {  // replaced by a full Train / ActivateModel
-    std::lock_guard<std::mutex> lock(state_mu_);
+    absl::MutexLock lock(&state_mu_);
     if (dirty_ == model) dirty_ = nullptr;
     return absl::OkStatus();
   }
@@ -130,7 +132,7 @@ absl::Status OnlineUpdater::PersistNow() {
       "\"base_version\":%d}",
       cur.version);
   absl::StatusOr<int64_t> v = registry_->PublishOnline(model, meta, blob);
-  std::lock_guard<std::mutex> lock(state_mu_);
+  absl::MutexLock lock(&state_mu_);
   if (!v.ok() && !absl::IsAborted(v.status())) {
     Log(LogLevel::kError, "online_persist_failed",
         {F("error", v.status().ToString())});
@@ -157,7 +159,7 @@ std::shared_ptr<Model> OnlineUpdater::WorkingCopy(const Served& base) {
   }
   spare_.reset();
   {
-    std::lock_guard<std::mutex> lock(state_mu_);
+    absl::MutexLock lock(&state_mu_);
     ++full_copies_;
   }
   return std::make_shared<Model>(*base.model);
@@ -240,7 +242,7 @@ void OnlineUpdater::Apply(const std::deque<OnlineEvent>& events) {
     }
     mine_ = w;
     {
-      std::lock_guard<std::mutex> lock(state_mu_);
+      absl::MutexLock lock(&state_mu_);
       updates_ += updates;
       ++applies_;
       if (dirty_ == nullptr) dirty_since_ = Clock::now();
@@ -262,21 +264,25 @@ void OnlineUpdater::Loop() {
   while (true) {
     std::optional<Clock::time_point> deadline;
     {
-      std::lock_guard<std::mutex> lock(state_mu_);
+      absl::MutexLock lock(&state_mu_);
       if (dirty_ != nullptr) deadline = dirty_since_ + period;
     }
     std::deque<OnlineEvent> batch;
     bool stop = false;
     {
-      std::unique_lock<std::mutex> lock(queue_mu_);
-      auto ready = [&] { return stop_ || !queue_.empty(); };
+      absl::MutexLock lock(&queue_mu_);
+      auto ready = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(queue_mu_) {
+        return stop_ || !queue_.empty();
+      };
       if (deadline.has_value()) {
-        queue_cv_.wait_until(lock, *deadline, ready);
+        queue_mu_.AwaitWithTimeout(absl::Condition(&ready),
+                                   absl::FromChrono(*deadline - Clock::now()));
       } else {
-        queue_cv_.wait(lock, ready);
+        queue_mu_.Await(absl::Condition(&ready));
       }
       if (!stop_ && !queue_.empty()) {
-        queue_cv_.wait_until(lock, next_apply, [&] { return stop_; });
+        queue_mu_.AwaitWithTimeout(absl::Condition(&stop_),
+                                   absl::FromChrono(next_apply - Clock::now()));
       }
       batch.swap(queue_);
       stop = stop_;
@@ -290,7 +296,7 @@ void OnlineUpdater::Loop() {
     }
     bool persist = false;
     {
-      std::lock_guard<std::mutex> lock(state_mu_);
+      absl::MutexLock lock(&state_mu_);
       persist =
           dirty_ != nullptr && (stop || Clock::now() >= dirty_since_ + period);
     }
@@ -299,9 +305,8 @@ void OnlineUpdater::Loop() {
       ReleaseFreeMemory();  // the serialized copy and replaced models
     }
     {
-      std::lock_guard<std::mutex> lock(queue_mu_);
+      absl::MutexLock lock(&queue_mu_);
       busy_ = false;
-      idle_cv_.notify_all();
       if (stop && queue_.empty()) break;
     }
   }
@@ -310,13 +315,10 @@ void OnlineUpdater::Loop() {
 void OnlineUpdater::Shutdown() {
   std::call_once(shutdown_once_, [this] {
     {
-      std::lock_guard<std::mutex> lock(queue_mu_);
+      absl::MutexLock lock(&queue_mu_);
       stop_ = true;
-      queue_cv_.notify_all();
     }
     if (thread_.joinable()) thread_.join();
-    std::lock_guard<std::mutex> lock(queue_mu_);
-    idle_cv_.notify_all();
   });
 }
 

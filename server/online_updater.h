@@ -35,7 +35,6 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -47,6 +46,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
 #include "core/model.h"
 #include "server/model_registry.h"
 #include "store/store.h"
@@ -135,16 +135,14 @@ class OnlineUpdater {
   using Clock = std::chrono::steady_clock;
 
   // The queue.
-  mutable std::mutex queue_mu_;
-  std::condition_variable queue_cv_;
-  std::condition_variable idle_cv_;
+  mutable absl::Mutex queue_mu_;
   std::deque<OnlineEvent> queue_ ABSL_GUARDED_BY(queue_mu_);
   uint64_t next_seq_ ABSL_GUARDED_BY(queue_mu_) = 1;
   bool busy_ ABSL_GUARDED_BY(queue_mu_) = false;
   bool stop_ ABSL_GUARDED_BY(queue_mu_) = false;
 
   // Persistence state.
-  mutable std::mutex state_mu_;
+  mutable absl::Mutex state_mu_;
   // The served model with unpersisted updates (null: none) and since when.
   std::shared_ptr<const Model> dirty_ ABSL_GUARDED_BY(state_mu_);
   Clock::time_point dirty_since_ ABSL_GUARDED_BY(state_mu_);

@@ -40,7 +40,7 @@ absl::StatusOr<ReadCaches::UserRatingsPtr> ReadCaches::UserRatings(
     const std::string& user) {
   uint64_t gen = 0;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (const UserRatingsPtr* hit = users_.Find(user)) return *hit;
     gen = ratings_gen_;
   }
@@ -51,7 +51,7 @@ absl::StatusOr<ReadCaches::UserRatingsPtr> ReadCaches::UserRatings(
       r.ok() ? std::make_shared<const std::vector<store::UserRating>>(
                    std::move(*r))
              : nullptr;
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   if (ratings_gen_ == gen) users_.Put(user, ptr);
   return ptr;
 }
@@ -63,7 +63,7 @@ std::vector<std::string> ReadCaches::Titles(
   std::vector<size_t> missing_pos;
   uint64_t gen = 0;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     for (size_t i = 0; i < ids.size(); ++i) {
       auto it = titles_.find(ids[i]);
       if (it != titles_.end()) {
@@ -78,7 +78,7 @@ std::vector<std::string> ReadCaches::Titles(
   if (missing.empty()) return out;
   absl::StatusOr<std::vector<std::string>> got = store_->GetTitles(missing);
   if (!got.ok()) return out;  // titles are best effort
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   const bool fresh = titles_gen_ == gen;
   if (fresh && titles_.size() + missing.size() > kMaxTitles) titles_.clear();
   for (size_t j = 0; j < missing.size(); ++j) {
@@ -89,7 +89,7 @@ std::vector<std::string> ReadCaches::Titles(
 }
 
 void ReadCaches::InvalidateUsers(const std::vector<std::string>& users) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   ++ratings_gen_;
   for (const std::string& u : users) {
     users_.Erase(u);
@@ -98,13 +98,13 @@ void ReadCaches::InvalidateUsers(const std::vector<std::string>& users) {
 }
 
 void ReadCaches::InvalidateTitles(const std::vector<std::string>& items) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   ++titles_gen_;
   for (const std::string& i : items) titles_.erase(i);
 }
 
 void ReadCaches::InvalidateAll() {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   ++ratings_gen_;
   ++titles_gen_;
   users_.Clear();
@@ -118,18 +118,18 @@ int ReadCaches::DefaultThreshold(const std::shared_ptr<const Model>& model) {
            !model.owner_before(threshold_model_);
   };
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (same()) return threshold_k0_;
   }
   const int k0 = DefaultThresholdIndex(*model);  // no lock held
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   threshold_model_ = model;
   threshold_k0_ = k0;
   return k0;
 }
 
 uint64_t ReadCaches::ratings_generation() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return ratings_gen_;
 }
 
@@ -144,7 +144,7 @@ absl::StatusOr<UserView> ReadCaches::Resolve(
     view.model_user = model.users().Find(user_id);
     view.folded_in = view.model_user < 0;
     if (cacheable) {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       const std::shared_ptr<const ResolvedRatings>* hit =
           resolved_.Find(user_id);
       if (hit != nullptr && (*hit)->model.lock() == model_ptr) {
@@ -214,7 +214,7 @@ absl::StatusOr<UserView> ReadCaches::Resolve(
   model.MemberInputs(out.view(), &resolved->member_x);
   view.resolved = std::move(resolved);
   if (cacheable) {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (ratings_gen_ == gen) resolved_.Put(user_id, view.resolved);
   }
   return view;

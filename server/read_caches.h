@@ -33,6 +33,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "core/model.h"
 #include "proto/rbmrec.pb.h"
 #include "server/bounded_cache.h"
@@ -115,7 +116,7 @@ class ReadCaches {
 
  private:
   const store::Store* const store_;
-  mutable std::mutex mu_;
+  mutable absl::Mutex mu_;
   BoundedCache<UserRatingsPtr, &internal::CacheBytes> users_
       ABSL_GUARDED_BY(mu_);
   BoundedCache<std::shared_ptr<const ResolvedRatings>, &internal::CacheBytes>

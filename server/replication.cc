@@ -87,10 +87,9 @@ Replication::~Replication() { Stop(); }
 void Replication::Stop() {
   std::call_once(stop_once_, [this] {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       stop_ = true;
     }
-    stop_cv_.notify_all();
     if (thread_.joinable()) thread_.join();
     // Giving the lease back lets a follower lead at its next check.
     const bool led = lease_ != nullptr;
@@ -102,7 +101,7 @@ void Replication::Stop() {
 }
 
 std::string Replication::leader_address() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return leader_address_;
 }
 
@@ -110,7 +109,7 @@ void Replication::SetLeading(bool leading) {
   leader_.store(leading);
   online_->SetLeader(leading);
   if (leading) {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     leader_address_ = options_.advertise;
   } else if (jobs_->Cancel()) {
     Log(LogLevel::kWarn, "training_cancelled_lost_leadership", {});
@@ -141,7 +140,7 @@ void Replication::CheckLeadership() {
   }
   absl::StatusOr<std::string> address = store_->LeaderAddress();
   if (address.ok()) {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     leader_address_ = *address;
   }
 }
@@ -201,7 +200,7 @@ void Replication::Loop() {
   Clock::time_point next_follow = Clock::now() + follow_period;
   while (true) {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       if (stop_) return;
     }
     if (feed_ == nullptr) {
@@ -214,10 +213,9 @@ void Replication::Loop() {
         Follow();
         Log(LogLevel::kInfo, "change_feed_subscribed", {});
       } else {
-        std::unique_lock<std::mutex> lock(mu_);
-        stop_cv_.wait_for(lock,
-                          std::chrono::milliseconds(options_.feed_wait_ms),
-                          [&] { return stop_; });
+        absl::MutexLock lock(&mu_);
+        mu_.AwaitWithTimeout(absl::Condition(&stop_),
+                             absl::Milliseconds(options_.feed_wait_ms));
       }
     }
     if (feed_ != nullptr) {

@@ -36,7 +36,6 @@
 // Stop() (and the destructor) from one thread.
 
 #include <atomic>
-#include <condition_variable>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -45,6 +44,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "server/model_registry.h"
 #include "server/online_updater.h"
 #include "server/read_caches.h"
@@ -115,8 +115,7 @@ class Replication {
   std::unique_ptr<store::LeaderLease> lease_;
   std::unique_ptr<store::ChangeFeed> feed_;
 
-  mutable std::mutex mu_;
-  std::condition_variable stop_cv_;
+  mutable absl::Mutex mu_;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   std::string leader_address_ ABSL_GUARDED_BY(mu_);
 

@@ -4,11 +4,9 @@
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
-#include <map>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "core/error_reason.h"
 #include "core/utf8.h"
 
@@ -128,13 +126,6 @@ absl::StatusOr<PredictMethod> ToMethod(v1::Method m) {
   }
 }
 
-void FillScale(const RatingScale& scale, v1::RatingScale* out) {
-  out->set_min(scale.min());
-  out->set_max(scale.max());
-  out->set_step(scale.step());
-  for (int k = 0; k < scale.K(); ++k) out->add_values(scale.Value(k));
-}
-
 v1::ModelInfo ToProto(const store::ModelInfo& m) {
   v1::ModelInfo out;
   out.set_version(m.version);
@@ -149,45 +140,6 @@ v1::ModelInfo ToProto(const store::ModelInfo& m) {
   out.set_size_bytes(m.size_bytes);
   out.set_pinned(m.pinned);
   return out;
-}
-
-// True when p is a distribution over K values (finite, >= 0, sum 1).
-bool SaneDistribution(const float* p, int K) {
-  double sum = 0;
-  for (int k = 0; k < K; ++k) {
-    if (!std::isfinite(p[k]) || p[k] < 0) return false;
-    sum += p[k];
-  }
-  return std::abs(sum - 1.0) < 1e-3;
-}
-
-// The JSON object of item attributes, keys sorted.
-std::string AttributesJson(
-    const google::protobuf::Map<std::string, std::string>& attributes) {
-  if (attributes.empty()) return "";
-  std::map<std::string, std::string> attrs(attributes.begin(),
-                                           attributes.end());
-  auto quote = [](const std::string& s) {
-    std::string out = "\"";
-    for (char c : s) {
-      const auto uc = static_cast<unsigned char>(c);
-      if (c == '"' || c == '\\') {
-        out.push_back('\\');
-        out.push_back(c);
-      } else if (uc < 0x20) {
-        out += absl::StrFormat("\\u%04x", static_cast<int>(uc));
-      } else {
-        out.push_back(c);
-      }
-    }
-    return out + "\"";
-  };
-  std::string json = "{";
-  for (const auto& [k, v] : attrs) {
-    if (json.size() > 1) json.push_back(',');
-    absl::StrAppend(&json, quote(k), ":", quote(v));
-  }
-  return json + "}";
 }
 
 absl::StatusOr<TrainJobRequest> TrainJobFromProto(

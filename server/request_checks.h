@@ -1,8 +1,12 @@
 #ifndef RBMREC_SERVER_REQUEST_CHECKS_H_
 #define RBMREC_SERVER_REQUEST_CHECKS_H_
 
-// Validation of request fields and proto conversion helpers of the service.
-// Pure functions; thread-safe.
+// Checks of request fields shared by the service's RPCs: ids, texts,
+// ratings, items, limits, Train options. Each returns "" / OK when the
+// value is valid, else a message naming the field (and, over a limit, the
+// limit and its flag). Pure functions; thread-safe. The PredictRatings /
+// Recommend checks and defaults are in server/request_plan.h; proto
+// conversions in server/proto_convert.h.
 
 #include <cstdint>
 #include <string>
@@ -80,13 +84,10 @@ absl::Status OverLimit(absl::string_view what, int64_t value, int64_t limit,
 // UNSPECIFIED and EXACT: kExact; MEAN_FIELD: kMeanField; other numbers:
 // INVALID_ARGUMENT.
 absl::StatusOr<PredictMethod> ToMethod(v1::Method m);
-void FillScale(const RatingScale& scale, v1::RatingScale* out);
+// The stored model version's proto (ListModels, ActivateModel, PinModel).
+// A conversion, not a check: it moves to server/proto_convert.h once the
+// store's typed model metrics land (issue 27).
 v1::ModelInfo ToProto(const store::ModelInfo& m);
-// True when p is a distribution over K values (finite, >= 0, sum 1).
-bool SaneDistribution(const float* p, int K);
-// The JSON object of item attributes (keys sorted), "" when empty.
-std::string AttributesJson(
-    const google::protobuf::Map<std::string, std::string>& attributes);
 
 // A Train request converted and checked.
 struct TrainJobRequest {

@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 
 namespace rbmrec::server {
 
@@ -81,7 +82,7 @@ class ScratchPool {
     const size_t home = Home();
     for (size_t k = 0; k < shards_.size(); ++k) {
       Shard& shard = shards_[(home + k) % shards_.size()];
-      std::lock_guard<std::mutex> lock(shard.mu);
+      absl::MutexLock lock(&shard.mu);
       if (!shard.idle.empty()) {
         std::unique_ptr<T> obj = std::move(shard.idle.back());
         shard.idle.pop_back();
@@ -95,7 +96,7 @@ class ScratchPool {
   size_t idle() const {
     size_t n = 0;
     for (const Shard& shard : shards_) {
-      std::lock_guard<std::mutex> lock(shard.mu);
+      absl::MutexLock lock(&shard.mu);
       n += shard.idle.size();
     }
     return n;
@@ -112,7 +113,7 @@ class ScratchPool {
  private:
   // The idle objects last given back on one CPU.
   struct Shard {
-    mutable std::mutex mu;
+    mutable absl::Mutex mu;
     std::vector<std::unique_ptr<T>> idle ABSL_GUARDED_BY(mu);
   };
 
@@ -127,7 +128,7 @@ class ScratchPool {
   void Return(std::unique_ptr<T> obj) {
     Shard& shard = shards_[Home()];
     {
-      std::lock_guard<std::mutex> lock(shard.mu);
+      absl::MutexLock lock(&shard.mu);
       if (shard.idle.size() < per_shard_) {
         shard.idle.push_back(std::move(obj));
         return;

@@ -14,9 +14,12 @@
 #include "absl/strings/str_join.h"
 #include "core/error_reason.h"
 #include "core/recommend.h"
+#include "server/erasure.h"
 #include "server/log.h"
 #include "server/metrics.h"
+#include "server/proto_convert.h"
 #include "server/request_checks.h"
+#include "server/request_plan.h"
 
 namespace rbmrec::server {
 namespace {
@@ -44,37 +47,7 @@ RbmrecService::RbmrecService(std::unique_ptr<store::Store> store,
 absl::StatusOr<std::unique_ptr<RbmrecService>> RbmrecService::Create(
     std::unique_ptr<store::Store> store, const ServiceOptions& options) {
   if (store == nullptr) return absl::InvalidArgumentError("store is null");
-  auto positive = [](absl::string_view name, double v) {
-    return v > 0
-               ? absl::OkStatus()
-               : absl::InvalidArgumentError(absl::StrCat(name, " must be > 0"));
-  };
-  for (absl::Status s :
-       {positive("max_batch_rows", options.max_batch_rows),
-        positive("max_predict_items", options.max_predict_items),
-        positive("max_recommend_n", options.max_recommend_n),
-        positive("max_adhoc_ratings", options.max_adhoc_ratings),
-        positive("max_model_bytes",
-                 static_cast<double>(options.max_model_bytes)),
-        positive("online_learning_rate", options.online_learning_rate),
-        positive("online_steps", options.online_steps),
-        positive("online_publish_seconds", options.online_publish_seconds)}) {
-    if (!s.ok()) return s;
-  }
-  if (options.max_train_threads < 0 || options.max_train_memory_bytes < 0 ||
-      options.keep_full_models < 0 || options.keep_online_models < 0 ||
-      options.version_cache_bytes < 0 || options.read_cache_bytes < 0 ||
-      !(options.activate_tolerance >= 0) ||
-      !(options.online_min_apply_gap_seconds >= 0)) {
-    return absl::InvalidArgumentError(
-        "max_train_threads, max_train_memory_bytes, keep_full_models, "
-        "keep_online_models, version_cache_bytes, read_cache_bytes, "
-        "activate_tolerance and online_min_apply_gap_seconds must be >= 0");
-  }
-  if (absl::Status s = ValidateTrainOptions(options.train_defaults); !s.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("training defaults: ", s.message()));
-  }
+  if (absl::Status s = CheckServiceOptions(options); !s.ok()) return s;
   std::unique_ptr<RbmrecService> svc(
       new RbmrecService(std::move(store), options));
   store::Store* st = svc->store_.get();
@@ -135,19 +108,30 @@ bool RbmrecService::ModelResident(int64_t model_version) {
   return registry_->Resident(model_version);
 }
 
-bool RbmrecService::RecommendSharesPasses(const v1::RecommendRequest& request) {
-  switch (request.rank_by()) {
-    case v1::PROBABILITY_RATED:
-    case v1::PROBABILITY_RATED_AT_LEAST:
-      return false;
-    case v1::RANK_BY_UNSPECIFIED: {
-      if (request.model_version() != 0) return true;
-      const Served served = registry_->Current();
-      return served.model == nullptr || !served.model->HasRatedRbm();
-    }
-    default:
-      return true;
+Placement RbmrecService::PlacePredict(
+    const v1::PredictRatingsRequest& request) {
+  Placement p;
+  p.resident = registry_->Resident(request.model_version());
+  return p;
+}
+
+Placement RbmrecService::PlaceRecommend(const v1::RecommendRequest& request) {
+  Placement p;
+  p.resident = registry_->Resident(request.model_version());
+  if (request.rank_by() == v1::RANK_BY_UNSPECIFIED &&
+      request.model_version() != 0) {
+    // The default of a version other than the active one depends on a
+    // model not at hand: taken to share passes.
+    p.shares_passes = true;
+    return p;
   }
+  bool has_rated_rbm = false;
+  if (request.rank_by() == v1::RANK_BY_UNSPECIFIED) {
+    const Served served = registry_->Current();
+    has_rated_rbm = served.model != nullptr && served.model->HasRatedRbm();
+  }
+  p.shares_passes = SharesPasses(ResolveRankBy(request, has_rated_rbm));
+  return p;
 }
 
 int64_t RbmrecService::active_version() const {
@@ -299,77 +283,10 @@ absl::StatusOr<v1::DeleteUserResponse> RbmrecService::DeleteUser(
   if (std::string why = IdProblem(user, "user_id"); !why.empty()) {
     return absl::InvalidArgumentError(why);
   }
-  // The ratings as stored just before the deletion: the contributions to
-  // take out of the models (and the online histogram deltas).
-  std::vector<store::UserRating> old;
-  bool in_store = true;
-  {
-    absl::StatusOr<std::vector<store::UserRating>> r =
-        store_->GetUserRatings(user);
-    NoteStoreStatus(r.status());
-    if (absl::IsNotFound(r.status())) {
-      in_store = false;
-    } else if (!r.ok()) {
-      return r.status();
-    } else {
-      old = std::move(*r);
-    }
-  }
-  v1::DeleteUserResponse resp;
-  if (in_store) {
-    absl::StatusOr<int64_t> deleted = store_->DeleteUser(user);
-    NoteStoreStatus(deleted.status());
-    caches_->InvalidateUsers({user});
-    if (absl::IsNotFound(deleted.status())) {
-      in_store = false;  // deleted by a concurrent call
-    } else if (!deleted.ok()) {
-      return deleted.status();
-    } else {
-      resp.set_deleted_ratings(*deleted);
-    }
-  }
-  // A user the store no longer has may still be in the models (a repeated
-  // call after a failed erasure): erase from them anyway.
-  std::vector<std::pair<std::string, double>> ratings;
-  ratings.reserve(old.size());
-  for (const store::UserRating& u : old) ratings.emplace_back(u.item, u.rating);
-  absl::StatusOr<ModelRegistry::Erasure> erased =
-      registry_->EraseUser(user, ratings);
-  caches_->InvalidateUsers({user});
-  if (!erased.ok()) {
-    return absl::Status(
-        erased.status().code(),
-        absl::StrCat(in_store ? "the user's ratings were deleted, but " : "",
-                     "erasing user_id '", user,
-                     "' from the stored model "
-                     "versions failed: ",
-                     erased.status().message(), "; call DeleteUser again"));
-  }
-  if (!in_store && !erased->served && erased->versions_rewritten == 0 &&
-      erased->failures.empty()) {
-    return absl::NotFoundError(absl::StrCat("user_id '", user, "' not found"));
-  }
-  if (!erased->failures.empty()) {
-    return absl::InternalError(absl::StrCat(
-        in_store ? "the user's ratings were deleted and " : "", "user_id '",
-        user, "' was erased from the served model and ",
-        erased->versions_rewritten, " stored version(s), but not from: ",
-        absl::StrJoin(erased->failures, "; "),
-        "; delete those versions (DeleteModel) or call DeleteUser again"));
-  }
-  // Histogram deltas for the online model (the per-user state is gone
-  // already, so no item-input change and no user update).
-  if (online_->Active() && !old.empty()) {
-    std::vector<OnlineEvent> events(1);
-    events[0].user = user;
-    events[0].update = false;
-    for (const store::UserRating& u : old) {
-      events[0].deltas.push_back(HistDelta{u.item, u.rating, -1});
-    }
-    online_->Enqueue(std::move(events));
-  }
-  resp.set_erased_from_served_model(erased->served);
-  resp.set_model_versions_rewritten(erased->versions_rewritten);
+  absl::StatusOr<v1::DeleteUserResponse> erased = EraseUserEverywhere(
+      user, store_.get(), registry_.get(), caches_.get(), online_.get());
+  if (!erased.ok()) return erased.status();
+  v1::DeleteUserResponse& resp = *erased;
   const int64_t pending = ++erasures_since_training_;
   resp.set_erasures_since_training(pending);
   if (options_.retrain_after_erasures > 0 &&
@@ -493,54 +410,12 @@ absl::StatusOr<v1::CancelTrainingResponse> RbmrecService::CancelTraining(
 // ---------------------------------------------------------------------------
 // Predictions
 
-absl::Status RbmrecService::CheckAdHoc(
-    const google::protobuf::RepeatedPtrField<v1::ItemRating>& ratings,
-    const RatingScale& scale) const {
-  if (ratings.size() > options_.max_adhoc_ratings) {
-    return OverLimit("the number of ad-hoc ratings", ratings.size(),
-                     options_.max_adhoc_ratings, "--max-adhoc-ratings");
-  }
-  for (int i = 0; i < ratings.size(); ++i) {
-    const v1::ItemRating& r = ratings.Get(i);
-    if (std::string why = IdProblem(r.item_id(), "item_id"); !why.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat("ratings[", i, "].", why));
-    }
-    if (std::string why = RatingProblem(r.rating(), scale); !why.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "ratings[", i, "] (item_id '", r.item_id(), "'): ", why));
-    }
-  }
-  return absl::OkStatus();
-}
-
 absl::StatusOr<v1::PredictRatingsResponse> RbmrecService::PredictRatings(
     const v1::PredictRatingsRequest& request) {
-  const int n = request.item_ids_size();
-  if (n == 0) {
-    return absl::InvalidArgumentError(
-        "item_ids is empty: ask for at least one item");
-  }
-  if (n > options_.max_predict_items) {
-    return OverLimit("the number of item_ids", n, options_.max_predict_items,
-                     "--max-predict-items");
-  }
-  for (int i = 0; i < n; ++i) {
-    if (std::string why = IdProblem(request.item_ids(i), "item_id");
-        !why.empty()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("item_ids[", i, "]: ", why));
-    }
-  }
-  if (!request.user_id().empty()) {
-    if (std::string why = IdProblem(request.user_id(), "user_id");
-        !why.empty()) {
-      return absl::InvalidArgumentError(why);
-    }
-  }
-  absl::StatusOr<PredictMethod> method = ToMethod(request.method());
+  absl::StatusOr<PredictMethod> method =
+      CheckPredict(request, Limits(), options_.scale);
   if (!method.ok()) return method.status();
-  if (absl::Status s = CheckAdHoc(request.ratings(), options_.scale); !s.ok())
-    return s;
+  const int n = request.item_ids_size();
   absl::StatusOr<Served> served = registry_->Get(request.model_version());
   if (!served.ok()) return served.status();
   const Model& model = *served->model;
@@ -593,85 +468,17 @@ absl::StatusOr<v1::PredictRatingsResponse> RbmrecService::PredictRatings(
 
 absl::StatusOr<v1::RecommendResponse> RbmrecService::Recommend(
     const v1::RecommendRequest& request) {
-  int n = request.n();
-  if (n < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("n must be >= 0 (0 means 10), got ", n));
-  }
-  if (n > options_.max_recommend_n) {
-    return OverLimit("n", n, options_.max_recommend_n, "--max-recommend-n");
-  }
-  if (n == 0) n = std::min(10, options_.max_recommend_n);
-  absl::StatusOr<PredictMethod> method = ToMethod(request.method());
-  if (!method.ok()) return method.status();
-  if (!v1::RankBy_IsValid(request.rank_by())) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "rank_by ", static_cast<int>(request.rank_by()),
-        " is not a known RankBy (EXPECTED_RATING = 1, PROBABILITY_AT_LEAST = "
-        "2, PROBABILITY_RATED = 3, PROBABILITY_RATED_AT_LEAST = 4)"));
-  }
-  if (!request.user_id().empty()) {
-    if (std::string why = IdProblem(request.user_id(), "user_id");
-        !why.empty()) {
-      return absl::InvalidArgumentError(why);
-    }
-  }
-  if (absl::Status s = CheckAdHoc(request.ratings(), options_.scale); !s.ok())
-    return s;
+  absl::StatusOr<RecommendCheck> checked =
+      CheckRecommend(request, Limits(), options_.scale);
+  if (!checked.ok()) return checked.status();
   absl::StatusOr<Served> served = registry_->Get(request.model_version());
   if (!served.ok()) return served.status();
   const Model& model = *served->model;
-  RankOptions ro;
-  ro.method = *method;
-  ro.n = n;
-  ro.candidates = options_.recommend_candidates;
-  v1::RankBy rank_by = request.rank_by();
-  if (rank_by == v1::RANK_BY_UNSPECIFIED) {
-    rank_by = model.HasRatedRbm()        ? v1::PROBABILITY_RATED_AT_LEAST
-              : request.threshold() != 0 ? v1::PROBABILITY_AT_LEAST
-                                         : v1::EXPECTED_RATING;
-  }
-  switch (rank_by) {
-    case v1::PROBABILITY_AT_LEAST:
-      ro.by = RankBy::kAtLeast;
-      break;
-    case v1::PROBABILITY_RATED:
-      ro.by = RankBy::kRated;
-      break;
-    case v1::PROBABILITY_RATED_AT_LEAST:
-      ro.by = RankBy::kRatedAtLeast;
-      break;
-    default:
-      ro.by = RankBy::kExpected;
-      break;
-  }
-  if (NeedsRatedRbm(ro.by) && !model.HasRatedRbm()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "rank_by ", v1::RankBy_Name(rank_by), ": model version ",
-        served->version,
-        " has no rated RBM (trained before it existed or with rated_hidden "
-        "0); train a new model, or rank by EXPECTED_RATING or "
-        "PROBABILITY_AT_LEAST"));
-  }
-  double threshold = 0;
-  if (UsesThreshold(ro.by)) {
-    threshold = request.threshold();
-    if (threshold == 0 && rank_by == v1::PROBABILITY_RATED_AT_LEAST) {
-      ro.k0 = caches_->DefaultThreshold(served->model);
-      threshold = model.scale().Value(ro.k0);
-    } else {
-      if (!std::isfinite(threshold) || threshold < model.scale().min() - 1e-9 ||
-          threshold > model.scale().max() + 1e-9) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("threshold ", threshold, " is outside the scale ",
-                         model.scale().ToString()));
-      }
-      ro.k0 = std::clamp(
-          static_cast<int>(std::ceil(
-              (threshold - model.scale().min()) / model.scale().step() - 1e-6)),
-          0, model.K() - 1);
-    }
-  }
+  absl::StatusOr<RankPlan> plan = ToRankOptions(
+      request, *checked, model, served->version, options_.recommend_candidates,
+      [&] { return caches_->DefaultThreshold(served->model); });
+  if (!plan.ok()) return plan.status();
+  RankOptions& ro = plan->options;
   absl::StatusOr<UserView> user =
       caches_->Resolve(served->model, request.user_id(), request.ratings());
   if (!user.ok()) return user.status();
@@ -687,8 +494,8 @@ absl::StatusOr<v1::RecommendResponse> RbmrecService::Recommend(
   const std::vector<std::string> titles = caches_->Titles(ids);
   v1::RecommendResponse resp;
   resp.set_model_version(served->version);
-  resp.set_rank_by(rank_by);
-  resp.set_threshold(threshold);
+  resp.set_rank_by(plan->rank_by);
+  resp.set_threshold(plan->threshold);
   for (size_t r = 0; r < ranked.size(); ++r) {
     v1::Recommendation* rec = resp.add_recommendations();
     rec->set_item_id(ids[r]);
@@ -771,14 +578,7 @@ absl::StatusOr<v1::GetStatsResponse> RbmrecService::GetStats(
   NoteStoreStatus(stats.status());
   if (!stats.ok()) return stats.status();
   v1::GetStatsResponse resp;
-  resp.set_users(stats->users);
-  resp.set_items(stats->items);
-  resp.set_ratings(stats->ratings);
-  resp.set_model_versions(stats->model_versions);
-  resp.set_database_bytes(stats->database_bytes);
-  resp.set_database_file_bytes(stats->database_file_bytes);
-  resp.set_wal_bytes(stats->wal_bytes);
-  resp.set_database_max_bytes(stats->database_max_bytes);
+  FillStats(*stats, &resp);
   // The version actually serving (0 when none could be loaded).
   resp.set_active_model_version(registry_->Current().version);
   resp.set_model_load_error(registry_->load_error());
@@ -787,13 +587,7 @@ absl::StatusOr<v1::GetStatsResponse> RbmrecService::GetStats(
     resp.set_leader_address(replication_->leader_address());
   }
   const TrainingJobs::SlotStatus slot = jobs_->Status();
-  v1::TrainingStatus* t = resp.mutable_training();  // always present
-  t->set_running(slot.running);
-  t->set_epoch(slot.epoch);
-  t->set_max_epochs(slot.max_epochs);
-  t->set_elapsed_seconds(slot.elapsed_seconds);
-  t->set_validation_rmse(slot.validation_rmse);
-  t->set_rbm(slot.rbm);
+  FillTraining(slot, resp.mutable_training());  // always present
   resp.set_online_updates(online_->updates());
   return resp;
 }

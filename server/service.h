@@ -9,9 +9,11 @@
 // versions, activation policy, retention, fallback at start, cache of
 // non-active versions), TrainingJobs (the training slot, memory admission),
 // OnlineUpdater (incremental online updates and their publishing),
-// ReadCaches (stored ratings, resolved users, titles). This class validates
-// requests against ServiceOptions' limits and converts protos; it holds no
-// mutex of its own.
+// ReadCaches (stored ratings, resolved users, titles), the erasure of
+// DeleteUser (erasure.h). Requests are checked by request_checks.h and
+// request_plan.h (PredictRatings / Recommend, their defaults and where they
+// run) and converted by proto_convert.h; options are service_options.h.
+// This class holds no mutex of its own.
 //
 // Thread-safe: every method may be called concurrently from any thread,
 // except that one AddRatingsSession is used by one thread at a time.
@@ -82,81 +84,15 @@
 #include "server/read_caches.h"
 #include "server/replication.h"
 #include "server/request_checks.h"
+#include "server/request_plan.h"
 #include "server/scratch_pool.h"
+#include "server/service_options.h"
 #include "server/training_jobs.h"
 #include "store/store.h"
 
 namespace rbmrec::server {
 
 namespace v1 = ::rbmrec::v1;
-
-// Every knob of the service, with its default. main.cc binds them to flags.
-struct ServiceOptions {
-  // The rating scale of AddRatings (and of training).
-  RatingScale scale;
-  // Defaults of Train jobs; a TrainRequest's options override them.
-  TrainOptions train_defaults;
-  // Upper bound of a job's worker threads (0 = hardware threads).
-  int max_train_threads = 0;
-  // Niceness added to the training threads (Linux: per thread, inherited
-  // by the job's workers), so that a full Train yields the cores to
-  // serving. 0 = same priority as the RPCs; 19 = lowest.
-  int train_nice = 10;
-  // Admission of Train jobs: estimated peak memory of a job in bytes
-  // (--max-train-memory-mb); 0 = DefaultTrainMemoryBytes(), half of
-  // min(physical RAM, cgroup v2 memory.max).
-  int64_t max_train_memory_bytes = 0;
-  // Admission of Train jobs: estimated serialized model size in bytes
-  // (--max-model-mb).
-  int64_t max_model_bytes = int64_t{512} << 20;
-  // Activation policy of Train requests that set none (--activate), and
-  // the if-better tolerance in validation RMSE (--activate-tolerance).
-  Activation activation = Activation::kIfBetter;
-  double activate_tolerance = 0.005;
-  // Retention, applied after every publish: the newest keep_full_models
-  // "full" and keep_online_models "online" versions, plus the active and
-  // pinned ones (--keep-full-models, --keep-online-models).
-  int keep_full_models = 3;
-  int keep_online_models = 2;
-  // Byte budget of the cache of loaded non-active model versions
-  // (--version-cache-mb).
-  int64_t version_cache_bytes = int64_t{256} << 20;
-  // Byte budget of each read cache (stored ratings, resolved users).
-  int64_t read_cache_bytes = int64_t{256} << 20;
-  // Rows per AddRatings batch and items per PutItems call (--max-batch).
-  int max_batch_rows = 10000;
-  // item_ids per PredictRatings and per DeleteRatings request
-  // (--max-predict-items).
-  int max_predict_items = 1000;
-  // Largest Recommend n (--max-recommend-n).
-  int max_recommend_n = 1000;
-  // Ad-hoc `ratings` per PredictRatings / Recommend request
-  // (--max-adhoc-ratings).
-  int max_adhoc_ratings = 10000;
-  // Recommend: rank all items by mean field first and score the best
-  // max(recommend_candidates, 3n) with the requested method. 0 with EXACT =
-  // exact over all items (slower: m*K*F softplus evaluations per call).
-  int recommend_candidates = 30;
-  // Erasure (DeleteUser): after this many erasures since the last full
-  // training started, DeleteUser starts one with the training defaults, so
-  // that the shared weights stop carrying the erased users
-  // (--retrain-after-erasures; 0 = never: train when you choose).
-  int retrain_after_erasures = 0;
-  // Online per-user updates.
-  bool online = true;
-  float online_learning_rate = 0.01f;
-  int online_steps = 1;
-  double online_publish_seconds = 60;
-  // Replicas (a store shared by several processes: PostgreSQL): this
-  // server's address as clients and other replicas reach it (HOST:PORT),
-  // recorded while it leads and returned to callers of Train /
-  // CancelTraining on the other replicas (--advertise; main.cc defaults it
-  // to --listen). Unused on SQLite.
-  std::string advertise;
-  // Least time between two online applies (OnlineUpdaterOptions); 0 applies
-  // at once (tests, fuzzing).
-  double online_min_apply_gap_seconds = 0.2;
-};
 
 class RbmrecService {
  public:
@@ -185,15 +121,14 @@ class RbmrecService {
   // with FAILED_PRECONDITION). Cheap; the health check polls it.
   bool Serving() const;
   // True when PredictRatings / Recommend for `model_version` answer from
-  // memory; false when they would first read and decode a stored version
-  // (the gRPC layer then runs them off its event threads).
+  // memory; false when they would first read and decode a stored version.
   bool ModelResident(int64_t model_version);
-  // True when Recommend(request) ranks with an all-item mean-field pass of
-  // the rating RBMs (EXPECTED_RATING, PROBABILITY_AT_LEAST, or the default
-  // on a model without the rated RBM), which concurrent calls share on the
-  // gRPC layer's ranking threads; false for the p(rated) rankings, which
-  // score a few dozen items and run inline. Cheap, never blocks.
-  bool RecommendSharesPasses(const v1::RecommendRequest& request);
+  // Where PredictRatings(request) / Recommend(request) should run
+  // (server/request_plan.h): decided once per request; the gRPC layer runs
+  // non-resident ones off its event threads and the rankings that share
+  // all-item passes on its ranking threads. Cheap, never blocks.
+  Placement PlacePredict(const v1::PredictRatingsRequest& request);
+  Placement PlaceRecommend(const v1::RecommendRequest& request);
 
   // --- AddRatings: one session per stream. --------------------------------
   class AddRatingsSession {
@@ -271,10 +206,11 @@ class RbmrecService {
   // FailedPrecondition naming both and the fix otherwise.
   absl::Status CheckScale();
   static constexpr char kScaleSetting[] = "rating_scale";
-  // Checks the ad-hoc ratings of a request (count, ids, scale).
-  absl::Status CheckAdHoc(
-      const google::protobuf::RepeatedPtrField<v1::ItemRating>& ratings,
-      const RatingScale& scale) const;
+  // The request limits of options_ (server/request_plan.h).
+  RequestLimits Limits() const {
+    return RequestLimits{options_.max_batch_rows, options_.max_predict_items,
+                         options_.max_recommend_n, options_.max_adhoc_ratings};
+  }
 
   const std::unique_ptr<store::Store> store_;
   const ServiceOptions options_;

@@ -56,6 +56,127 @@ int64_t CgroupMemoryMax() {
 }
 #endif
 
+// Lowers the calling thread's priority by `nice` (Linux: per thread,
+// inherited by the threads it starts); logs when it cannot.
+void LowerThreadPriority(int nice) {
+#ifdef __linux__
+  if (nice > 0) {
+    const id_t tid = static_cast<id_t>(syscall(SYS_gettid));
+    errno = 0;
+    const int now = getpriority(PRIO_PROCESS, tid);
+    if (errno == 0 &&
+        setpriority(PRIO_PROCESS, tid, std::min(19, now + nice)) != 0) {
+      Log(LogLevel::kWarn, "train_nice_failed",
+          {F("error", std::strerror(errno))});
+    }
+  }
+#else
+  (void)nice;
+#endif
+}
+
+// Step "snapshot": the store's ratings as a Dataset on `scale`. Errors
+// carry the job's failure message.
+absl::Status SnapshotDataset(store::Store* store, const RatingScale& scale,
+                             Dataset* ds) {
+  absl::StatusOr<store::Snapshot> snap = store->ReadSnapshot();
+  if (!snap.ok()) {
+    return absl::InternalError(
+        absl::StrCat("reading the ratings failed: ", snap.status().ToString()));
+  }
+  ds->scale = scale;
+  ds->ratings.reserve(snap->ratings.size());
+  for (const store::Snapshot::Row& row : snap->ratings) {
+    absl::StatusOr<int> k = ds->scale.Index(row.rating);
+    if (!k.ok()) {
+      return absl::InternalError(absl::StrCat(
+          "stored rating of user '", snap->users[row.user], "' for item '",
+          snap->items[row.item], "' is off the server's scale ",
+          ds->scale.ToString(), ": ", k.status().message()));
+    }
+    Rating r;
+    r.user = ds->users.GetOrAdd(snap->users[static_cast<size_t>(row.user)]);
+    r.item = ds->items.GetOrAdd(snap->items[static_cast<size_t>(row.item)]);
+    r.k = static_cast<uint8_t>(*k);
+    ds->ratings.push_back(r);
+  }
+  if (ds->ratings.empty()) {
+    return absl::InternalError("there are no ratings to train on");
+  }
+  return absl::OkStatus();
+}
+
+// Step "train"'s bookkeeping: the epochs each RBM ran, the progress
+// messages (with an ETA) and the early-stop note of the last one.
+class EpochCounter {
+ public:
+  explicit EpochCounter(const TrainOptions& options)
+      : options_(options),
+        // Upper bound: every RBM may run max_epochs.
+        n_rbms_(options.ensemble + (options.item_based ? 1 : 0)),
+        total_epochs_(options.max_epochs * n_rbms_),
+        epochs_of_(static_cast<size_t>(n_rbms_), 0) {}
+
+  std::string RbmName(int member) const {
+    if (member >= n_rbms_) return "rated";
+    if (member >= options_.ensemble) return "item";
+    return member == 0 ? "user" : absl::StrCat("user ", member + 1);
+  }
+
+  // Counts the epoch and returns its RUNNING message.
+  v1::TrainProgress Epoch(int member, const EpochStats& st, double elapsed,
+                          bool validation) {
+    if (member >= 0 && member < n_rbms_) {
+      epochs_of_[static_cast<size_t>(member)] = st.epoch;
+    }
+    int done_epochs = 0;
+    for (int e : epochs_of_) done_epochs += e;
+    v1::TrainProgress p;
+    p.set_state(v1::TrainProgress::RUNNING);
+    p.set_rbm(RbmName(member));
+    const int max_epochs =
+        member >= n_rbms_ ? options_.rated_max_epochs : options_.max_epochs;
+    p.set_epoch(std::min(st.epoch, max_epochs));
+    p.set_max_epochs(max_epochs);
+    p.set_train_rmse(std::isfinite(st.train_rmse) ? st.train_rmse : 0);
+    p.set_validation_rmse(
+        validation && std::isfinite(st.valid_rmse) ? st.valid_rmse : 0);
+    p.set_elapsed_seconds(elapsed);
+    if (done_epochs > 0 && done_epochs < total_epochs_) {
+      p.set_eta_seconds(elapsed / done_epochs * (total_epochs_ - done_epochs));
+    }
+    return p;
+  }
+
+  // The most epochs an RBM of the ensemble ran (at most max_epochs).
+  int MaxEpoch() const {
+    return std::min(options_.max_epochs,
+                    *std::max_element(epochs_of_.begin(), epochs_of_.end()));
+  }
+
+  // "stopped early: ..." naming the RBMs that stopped before max_epochs;
+  // "" when none did.
+  std::string EarlyStopNote() const {
+    std::vector<std::string> early;
+    for (int e = 0; e < n_rbms_; ++e) {
+      const int ran = epochs_of_[static_cast<size_t>(e)];
+      if (ran > 0 && ran < options_.max_epochs) {
+        early.push_back(absl::StrCat(RbmName(e), " RBM after ", ran, " of ",
+                                     options_.max_epochs, " epochs"));
+      }
+    }
+    if (early.empty()) return "";
+    return absl::StrCat("stopped early: validation RMSE did not improve (",
+                        absl::StrJoin(early, ", "), ")");
+  }
+
+ private:
+  const TrainOptions& options_;
+  const int n_rbms_;
+  const int total_epochs_;
+  std::vector<int> epochs_of_;
+};
+
 }  // namespace
 
 int64_t DefaultTrainMemoryBytes() {
@@ -71,25 +192,23 @@ int64_t DefaultTrainMemoryBytes() {
 }
 
 struct TrainingJobs::Job {
-  std::mutex mu;
-  std::condition_variable cv;
-  std::vector<v1::TrainProgress> events;  // guarded by mu
-  bool done = false;                      // guarded by mu
+  absl::Mutex mu;
+  std::vector<v1::TrainProgress> events ABSL_GUARDED_BY(mu);
+  bool done ABSL_GUARDED_BY(mu) = false;
   std::atomic<bool> cancel{false};
   std::atomic<bool> shutdown{false};
   std::atomic<int> epoch{0};
   // The last epoch's validation RMSE (0: none yet, or validation off) and
-  // the RBM it belongs to; guarded by mu.
-  double validation_rmse = 0;
-  std::string rbm;
+  // the RBM it belongs to.
+  double validation_rmse ABSL_GUARDED_BY(mu) = 0;
+  std::string rbm ABSL_GUARDED_BY(mu);
   int max_epochs = 0;
   Clock::time_point start = Clock::now();
 
   void Push(v1::TrainProgress p, bool terminal) {
-    std::lock_guard<std::mutex> lock(mu);
+    absl::MutexLock lock(&mu);
     events.push_back(std::move(p));
     if (terminal) done = true;
-    cv.notify_all();
   }
 };
 
@@ -104,7 +223,7 @@ TrainingJobs::TrainingJobs(store::Store* store, ModelRegistry* registry,
 TrainingJobs::~TrainingJobs() { Shutdown(); }
 
 void TrainingJobs::BeginShutdown() {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   shutting_down_ = true;
   if (job_ != nullptr) {
     job_->shutdown = true;
@@ -117,7 +236,7 @@ void TrainingJobs::Shutdown() {
     BeginShutdown();
     std::thread t;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       t = std::move(thread_);
     }
     if (t.joinable()) t.join();
@@ -125,7 +244,7 @@ void TrainingJobs::Shutdown() {
 }
 
 bool TrainingJobs::Cancel() {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   if (job_ == nullptr) return false;
   job_->cancel = true;
   Log(LogLevel::kInfo, "train_cancel_requested");
@@ -134,13 +253,13 @@ bool TrainingJobs::Cancel() {
 
 TrainingJobs::SlotStatus TrainingJobs::Status() const {
   SlotStatus s;
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   if (job_ != nullptr) {
     s.running = true;
     s.epoch = job_->epoch.load();
     s.max_epochs = job_->max_epochs;
     s.elapsed_seconds = Seconds(Clock::now() - job_->start);
-    std::lock_guard<std::mutex> job_lock(job_->mu);
+    absl::MutexLock job_lock(&job_->mu);
     s.validation_rmse = job_->validation_rmse;
     s.rbm = job_->rbm;
   }
@@ -187,7 +306,7 @@ absl::Status TrainingJobs::Run(const TrainOptions& o, Activation policy,
   std::shared_ptr<Job> job;
   std::thread finished;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (shutting_down_) {
       return absl::UnavailableError("the server is shutting down");
     }
@@ -236,9 +355,11 @@ absl::Status TrainingJobs::Run(const TrainOptions& o, Activation policy,
     std::vector<v1::TrainProgress> pending;
     bool done = false;
     {
-      std::unique_lock<std::mutex> lock(job->mu);
-      job->cv.wait(lock,
-                   [&] { return job->events.size() > sent || job->done; });
+      absl::MutexLock lock(&job->mu);
+      auto ready = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(job->mu) {
+        return job->events.size() > sent || job->done;
+      };
+      job->mu.Await(absl::Condition(&ready));
       pending.assign(job->events.begin() + static_cast<std::ptrdiff_t>(sent),
                      job->events.end());
       sent = job->events.size();
@@ -257,19 +378,7 @@ absl::Status TrainingJobs::Run(const TrainOptions& o, Activation policy,
 
 void TrainingJobs::RunJob(std::shared_ptr<Job> job, TrainOptions options,
                           Activation policy) {
-#ifdef __linux__
-  if (options_.train_nice > 0) {
-    const id_t tid = static_cast<id_t>(syscall(SYS_gettid));
-    errno = 0;
-    const int now = getpriority(PRIO_PROCESS, tid);
-    if (errno == 0 &&
-        setpriority(PRIO_PROCESS, tid,
-                    std::min(19, now + options_.train_nice)) != 0) {
-      Log(LogLevel::kWarn, "train_nice_failed",
-          {F("error", std::strerror(errno))});
-    }
-  }
-#endif
+  LowerThreadPriority(options_.train_nice);
   const bool validation = options.validation_fraction > 0;
   v1::TrainProgress last;
   last.set_max_epochs(options.max_epochs);
@@ -282,7 +391,7 @@ void TrainingJobs::RunJob(std::shared_ptr<Job> job, TrainOptions options,
     last.set_rbm("");
     last.set_elapsed_seconds(Seconds(Clock::now() - job->start));
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       if (job_ == job) job_ = nullptr;
     }
     Log(state == v1::TrainProgress::SUCCEEDED ? LogLevel::kInfo
@@ -297,77 +406,22 @@ void TrainingJobs::RunJob(std::shared_ptr<Job> job, TrainOptions options,
 
   const uint64_t snapshot_seq = online_seq_();
   const uint64_t erasure_seq = registry_->ErasureSeq();
-  absl::StatusOr<store::Snapshot> snap = store_->ReadSnapshot();
-  if (!snap.ok()) {
-    finish(
-        v1::TrainProgress::FAILED,
-        absl::StrCat("reading the ratings failed: ", snap.status().ToString()),
-        0);
-    return;
-  }
   Dataset ds;
-  ds.scale = options_.scale;
-  ds.ratings.reserve(snap->ratings.size());
-  for (const store::Snapshot::Row& row : snap->ratings) {
-    absl::StatusOr<int> k = ds.scale.Index(row.rating);
-    if (!k.ok()) {
-      finish(v1::TrainProgress::FAILED,
-             absl::StrCat("stored rating of user '", snap->users[row.user],
-                          "' for item '", snap->items[row.item],
-                          "' is off the server's scale ", ds.scale.ToString(),
-                          ": ", k.status().message()),
-             0);
-      return;
-    }
-    Rating r;
-    r.user = ds.users.GetOrAdd(snap->users[static_cast<size_t>(row.user)]);
-    r.item = ds.items.GetOrAdd(snap->items[static_cast<size_t>(row.item)]);
-    r.k = static_cast<uint8_t>(*k);
-    ds.ratings.push_back(r);
-  }
-  snap = store::Snapshot{};  // free memory
-  if (ds.ratings.empty()) {
-    finish(v1::TrainProgress::FAILED, "there are no ratings to train on", 0);
+  if (absl::Status s = SnapshotDataset(store_, options_.scale, &ds); !s.ok()) {
+    finish(v1::TrainProgress::FAILED, std::string(s.message()), 0);
     return;
   }
-  // Upper bound: every RBM may run max_epochs.
-  const int n_rbms = options.ensemble + (options.item_based ? 1 : 0);
-  const int total_epochs = options.max_epochs * n_rbms;
-  std::vector<int> epochs_of(static_cast<size_t>(n_rbms), 0);
-  auto rbm_name = [&](int member) -> std::string {
-    if (member >= n_rbms) return "rated";
-    if (member >= options.ensemble) return "item";
-    return member == 0 ? "user" : absl::StrCat("user ", member + 1);
-  };
+  EpochCounter epochs(options);
   auto progress = [&](int member, const EpochStats& st) -> bool {
     job->epoch = st.epoch;
-    if (member >= 0 && member < n_rbms) {
-      epochs_of[static_cast<size_t>(member)] = st.epoch;
-    }
-    int done_epochs = 0;
-    for (int e : epochs_of) done_epochs += e;
-    const double elapsed = Seconds(Clock::now() - job->start);
-    v1::TrainProgress p;
-    p.set_state(v1::TrainProgress::RUNNING);
-    p.set_rbm(rbm_name(member));
-    const int max_epochs =
-        member >= n_rbms ? options.rated_max_epochs : options.max_epochs;
-    p.set_epoch(std::min(st.epoch, max_epochs));
-    p.set_max_epochs(max_epochs);
-    p.set_train_rmse(std::isfinite(st.train_rmse) ? st.train_rmse : 0);
-    p.set_validation_rmse(
-        validation && std::isfinite(st.valid_rmse) ? st.valid_rmse : 0);
-    p.set_elapsed_seconds(elapsed);
-    if (done_epochs > 0 && done_epochs < total_epochs) {
-      p.set_eta_seconds(elapsed / done_epochs * (total_epochs - done_epochs));
-    }
-    last = p;
+    last = epochs.Epoch(member, st, Seconds(Clock::now() - job->start),
+                        validation);
     {
-      std::lock_guard<std::mutex> lock(job->mu);
-      job->validation_rmse = p.validation_rmse();
-      job->rbm = p.rbm();
+      absl::MutexLock lock(&job->mu);
+      job->validation_rmse = last.validation_rmse();
+      job->rbm = last.rbm();
     }
-    job->Push(p, false);
+    job->Push(last, false);
     return !job->cancel.load();
   };
   absl::StatusOr<Model> model = FitModel(ds, options, progress);
@@ -391,22 +445,8 @@ void TrainingJobs::RunJob(std::shared_ptr<Job> job, TrainOptions options,
   const double valid_rmse = std::isfinite(model->summary().valid_rmse)
                                 ? model->summary().valid_rmse
                                 : 0;
-  const int max_epoch =
-      std::min(options.max_epochs,
-               *std::max_element(epochs_of.begin(), epochs_of.end()));
-  std::vector<std::string> early;
-  for (int e = 0; e < n_rbms; ++e) {
-    const int ran = epochs_of[static_cast<size_t>(e)];
-    if (ran > 0 && ran < options.max_epochs) {
-      early.push_back(absl::StrCat(rbm_name(e), " RBM after ", ran, " of ",
-                                   options.max_epochs, " epochs"));
-    }
-  }
-  std::string note;
-  if (!early.empty()) {
-    note = absl::StrCat("stopped early: validation RMSE did not improve (",
-                        absl::StrJoin(early, ", "), ")");
-  }
+  const int max_epoch = epochs.MaxEpoch();
+  std::string note = epochs.EarlyStopNote();
   const std::string blob = SerializeModel(*model);
   store::ModelInfo meta;
   meta.kind = "full";

@@ -25,7 +25,6 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -36,6 +35,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
 #include "core/rating_scale.h"
 #include "core/trainer.h"
 #include "proto/rbmrec.pb.h"
@@ -117,7 +117,7 @@ class TrainingJobs {
   const std::function<uint64_t()> online_seq_;
   const TrainingJobsOptions options_;
 
-  mutable std::mutex mu_;
+  mutable absl::Mutex mu_;
   std::shared_ptr<Job> job_ ABSL_GUARDED_BY(mu_);  // running, or null
   std::thread thread_ ABSL_GUARDED_BY(mu_);
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
