@@ -23,6 +23,9 @@ cmake -S . -B build-test -DCMAKE_BUILD_TYPE=Release -DRBMREC_WERROR=ON >/dev/nul
 cmake --build build-test -j"$jobs"
 ctest --test-dir build-test --output-on-failure -j"$jobs"
 
+echo "=== sizes: no function over 120 lines, no file over 800 in core/ server/ store/ client/"
+bash scripts/check_sizes.sh --strict
+
 echo "=== ASan+UBSan build of the core, store and service suites"
 rm -rf build-test-asan
 # -O1 -g1 (line tables only) instead of RelWithDebInfo's -O2 -g: the

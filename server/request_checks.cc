@@ -142,143 +142,177 @@ v1::ModelInfo ToProto(const store::ModelInfo& m) {
   return out;
 }
 
+namespace {
+
+absl::Status BadOption(absl::string_view field, absl::string_view why) {
+  return absl::InvalidArgumentError(absl::StrCat("options.", field, " ", why));
+}
+
+// An int option in [lo, cap]: below lo INVALID_ARGUMENT, above the hard cap
+// INVALID_ARGUMENT with reason LIMIT_EXCEEDED.
+absl::Status Ranged(absl::string_view field, int64_t v, int64_t lo,
+                    int64_t cap) {
+  if (v < lo) {
+    return BadOption(field, absl::StrCat("must be >= ", lo, ", got ", v));
+  }
+  if (v > cap) {
+    return WithReason(
+        BadOption(
+            field,
+            absl::StrCat("is ", v, ", over the server's hard limit of ", cap)),
+        kReasonLimitExceeded);
+  }
+  return absl::OkStatus();
+}
+
+// A float option sent as a double, in the range [lo, hi] with open ends as
+// flagged: checked as sent, then as the float training uses, which may have
+// rounded onto an open end (0.99999999 is 1.0f, 1e-50 is 0.0f).
+absl::Status FloatOption(absl::string_view field, double v, double lo,
+                         bool lo_open, double hi, bool hi_open, float* out) {
+  auto inside = [&](double x) {
+    return (lo_open ? x > lo : x >= lo) && (hi_open ? x < hi : x <= hi);
+  };
+  if (!inside(v)) {
+    return BadOption(
+        field,
+        absl::StrCat("must be in ", lo_open ? "(" : "[", Shortest(lo), ", ",
+                     Shortest(hi), hi_open ? ")" : "]", ", got ", Shortest(v)));
+  }
+  const float f = static_cast<float>(v);
+  if (!inside(f)) {
+    const bool at_lo = f <= lo;
+    return BadOption(
+        field, absl::StrCat(Shortest(v), " rounds to ", Shortest(f),
+                            " in single precision; must be ",
+                            at_lo ? "> " : "< ", Shortest(at_lo ? lo : hi)));
+  }
+  *out = f;
+  return absl::OkStatus();
+}
+
+// The integer options of `r` that are set, into `o`.
+absl::Status ApplyIntOptions(const v1::TrainOptions& r, TrainOptions* o) {
+  struct IntOption {
+    bool set;
+    const char* field;
+    int64_t value, lo, cap;
+    int* out;
+  };
+  int cd_steps = 0;
+  const IntOption options[] = {
+      {r.has_hidden(), "hidden", r.hidden(), 1, kMaxHidden, &o->hidden},
+      {r.has_epochs(), "epochs", r.epochs(), 1, kMaxEpochs, &o->max_epochs},
+      {r.has_batch_size(), "batch_size", r.batch_size(), 1, kMaxBatchSize,
+       &o->batch_size},
+      {r.has_cd_steps(), "cd_steps", r.cd_steps(), 1, kMaxCdSteps, &cd_steps},
+      {r.has_ensemble(), "ensemble", r.ensemble(), 1, kMaxEnsemble,
+       &o->ensemble},
+      {r.has_factors(), "factors", r.factors(), -1, kMaxHidden, &o->factors},
+      {r.has_rated_hidden(), "rated_hidden", r.rated_hidden(), -1, kMaxHidden,
+       &o->rated_hidden},
+      {r.has_rated_factors(), "rated_factors", r.rated_factors(), 0, kMaxHidden,
+       &o->rated_factors},
+      {r.has_threads(), "threads", r.threads(), 0, kMaxTrainThreads,
+       &o->threads},
+  };
+  for (const IntOption& opt : options) {
+    if (!opt.set) continue;
+    if (absl::Status s = Ranged(opt.field, opt.value, opt.lo, opt.cap);
+        !s.ok()) {
+      return s;
+    }
+    *opt.out = static_cast<int>(opt.value);
+  }
+  if (r.has_cd_steps()) {
+    o->cd.steps = {{1, cd_steps}};
+    o->cd.adaptive = false;
+  }
+  return absl::OkStatus();
+}
+
+// The floating-point and other options of `r` that are set, into `o`.
+absl::Status ApplyRealOptions(const v1::TrainOptions& r, TrainOptions* o) {
+  struct RealOption {
+    bool set;
+    const char* field;
+    double value, lo;
+    bool lo_open;
+    double hi;
+    float* out;
+  };
+  const RealOption options[] = {
+      {r.has_learning_rate(), "learning_rate", r.learning_rate(), 0, true, 100,
+       &o->learning_rate},
+      {r.has_momentum(), "momentum", r.momentum(), 0, false, 1, &o->momentum},
+      {r.has_weight_decay(), "weight_decay", r.weight_decay(), 0, false, 1,
+       &o->weight_decay},
+      {r.has_average(), "average", r.average(), 0, false, 1, &o->average},
+  };
+  for (const RealOption& opt : options) {
+    if (!opt.set) continue;
+    if (absl::Status s = FloatOption(opt.field, opt.value, opt.lo, opt.lo_open,
+                                     opt.hi, /*hi_open=*/true, opt.out);
+        !s.ok()) {
+      return s;
+    }
+  }
+  if (r.has_ordinal()) o->ordinal = r.ordinal();
+  if (r.has_seed()) o->seed = r.seed();
+  if (r.has_validation_fraction()) {
+    if (!(r.validation_fraction() >= 0 && r.validation_fraction() <= 0.5)) {
+      return BadOption("validation_fraction",
+                       absl::StrCat("must be in [0, 0.5], got ",
+                                    Shortest(r.validation_fraction())));
+    }
+    o->validation_fraction = r.validation_fraction();
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Activation> PolicyFromProto(v1::ActivationPolicy activation,
+                                           Activation default_policy) {
+  switch (activation) {
+    case v1::ACTIVATION_POLICY_UNSPECIFIED:
+      return default_policy;
+    case v1::ACTIVATE_ALWAYS:
+      return Activation::kAlways;
+    case v1::ACTIVATE_IF_BETTER:
+      return Activation::kIfBetter;
+    case v1::ACTIVATE_NEVER:
+      return Activation::kNever;
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat("activation ", static_cast<int>(activation),
+                       " is not a known ActivationPolicy (1..3)"));
+  }
+}
+
+}  // namespace
+
 absl::StatusOr<TrainJobRequest> TrainJobFromProto(
     const v1::TrainRequest& request, const TrainOptions& defaults,
     Activation default_policy, int max_threads) {
   TrainOptions o = defaults;
-  const v1::TrainOptions& r = request.options();
-  auto bad = [](absl::string_view field, absl::string_view why) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("options.", field, " ", why));
-  };
-  // An int option in [lo, cap]: below lo INVALID_ARGUMENT, above the hard
-  // cap INVALID_ARGUMENT with reason LIMIT_EXCEEDED.
-  auto ranged = [&](absl::string_view field, int64_t v, int64_t lo,
-                    int64_t cap) -> absl::Status {
-    if (v < lo) return bad(field, absl::StrCat("must be >= ", lo, ", got ", v));
-    if (v > cap) {
-      return WithReason(bad(field, absl::StrCat("is ", v,
-                                                ", over the server's hard "
-                                                "limit of ",
-                                                cap)),
-                        kReasonLimitExceeded);
-    }
-    return absl::OkStatus();
-  };
-  absl::Status s;
-  if (r.has_hidden() && (s = ranged("hidden", r.hidden(), 1, kMaxHidden)).ok())
-    o.hidden = r.hidden();
-  if (s.ok() && r.has_epochs() &&
-      (s = ranged("epochs", r.epochs(), 1, kMaxEpochs)).ok())
-    o.max_epochs = r.epochs();
-  if (s.ok() && r.has_batch_size() &&
-      (s = ranged("batch_size", r.batch_size(), 1, kMaxBatchSize)).ok())
-    o.batch_size = r.batch_size();
-  if (s.ok() && r.has_cd_steps() &&
-      (s = ranged("cd_steps", r.cd_steps(), 1, kMaxCdSteps)).ok()) {
-    o.cd.steps = {{1, r.cd_steps()}};
-    o.cd.adaptive = false;
-  }
-  if (s.ok() && r.has_ensemble() &&
-      (s = ranged("ensemble", r.ensemble(), 1, kMaxEnsemble)).ok())
-    o.ensemble = r.ensemble();
-  if (s.ok() && r.has_factors() &&
-      (s = ranged("factors", r.factors(), -1, kMaxHidden)).ok())
-    o.factors = r.factors();
-  if (s.ok() && r.has_rated_hidden() &&
-      (s = ranged("rated_hidden", r.rated_hidden(), -1, kMaxHidden)).ok())
-    o.rated_hidden = r.rated_hidden();
-  if (s.ok() && r.has_rated_factors() &&
-      (s = ranged("rated_factors", r.rated_factors(), 0, kMaxHidden)).ok())
-    o.rated_factors = r.rated_factors();
-  if (s.ok() && r.has_threads() &&
-      (s = ranged("threads", r.threads(), 0, kMaxTrainThreads)).ok())
-    o.threads = r.threads();
-  if (!s.ok()) return s;
-  // A float option sent as a double, in the range [lo, hi] with open ends
-  // as flagged: checked as sent, then as the float training uses, which
-  // may have rounded onto an open end (0.99999999 is 1.0f, 1e-50 is 0.0f).
-  auto float_option = [&](absl::string_view field, double v, double lo,
-                          bool lo_open, double hi, bool hi_open,
-                          float* out) -> absl::Status {
-    auto inside = [&](double x) {
-      return (lo_open ? x > lo : x >= lo) && (hi_open ? x < hi : x <= hi);
-    };
-    if (!inside(v)) {
-      return bad(field,
-                 absl::StrCat("must be in ", lo_open ? "(" : "[", Shortest(lo),
-                              ", ", Shortest(hi), hi_open ? ")" : "]", ", got ",
-                              Shortest(v)));
-    }
-    const float f = static_cast<float>(v);
-    if (!inside(f)) {
-      const bool at_lo = f <= lo;
-      return bad(field,
-                 absl::StrCat(Shortest(v), " rounds to ", Shortest(f),
-                              " in single precision; must be ",
-                              at_lo ? "> " : "< ", Shortest(at_lo ? lo : hi)));
-    }
-    *out = f;
-    return absl::OkStatus();
-  };
-  if (r.has_learning_rate() &&
-      !(s = float_option("learning_rate", r.learning_rate(), 0, true, 100, true,
-                         &o.learning_rate))
-           .ok()) {
+  if (absl::Status s = ApplyIntOptions(request.options(), &o); !s.ok()) {
     return s;
   }
-  if (r.has_momentum() && !(s = float_option("momentum", r.momentum(), 0, false,
-                                             1, true, &o.momentum))
-                               .ok()) {
+  if (absl::Status s = ApplyRealOptions(request.options(), &o); !s.ok()) {
     return s;
   }
-  if (r.has_weight_decay() &&
-      !(s = float_option("weight_decay", r.weight_decay(), 0, false, 1, true,
-                         &o.weight_decay))
-           .ok()) {
-    return s;
-  }
-  if (r.has_average() &&
-      !(s = float_option("average", r.average(), 0, false, 1, true, &o.average))
-           .ok()) {
-    return s;
-  }
-  if (r.has_ordinal()) o.ordinal = r.ordinal();
-  if (r.has_seed()) o.seed = r.seed();
-  if (r.has_validation_fraction()) {
-    if (!(r.validation_fraction() >= 0 && r.validation_fraction() <= 0.5))
-      return bad("validation_fraction",
-                 absl::StrCat("must be in [0, 0.5], got ",
-                              Shortest(r.validation_fraction())));
-    o.validation_fraction = r.validation_fraction();
-  }
-  Activation policy = default_policy;
-  switch (request.activation()) {
-    case v1::ACTIVATION_POLICY_UNSPECIFIED:
-      break;
-    case v1::ACTIVATE_ALWAYS:
-      policy = Activation::kAlways;
-      break;
-    case v1::ACTIVATE_IF_BETTER:
-      policy = Activation::kIfBetter;
-      break;
-    case v1::ACTIVATE_NEVER:
-      policy = Activation::kNever;
-      break;
-    default:
-      return absl::InvalidArgumentError(
-          absl::StrCat("activation ", static_cast<int>(request.activation()),
-                       " is not a known ActivationPolicy (1..3)"));
-  }
+  absl::StatusOr<Activation> policy =
+      PolicyFromProto(request.activation(), default_policy);
+  if (!policy.ok()) return policy.status();
   int cap = max_threads;
-  if (cap == 0)
+  if (cap == 0) {
     cap = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  }
   if (o.threads == 0 || o.threads > cap) o.threads = cap;
   if (absl::Status v = ValidateTrainOptions(o); !v.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat("invalid training options: ", v.message()));
   }
-  return TrainJobRequest{o, policy};
+  return TrainJobRequest{o, *policy};
 }
 
 }  // namespace rbmrec::server

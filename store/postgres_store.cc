@@ -310,6 +310,38 @@ void PostgresStore::ReleaseReader(std::unique_ptr<PgConn> conn) const {
 
 // ---------------------------------------------------------------- Ratings
 
+namespace {
+
+// The distinct user and item ids of `rows`, in order of first appearance
+// (new ones get their indices in that order).
+void DistinctIds(absl::Span<const RatingRow> rows,
+                 std::vector<std::string_view>* users,
+                 std::vector<std::string_view>* items) {
+  absl::flat_hash_set<absl::string_view> seen_u;
+  absl::flat_hash_set<absl::string_view> seen_i;
+  for (const RatingRow& r : rows) {
+    if (seen_u.insert(r.user).second) users->push_back(r.user);
+    if (seen_i.insert(r.item).second) items->push_back(r.item);
+  }
+}
+
+// The change feed's records of an upsert: one per row, with its previous
+// rating.
+std::vector<ChangeRecord> UpsertChanges(
+    absl::Span<const RatingRow> rows,
+    const std::vector<std::optional<double>>& previous) {
+  std::vector<ChangeRecord> changes;
+  changes.reserve(rows.size());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    changes.push_back(ChangeRecord::Make(ChangeRecord::Kind::kUpsert,
+                                         rows[i].user, rows[i].item,
+                                         rows[i].rating, previous[i]));
+  }
+  return changes;
+}
+
+}  // namespace
+
 absl::StatusOr<UpsertResult> PostgresStore::UpsertRatings(
     absl::Span<const RatingRow> rows) {
   RBMREC_STORE_RETURN_IF_ERROR(CheckWritable());
@@ -317,18 +349,9 @@ absl::StatusOr<UpsertResult> PostgresStore::UpsertRatings(
   UpsertResult result;
   if (rows.empty()) return result;
 
-  // Distinct ids in order of first appearance (new ones get their indices
-  // in that order).
   std::vector<std::string_view> users;
   std::vector<std::string_view> items;
-  {
-    absl::flat_hash_set<absl::string_view> seen_u;
-    absl::flat_hash_set<absl::string_view> seen_i;
-    for (const RatingRow& r : rows) {
-      if (seen_u.insert(r.user).second) users.push_back(r.user);
-      if (seen_i.insert(r.item).second) items.push_back(r.item);
-    }
-  }
+  DistinctIds(rows, &users, &items);
 
   absl::MutexLock lock(&writer_mu_);
   RBMREC_STORE_ASSIGN_OR_RETURN(PgConn * conn_ptr, Writer());
@@ -423,14 +446,8 @@ absl::StatusOr<UpsertResult> PostgresStore::UpsertRatings(
       ++result.inserted;
     }
   }
-  std::vector<ChangeRecord> changes;
-  changes.reserve(rows.size());
-  for (size_t i = 0; i < rows.size(); ++i) {
-    changes.push_back(ChangeRecord::Make(ChangeRecord::Kind::kUpsert,
-                                         rows[i].user, rows[i].item,
-                                         rows[i].rating, result.previous[i]));
-  }
-  RBMREC_STORE_RETURN_IF_ERROR(AnnounceChanges(conn, origin_, changes));
+  RBMREC_STORE_RETURN_IF_ERROR(
+      AnnounceChanges(conn, origin_, UpsertChanges(rows, result.previous)));
   RBMREC_STORE_RETURN_IF_ERROR(txn.Commit());
   return result;
 }

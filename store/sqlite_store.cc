@@ -318,6 +318,39 @@ absl::Status SqliteStore::CheckWritable() const {
   return absl::OkStatus();
 }
 
+namespace {
+
+// The (cached) statements of UpsertRatings.
+struct UpsertStatements {
+  sqlite3_stmt* insert_user;
+  sqlite3_stmt* insert_item;
+  sqlite3_stmt* select_rating;
+  sqlite3_stmt* insert_rating;
+  sqlite3_stmt* update_rating;
+
+  static absl::StatusOr<UpsertStatements> Prepare(Connection& conn) {
+    UpsertStatements s{};
+    const std::pair<sqlite3_stmt**, const char*> sql[] = {
+        {&s.insert_user, "INSERT INTO users(ext_id) VALUES(?1)"},
+        {&s.insert_item, "INSERT INTO items(ext_id) VALUES(?1)"},
+        {&s.select_rating,
+         "SELECT rating FROM ratings WHERE user_idx=?1 AND item_idx=?2"},
+        {&s.insert_rating,
+         "INSERT INTO ratings(user_idx, item_idx, rating, ts) "
+         "VALUES(?1, ?2, ?3, ?4) ON CONFLICT DO NOTHING"},
+        {&s.update_rating,
+         "UPDATE ratings SET rating=?3, ts=?4 "
+         "WHERE user_idx=?1 AND item_idx=?2"},
+    };
+    for (const auto& [out, text] : sql) {
+      RBMREC_STORE_ASSIGN_OR_RETURN(*out, conn.Prepare(text));
+    }
+    return s;
+  }
+};
+
+}  // namespace
+
 absl::StatusOr<UpsertResult> SqliteStore::UpsertRatings(
     absl::Span<const RatingRow> rows) {
   RBMREC_STORE_RETURN_IF_ERROR(CheckWritable());
@@ -327,24 +360,13 @@ absl::StatusOr<UpsertResult> SqliteStore::UpsertRatings(
 
   absl::MutexLock lock(&writer_.mu);
   Connection& conn = *writer_.conn;
-  RBMREC_STORE_ASSIGN_OR_RETURN(
-      sqlite3_stmt * insert_user,
-      conn.Prepare("INSERT INTO users(ext_id) VALUES(?1)"));
-  RBMREC_STORE_ASSIGN_OR_RETURN(
-      sqlite3_stmt * insert_item,
-      conn.Prepare("INSERT INTO items(ext_id) VALUES(?1)"));
-  RBMREC_STORE_ASSIGN_OR_RETURN(
-      sqlite3_stmt * select_rating,
-      conn.Prepare("SELECT rating FROM ratings "
-                   "WHERE user_idx=?1 AND item_idx=?2"));
-  RBMREC_STORE_ASSIGN_OR_RETURN(
-      sqlite3_stmt * insert_rating,
-      conn.Prepare("INSERT INTO ratings(user_idx, item_idx, rating, ts) "
-                   "VALUES(?1, ?2, ?3, ?4) ON CONFLICT DO NOTHING"));
-  RBMREC_STORE_ASSIGN_OR_RETURN(
-      sqlite3_stmt * update_rating,
-      conn.Prepare("UPDATE ratings SET rating=?3, ts=?4 "
-                   "WHERE user_idx=?1 AND item_idx=?2"));
+  RBMREC_STORE_ASSIGN_OR_RETURN(const UpsertStatements st,
+                                UpsertStatements::Prepare(conn));
+  sqlite3_stmt* const insert_user = st.insert_user;
+  sqlite3_stmt* const insert_item = st.insert_item;
+  sqlite3_stmt* const select_rating = st.select_rating;
+  sqlite3_stmt* const insert_rating = st.insert_rating;
+  sqlite3_stmt* const update_rating = st.update_rating;
 
   // Declared before the transaction: on failure the transaction rolls back
   // first, then the caches forget the ids it had added.
