@@ -129,6 +129,14 @@ int TokenCommand(int argc, char** argv) {
       std::cerr << "rbmrec-server token hash: no token on stdin\n";
       return 1;
     }
+    // A token the server would refuse in the authorization header must not
+    // get a token-file line that looks usable.
+    if (!rbmrec::server::ValidTokenSyntax(trimmed)) {
+      std::cerr << "rbmrec-server token hash: not a token a client can send "
+                   "(1 or more of A-Z a-z 0-9 - . _ ~ + / then any number of "
+                   "'='; 'rbmrec-server token new' makes one)\n";
+      return 1;
+    }
     std::cout << rbmrec::server::TokenHashText(trimmed) << "\n";
     return 0;
   }

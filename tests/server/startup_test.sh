@@ -90,6 +90,10 @@ hash=$(printf '%s\n' "$token" | "$server" token hash)
 expected=$(printf '%s' "$token" | sha256sum | cut -d' ' -f1)
 [[ $hash == "sha256:$expected" ]] && pass "the hash is SHA-256 of the token" ||
   fail "hash $hash != sha256:$expected"
+out=$(printf 'has space:colon\n' | "$server" token hash 2>&1) && rc=0 || rc=$?
+[[ $rc == 1 && $out == *"not a token a client can send"* ]] &&
+  pass "token hash refuses a token no client can send" ||
+  fail "token hash of a bad token: rc=$rc out=[$out]"
 run_exit token new "bad name" read
 [[ $rc == 1 ]] && pass "token new rejects a bad name" || fail "bad name rc=$rc"
 run_exit token new bob root
