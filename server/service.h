@@ -32,7 +32,8 @@
 //   rejected with a reason naming the field, the valid rows of a batch go to
 //   the store in ONE UpsertRatings call, each rating stored as the scale
 //   value it snaps to (4.0000001 -> 4).
-// - DeleteRatings and DeleteUser of an unknown user: NOT_FOUND. Duplicate (user, item) rows within a
+// - DeleteRatings and DeleteUser of an unknown user: NOT_FOUND. Duplicate
+// (user, item) rows within a
 //   batch: the later one wins and is counted in `replaced`. A batch over the
 //   row limit fails the call with RESOURCE_EXHAUSTED naming the limit (as the
 //   .proto says).

@@ -69,7 +69,8 @@ bool ReaderSeeds(const std::string& dir) {
       // a bidi override and a line separator in ids, an empty file.
       {"hostile_ratings", Reader(4,
                                  "u1,i1,0x4\nu1,i2,4.0000001\nu1,i3,4.000001"
-                                 "\nu\xe2\x80\xae" "evil,i4,5\nu\xe2\x80\xa8"
+                                 "\nu\xe2\x80\xae"
+                                 "evil,i4,5\nu\xe2\x80\xa8"
                                  "x,i5,3\nu2,i6,inf\n")},
       {"empty", Reader(0, "")},
       {"lenient_mix", Reader(0,
@@ -210,7 +211,9 @@ bool RequestSeeds(const std::string& dir) {
     // line separator, a near-step rating, a title over the limit.
     v1::AddRatingsRequest r;
     v1::Rating* row = r.add_ratings();
-    row->set_user_id("u\xe2\x80\xae" "evil");
+    row->set_user_id(
+        "u\xe2\x80\xae"
+        "evil");
     row->set_item_id(I(1));
     row->set_rating(4.0000001);
     row = r.add_ratings();
