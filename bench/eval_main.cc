@@ -42,6 +42,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "bench/json_numbers.h"
 #include "core/cpu_check.h"
 #include "core/fit.h"
 #include "core/model_file.h"
@@ -197,24 +198,9 @@ double PeakRssMb() {
   return static_cast<double>(ru.ru_maxrss) / 1024.0;
 }
 
-// JSON output: nlohmann-json with keys in insertion order.
-using Json = nlohmann::ordered_json;
-
-// `x` rounded to `digits` decimals, as the JSON output has always given it
-// (NaN and infinities are written as null).
-double Fixed(double x, int digits) {
-  const double scale = std::pow(10.0, digits);
-  return std::isfinite(x) ? std::round(x * scale) / scale : x;
-}
-
-// `x` with the 6 significant digits of printf's %g, as the JSON output has
-// always given it (hyper-parameters stored as float read 0.05, not
-// 0.05000000074505806).
-double General(double x) {
-  return std::isfinite(x)
-             ? std::strtod(absl::StrFormat("%g", x).c_str(), nullptr)
-             : x;
-}
+using ::rbmrec::bench::Fixed;
+using ::rbmrec::bench::General;
+using ::rbmrec::bench::Json;
 
 // {"count": [...], "predicted": [...], "observed": [...]} of class k.
 Json ReliabilityClassJson(const Reliability& r, int k) {

@@ -44,6 +44,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "bench/json_numbers.h"
 #include "client/client.h"
 #include "client/security.h"
 #include "core/cpu_check.h"
@@ -460,23 +461,9 @@ std::string ErrorsText(const Summary& s) {
   return out + ")";
 }
 
-// JSON output: nlohmann-json with keys in insertion order.
-using Json = nlohmann::ordered_json;
-
-// `x` rounded to `digits` decimals, as the JSON output has always given it.
-double Fixed(double x, int digits) {
-  const double scale = std::pow(10.0, digits);
-  return std::isfinite(x) ? std::round(x * scale) / scale : x;
-}
-
-// `x` with the 6 significant digits of printf's %g, as the JSON output has
-// always given it (hyper-parameters stored as float read 0.05, not
-// 0.05000000074505806).
-double General(double x) {
-  return std::isfinite(x)
-             ? std::strtod(absl::StrFormat("%g", x).c_str(), nullptr)
-             : x;
-}
+using ::rbmrec::bench::Fixed;
+using ::rbmrec::bench::General;
+using ::rbmrec::bench::Json;
 
 Json SummaryJson(const Summary& s) {
   Json errors = Json::object();
