@@ -10,8 +10,9 @@
 // SIGTERM or SIGINT the server stops accepting calls, lets in-flight calls
 // finish (up to --shutdown-grace-seconds), cancels a running training job,
 // persists pending online updates and exits 0. On SIGHUP it re-reads the
-// --auth-tokens file and the TLS files (server/auth.h, server/tls.h); a file
-// that fails to load is logged and the one in use stays.
+// --auth-tokens file and the TLS files (server/security/auth.h,
+// server/security/tls.h); a file that fails to load is logged and the one in
+// use stays.
 //
 // Subcommands (no server is started):
 //   rbmrec-server token new NAME ROLE   a fresh token and its token-file line
@@ -37,16 +38,17 @@
 #include "core/cpu_check.h"
 #include "core/rating_scale.h"
 #include "core/trainer.h"
-#include "server/auth.h"
-#include "server/grpc_server.h"
-#include "server/listen_policy.h"
 #include "server/log.h"
 #include "server/memory.h"
-#include "server/metrics.h"
-#include "server/metrics_http.h"
-#include "server/metrics_interceptor.h"
-#include "server/service.h"
-#include "server/tls.h"
+#include "server/metrics/metrics.h"
+#include "server/metrics/metrics_http.h"
+#include "server/metrics/metrics_interceptor.h"
+#include "server/security/auth.h"
+#include "server/security/listen_policy.h"
+#include "server/security/tls.h"
+#include "server/service/service.h"
+#include "server/service/service_metrics.h"
+#include "server/transport/grpc_server.h"
 #include "store/store.h"
 
 namespace {
@@ -162,9 +164,9 @@ struct Flags {
   bool insecure = false;
   std::string metrics_listen;
   int64_t db_max_mb = 0;
-  int64_t max_train_memory_mb = so.max_train_memory_bytes >> 20;
-  int64_t max_model_mb = so.max_model_bytes >> 20;
-  int64_t version_cache_mb = so.version_cache_bytes >> 20;
+  int64_t max_train_memory_mb = so.training.max_train_memory_bytes >> 20;
+  int64_t max_model_mb = so.training.max_model_bytes >> 20;
+  int64_t version_cache_mb = so.registry.version_cache_bytes >> 20;
   std::string activate = "if-better";
 };
 
@@ -245,7 +247,7 @@ void BindTrainingFlags(CLI::App& app, Flags& f) {
   app.add_option("--train-threads", so.max_train_threads,
                  "max training threads (0 = hardware threads)")
       ->check(CLI::Range(0, 256));
-  app.add_option("--train-nice", so.train_nice,
+  app.add_option("--train-nice", so.training.train_nice,
                  "niceness added to training threads so serving keeps the "
                  "cores (0-19; 0 = same priority)")
       ->check(CLI::Range(0, 19));
@@ -255,13 +257,14 @@ void BindTrainingFlags(CLI::App& app, Flags& f) {
 void BindServingFlags(CLI::App& app, Flags& f) {
   rbmrec::server::ServiceOptions& so = f.so;
   rbmrec::server::GrpcServerOptions& go = f.go;
-  app.add_option("--max-batch", so.max_batch_rows,
+  app.add_option("--max-batch", so.limits.max_batch_rows,
                  "max rows per AddRatings batch / PutItems call")
       ->check(CLI::Range(1, 10000000));
-  app.add_option("--max-predict-items", so.max_predict_items,
+  app.add_option("--max-predict-items", so.limits.max_predict_items,
                  "max item_ids per PredictRatings")
       ->check(CLI::Range(1, 1000000));
-  app.add_option("--max-recommend-n", so.max_recommend_n, "max n of Recommend")
+  app.add_option("--max-recommend-n", so.limits.max_recommend_n,
+                 "max n of Recommend")
       ->check(CLI::Range(1, 1000000));
   app.add_option("--max-message-mb", go.max_message_mb,
                  "max gRPC message size in MiB")
@@ -270,16 +273,16 @@ void BindServingFlags(CLI::App& app, Flags& f) {
                  "Recommend (exact): items pre-ranked by mean field and "
                  "re-scored exactly (0 = exact over all items)")
       ->check(CLI::Range(0, 10000000));
-  app.add_option("--online", so.online,
+  app.add_option("--online", so.online.enabled,
                  "apply online per-user CD updates (true/false)")
       ->default_str("true");
-  app.add_option("--online-lr", so.online_learning_rate,
+  app.add_option("--online-lr", so.online.learning_rate,
                  "learning rate of online updates (> 0)")
       ->check(Finite());
-  app.add_option("--online-steps", so.online_steps,
+  app.add_option("--online-steps", so.online.steps,
                  "CD updates per changed user")
       ->check(CLI::Range(1, 1000));
-  app.add_option("--online-publish-seconds", so.online_publish_seconds,
+  app.add_option("--online-publish-seconds", so.online.publish_seconds,
                  "how often a changed online model is stored as a new "
                  "version (> 0)")
       ->check(Finite());
@@ -332,7 +335,7 @@ void BindStorageFlags(CLI::App& app, Flags& f) {
   auto& max_model_mb = f.max_model_mb;
   auto& activate = f.activate;
   auto& version_cache_mb = f.version_cache_mb;
-  app.add_option("--max-adhoc-ratings", so.max_adhoc_ratings,
+  app.add_option("--max-adhoc-ratings", so.limits.max_adhoc_ratings,
                  "max ad-hoc ratings per PredictRatings / Recommend")
       ->check(CLI::Range(0, 10000000));
   app.add_option("--max-train-memory-mb", max_train_memory_mb,
@@ -343,10 +346,10 @@ void BindStorageFlags(CLI::App& app, Flags& f) {
   app.add_option("--max-model-mb", max_model_mb,
                  "a Train job whose estimated model is larger is refused")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
-  app.add_option("--keep-full-models", so.keep_full_models,
+  app.add_option("--keep-full-models", so.registry.keep_full,
                  "stored full-training models kept (plus active and pinned)")
       ->check(CLI::Range(1, 1000000));
-  app.add_option("--keep-online-models", so.keep_online_models,
+  app.add_option("--keep-online-models", so.registry.keep_online,
                  "stored online-update versions kept (plus active and "
                  "pinned)")
       ->check(CLI::Range(0, 1000000));
@@ -355,7 +358,7 @@ void BindStorageFlags(CLI::App& app, Flags& f) {
                  "(validation RMSE not worse than the active model's by more "
                  "than --activate-tolerance) or never")
       ->check(CLI::IsMember({"always", "if-better", "never"}));
-  app.add_option("--activate-tolerance", so.activate_tolerance,
+  app.add_option("--activate-tolerance", so.registry.activate_tolerance,
                  "if-better: allowed validation RMSE increase")
       ->check(CLI::Range(0.0, 1e9));
   app.add_option("--db-max-mb", db_max_mb,
@@ -417,12 +420,12 @@ int ResolveFlags(Flags& f) {
   rbmrec::TrainOptions& t = f.so.train_defaults;
   auto& store_options = f.store_options;
   using rbmrec::server::Activation;
-  so.activation = f.activate == "always"      ? Activation::kAlways
-                  : f.activate == "if-better" ? Activation::kIfBetter
-                                              : Activation::kNever;
-  so.max_train_memory_bytes = f.max_train_memory_mb << 20;
-  so.max_model_bytes = f.max_model_mb << 20;
-  so.version_cache_bytes = f.version_cache_mb << 20;
+  so.registry.activation = f.activate == "always"      ? Activation::kAlways
+                           : f.activate == "if-better" ? Activation::kIfBetter
+                                                       : Activation::kNever;
+  so.training.max_train_memory_bytes = f.max_train_memory_mb << 20;
+  so.training.max_model_bytes = f.max_model_mb << 20;
+  so.registry.version_cache_bytes = f.version_cache_mb << 20;
   store_options.max_bytes = f.db_max_mb << 20;
 
   LogLevel level = LogLevel::kInfo;
@@ -441,10 +444,10 @@ int ResolveFlags(Flags& f) {
   }
   t.cd = *cd;
   t.threads = so.max_train_threads;
-  if (!(so.online_publish_seconds > 0)) {
+  if (!(so.online.publish_seconds > 0)) {
     return UsageError("--online-publish-seconds: must be > 0");
   }
-  if (!(so.online_learning_rate > 0)) {
+  if (!(so.online.learning_rate > 0)) {
     return UsageError("--online-lr: must be > 0");
   }
   if (absl::Status s = rbmrec::ValidateTrainOptions(t); !s.ok()) {
@@ -657,7 +660,7 @@ int Serve(Flags& f, Security& sec, const sigset_t& signals) {
       {F("listen", go.listen), F("port", (*server)->port()), F("db", db),
        F("scale", so.scale.ToString()),
        F("active_model_version", (*service)->active_version()),
-       F("online", so.online ? "true" : "false"),
+       F("online", so.online.enabled ? "true" : "false"),
        F("reflection", go.reflection ? "true" : "false"),
        F("tls", !tls_on                       ? "off"
                 : tls_files.client_ca.empty() ? "on"

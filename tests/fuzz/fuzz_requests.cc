@@ -39,7 +39,7 @@
 #include "google/protobuf/stubs/logging.h"
 #include "proto/rbmrec.pb.h"
 #include "server/log.h"
-#include "server/service.h"
+#include "server/service/service.h"
 #include "store/store.h"
 #include "tests/fuzz/fuzz_data.h"
 
@@ -109,10 +109,10 @@ struct State {
     o.train_defaults.validation_fraction = 0.1;
     o.train_defaults.seed = 7;
     o.max_train_threads = 1;
-    o.train_nice = 0;
-    o.max_batch_rows = 5000;
-    o.online_publish_seconds = 3600;
-    o.online_min_apply_gap_seconds = 0;  // FlushOnlineForTest returns at once
+    o.training.train_nice = 0;
+    o.limits.max_batch_rows = 5000;
+    o.online.publish_seconds = 3600;
+    o.online.min_apply_gap_seconds = 0;  // FlushOnlineForTest returns at once
     absl::StatusOr<std::unique_ptr<RbmrecService>> svc =
         RbmrecService::Create(std::move(*st), o);
     CheckOk(svc.status(), "creating the service");

@@ -20,8 +20,8 @@
 #include "gtest/gtest.h"
 #include "proto/rbmrec.grpc.pb.h"
 #include "proto/reflection_v1.grpc.pb.h"
-#include "server/grpc_server.h"
-#include "server/service.h"
+#include "server/service/service.h"
+#include "server/transport/grpc_server.h"
 #include "store/store.h"
 
 namespace rbmrec::server {
@@ -36,7 +36,7 @@ struct TestServer {
         store::Store::Open(":memory:");
     ASSERT_TRUE(store.ok()) << store.status();
     ServiceOptions so;
-    so.online = false;
+    so.online.enabled = false;
     absl::StatusOr<std::unique_ptr<RbmrecService>> created =
         RbmrecService::Create(std::move(*store), so);
     ASSERT_TRUE(created.ok()) << created.status();

@@ -13,7 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
-#include "server/service.h"
+#include "server/service/service.h"
 #include "store/store.h"
 
 namespace rbmrec::server::testing {
@@ -64,8 +64,8 @@ class ServiceFixture : public ::testing::Test {
     o.train_defaults.threads = 1;
     o.train_defaults.validation_fraction = 0.1;
     o.max_train_threads = 1;
-    o.max_batch_rows = 5000;
-    o.online_publish_seconds = 3600;
+    o.limits.max_batch_rows = 5000;
+    o.online.publish_seconds = 3600;
     return o;
   }
 

@@ -1,0 +1,166 @@
+#include "server/service/request_plan.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "server/service/request_checks.h"
+
+namespace rbmrec::server {
+namespace {
+
+// INVALID_ARGUMENT for an invalid user_id; OK for an empty one (the
+// request then predicts from its ad-hoc ratings only).
+absl::Status CheckOptionalUser(const std::string& user_id) {
+  if (user_id.empty()) return absl::OkStatus();
+  if (std::string why = IdProblem(user_id, "user_id"); !why.empty()) {
+    return absl::InvalidArgumentError(why);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status CheckAdHoc(
+    const google::protobuf::RepeatedPtrField<v1::ItemRating>& ratings,
+    const RequestLimits& limits, const RatingScale& scale) {
+  if (ratings.size() > limits.max_adhoc_ratings) {
+    return OverLimit("the number of ad-hoc ratings", ratings.size(),
+                     limits.max_adhoc_ratings, "--max-adhoc-ratings");
+  }
+  for (int i = 0; i < ratings.size(); ++i) {
+    const v1::ItemRating& r = ratings.Get(i);
+    if (std::string why = IdProblem(r.item_id(), "item_id"); !why.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("ratings[", i, "].", why));
+    }
+    if (std::string why = RatingProblem(r.rating(), scale); !why.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "ratings[", i, "] (item_id '", r.item_id(), "'): ", why));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<PredictMethod> CheckPredict(
+    const v1::PredictRatingsRequest& request, const RequestLimits& limits,
+    const RatingScale& scale) {
+  const int n = request.item_ids_size();
+  if (n == 0) {
+    return absl::InvalidArgumentError(
+        "item_ids is empty: ask for at least one item");
+  }
+  if (n > limits.max_predict_items) {
+    return OverLimit("the number of item_ids", n, limits.max_predict_items,
+                     "--max-predict-items");
+  }
+  for (int i = 0; i < n; ++i) {
+    if (std::string why = IdProblem(request.item_ids(i), "item_id");
+        !why.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("item_ids[", i, "]: ", why));
+    }
+  }
+  if (absl::Status s = CheckOptionalUser(request.user_id()); !s.ok()) return s;
+  absl::StatusOr<PredictMethod> method = ToMethod(request.method());
+  if (!method.ok()) return method.status();
+  if (absl::Status s = CheckAdHoc(request.ratings(), limits, scale); !s.ok()) {
+    return s;
+  }
+  return *method;
+}
+
+absl::StatusOr<RecommendCheck> CheckRecommend(
+    const v1::RecommendRequest& request, const RequestLimits& limits,
+    const RatingScale& scale) {
+  RecommendCheck out;
+  out.n = request.n();
+  if (out.n < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("n must be >= 0 (0 means 10), got ", out.n));
+  }
+  if (out.n > limits.max_recommend_n) {
+    return OverLimit("n", out.n, limits.max_recommend_n, "--max-recommend-n");
+  }
+  if (out.n == 0) out.n = std::min(10, limits.max_recommend_n);
+  absl::StatusOr<PredictMethod> method = ToMethod(request.method());
+  if (!method.ok()) return method.status();
+  out.method = *method;
+  if (!v1::RankBy_IsValid(request.rank_by())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "rank_by ", static_cast<int>(request.rank_by()),
+        " is not a known RankBy (EXPECTED_RATING = 1, PROBABILITY_AT_LEAST = "
+        "2, PROBABILITY_RATED = 3, PROBABILITY_RATED_AT_LEAST = 4)"));
+  }
+  if (absl::Status s = CheckOptionalUser(request.user_id()); !s.ok()) return s;
+  if (absl::Status s = CheckAdHoc(request.ratings(), limits, scale); !s.ok()) {
+    return s;
+  }
+  return out;
+}
+
+v1::RankBy ResolveRankBy(const v1::RecommendRequest& request,
+                         bool has_rated_rbm) {
+  if (request.rank_by() != v1::RANK_BY_UNSPECIFIED) return request.rank_by();
+  return has_rated_rbm              ? v1::PROBABILITY_RATED_AT_LEAST
+         : request.threshold() != 0 ? v1::PROBABILITY_AT_LEAST
+                                    : v1::EXPECTED_RATING;
+}
+
+bool SharesPasses(v1::RankBy rank_by) {
+  return rank_by != v1::PROBABILITY_RATED &&
+         rank_by != v1::PROBABILITY_RATED_AT_LEAST;
+}
+
+absl::StatusOr<RankPlan> ToRankOptions(
+    const v1::RecommendRequest& request, const RecommendCheck& checked,
+    const Model& model, int64_t version, int candidates,
+    absl::FunctionRef<int()> default_threshold) {
+  RankPlan plan;
+  RankOptions& ro = plan.options;
+  ro.method = checked.method;
+  ro.n = checked.n;
+  ro.candidates = candidates;
+  plan.rank_by = ResolveRankBy(request, model.HasRatedRbm());
+  switch (plan.rank_by) {
+    case v1::PROBABILITY_AT_LEAST:
+      ro.by = RankBy::kAtLeast;
+      break;
+    case v1::PROBABILITY_RATED:
+      ro.by = RankBy::kRated;
+      break;
+    case v1::PROBABILITY_RATED_AT_LEAST:
+      ro.by = RankBy::kRatedAtLeast;
+      break;
+    default:
+      ro.by = RankBy::kExpected;
+      break;
+  }
+  if (NeedsRatedRbm(ro.by) && !model.HasRatedRbm()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "rank_by ", v1::RankBy_Name(plan.rank_by), ": model version ", version,
+        " has no rated RBM (trained before it existed or with rated_hidden "
+        "0); train a new model, or rank by EXPECTED_RATING or "
+        "PROBABILITY_AT_LEAST"));
+  }
+  if (!UsesThreshold(ro.by)) return plan;
+  const RatingScale& scale = model.scale();
+  plan.threshold = request.threshold();
+  if (plan.threshold == 0 && plan.rank_by == v1::PROBABILITY_RATED_AT_LEAST) {
+    ro.k0 = default_threshold();
+    plan.threshold = scale.Value(ro.k0);
+    return plan;
+  }
+  if (!std::isfinite(plan.threshold) || plan.threshold < scale.min() - 1e-9 ||
+      plan.threshold > scale.max() + 1e-9) {
+    return absl::InvalidArgumentError(absl::StrCat("threshold ", plan.threshold,
+                                                   " is outside the scale ",
+                                                   scale.ToString()));
+  }
+  ro.k0 = std::clamp(static_cast<int>(std::ceil(
+                         (plan.threshold - scale.min()) / scale.step() - 1e-6)),
+                     0, model.K() - 1);
+  return plan;
+}
+
+}  // namespace rbmrec::server

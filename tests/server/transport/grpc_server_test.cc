@@ -1,0 +1,496 @@
+// In-process tests of the gRPC layer (server/transport/grpc_server.h): a real
+// server on a loopback port over a ":memory:" store, called through a real
+// channel. AddRatings is driven with raw byte messages, so a test can send a
+// message that a generated stub would not (invalid UTF-8 in a string field).
+
+#include "server/transport/grpc_server.h"
+
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "google/protobuf/descriptor.pb.h"
+#include "grpcpp/grpcpp.h"
+#include "grpcpp/impl/rpc_method.h"
+#include "grpcpp/support/byte_buffer.h"
+#include "grpcpp/support/sync_stream.h"
+#include "gtest/gtest.h"
+#include "proto/health.grpc.pb.h"
+#include "proto/rbmrec.grpc.pb.h"
+#include "proto/reflection_v1.grpc.pb.h"
+#include "store/store.h"
+
+namespace rbmrec::server {
+namespace {
+
+using ::grpc::reflection::v1::ServerReflectionRequest;
+using ::grpc::reflection::v1::ServerReflectionResponse;
+using Trailers = std::map<std::string, std::string>;
+
+constexpr char kAddRatingsMethod[] = "/rbmrec.v1.Rbmrec/AddRatings";
+constexpr char kReflectionV1[] =
+    "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo";
+constexpr char kReflectionV1alpha[] =
+    "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo";
+
+// A batch of `n` valid rows of user `user`.
+std::string Batch(const std::string& user, int n) {
+  v1::AddRatingsRequest req;
+  for (int i = 0; i < n; ++i) {
+    v1::Rating* r = req.add_ratings();
+    r->set_user_id(user);
+    r->set_item_id(absl::StrCat("i", i));
+    r->set_rating(1 + i % 5);
+  }
+  return req.SerializeAsString();
+}
+
+// A batch whose user id is not valid UTF-8: the wire bytes of a valid batch
+// with the id's bytes replaced (same length).
+std::string InvalidUtf8Batch() {
+  std::string bytes = Batch("u-BAD", 2);
+  absl::StrReplaceAll({{"u-BAD", "u-\xff\xfe\xfd"}}, &bytes);
+  v1::AddRatingsRequest check;
+  EXPECT_FALSE(check.ParseFromString(bytes)) << "the batch must not parse";
+  return bytes;
+}
+
+Trailers TrailersOf(const grpc::ClientContext& context) {
+  Trailers out;
+  for (const auto& [key, value] : context.GetServerTrailingMetadata()) {
+    out[std::string(key.data(), key.size())] =
+        std::string(value.data(), value.size());
+  }
+  return out;
+}
+
+struct RawResult {
+  grpc::Status status;
+  Trailers trailers;
+  v1::AddRatingsResponse response;
+};
+
+// One AddRatings stream of raw messages.
+RawResult AddRatingsRaw(const std::shared_ptr<grpc::Channel>& channel,
+                        const std::vector<std::string>& messages) {
+  grpc::ClientContext context;
+  grpc::ByteBuffer response;
+  const grpc::internal::RpcMethod method(
+      kAddRatingsMethod, grpc::internal::RpcMethod::CLIENT_STREAMING, channel);
+  std::unique_ptr<grpc::ClientWriter<grpc::ByteBuffer>> writer(
+      grpc::internal::ClientWriterFactory<grpc::ByteBuffer>::Create(
+          channel.get(), method, &context, &response));
+  for (const std::string& m : messages) {
+    grpc::Slice slice(m);
+    if (!writer->Write(grpc::ByteBuffer(&slice, 1))) break;
+  }
+  writer->WritesDone();
+  RawResult result;
+  result.status = writer->Finish();
+  result.trailers = TrailersOf(context);
+  if (result.status.ok()) {
+    EXPECT_TRUE(grpc::SerializationTraits<v1::AddRatingsResponse>::Deserialize(
+                    &response, &result.response)
+                    .ok());
+  }
+  return result;
+}
+
+// Sends `requests` on one reflection stream at `path` (v1 and v1alpha share
+// their messages' wire format) and returns the responses.
+std::vector<ServerReflectionResponse> Reflect(
+    const std::shared_ptr<grpc::Channel>& channel, const char* path,
+    const std::vector<ServerReflectionRequest>& requests,
+    grpc::Status* status) {
+  grpc::ClientContext context;
+  const grpc::internal::RpcMethod method(
+      path, grpc::internal::RpcMethod::BIDI_STREAMING, channel);
+  std::unique_ptr<grpc::ClientReaderWriter<ServerReflectionRequest,
+                                           ServerReflectionResponse>>
+      stream(grpc::internal::ClientReaderWriterFactory<
+             ServerReflectionRequest,
+             ServerReflectionResponse>::Create(channel.get(), method,
+                                               &context));
+  std::vector<ServerReflectionResponse> out;
+  for (const ServerReflectionRequest& r : requests) {
+    if (!stream->Write(r)) break;
+    ServerReflectionResponse response;
+    if (!stream->Read(&response)) break;
+    out.push_back(response);
+  }
+  stream->WritesDone();
+  *status = stream->Finish();
+  return out;
+}
+
+ServerReflectionRequest ListServices() {
+  ServerReflectionRequest r;
+  r.set_list_services("");
+  return r;
+}
+ServerReflectionRequest Symbol(const std::string& name) {
+  ServerReflectionRequest r;
+  r.set_file_containing_symbol(name);
+  return r;
+}
+
+// The file descriptors of a reflection response, by file name.
+std::map<std::string, google::protobuf::FileDescriptorProto> Files(
+    const ServerReflectionResponse& response) {
+  std::map<std::string, google::protobuf::FileDescriptorProto> out;
+  for (const std::string& bytes :
+       response.file_descriptor_response().file_descriptor_proto()) {
+    google::protobuf::FileDescriptorProto file;
+    EXPECT_TRUE(file.ParseFromString(bytes));
+    out[file.name()] = file;
+  }
+  return out;
+}
+
+bool HasService(const google::protobuf::FileDescriptorProto& file,
+                const std::string& name) {
+  for (const auto& s : file.service()) {
+    if (s.name() == name) return true;
+  }
+  return false;
+}
+
+class GrpcServerTest : public ::testing::Test {
+ protected:
+  // real_serving: readiness from the service itself, polled only once a
+  // minute (so that only the refresh after a publish can change it).
+  void Start(bool reflection = true, bool real_serving = false) {
+    absl::StatusOr<std::unique_ptr<store::Store>> store =
+        store::Store::Open(":memory:");
+    ASSERT_TRUE(store.ok()) << store.status();
+    ServiceOptions so;
+    so.online.enabled = false;
+    so.limits.max_batch_rows = 10;
+    absl::StatusOr<std::unique_ptr<RbmrecService>> service =
+        RbmrecService::Create(std::move(*store), so);
+    ASSERT_TRUE(service.ok()) << service.status();
+    service_ = std::move(*service);
+    GrpcServerOptions go;
+    go.listen = "127.0.0.1:0";
+    go.reflection = reflection;
+    go.serving = [this] { return serving_.load(); };
+    go.health_poll_ms = 10;
+    if (real_serving) {
+      go.serving = [svc = service_.get()] { return svc->Serving(); };
+      go.health_poll_ms = 60000;
+    }
+    absl::StatusOr<std::unique_ptr<GrpcServer>> server =
+        GrpcServer::Start(service_.get(), go);
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = std::move(*server);
+    channel_ = grpc::CreateChannel(absl::StrCat("127.0.0.1:", server_->port()),
+                                   grpc::InsecureChannelCredentials());
+    stub_ = v1::Rbmrec::NewStub(channel_);
+  }
+
+  void TearDown() override {
+    if (server_ != nullptr) {
+      server_->Shutdown(std::chrono::system_clock::now());
+    }
+    server_.reset();
+    if (service_ != nullptr) service_->Shutdown();
+  }
+
+  // 200 ratings of 20 users on 15 items.
+  void AddSomeRatings() {
+    grpc::ClientContext context;
+    v1::AddRatingsResponse response;
+    auto writer = stub_->AddRatings(&context, &response);
+    for (int u = 0; u < 20; ++u) {
+      v1::AddRatingsRequest batch;
+      for (int i = 0; i < 10; ++i) {
+        v1::Rating* r = batch.add_ratings();
+        r->set_user_id(absl::StrCat("u", u));
+        r->set_item_id(absl::StrCat("i", (u * 7 + i * 3) % 15));
+        r->set_rating(1 + (u + i) % 5);
+      }
+      ASSERT_TRUE(writer->Write(batch));
+    }
+    writer->WritesDone();
+    grpc::Status s = writer->Finish();
+    ASSERT_TRUE(s.ok()) << s.error_message();
+  }
+
+  // Trains a tiny model that always becomes active; returns its version
+  // (0 when the job did not succeed).
+  int64_t TrainOnce() {
+    v1::TrainRequest request;
+    request.mutable_options()->set_hidden(4);
+    request.mutable_options()->set_epochs(3);
+    request.set_activation(v1::ACTIVATE_ALWAYS);
+    grpc::ClientContext context;
+    auto reader = stub_->Train(&context, request);
+    v1::TrainProgress progress, last;
+    while (reader->Read(&progress)) last = progress;
+    EXPECT_TRUE(reader->Finish().ok());
+    EXPECT_EQ(last.state(), v1::TrainProgress::SUCCEEDED) << last.message();
+    return last.state() == v1::TrainProgress::SUCCEEDED ? last.model_version()
+                                                        : 0;
+  }
+
+  int64_t StoredRatings() {
+    grpc::ClientContext context;
+    v1::GetStatsResponse stats;
+    grpc::Status s = stub_->GetStats(&context, v1::GetStatsRequest(), &stats);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    return stats.ratings();
+  }
+
+  grpc::health::v1::HealthCheckResponse::ServingStatus Health(
+      const std::string& service) {
+    auto health = grpc::health::v1::Health::NewStub(channel_);
+    grpc::ClientContext context;
+    grpc::health::v1::HealthCheckRequest request;
+    request.set_service(service);
+    grpc::health::v1::HealthCheckResponse response;
+    grpc::Status s = health->Check(&context, request, &response);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    return response.status();
+  }
+
+  // Polls Health(service) until it is `want` (within 5 s).
+  bool HealthBecomes(
+      const std::string& service,
+      grpc::health::v1::HealthCheckResponse::ServingStatus want) {
+    const auto until =
+        std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (std::chrono::steady_clock::now() < until) {
+      if (Health(service) == want) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return false;
+  }
+
+  std::atomic<bool> serving_{false};
+  std::unique_ptr<RbmrecService> service_;
+  std::unique_ptr<GrpcServer> server_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::Rbmrec::Stub> stub_;
+};
+
+TEST_F(GrpcServerTest, ASecondServerOnTheSamePortIsRefused) {
+  Start();
+  GrpcServerOptions go;
+  go.listen = absl::StrCat("127.0.0.1:", server_->port());
+  absl::StatusOr<std::unique_ptr<GrpcServer>> second =
+      GrpcServer::Start(service_.get(), go);
+  ASSERT_FALSE(second.ok()) << "two servers listen on one port";
+  EXPECT_NE(second.status().message().find("address already in use"),
+            std::string::npos)
+      << second.status();
+  // The first one still answers.
+  grpc::ClientContext context;
+  v1::GetStatsResponse stats;
+  EXPECT_TRUE(stub_->GetStats(&context, v1::GetStatsRequest(), &stats).ok());
+}
+
+TEST_F(GrpcServerTest, ValidRawStreamCommitsEveryBatch) {
+  Start();
+  RawResult r =
+      AddRatingsRaw(channel_, {Batch("a", 3), Batch("b", 4), Batch("c", 2)});
+  ASSERT_TRUE(r.status.ok()) << r.status.error_message();
+  EXPECT_EQ(r.response.batches(), 3);
+  EXPECT_EQ(r.response.accepted(), 9);
+  EXPECT_EQ(r.response.rejected(), 0);
+  EXPECT_EQ(r.trailers.count("rbmrec-committed-batches"), 0u);
+  EXPECT_EQ(r.trailers.count("rbmrec-error-reason"), 0u);
+  EXPECT_EQ(StoredRatings(), 9);
+}
+
+TEST_F(GrpcServerTest, MalformedMessageFailsTheCallAndStatesWhatIsCommitted) {
+  Start();
+  RawResult r = AddRatingsRaw(
+      channel_, {Batch("a", 3), InvalidUtf8Batch(), Batch("c", 2)});
+  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(r.status.error_message().find("batch 1 (0-based)"),
+            std::string::npos)
+      << r.status.error_message();
+  EXPECT_NE(r.status.error_message().find("3 accepted rows"), std::string::npos)
+      << r.status.error_message();
+  EXPECT_EQ(r.trailers["rbmrec-error-reason"], "MALFORMED_MESSAGE");
+  EXPECT_EQ(r.trailers["rbmrec-committed-batches"], "1");
+  EXPECT_EQ(r.trailers["rbmrec-committed-rows"], "3");
+  // Batch 0 is stored, batches 1 and 2 are not.
+  EXPECT_EQ(StoredRatings(), 3);
+}
+
+TEST_F(GrpcServerTest, MalformedFirstMessageCommitsNothing) {
+  Start();
+  RawResult r = AddRatingsRaw(channel_, {"\xff\xff\xff", Batch("a", 3)});
+  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(r.status.error_message().find("batch 0 (0-based)"),
+            std::string::npos)
+      << r.status.error_message();
+  EXPECT_EQ(r.trailers["rbmrec-error-reason"], "MALFORMED_MESSAGE");
+  EXPECT_EQ(r.trailers["rbmrec-committed-batches"], "0");
+  EXPECT_EQ(r.trailers["rbmrec-committed-rows"], "0");
+  EXPECT_EQ(StoredRatings(), 0);
+}
+
+TEST_F(GrpcServerTest, BatchOverTheLimitStatesWhatIsCommitted) {
+  Start();  // max_batch_rows = 10
+  RawResult r = AddRatingsRaw(
+      channel_, {Batch("a", 3), Batch("b", 4), Batch("c", 11), Batch("d", 1)});
+  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED)
+      << r.status.error_message();
+  EXPECT_EQ(r.trailers["rbmrec-committed-batches"], "2");
+  EXPECT_EQ(r.trailers["rbmrec-committed-rows"], "7");
+  EXPECT_EQ(StoredRatings(), 7);
+}
+
+TEST_F(GrpcServerTest, GeneratedStubStillWorks) {
+  Start();
+  grpc::ClientContext context;
+  v1::AddRatingsResponse response;
+  auto writer = stub_->AddRatings(&context, &response);
+  v1::AddRatingsRequest batch;
+  ASSERT_TRUE(batch.ParseFromString(Batch("a", 5)));
+  ASSERT_TRUE(writer->Write(batch));
+  writer->WritesDone();
+  grpc::Status s = writer->Finish();
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(response.accepted(), 5);
+  EXPECT_EQ(response.batches(), 1);
+}
+
+TEST_F(GrpcServerTest, ServiceHealthFollowsServingOverallStaysLive) {
+  using HS = grpc::health::v1::HealthCheckResponse;
+  Start();  // serving_ is false
+  EXPECT_EQ(Health("rbmrec.v1.Rbmrec"), HS::NOT_SERVING);
+  EXPECT_EQ(Health(""), HS::SERVING);
+  serving_ = true;
+  EXPECT_TRUE(HealthBecomes("rbmrec.v1.Rbmrec", HS::SERVING));
+  EXPECT_EQ(Health(""), HS::SERVING);
+  serving_ = false;
+  EXPECT_TRUE(HealthBecomes("rbmrec.v1.Rbmrec", HS::NOT_SERVING));
+  EXPECT_EQ(Health(""), HS::SERVING);
+}
+
+TEST_F(GrpcServerTest, ServiceIsServingAsSoonAsTrainSaysSucceeded) {
+  using HS = grpc::health::v1::HealthCheckResponse;
+  Start(/*reflection=*/true, /*real_serving=*/true);
+  EXPECT_EQ(Health("rbmrec.v1.Rbmrec"), HS::NOT_SERVING);
+  AddSomeRatings();
+  ASSERT_EQ(TrainOnce(), 1);
+  // No polling within the next minute: the publish itself refreshed it.
+  EXPECT_EQ(Health("rbmrec.v1.Rbmrec"), HS::SERVING);
+}
+
+TEST_F(GrpcServerTest, AStoredVersionThatIsNotLoadedIsServedFromALoaderThread) {
+  Start(/*reflection=*/true, /*real_serving=*/true);
+  AddSomeRatings();
+  ASSERT_EQ(TrainOnce(), 1);
+  ASSERT_EQ(TrainOnce(), 2);
+  ASSERT_EQ(service_->active_version(), 2);
+  // Version 1 is stored, not active and not cached: answering it means a
+  // store read and a decode, which the handler hands to the loader.
+  EXPECT_FALSE(service_->ModelResident(1));
+  for (int version : {1, 1, 2, 0}) {
+    grpc::ClientContext context;
+    v1::PredictRatingsRequest request;
+    request.set_user_id("u3");
+    request.add_item_ids("i1");
+    request.set_model_version(version);
+    v1::PredictRatingsResponse response;
+    grpc::Status s = stub_->PredictRatings(&context, request, &response);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+    EXPECT_EQ(response.model_version(), version == 0 ? 2 : version);
+    ASSERT_EQ(response.predictions_size(), 1);
+  }
+  EXPECT_TRUE(service_->ModelResident(1));  // cached by the first call
+  grpc::ClientContext context;
+  v1::RecommendRequest request;
+  request.set_user_id("u3");
+  request.set_model_version(1);
+  v1::RecommendResponse response;
+  grpc::Status s = stub_->Recommend(&context, request, &response);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(response.model_version(), 1);
+}
+
+TEST_F(GrpcServerTest, ReflectionV1AndV1alphaListAndResolveTheServices) {
+  Start();
+  for (const char* path : {kReflectionV1, kReflectionV1alpha}) {
+    SCOPED_TRACE(path);
+    grpc::Status status;
+    std::vector<ServerReflectionResponse> responses =
+        Reflect(channel_, path,
+                {ListServices(), Symbol("rbmrec.v1.Rbmrec"),
+                 Symbol("grpc.health.v1.Health"), Symbol("no.such.Symbol")},
+                &status);
+    ASSERT_TRUE(status.ok()) << status.error_message();
+    ASSERT_EQ(responses.size(), 4u);
+
+    std::vector<std::string> names;
+    for (const auto& s : responses[0].list_services_response().service()) {
+      names.push_back(s.name());
+    }
+    for (const char* want : {"rbmrec.v1.Rbmrec", "grpc.health.v1.Health",
+                             "grpc.reflection.v1.ServerReflection",
+                             "grpc.reflection.v1alpha.ServerReflection"}) {
+      EXPECT_NE(std::find(names.begin(), names.end(), want), names.end())
+          << want;
+    }
+
+    auto rbmrec = Files(responses[1]);
+    ASSERT_EQ(rbmrec.count("proto/rbmrec.proto"), 1u);
+    EXPECT_TRUE(HasService(rbmrec["proto/rbmrec.proto"], "Rbmrec"));
+    EXPECT_EQ(rbmrec["proto/rbmrec.proto"].package(), "rbmrec.v1");
+
+    auto health = Files(responses[2]);
+    ASSERT_EQ(health.count("proto/health.proto"), 1u)
+        << responses[2].DebugString();
+    EXPECT_TRUE(HasService(health["proto/health.proto"], "Health"));
+    EXPECT_EQ(health["proto/health.proto"].package(), "grpc.health.v1");
+
+    EXPECT_EQ(responses[3].error_response().error_code(),
+              static_cast<int>(grpc::StatusCode::NOT_FOUND));
+  }
+}
+
+TEST_F(GrpcServerTest, ReflectionV1ResolvesItselfAndFilesByName) {
+  Start();
+  ServerReflectionRequest by_name;
+  by_name.set_file_by_filename("proto/reflection_v1.proto");
+  grpc::Status status;
+  std::vector<ServerReflectionResponse> responses =
+      Reflect(channel_, kReflectionV1,
+              {Symbol("grpc.reflection.v1.ServerReflection"), by_name,
+               ServerReflectionRequest()},
+              &status);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  ASSERT_EQ(responses.size(), 3u);
+  auto files = Files(responses[0]);
+  ASSERT_EQ(files.count("proto/reflection_v1.proto"), 1u);
+  EXPECT_TRUE(
+      HasService(files["proto/reflection_v1.proto"], "ServerReflection"));
+  // Already sent on this stream: not sent again.
+  EXPECT_EQ(
+      responses[1].file_descriptor_response().file_descriptor_proto_size(), 0);
+  EXPECT_EQ(responses[1].error_response().error_code(), 0);
+  EXPECT_EQ(responses[2].error_response().error_code(),
+            static_cast<int>(grpc::StatusCode::UNIMPLEMENTED));
+}
+
+TEST_F(GrpcServerTest, ReflectionCanBeTurnedOff) {
+  Start(/*reflection=*/false);
+  for (const char* path : {kReflectionV1, kReflectionV1alpha}) {
+    grpc::Status status;
+    Reflect(channel_, path, {ListServices()}, &status);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::UNIMPLEMENTED) << path;
+  }
+}
+
+}  // namespace
+}  // namespace rbmrec::server
