@@ -1,6 +1,7 @@
 // The command table of the rbmrec CLI (client/cli.h): every command with
-// its arguments, flags and help, and the global flags. The parser (cli.cc)
-// and the usage texts (cli_help.cc) are built from it.
+// its arguments, flags and help, the global flags, and the program's own
+// lines of --help. The CLI11 app tree (cli.cc) and so its --help
+// (cli_formatter.cc) are built from it.
 
 #include <string>
 #include <utility>
@@ -354,6 +355,18 @@ const std::vector<FlagSpec>& GlobalFlags() {
   static const std::vector<FlagSpec>* const kFlags =
       new std::vector<FlagSpec>(MakeGlobalFlags());
   return *kFlags;
+}
+
+absl::string_view ProgramDescription() {
+  return "rbmrec: client of the rbmrec collaborative-filtering server.";
+}
+
+absl::string_view ProgramFooter() {
+  return "Run 'rbmrec COMMAND --help' for a command's options; global "
+         "options go before or after the command.\n"
+         "Exit codes: 0 ok, 1 usage error or unreadable input, 2 RPC error "
+         "or failed outcome, 3 rows rejected by the server (import, unless "
+         "--allow-rejected).";
 }
 
 }  // namespace rbmrec::client
