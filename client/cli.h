@@ -26,6 +26,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -70,6 +71,9 @@ struct CommandSpec {
   std::string summary;      // one line for the command list
   std::string description;  // a paragraph for the command's --help
   std::vector<FlagSpec> flags;
+  // Command lines shown at the end of the command's --help, each with what
+  // it does: {"rbmrec recommend 1 -n 10", "the top 10 items ..."}.
+  std::vector<std::pair<std::string, std::string>> examples;
   CommandRunner run = nullptr;
 };
 

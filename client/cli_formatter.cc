@@ -2,7 +2,8 @@
 // app tree that ParseArgs parses with (cli.cc), through a CLI::Formatter
 // that names a command's arguments and summary from the command table
 // (cli_table.cc), lists a group's commands with all their words, wraps text
-// at 79 columns and ends a command's help with the global options.
+// at 79 columns and ends a command's help with the table's examples and the
+// global options.
 
 #include <memory>
 #include <sstream>
@@ -53,6 +54,21 @@ const CommandSpec* CommandOf(const CLI::App* app) {
     if (c.path == words) return &c;
   }
   return nullptr;
+}
+
+// The "Examples:" section of a command's help: each command line, and what
+// it does below it; "" when the table gives none.
+std::string Examples(const CommandSpec* command) {
+  if (command == nullptr || command->examples.empty()) return std::string();
+  constexpr size_t kIndent = 6;
+  const std::string indent(kIndent, ' ');
+  std::string out = "Examples:\n";
+  for (const auto& [line, what] : command->examples) {
+    const std::string text = absl::StrReplaceAll(Wrap(what, kWidth - kIndent),
+                                                 {{"\n", "\n" + indent}});
+    absl::StrAppend(&out, "  ", line, "\n", indent, text, "\n");
+  }
+  return out + "\n";
 }
 
 class TableFormatter : public CLI::Formatter {
@@ -117,7 +133,8 @@ class TableFormatter : public CLI::Formatter {
     return Wrap(opt->get_description(), kWidth - kColumn);
   }
 
-  // The program's footer; below a command, the global options.
+  // The program's footer; below a command, its examples and the global
+  // options.
   std::string make_footer(const CLI::App* app) const override {
     const CLI::App* root = app;
     while (root->get_parent() != nullptr) root = root->get_parent();
@@ -130,7 +147,8 @@ class TableFormatter : public CLI::Formatter {
           return o->nonpositional() && o != root->get_help_ptr();
         });
     // make_group starts with the blank line make_help already wrote.
-    return make_group(get_label("Global options"), false, global).substr(1);
+    return Examples(CommandOf(app)) +
+           make_group(get_label("Global options"), false, global).substr(1);
   }
 };
 

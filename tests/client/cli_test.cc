@@ -269,6 +269,25 @@ TEST(UsageTest, EveryCommandListsItsFlagsAndTheGlobalOnes) {
   }
 }
 
+TEST(UsageTest, ExamplesParseAsTheirCommandAndEndItsHelp) {
+  for (const CommandSpec& c : Commands()) {
+    EXPECT_FALSE(c.examples.empty()) << absl::StrJoin(c.path, " ");
+    const std::string usage = CommandHelp(c.path);
+    const size_t examples = usage.find("\nExamples:\n");
+    ASSERT_NE(examples, std::string::npos);
+    EXPECT_LT(examples, usage.find("\nGlobal options:\n"));
+    for (const auto& [line, what] : c.examples) {
+      const std::vector<std::string> words = absl::StrSplit(line, ' ');
+      ASSERT_EQ(words.front(), "rbmrec");
+      EXPECT_EQ(Path(ParseOk(Args(words.begin() + 1, words.end()))), c.path)
+          << line;
+      EXPECT_NE(usage.find("\n  " + line + "\n", examples), std::string::npos)
+          << line;
+      EXPECT_THAT(usage, HasSubstr(what.substr(0, 20)));
+    }
+  }
+}
+
 TEST(UsageTest, FitsInEightyColumns) {
   std::vector<std::vector<std::string>> all = {{}, {"items"}};
   for (const CommandSpec& c : Commands()) all.push_back(c.path);
