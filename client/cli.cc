@@ -90,30 +90,23 @@ bool SplitFlag(absl::string_view arg, absl::string_view* name, bool* is_short) {
   return true;
 }
 
-// One CLI11 app per command word path ({"models"}, {"models", "delete"}),
-// with the storage of its flags' values.
-struct AppNode {
-  CLI::App* app = nullptr;
-  const CommandSpec* command = nullptr;  // null for a pure group ("items")
-  std::vector<std::string> positional;
-  // Per flag long name: the values given (bool flags: counted separately).
-  std::map<std::string, std::vector<std::string>> values;
-  std::map<std::string, int64_t> counts;  // bool flags
-};
-
 // Adds `flags` to `app`, storing their values in `node`. Every value flag
 // takes exactly one value per occurrence and may occur any number of times
-// (ParseArgs reports a repeated single-value flag itself).
+// (ParseArgs reports a repeated single-value flag itself). The table's
+// "help" is CLI11's own help flag, which every subcommand inherits.
 void AddFlags(const std::vector<FlagSpec>& flags, AppNode* node) {
   for (const FlagSpec& f : flags) {
     std::string names = absl::StrCat("--", f.name);
     if (f.short_name != 0) {
       names = absl::StrCat("-", std::string(1, f.short_name), ",", names);
     }
-    if (f.kind == FlagKind::kBool) {
+    if (f.name == "help") {
+      node->app->set_help_flag(names, f.help);
+    } else if (f.kind == FlagKind::kBool) {
       node->app->add_flag(names, node->counts[f.name], f.help);
     } else {
       node->app->add_option(names, node->values[f.name], f.help)
+          ->type_name(f.value_name)
           ->expected(1)
           ->allow_extra_args(false)
           ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
@@ -175,48 +168,15 @@ absl::Status PrepareArgs(const std::vector<std::string>& args, bool* help,
   return absl::OkStatus();
 }
 
-// The CLI11 app tree: the root holds the global flags; each command word
-// path is a subcommand; unknown arguments fall through to the root and are
-// reported by CheckExtras. At most one subcommand per level, so a later word
-// that names a command elsewhere is a positional argument.
-using AppTree = std::map<std::vector<std::string>, AppNode>;
-
-void BuildAppTree(CLI::App& root, AppTree& nodes) {
-  root.set_help_flag();
-  root.allow_extras(true);
-  root.require_subcommand(0, 1);
-  AppNode& top = nodes[{}];
-  top.app = &root;
-  AddFlags(GlobalFlags(), &top);
-  for (const CommandSpec& c : Commands()) {
-    for (size_t depth = 1; depth <= c.path.size(); ++depth) {
-      const std::vector<std::string> path(c.path.begin(),
-                                          c.path.begin() + depth);
-      AppNode& node = nodes[path];
-      if (node.app == nullptr) {
-        const std::vector<std::string> parent(path.begin(), path.end() - 1);
-        node.app = nodes[parent].app->add_subcommand(path.back());
-        node.app->set_help_flag();
-        node.app->allow_extras(true);
-        node.app->fallthrough(true);
-        node.app->require_subcommand(0, 1);
-      }
-      if (depth == c.path.size()) {
-        node.command = &c;
-        node.app->add_option("args", node.positional)->expected(0, -1);
-        AddFlags(c.flags, &node);
-      }
-    }
-  }
-}
-
 // Runs CLI11 (its exceptions stay here) and returns the words of the command
-// it found.
+// it found; a help flag sets `help`.
 absl::StatusOr<std::vector<std::string>> RunCli11(
-    CLI::App& root, const std::vector<std::string>& prepared) {
+    CLI::App& root, const std::vector<std::string>& prepared, bool* help) {
   std::vector<std::string> reversed(prepared.rbegin(), prepared.rend());
   try {
     root.parse(reversed);
+  } catch (const CLI::CallForHelp&) {
+    *help = true;  // after the values were stored; extras are checked later
   } catch (const CLI::ArgumentMismatch& e) {
     // "--batch: 1 required TEXT missing": a value flag without its value.
     const std::string what = e.what();
@@ -368,6 +328,47 @@ absl::Status CheckCommandArgs(const ParsedArgs& out) {
 
 }  // namespace
 
+// The CLI11 app tree: the root holds the global flags; each command word
+// path is a subcommand; unknown arguments fall through to the root and are
+// reported by CheckExtras. At most one subcommand per level, so a later word
+// that names a command elsewhere is a positional argument (the catch-all
+// "args", left out of --help, whose usage line names the table's arguments).
+void BuildAppTree(CLI::App& root, AppTree& nodes) {
+  root.name("rbmrec");
+  root.description(std::string(ProgramDescription()));
+  root.formatter(MakeHelpFormatter());  // inherited by every subcommand
+  root.set_help_flag();
+  root.allow_extras(true);
+  root.require_subcommand(0, 1);
+  AppNode& top = nodes[{}];
+  top.app = &root;
+  AddFlags(GlobalFlags(), &top);
+  for (const CommandSpec& c : Commands()) {
+    for (size_t depth = 1; depth <= c.path.size(); ++depth) {
+      const std::vector<std::string> path(c.path.begin(),
+                                          c.path.begin() + depth);
+      AppNode& node = nodes[path];
+      if (node.app == nullptr) {
+        const std::vector<std::string> parent(path.begin(), path.end() - 1);
+        node.app = nodes[parent].app->add_subcommand(path.back());
+        node.app->group("Commands");
+        node.app->allow_extras(true);
+        node.app->fallthrough(true);
+        node.app->require_subcommand(0, 1);
+      }
+      if (depth == c.path.size()) {
+        node.command = &c;
+        node.app->description(c.description);
+        node.app->add_option("args", node.positional)
+            ->expected(0, -1)
+            ->group("");
+        AddFlags(c.flags, &node);
+      }
+    }
+  }
+  root.footer(std::string(ProgramFooter()));  // not inherited: set last
+}
+
 absl::StatusOr<ParsedArgs> ParseArgs(const std::vector<std::string>& args,
                                      absl::string_view server_env) {
   ParsedArgs out;
@@ -377,10 +378,11 @@ absl::StatusOr<ParsedArgs> ParseArgs(const std::vector<std::string>& args,
       !s.ok()) {
     return s;
   }
-  CLI::App root("rbmrec");
+  CLI::App root;
   AppTree nodes;
   BuildAppTree(root, nodes);
-  absl::StatusOr<std::vector<std::string>> words = RunCli11(root, prepared);
+  absl::StatusOr<std::vector<std::string>> words =
+      RunCli11(root, prepared, &out.help);
   if (!words.ok()) return words.status();
   const AppNode& node = nodes.at(*words);
   out.command = node.command;
@@ -392,7 +394,6 @@ absl::StatusOr<ParsedArgs> ParseArgs(const std::vector<std::string>& args,
                          CollectFlags(nodes, *words, &out)}) {
     if (!s.ok()) return s;
   }
-  if (out.Has("help")) out.help = true;
   if (absl::Status s = ApplyGlobalFlags(server_env, &out); !s.ok()) return s;
   if (out.help) return out;
   if (absl::Status s = CheckCommandArgs(out); !s.ok()) return s;

@@ -14,16 +14,19 @@
 //
 // The table below (Commands(), GlobalFlags(); cli_table.cc) is the single
 // description of the command line, each command declared once with its
-// runner: ParseArgs builds a CLI11 parser from it (cli.cc; CLI11's
-// exceptions stay inside ParseArgs), the help texts are generated from it
-// (cli_help.cc), and RunCli calls the parsed command's runner. Flag spellings
-// shared with rbmrec-server and the bench tools:
+// runner: ParseArgs builds a CLI11 app tree from it, a CLI11 subcommand per
+// command word with the command's options (cli.cc; CLI11's exceptions stay
+// inside ParseArgs); --help is CLI11's own help of that tree, through a
+// CLI::Formatter that takes synopses and summaries from the table
+// (cli_formatter.cc); and RunCli calls the parsed command's runner. Flag
+// spellings shared with rbmrec-server and the bench tools:
 // --server, --json, --timeout, --hidden, --epochs, --batch-size,
 // --learning-rate (alias --lr), --seed, --threads.
 
 #include <cstdint>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -68,6 +71,9 @@ struct CommandSpec {
   std::string summary;      // one line for the command list
   std::string description;  // a paragraph for the command's --help
   std::vector<FlagSpec> flags;
+  // Command lines shown at the end of the command's --help, each with what
+  // it does: {"rbmrec recommend 1 -n 10", "the top 10 items ..."}.
+  std::vector<std::pair<std::string, std::string>> examples;
   CommandRunner run = nullptr;
 };
 
@@ -76,6 +82,10 @@ const std::vector<CommandSpec>& Commands();
 // The flags accepted by every command (--server, --json, --timeout, the TLS
 // and token flags of client/security.h, --help).
 const std::vector<FlagSpec>& GlobalFlags();
+// The program's description, first in `rbmrec --help`, and the closing
+// lines of it (where a command's options are, the exit codes).
+absl::string_view ProgramDescription();
+absl::string_view ProgramFooter();
 
 // Values of the global flags, after defaults.
 struct GlobalOptions {
@@ -120,12 +130,12 @@ absl::StatusOr<ParsedArgs> ParseArgs(const std::vector<std::string>& args,
 // null; used to point at the right --help after a parse error.
 const CommandSpec* GuessCommand(const std::vector<std::string>& args);
 
-// The top-level usage text (command list and global flags).
-std::string TopUsage();
-// The usage text of a command: synopsis, description, flags, global flags.
-std::string CommandUsage(const CommandSpec& command);
-// The usage text of a command group ("items", "models"): its commands.
-std::string GroupUsage(const std::vector<std::string>& group);
+// The --help text (CLI11's) of the command or group named by `words`, or
+// of the program when `words` is empty: its description, usage line (the
+// table's arguments), options, commands (each with all its words, a group's
+// commands too) and, below a command, the global options; lines of at most
+// 79 columns but for the usage line. Unknown words: the program's help.
+std::string CommandHelp(const std::vector<std::string>& words);
 // The help text for `parsed` (command, group or top level).
 std::string HelpText(const ParsedArgs& parsed);
 

@@ -1,6 +1,7 @@
 // The command table of the rbmrec CLI (client/cli.h): every command with
-// its arguments, flags and help, and the global flags. The parser (cli.cc)
-// and the usage texts (cli_help.cc) are built from it.
+// its arguments, flags and help, the global flags, and the program's own
+// lines of --help. The CLI11 app tree (cli.cc) and so its --help
+// (cli_formatter.cc) are built from it.
 
 #include <string>
 #include <utility>
@@ -77,6 +78,10 @@ void AddImportCommands(std::vector<CommandSpec>& c) {
        Bool("lenient", "skip malformed lines instead of failing"),
        Bool("allow-rejected",
             "exit 0 even when the server rejected rows (default: exit 3)")},
+      {{"rbmrec import ml-100k/u1.base",
+        "80,000 MovieLens ratings, streamed in batches"},
+       {"rbmrec import data.csv --format csv --lenient",
+        "a CSV file, skipping its malformed lines"}},
       RunImport});
   c.push_back(CommandSpec{
       {"items", "import"},
@@ -88,6 +93,8 @@ void AddImportCommands(std::vector<CommandSpec>& c) {
       "content) and stores them on the server, so answers show titles. "
       "Genres are stored as the attribute \"genres\".",
       {Value("batch", "N", "items per request (default 5000)")},
+      {{"rbmrec items import ml-100k/u.item",
+        "titles and genres, so answers show names"}},
       RunItemsImport});
 }
 
@@ -131,6 +138,10 @@ void AddModelUseCommands(std::vector<CommandSpec>& c) {
              "validation RMSE is not worse than the active model's "
              "(if-better), or never (activate later with 'models "
              "activate'); default: the server's --activate")},
+      {{"rbmrec train",
+        "one table row per epoch; the first model becomes active"},
+       {"rbmrec train --hidden 50 --activate never",
+        "a second model, stored but not served"}},
       RunTrain});
   c.push_back(CommandSpec{
       {"predict"},
@@ -142,6 +153,11 @@ void AddModelUseCommands(std::vector<CommandSpec>& c) {
       "chart, and the expected rating. USER '-' is an anonymous user "
       "described only by --rate.",
       {MethodFlag(), RateFlag(), ModelFlag()},
+      {{"rbmrec predict 1 50 100",
+        "user 1's rating distributions for items 50 and 100"},
+       {"rbmrec predict 1 50 --model 2",
+        "asks a stored version that is not active"},
+       {"rbmrec --json predict 1 50", "one JSON object, for scripts"}},
       RunPredict});
   c.push_back(CommandSpec{
       {"recommend"},
@@ -165,6 +181,11 @@ void AddModelUseCommands(std::vector<CommandSpec>& c) {
              "rating); without --by, the server's default ranking with this "
              "threshold"),
        MethodFlag(), RateFlag(), ModelFlag()},
+      {{"rbmrec recommend 1 -n 10", "the top 10 items user 1 has not rated"},
+       {"rbmrec recommend 1 --by expected",
+        "ranked by expected rating instead"},
+       {"rbmrec recommend - --rate 50=5 --rate 181=4 -n 5",
+        "an anonymous user, from two ratings"}},
       RunRecommend});
   c.push_back(CommandSpec{
       {"evaluate"},
@@ -184,6 +205,8 @@ void AddModelUseCommands(std::vector<CommandSpec>& c) {
        Value("batch", "N",
              "items per request (default 1000; lowered to the server's "
              "--max-predict-items when that is smaller)")},
+      {{"rbmrec evaluate ml-100k/u1.test",
+        "RMSE and MAE on held-out ratings (not stored)"}},
       RunEvaluate});
 }
 
@@ -202,16 +225,22 @@ void AddModelsCommands(std::vector<CommandSpec>& c) {
                           {Bool("verify",
                                 "read every stored version and check its "
                                 "checksum (about 1 s per GB)")},
+                          {{"rbmrec models", "stored versions, * = active"},
+                           {"rbmrec models --verify",
+                            "the same, every stored file's checksum checked"}},
                           RunModels});
-  c.push_back(CommandSpec{{"models", "activate"},
-                          "VERSION",
-                          1,
-                          1,
-                          "make a stored model version the active one",
-                          "Makes VERSION the model that answers requests "
-                          "(e.g. to roll back).",
-                          {},
-                          RunModelsActivate});
+  c.push_back(
+      CommandSpec{{"models", "activate"},
+                  "VERSION",
+                  1,
+                  1,
+                  "make a stored model version the active one",
+                  "Makes VERSION the model that answers requests "
+                  "(e.g. to roll back).",
+                  {},
+                  {{"rbmrec models activate 2",
+                    "serve version 2 (activate the first one to roll back)"}},
+                  RunModelsActivate});
   c.push_back(CommandSpec{
       {"models", "delete"},
       "VERSION",
@@ -221,24 +250,30 @@ void AddModelsCommands(std::vector<CommandSpec>& c) {
       "Deletes VERSION and gives its space back. The active version cannot "
       "be deleted; a pinned one only with --force.",
       {Bool("force", "delete the version even when it is pinned")},
+      {{"rbmrec models delete 3 --force",
+        "delete version 3 even when it is pinned"}},
       RunModelsDelete});
-  c.push_back(CommandSpec{{"models", "pin"},
-                          "VERSION",
-                          1,
-                          1,
-                          "keep a model version through retention",
-                          "Pins VERSION: the retention policy (and 'models "
-                          "prune') never removes it.",
-                          {},
-                          RunModelsPinTrue});
-  c.push_back(CommandSpec{{"models", "unpin"},
-                          "VERSION",
-                          1,
-                          1,
-                          "let retention remove a model version again",
-                          "Unpins VERSION.",
-                          {},
-                          RunModelsPinFalse});
+  c.push_back(CommandSpec{
+      {"models", "pin"},
+      "VERSION",
+      1,
+      1,
+      "keep a model version through retention",
+      "Pins VERSION: the retention policy (and 'models "
+      "prune') never removes it.",
+      {},
+      {{"rbmrec models pin 2", "retention never removes version 2"}},
+      RunModelsPinTrue});
+  c.push_back(CommandSpec{
+      {"models", "unpin"},
+      "VERSION",
+      1,
+      1,
+      "let retention remove a model version again",
+      "Unpins VERSION.",
+      {},
+      {{"rbmrec models unpin 2", "retention may remove version 2 again"}},
+      RunModelsPinFalse});
   c.push_back(CommandSpec{
       {"models", "prune"},
       "",
@@ -251,24 +286,30 @@ void AddModelsCommands(std::vector<CommandSpec>& c) {
       "the server's --keep-full-models / --keep-online-models).",
       {Value("keep-full", "N", "full (trained) versions to keep, >= 0"),
        Value("keep-online", "N", "online versions to keep, >= 0")},
+      {{"rbmrec models prune --keep-full 2 --keep-online 0",
+        "keep the newest 2 full versions, no online one (and the active and "
+        "pinned ones)"}},
       RunModelsPrune});
 }
 
 // Server state and erasure: stats, health, delete-user, delete-ratings.
 void AddServerCommands(std::vector<CommandSpec>& c) {
-  c.push_back(CommandSpec{{"stats"},
-                          "",
-                          0,
-                          0,
-                          "counts of users, items, ratings; server state",
-                          "Shows the numbers of stored users, items and "
-                          "ratings, the active model, the training state, "
-                          "the stored model versions and the database size: "
-                          "the database file (against the server's "
-                          "--db-max-mb, which limits the file only) and its "
-                          "write-ahead log apart.",
-                          {},
-                          RunStats});
+  c.push_back(
+      CommandSpec{{"stats"},
+                  "",
+                  0,
+                  0,
+                  "counts of users, items, ratings; server state",
+                  "Shows the numbers of stored users, items and "
+                  "ratings, the active model, the training state, "
+                  "the stored model versions and the database size: "
+                  "the database file (against the server's "
+                  "--db-max-mb, which limits the file only) and its "
+                  "write-ahead log apart.",
+                  {},
+                  {{"rbmrec stats",
+                    "users, items, ratings, the active model, the database"}},
+                  RunStats});
   c.push_back(CommandSpec{{"health"},
                           "[SERVICE]",
                           0,
@@ -278,15 +319,19 @@ void AddServerCommands(std::vector<CommandSpec>& c) {
                           "SERVICE (default: the whole server). Exits 0 when "
                           "SERVING, 2 otherwise.",
                           {},
+                          {{"rbmrec health rbmrec.v1.Rbmrec",
+                            "exit 0 only when a model is serving"}},
                           RunHealth});
-  c.push_back(CommandSpec{{"delete-user"},
-                          "USER",
-                          1,
-                          1,
-                          "delete every rating of a user",
-                          "Deletes every stored rating of USER.",
-                          {},
-                          RunDeleteUser});
+  c.push_back(
+      CommandSpec{{"delete-user"},
+                  "USER",
+                  1,
+                  1,
+                  "delete every rating of a user",
+                  "Deletes every stored rating of USER.",
+                  {},
+                  {{"rbmrec delete-user 196", "every rating of user 196"}},
+                  RunDeleteUser});
   c.push_back(CommandSpec{{"delete-ratings"},
                           "USER ITEM...",
                           2,
@@ -296,6 +341,8 @@ void AddServerCommands(std::vector<CommandSpec>& c) {
                           "the user has not rated are ignored. A USER with "
                           "no stored ratings is NOT_FOUND (exit 2).",
                           {},
+                          {{"rbmrec delete-ratings 196 50 172",
+                            "user 196's ratings of items 50 and 172"}},
                           RunDeleteRatings});
 }
 
@@ -354,6 +401,18 @@ const std::vector<FlagSpec>& GlobalFlags() {
   static const std::vector<FlagSpec>* const kFlags =
       new std::vector<FlagSpec>(MakeGlobalFlags());
   return *kFlags;
+}
+
+absl::string_view ProgramDescription() {
+  return "rbmrec: client of the rbmrec collaborative-filtering server.";
+}
+
+absl::string_view ProgramFooter() {
+  return "Run 'rbmrec COMMAND --help' for a command's options; global "
+         "options go before or after the command.\n"
+         "Exit codes: 0 ok, 1 usage error or unreadable input, 2 RPC error "
+         "or failed outcome, 3 rows rejected by the server (import, unless "
+         "--allow-rejected).";
 }
 
 }  // namespace rbmrec::client

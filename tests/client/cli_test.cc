@@ -1,10 +1,11 @@
 #include "client/cli.h"
 
+#include <algorithm>
 #include <limits>
 #include <string>
 #include <vector>
 
-#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
@@ -16,6 +17,7 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
+using ::testing::StartsWith;
 
 using Args = std::vector<std::string>;
 
@@ -183,42 +185,116 @@ TEST(ParseArgsTest, HelpOnEveryLevel) {
   ParsedArgs p = ParseOk({"--help"});
   EXPECT_TRUE(p.help);
   EXPECT_EQ(p.command, nullptr);
-  EXPECT_THAT(HelpText(p), HasSubstr("Commands:"));
+  EXPECT_THAT(HelpText(p), HasSubstr("\nUsage: rbmrec [OPTIONS] COMMAND\n"));
+  EXPECT_THAT(HelpText(p), HasSubstr("\nCommands:\n"));
 
   p = ParseOk({"import", "--help"});  // no FILE needed with --help
   EXPECT_TRUE(p.help);
-  EXPECT_THAT(HelpText(p), HasSubstr("Usage: rbmrec import FILE [FLAGS]"));
+  EXPECT_THAT(HelpText(p),
+              HasSubstr("\nUsage: rbmrec import [OPTIONS] FILE\n"));
   EXPECT_THAT(HelpText(p), HasSubstr("--lenient"));
 
   p = ParseOk({"help", "items", "import"});
-  EXPECT_THAT(HelpText(p), HasSubstr("Usage: rbmrec items import FILE"));
+  EXPECT_THAT(HelpText(p), HasSubstr("Usage: rbmrec items import [OPTIONS] "
+                                     "FILE\n"));
 
   p = ParseOk({"items", "-h"});
   EXPECT_THAT(p.group, ElementsAre("items"));
-  EXPECT_THAT(HelpText(p), HasSubstr("rbmrec items import FILE"));
+  EXPECT_THAT(HelpText(p),
+              StartsWith("Usage: rbmrec items [OPTIONS] COMMAND\n"));
+  EXPECT_THAT(HelpText(p), HasSubstr("\n  items import FILE "));
 
-  p = ParseOk({"models", "--help"});
-  EXPECT_THAT(HelpText(p), HasSubstr("rbmrec models activate VERSION"));
+  p = ParseOk({"models", "--help", "--json"});
+  EXPECT_TRUE(p.global.json);
+  EXPECT_THAT(HelpText(p),
+              HasSubstr("Usage: rbmrec models [OPTIONS] [COMMAND]\n"));
+  EXPECT_THAT(HelpText(p), HasSubstr("\n  models activate VERSION "));
 
   p = ParseOk({"help"});
-  EXPECT_THAT(HelpText(p), HasSubstr("Commands:"));
+  EXPECT_EQ(HelpText(p), CommandHelp({}));
+
+  // Help does not hide a usage error in the flags.
+  EXPECT_EQ(ParseError({"import", "--help", "--bogus"}),
+            "unknown flag --bogus for 'rbmrec import'");
+  EXPECT_EQ(ParseError({"--help=yes"}), "--help takes no value");
 }
 
-TEST(UsageTest, ListsEveryCommandAndFitsInEightyColumns) {
-  const std::string top = TopUsage();
+// The words a help row starts with: "models delete VERSION".
+std::string Row(const CommandSpec& c) {
+  return absl::StrCat("\n  ", absl::StrJoin(c.path, " "),
+                      c.args.empty() ? "" : " ", c.args, " ");
+}
+
+TEST(UsageTest, TopLevelListsEveryCommandAndGlobalOption) {
+  const std::string top = CommandHelp({});
+  EXPECT_THAT(top, StartsWith("rbmrec: client of the rbmrec "
+                              "collaborative-filtering server.\n\n"));
   for (const CommandSpec& c : Commands()) {
-    EXPECT_THAT(top, HasSubstr(absl::StrJoin(c.path, " ")));
-    const std::string usage = CommandUsage(c);
+    EXPECT_THAT(top, HasSubstr(Row(c)));
+    EXPECT_THAT(top, HasSubstr(c.summary));
+  }
+  for (const FlagSpec& f : GlobalFlags()) {
+    EXPECT_THAT(top, HasSubstr("--" + f.name));
+  }
+  EXPECT_THAT(top, HasSubstr("\n  -h,--help "));
+  EXPECT_THAT(top, HasSubstr("\n  --server HOST:PORT "));
+  EXPECT_THAT(top, HasSubstr("\nExit codes: 0 ok, 1 usage error"));
+  EXPECT_EQ(CommandHelp({"bogus"}), top);
+}
+
+TEST(UsageTest, EveryCommandListsItsFlagsAndTheGlobalOnes) {
+  for (const CommandSpec& c : Commands()) {
+    const std::string name = absl::StrJoin(c.path, " ");
+    const std::string usage = CommandHelp(c.path);
+    EXPECT_THAT(usage,
+                HasSubstr(absl::StrCat("\nUsage: rbmrec ", name, " [OPTIONS]",
+                                       c.args.empty() ? "" : " ", c.args)));
+    EXPECT_THAT(usage, HasSubstr("\nOptions:\n  -h,--help "));
     for (const FlagSpec& f : c.flags) {
-      EXPECT_THAT(usage, HasSubstr("--" + f.name));
+      EXPECT_THAT(usage, HasSubstr("--" + f.name)) << name;
     }
-    for (absl::string_view line : absl::StrSplit(usage, '\n')) {
-      EXPECT_LE(line.size(), 80u) << line;
+    const size_t global = usage.find("\nGlobal options:\n");
+    ASSERT_NE(global, std::string::npos) << name;
+    for (const FlagSpec& f : GlobalFlags()) {
+      if (f.name == "help") continue;  // the command's own -h,--help
+      EXPECT_NE(usage.find("--" + f.name, global), std::string::npos) << name;
+    }
+    // A command's subcommands are listed in its help ("models").
+    for (const CommandSpec& sub : Commands()) {
+      if (sub.path.size() > c.path.size() &&
+          std::equal(c.path.begin(), c.path.end(), sub.path.begin())) {
+        EXPECT_THAT(usage, HasSubstr(Row(sub)));
+      }
     }
   }
-  for (absl::string_view line : absl::StrSplit(top, '\n')) {
-    if (absl::StartsWith(line, "Usage:")) continue;  // synopsis line
-    EXPECT_LE(line.size(), 80u) << line;
+}
+
+TEST(UsageTest, ExamplesParseAsTheirCommandAndEndItsHelp) {
+  for (const CommandSpec& c : Commands()) {
+    EXPECT_FALSE(c.examples.empty()) << absl::StrJoin(c.path, " ");
+    const std::string usage = CommandHelp(c.path);
+    const size_t examples = usage.find("\nExamples:\n");
+    ASSERT_NE(examples, std::string::npos);
+    EXPECT_LT(examples, usage.find("\nGlobal options:\n"));
+    for (const auto& [line, what] : c.examples) {
+      const std::vector<std::string> words = absl::StrSplit(line, ' ');
+      ASSERT_EQ(words.front(), "rbmrec");
+      EXPECT_EQ(Path(ParseOk(Args(words.begin() + 1, words.end()))), c.path)
+          << line;
+      EXPECT_NE(usage.find("\n  " + line + "\n", examples), std::string::npos)
+          << line;
+      EXPECT_THAT(usage, HasSubstr(what.substr(0, 20)));
+    }
+  }
+}
+
+TEST(UsageTest, FitsInEightyColumns) {
+  std::vector<std::vector<std::string>> all = {{}, {"items"}};
+  for (const CommandSpec& c : Commands()) all.push_back(c.path);
+  for (const auto& words : all) {
+    for (absl::string_view line : absl::StrSplit(CommandHelp(words), '\n')) {
+      EXPECT_LE(line.size(), 80u) << line;
+    }
   }
 }
 

@@ -1089,10 +1089,17 @@ TEST(RunCliTest, HelpExitsZeroOnStdout) {
   EXPECT_EQ(r.err, "");
   r = RunOffline({"evaluate", "--help"});
   EXPECT_EQ(r.code, kExitOk);
-  EXPECT_THAT(r.out, StartsWith("Usage: rbmrec evaluate FILE [FLAGS]\n"));
+  EXPECT_THAT(r.out, StartsWith("Reads held-out ratings from FILE"));
+  EXPECT_THAT(r.out, HasSubstr("\nUsage: rbmrec evaluate [OPTIONS] FILE\n"));
+  EXPECT_THAT(r.out, HasSubstr("\n  --lenient "));
+  EXPECT_EQ(r.err, "");
   r = RunOffline({"items", "--help"});
   EXPECT_EQ(r.code, kExitOk);
-  EXPECT_THAT(r.out, HasSubstr("rbmrec items import FILE"));
+  EXPECT_THAT(r.out, HasSubstr("\n  items import FILE "));
+  r = RunOffline({"import", "--bogus", "--help"});
+  EXPECT_EQ(r.code, kExitUsage);
+  EXPECT_EQ(r.out, "");
+  EXPECT_THAT(r.err, HasSubstr("unknown flag --bogus for 'rbmrec import'"));
 }
 
 TEST(RunCliTest, UnreachableServerExitsTwo) {
