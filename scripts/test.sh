@@ -15,18 +15,22 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 jobs=$(nproc 2>/dev/null || echo 2)
 
+# Each step prints its start time in seconds since the script began, so a
+# CI log shows where the time goes.
+phase() { echo "=== [${SECONDS}s] $*"; }
+
 bash scripts/install-deps.sh python3-grpcio python3-grpc-tools
 
-echo "=== Release build (-Werror) and tests"
+phase "Release build (-Werror) and tests"
 rm -rf build-test
 cmake -S . -B build-test -DCMAKE_BUILD_TYPE=Release -DRBMREC_WERROR=ON >/dev/null
 cmake --build build-test -j"$jobs"
 ctest --test-dir build-test --output-on-failure -j"$jobs"
 
-echo "=== sizes: no function over 120 lines, no file over 800 in core/ server/ store/ client/"
+phase "sizes: no function over 120 lines, no file over 800 in core/ server/ store/ client/"
 bash scripts/check_sizes.sh --strict
 
-echo "=== ASan+UBSan build of the core, store and service suites"
+phase "ASan+UBSan build of the core, store and service suites"
 rm -rf build-test-asan
 # -O1 -g1 (line tables only) instead of RelWithDebInfo's -O2 -g: the
 # instrumented build was CI's longest step (13 min of ~28 on 2 cores), and
@@ -42,10 +46,10 @@ cmake --build build-test-asan -j"$jobs" --target $asan_targets
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
   ctest --test-dir build-test-asan --output-on-failure -j"$jobs" \
   -E '_NOT_BUILT|e2e|python|startup_security|replicas'
-echo "=== fault injection (short mode)"
+phase "fault injection (short mode)"
 BUILD="$root/build-test" bash bench/faults.sh --ci
-echo "=== soak (short mode)"
+phase "soak (short mode)"
 BUILD="$root/build-test" bash bench/soak.sh --ci
-echo "=== fuzzing (short mode)"
+phase "fuzzing (short mode)"
 bash bench/fuzz.sh --ci
-echo "=== all tests passed"
+phase "all tests passed"
