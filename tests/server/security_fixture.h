@@ -23,36 +23,12 @@
 #include "server/service/service.h"
 #include "server/transport/grpc_server.h"
 #include "store/store.h"
+#include "tests/server/grpc_fixture.h"
 
 namespace rbmrec::server {
 
 // A service over an empty in-memory store, and a server for it.
-struct TestServer {
-  std::unique_ptr<RbmrecService> service;
-  std::unique_ptr<GrpcServer> server;
-
-  void Start(GrpcServerOptions go) {
-    absl::StatusOr<std::unique_ptr<store::Store>> store =
-        store::Store::Open(":memory:");
-    ASSERT_TRUE(store.ok()) << store.status();
-    ServiceOptions so;
-    so.online.enabled = false;
-    absl::StatusOr<std::unique_ptr<RbmrecService>> created =
-        RbmrecService::Create(std::move(*store), so);
-    ASSERT_TRUE(created.ok()) << created.status();
-    service = std::move(*created);
-    go.listen = "127.0.0.1:0";
-    absl::StatusOr<std::unique_ptr<GrpcServer>> started =
-        GrpcServer::Start(service.get(), go);
-    ASSERT_TRUE(started.ok()) << started.status();
-    server = std::move(*started);
-  }
-  ~TestServer() {
-    if (server != nullptr) server->Shutdown(std::chrono::system_clock::now());
-    server.reset();
-    if (service != nullptr) service->Shutdown();
-  }
-};
+using TestServer = InProcessServer;
 
 inline const google::protobuf::ServiceDescriptor& RbmrecDescriptor() {
   const google::protobuf::ServiceDescriptor* s =
@@ -108,27 +84,14 @@ inline grpc::Status CallEmpty(const std::shared_ptr<grpc::Channel>& channel,
 inline grpc::Status ListServices(const std::shared_ptr<grpc::Channel>& channel,
                                  const char* path, const std::string& header,
                                  int* services) {
-  using ::grpc::reflection::v1::ServerReflectionRequest;
-  using ::grpc::reflection::v1::ServerReflectionResponse;
-  grpc::ClientContext context;
-  if (!header.empty()) context.AddMetadata("authorization", header);
-  const grpc::internal::RpcMethod method(
-      path, grpc::internal::RpcMethod::BIDI_STREAMING, channel);
-  std::unique_ptr<grpc::ClientReaderWriter<ServerReflectionRequest,
-                                           ServerReflectionResponse>>
-      stream(grpc::internal::ClientReaderWriterFactory<
-             ServerReflectionRequest,
-             ServerReflectionResponse>::Create(channel.get(), method,
-                                               &context));
-  ServerReflectionRequest request;
+  grpc::reflection::v1::ServerReflectionRequest request;
   request.set_list_services("");
-  ServerReflectionResponse response;
-  *services = 0;
-  if (stream->Write(request) && stream->Read(&response)) {
-    *services = response.list_services_response().service_size();
-  }
-  stream->WritesDone();
-  return stream->Finish();
+  grpc::Status status;
+  const auto responses = Reflect(channel, path, {request}, &status, header);
+  *services = responses.empty()
+                  ? 0
+                  : responses[0].list_services_response().service_size();
+  return status;
 }
 
 }  // namespace rbmrec::server

@@ -49,6 +49,7 @@
 #include "server/service/service_metrics.h"
 #include "server/transport/grpc_server.h"
 #include "store/store.h"
+#include "tests/server/grpc_fixture.h"
 
 namespace rbmrec::server {
 namespace {
@@ -364,20 +365,9 @@ class MetricsEndToEndTest : public ::testing::Test {
   void SetUp() override { Start(":memory:", store::StoreOptions()); }
 
   void Start(const std::string& db, const store::StoreOptions& options) {
-    absl::StatusOr<std::unique_ptr<store::Store>> store =
-        store::Store::Open(db, options);
-    ASSERT_TRUE(store.ok()) << store.status();
-    ServiceOptions so;
-    so.online.enabled = false;
-    absl::StatusOr<std::unique_ptr<RbmrecService>> service =
-        RbmrecService::Create(std::move(*store), so);
-    ASSERT_TRUE(service.ok()) << service.status();
-    service_ = std::move(*service);
     metrics_ = std::make_unique<MetricsRegistry>();
-    AddServiceCollector(metrics_.get(), service_.get());
     GrpcServerOptions go;
-    go.listen = "127.0.0.1:0";
-    go.serving = [svc = service_.get()] { return svc->Serving(); };
+    go.serving = [this] { return srv_.service->Serving(); };
     go.interceptors = [m = metrics_.get()] {
       std::vector<std::unique_ptr<
           grpc::experimental::ServerInterceptorFactoryInterface>>
@@ -386,47 +376,27 @@ class MetricsEndToEndTest : public ::testing::Test {
           &m->rpc(), ServerServiceNames()));
       return v;
     };
-    absl::StatusOr<std::unique_ptr<GrpcServer>> server =
-        GrpcServer::Start(service_.get(), go);
-    ASSERT_TRUE(server.ok()) << server.status();
-    server_ = std::move(*server);
+    srv_.Start(go, InProcessServiceOptions(), db, options);
+    service_ = srv_.service.get();
+    server_ = srv_.server.get();
+    channel_ = srv_.channel;
+    stub_ = srv_.stub.get();
+    AddServiceCollector(metrics_.get(), service_);
     absl::StatusOr<std::unique_ptr<MetricsHttpServer>> http =
         MetricsHttpServer::Start("127.0.0.1:0", metrics_.get());
     ASSERT_TRUE(http.ok()) << http.status();
     http_ = std::move(*http);
     ASSERT_GT(http_->port(), 0);
-    channel_ = grpc::CreateChannel(absl::StrCat("127.0.0.1:", server_->port()),
-                                   grpc::InsecureChannelCredentials());
-    stub_ = v1::Rbmrec::NewStub(channel_);
   }
 
   void TearDown() override {
     if (http_ != nullptr) http_->Stop();
-    if (server_ != nullptr) server_->Shutdown(std::chrono::system_clock::now());
-    server_.reset();
-    if (service_ != nullptr) service_->Shutdown();
+    srv_.Stop();
     http_.reset();
-    service_.reset();
   }
 
   // 200 rows of 20 users on 15 items (100 distinct ratings), one stream.
-  grpc::Status AddSomeRatings() {
-    grpc::ClientContext context;
-    v1::AddRatingsResponse response;
-    auto writer = stub_->AddRatings(&context, &response);
-    for (int u = 0; u < 20; ++u) {
-      v1::AddRatingsRequest batch;
-      for (int i = 0; i < 10; ++i) {
-        v1::Rating* r = batch.add_ratings();
-        r->set_user_id(absl::StrCat("u", u));
-        r->set_item_id(absl::StrCat("i", (u * 7 + i * 3) % 15));
-        r->set_rating(1 + (u + i) % 5);
-      }
-      writer->Write(batch);
-    }
-    writer->WritesDone();
-    return writer->Finish();
-  }
+  grpc::Status AddSomeRatings() { return server::AddSomeRatings(stub_); }
 
   // An AddRatings stream whose one message does not parse.
   grpc::Status AddMalformed() {
@@ -445,17 +415,9 @@ class MetricsEndToEndTest : public ::testing::Test {
   }
 
   grpc::Status TrainOnce() {
-    v1::TrainRequest request;
-    request.mutable_options()->set_hidden(4);
-    request.mutable_options()->set_epochs(3);
-    request.set_activation(v1::ACTIVATE_ALWAYS);
-    grpc::ClientContext context;
-    auto reader = stub_->Train(&context, request);
-    v1::TrainProgress progress;
-    while (reader->Read(&progress)) {
-    }
-    EXPECT_EQ(progress.state(), v1::TrainProgress::SUCCEEDED);
-    return reader->Finish();
+    grpc::Status status;
+    EXPECT_EQ(TrainTiny(stub_, &status).state(), v1::TrainProgress::SUCCEEDED);
+    return status;
   }
 
   grpc::Status GetStats() {
@@ -540,12 +502,13 @@ class MetricsEndToEndTest : public ::testing::Test {
     return Key("rbmrec_rpc_duration_seconds_count", {{"method", method}});
   }
 
-  std::unique_ptr<RbmrecService> service_;
   std::unique_ptr<MetricsRegistry> metrics_;
-  std::unique_ptr<GrpcServer> server_;
   std::unique_ptr<MetricsHttpServer> http_;
+  InProcessServer srv_;  // after metrics_: its interceptors count into it
+  RbmrecService* service_ = nullptr;
+  GrpcServer* server_ = nullptr;
   std::shared_ptr<grpc::Channel> channel_;
-  std::unique_ptr<v1::Rbmrec::Stub> stub_;
+  v1::Rbmrec::Stub* stub_ = nullptr;
 };
 
 TEST_F(MetricsEndToEndTest, CountersMoveWithTrafficOfEveryKind) {

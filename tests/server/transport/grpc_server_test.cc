@@ -15,7 +15,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
-#include "google/protobuf/descriptor.pb.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/impl/rpc_method.h"
 #include "grpcpp/support/byte_buffer.h"
@@ -23,21 +22,15 @@
 #include "gtest/gtest.h"
 #include "proto/health.grpc.pb.h"
 #include "proto/rbmrec.grpc.pb.h"
-#include "proto/reflection_v1.grpc.pb.h"
 #include "store/store.h"
+#include "tests/server/grpc_fixture.h"
 
 namespace rbmrec::server {
 namespace {
 
-using ::grpc::reflection::v1::ServerReflectionRequest;
-using ::grpc::reflection::v1::ServerReflectionResponse;
 using Trailers = std::map<std::string, std::string>;
 
 constexpr char kAddRatingsMethod[] = "/rbmrec.v1.Rbmrec/AddRatings";
-constexpr char kReflectionV1[] =
-    "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo";
-constexpr char kReflectionV1alpha[] =
-    "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo";
 
 // A batch of `n` valid rows of user `user`.
 std::string Batch(const std::string& user, int n) {
@@ -102,138 +95,41 @@ RawResult AddRatingsRaw(const std::shared_ptr<grpc::Channel>& channel,
   return result;
 }
 
-// Sends `requests` on one reflection stream at `path` (v1 and v1alpha share
-// their messages' wire format) and returns the responses.
-std::vector<ServerReflectionResponse> Reflect(
-    const std::shared_ptr<grpc::Channel>& channel, const char* path,
-    const std::vector<ServerReflectionRequest>& requests,
-    grpc::Status* status) {
-  grpc::ClientContext context;
-  const grpc::internal::RpcMethod method(
-      path, grpc::internal::RpcMethod::BIDI_STREAMING, channel);
-  std::unique_ptr<grpc::ClientReaderWriter<ServerReflectionRequest,
-                                           ServerReflectionResponse>>
-      stream(grpc::internal::ClientReaderWriterFactory<
-             ServerReflectionRequest,
-             ServerReflectionResponse>::Create(channel.get(), method,
-                                               &context));
-  std::vector<ServerReflectionResponse> out;
-  for (const ServerReflectionRequest& r : requests) {
-    if (!stream->Write(r)) break;
-    ServerReflectionResponse response;
-    if (!stream->Read(&response)) break;
-    out.push_back(response);
-  }
-  stream->WritesDone();
-  *status = stream->Finish();
-  return out;
-}
-
-ServerReflectionRequest ListServices() {
-  ServerReflectionRequest r;
-  r.set_list_services("");
-  return r;
-}
-ServerReflectionRequest Symbol(const std::string& name) {
-  ServerReflectionRequest r;
-  r.set_file_containing_symbol(name);
-  return r;
-}
-
-// The file descriptors of a reflection response, by file name.
-std::map<std::string, google::protobuf::FileDescriptorProto> Files(
-    const ServerReflectionResponse& response) {
-  std::map<std::string, google::protobuf::FileDescriptorProto> out;
-  for (const std::string& bytes :
-       response.file_descriptor_response().file_descriptor_proto()) {
-    google::protobuf::FileDescriptorProto file;
-    EXPECT_TRUE(file.ParseFromString(bytes));
-    out[file.name()] = file;
-  }
-  return out;
-}
-
-bool HasService(const google::protobuf::FileDescriptorProto& file,
-                const std::string& name) {
-  for (const auto& s : file.service()) {
-    if (s.name() == name) return true;
-  }
-  return false;
-}
-
 class GrpcServerTest : public ::testing::Test {
  protected:
   // real_serving: readiness from the service itself, polled only once a
   // minute (so that only the refresh after a publish can change it).
   void Start(bool reflection = true, bool real_serving = false) {
-    absl::StatusOr<std::unique_ptr<store::Store>> store =
-        store::Store::Open(":memory:");
-    ASSERT_TRUE(store.ok()) << store.status();
-    ServiceOptions so;
-    so.online.enabled = false;
+    ServiceOptions so = InProcessServiceOptions();
     so.limits.max_batch_rows = 10;
-    absl::StatusOr<std::unique_ptr<RbmrecService>> service =
-        RbmrecService::Create(std::move(*store), so);
-    ASSERT_TRUE(service.ok()) << service.status();
-    service_ = std::move(*service);
     GrpcServerOptions go;
-    go.listen = "127.0.0.1:0";
     go.reflection = reflection;
     go.serving = [this] { return serving_.load(); };
     go.health_poll_ms = 10;
     if (real_serving) {
-      go.serving = [svc = service_.get()] { return svc->Serving(); };
+      go.serving = [this] { return srv_.service->Serving(); };
       go.health_poll_ms = 60000;
     }
-    absl::StatusOr<std::unique_ptr<GrpcServer>> server =
-        GrpcServer::Start(service_.get(), go);
-    ASSERT_TRUE(server.ok()) << server.status();
-    server_ = std::move(*server);
-    channel_ = grpc::CreateChannel(absl::StrCat("127.0.0.1:", server_->port()),
-                                   grpc::InsecureChannelCredentials());
-    stub_ = v1::Rbmrec::NewStub(channel_);
+    srv_.Start(go, so);
+    service_ = srv_.service.get();
+    server_ = srv_.server.get();
+    channel_ = srv_.channel;
+    stub_ = srv_.stub.get();
   }
 
-  void TearDown() override {
-    if (server_ != nullptr) {
-      server_->Shutdown(std::chrono::system_clock::now());
-    }
-    server_.reset();
-    if (service_ != nullptr) service_->Shutdown();
-  }
+  void TearDown() override { srv_.Stop(); }
 
-  // 200 ratings of 20 users on 15 items.
   void AddSomeRatings() {
-    grpc::ClientContext context;
-    v1::AddRatingsResponse response;
-    auto writer = stub_->AddRatings(&context, &response);
-    for (int u = 0; u < 20; ++u) {
-      v1::AddRatingsRequest batch;
-      for (int i = 0; i < 10; ++i) {
-        v1::Rating* r = batch.add_ratings();
-        r->set_user_id(absl::StrCat("u", u));
-        r->set_item_id(absl::StrCat("i", (u * 7 + i * 3) % 15));
-        r->set_rating(1 + (u + i) % 5);
-      }
-      ASSERT_TRUE(writer->Write(batch));
-    }
-    writer->WritesDone();
-    grpc::Status s = writer->Finish();
+    grpc::Status s = server::AddSomeRatings(stub_);
     ASSERT_TRUE(s.ok()) << s.error_message();
   }
 
   // Trains a tiny model that always becomes active; returns its version
   // (0 when the job did not succeed).
   int64_t TrainOnce() {
-    v1::TrainRequest request;
-    request.mutable_options()->set_hidden(4);
-    request.mutable_options()->set_epochs(3);
-    request.set_activation(v1::ACTIVATE_ALWAYS);
-    grpc::ClientContext context;
-    auto reader = stub_->Train(&context, request);
-    v1::TrainProgress progress, last;
-    while (reader->Read(&progress)) last = progress;
-    EXPECT_TRUE(reader->Finish().ok());
+    grpc::Status status;
+    v1::TrainProgress last = TrainTiny(stub_, &status);
+    EXPECT_TRUE(status.ok()) << status.error_message();
     EXPECT_EQ(last.state(), v1::TrainProgress::SUCCEEDED) << last.message();
     return last.state() == v1::TrainProgress::SUCCEEDED ? last.model_version()
                                                         : 0;
@@ -273,10 +169,11 @@ class GrpcServerTest : public ::testing::Test {
   }
 
   std::atomic<bool> serving_{false};
-  std::unique_ptr<RbmrecService> service_;
-  std::unique_ptr<GrpcServer> server_;
+  InProcessServer srv_;
+  RbmrecService* service_ = nullptr;
+  GrpcServer* server_ = nullptr;
   std::shared_ptr<grpc::Channel> channel_;
-  std::unique_ptr<v1::Rbmrec::Stub> stub_;
+  v1::Rbmrec::Stub* stub_ = nullptr;
 };
 
 TEST_F(GrpcServerTest, ASecondServerOnTheSamePortIsRefused) {
@@ -284,7 +181,7 @@ TEST_F(GrpcServerTest, ASecondServerOnTheSamePortIsRefused) {
   GrpcServerOptions go;
   go.listen = absl::StrCat("127.0.0.1:", server_->port());
   absl::StatusOr<std::unique_ptr<GrpcServer>> second =
-      GrpcServer::Start(service_.get(), go);
+      GrpcServer::Start(service_, go);
   ASSERT_FALSE(second.ok()) << "two servers listen on one port";
   EXPECT_NE(second.status().message().find("address already in use"),
             std::string::npos)
@@ -417,79 +314,6 @@ TEST_F(GrpcServerTest, AStoredVersionThatIsNotLoadedIsServedFromALoaderThread) {
   grpc::Status s = stub_->Recommend(&context, request, &response);
   ASSERT_TRUE(s.ok()) << s.error_message();
   EXPECT_EQ(response.model_version(), 1);
-}
-
-TEST_F(GrpcServerTest, ReflectionV1AndV1alphaListAndResolveTheServices) {
-  Start();
-  for (const char* path : {kReflectionV1, kReflectionV1alpha}) {
-    SCOPED_TRACE(path);
-    grpc::Status status;
-    std::vector<ServerReflectionResponse> responses =
-        Reflect(channel_, path,
-                {ListServices(), Symbol("rbmrec.v1.Rbmrec"),
-                 Symbol("grpc.health.v1.Health"), Symbol("no.such.Symbol")},
-                &status);
-    ASSERT_TRUE(status.ok()) << status.error_message();
-    ASSERT_EQ(responses.size(), 4u);
-
-    std::vector<std::string> names;
-    for (const auto& s : responses[0].list_services_response().service()) {
-      names.push_back(s.name());
-    }
-    for (const char* want : {"rbmrec.v1.Rbmrec", "grpc.health.v1.Health",
-                             "grpc.reflection.v1.ServerReflection",
-                             "grpc.reflection.v1alpha.ServerReflection"}) {
-      EXPECT_NE(std::find(names.begin(), names.end(), want), names.end())
-          << want;
-    }
-
-    auto rbmrec = Files(responses[1]);
-    ASSERT_EQ(rbmrec.count("proto/rbmrec.proto"), 1u);
-    EXPECT_TRUE(HasService(rbmrec["proto/rbmrec.proto"], "Rbmrec"));
-    EXPECT_EQ(rbmrec["proto/rbmrec.proto"].package(), "rbmrec.v1");
-
-    auto health = Files(responses[2]);
-    ASSERT_EQ(health.count("proto/health.proto"), 1u)
-        << responses[2].DebugString();
-    EXPECT_TRUE(HasService(health["proto/health.proto"], "Health"));
-    EXPECT_EQ(health["proto/health.proto"].package(), "grpc.health.v1");
-
-    EXPECT_EQ(responses[3].error_response().error_code(),
-              static_cast<int>(grpc::StatusCode::NOT_FOUND));
-  }
-}
-
-TEST_F(GrpcServerTest, ReflectionV1ResolvesItselfAndFilesByName) {
-  Start();
-  ServerReflectionRequest by_name;
-  by_name.set_file_by_filename("proto/reflection_v1.proto");
-  grpc::Status status;
-  std::vector<ServerReflectionResponse> responses =
-      Reflect(channel_, kReflectionV1,
-              {Symbol("grpc.reflection.v1.ServerReflection"), by_name,
-               ServerReflectionRequest()},
-              &status);
-  ASSERT_TRUE(status.ok()) << status.error_message();
-  ASSERT_EQ(responses.size(), 3u);
-  auto files = Files(responses[0]);
-  ASSERT_EQ(files.count("proto/reflection_v1.proto"), 1u);
-  EXPECT_TRUE(
-      HasService(files["proto/reflection_v1.proto"], "ServerReflection"));
-  // Already sent on this stream: not sent again.
-  EXPECT_EQ(
-      responses[1].file_descriptor_response().file_descriptor_proto_size(), 0);
-  EXPECT_EQ(responses[1].error_response().error_code(), 0);
-  EXPECT_EQ(responses[2].error_response().error_code(),
-            static_cast<int>(grpc::StatusCode::UNIMPLEMENTED));
-}
-
-TEST_F(GrpcServerTest, ReflectionCanBeTurnedOff) {
-  Start(/*reflection=*/false);
-  for (const char* path : {kReflectionV1, kReflectionV1alpha}) {
-    grpc::Status status;
-    Reflect(channel_, path, {ListServices()}, &status);
-    EXPECT_EQ(status.error_code(), grpc::StatusCode::UNIMPLEMENTED) << path;
-  }
 }
 
 }  // namespace
