@@ -22,10 +22,6 @@ void AtomicAdd(std::atomic<double>* cell, double delta) {
   }
 }
 
-std::string JoinKey(const std::vector<std::string>& values) {
-  return absl::StrJoin(values, absl::string_view("\0", 1));
-}
-
 LabelPairs Pairs(const std::vector<std::string>& names,
                  const std::vector<std::string>& values) {
   LabelPairs pairs;
@@ -104,19 +100,8 @@ ScalarFamily::ScalarFamily(std::string name, std::string help, std::string type,
 
 std::atomic<double>& ScalarFamily::Cell(
     const std::vector<std::string>& label_values) {
-  const std::string key = JoinKey(label_values);
-  {
-    absl::ReaderMutexLock lock(&mu_);
-    auto it = cells_.find(key);
-    if (it != cells_.end()) return *it->second;
-  }
-  absl::MutexLock lock(&mu_);
-  auto [it, inserted] = cells_.try_emplace(key);
-  if (inserted) {
-    it->second = std::make_unique<std::atomic<double>>(0.0);
-    order_.emplace_back(label_values, it->second.get());
-  }
-  return *it->second;
+  return cells_.FindOrAdd(
+      label_values, [] { return std::make_unique<std::atomic<double>>(0.0); });
 }
 
 void ScalarFamily::Add(const std::vector<std::string>& label_values,
@@ -131,12 +116,11 @@ void ScalarFamily::Set(const std::vector<std::string>& label_values,
 
 MetricFamily ScalarFamily::Snapshot() const {
   MetricFamily f{name_, help_, type_, {}};
-  absl::ReaderMutexLock lock(&mu_);
-  f.samples.reserve(order_.size());
-  for (const auto& [values, cell] : order_) {
+  cells_.ForEach([&](const std::vector<std::string>& values,
+                     const std::atomic<double>& cell) {
     f.samples.push_back({"", Pairs(label_names_, values),
-                         cell->load(std::memory_order_relaxed)});
-  }
+                         cell.load(std::memory_order_relaxed)});
+  });
   return f;
 }
 
@@ -164,31 +148,19 @@ HistogramFamily::HistogramFamily(std::string name, std::string help,
 
 HistogramFamily::Cell& HistogramFamily::GetCell(
     const std::vector<std::string>& label_values) {
-  const std::string key = JoinKey(label_values);
-  {
-    absl::ReaderMutexLock lock(&mu_);
-    auto it = cells_.find(key);
-    if (it != cells_.end()) return *it->second;
-  }
-  absl::MutexLock lock(&mu_);
-  auto [it, inserted] = cells_.try_emplace(key);
-  if (inserted) {
-    it->second = std::make_unique<Cell>(&bounds_);
-    order_.emplace_back(label_values, it->second.get());
-  }
-  return *it->second;
+  return cells_.FindOrAdd(label_values,
+                          [this] { return std::make_unique<Cell>(&bounds_); });
 }
 
 MetricFamily HistogramFamily::Snapshot() const {
   MetricFamily f{name_, help_, "histogram", {}};
-  absl::ReaderMutexLock lock(&mu_);
-  for (const auto& [values, cell] : order_) {
+  cells_.ForEach([&](const std::vector<std::string>& values, const Cell& cell) {
     const LabelPairs labels = Pairs(label_names_, values);
     // Read the counts once; _count is the cumulative total, so the +Inf
     // bucket and _count agree even while calls are observed concurrently.
     uint64_t cumulative = 0;
     for (size_t i = 0; i <= bounds_.size(); ++i) {
-      cumulative += cell->counts_[i].load(std::memory_order_relaxed);
+      cumulative += cell.counts_[i].load(std::memory_order_relaxed);
       LabelPairs with_le = labels;
       with_le.emplace_back(
           "le", i < bounds_.size() ? FormatValue(bounds_[i]) : "+Inf");
@@ -196,9 +168,9 @@ MetricFamily HistogramFamily::Snapshot() const {
           {"_bucket", std::move(with_le), static_cast<double>(cumulative)});
     }
     f.samples.push_back(
-        {"_sum", labels, cell->sum_.load(std::memory_order_relaxed)});
+        {"_sum", labels, cell.sum_.load(std::memory_order_relaxed)});
     f.samples.push_back({"_count", labels, static_cast<double>(cumulative)});
-  }
+  });
   return f;
 }
 

@@ -123,6 +123,51 @@ std::string FormatValue(double value);
 inline constexpr char kTextContentType[] =
     "text/plain; version=0.0.4; charset=utf-8";
 
+// The cells of one family, one per label combination, in creation order.
+// Thread-safe: lookups of existing cells take a reader lock. Cells never
+// move (unique_ptr), so references stay valid for the map's lifetime.
+template <typename T>
+class LabeledCells {
+ public:
+  // The cell of `label_values`, created with make() on first use.
+  template <typename Make>
+  T& FindOrAdd(const std::vector<std::string>& label_values, Make make)
+      ABSL_LOCKS_EXCLUDED(mu_) {
+    std::string key;
+    for (const std::string& v : label_values) {
+      key.append(v);
+      key.push_back('\0');
+    }
+    {
+      absl::ReaderMutexLock lock(&mu_);
+      auto it = cells_.find(key);
+      if (it != cells_.end()) return *it->second;
+    }
+    absl::MutexLock lock(&mu_);
+    auto [it, inserted] = cells_.try_emplace(key);
+    if (inserted) {
+      it->second = make();
+      order_.emplace_back(label_values, it->second.get());
+    }
+    return *it->second;
+  }
+  // Calls fn(label_values, cell) for every cell in creation order, under
+  // the reader lock (fn must not call FindOrAdd).
+  template <typename Fn>
+  void ForEach(Fn fn) const ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::ReaderMutexLock lock(&mu_);
+    for (const auto& [values, cell] : order_) fn(values, *cell);
+  }
+
+ private:
+  mutable absl::Mutex mu_;
+  // Keys: the label values each followed by '\0'.
+  absl::flat_hash_map<std::string, std::unique_ptr<T>> cells_
+      ABSL_GUARDED_BY(mu_);
+  std::vector<std::pair<std::vector<std::string>, T*>> order_
+      ABSL_GUARDED_BY(mu_);
+};
+
 // A family of counters or gauges with fixed label names. Values are doubles
 // updated atomically.
 class ScalarFamily {
@@ -144,12 +189,7 @@ class ScalarFamily {
  private:
   const std::string name_, help_, type_;
   const std::vector<std::string> label_names_;
-  mutable absl::Mutex mu_;
-  // Keys joined with '\0'; cells never move (unique_ptr).
-  absl::flat_hash_map<std::string, std::unique_ptr<std::atomic<double>>> cells_
-      ABSL_GUARDED_BY(mu_);
-  std::vector<std::pair<std::vector<std::string>, std::atomic<double>*>> order_
-      ABSL_GUARDED_BY(mu_);  // creation order, for rendering
+  LabeledCells<std::atomic<double>> cells_;
 };
 
 // A histogram family with fixed label names and bucket upper bounds.
@@ -187,11 +227,7 @@ class HistogramFamily {
   const std::string name_, help_;
   const std::vector<std::string> label_names_;
   const std::vector<double> bounds_;
-  mutable absl::Mutex mu_;
-  absl::flat_hash_map<std::string, std::unique_ptr<Cell>> cells_
-      ABSL_GUARDED_BY(mu_);
-  std::vector<std::pair<std::vector<std::string>, Cell*>> order_
-      ABSL_GUARDED_BY(mu_);
+  LabeledCells<Cell> cells_;
 };
 
 // The bucket bounds of rbmrec_rpc_duration_seconds: 100 us to 10 s, 1-2.5-5
