@@ -43,6 +43,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "bench/json_numbers.h"
+#include "bench/similar_eval.h"
 #include "core/cpu_check.h"
 #include "core/fit.h"
 #include "core/model_file.h"
@@ -58,7 +59,9 @@ struct Args {
   std::string save_model, cd, predict = "exact";
   double split = 0.9;
   bool json = false, lenient = false, quiet = false;
-  int topn = 0;           // 0: no ranking metrics
+  int topn = 0;         // 0: no ranking metrics
+  std::string similar;  // movies.dat for --similar; empty: off
+  float similar_power = SimilarityOptions().popularity_power;
   double relevant = 4.0;  // test ratings >= this are relevant
   TrainOptions o;
 };
@@ -190,6 +193,16 @@ void AddFlags(CLI::App* app, Args* a) {
                   "a test rating >= this value is relevant for --topn; also "
                   "the threshold of the p(rating >= t) ranking")
       ->check(Finite());
+  app->add_option("--similar", a->similar,
+                  "MOVIES.DAT: also evaluate similar items (core/similar.h) "
+                  "by hit@10 and genre agreement beside the item-item "
+                  "cosine and popularity anchors (bench/similar_eval.h); "
+                  "trains the rated RBM");
+  app->add_option("--similar-power", a->similar_power,
+                  "popularity power a of the similar items' default "
+                  "measure (positive cosines times n^a, n the item's "
+                  "training ratings)")
+      ->check(CLI::Range(0.0, 1e9));
 }
 
 double PeakRssMb() {
@@ -273,10 +286,11 @@ int Run(int argc, char** argv) {
     return app.exit(e) == 0 ? 0 : 2;  // --help: 0; a usage error: 2
   }
   // The ranking model is trained when something uses it: the rankings of
-  // --topn, or the saved model (which the service can serve). An RMSE run
-  // trains the rating model only, what its figures come from.
+  // --topn, the similar items of --similar, or the saved model (which the
+  // service can serve). An RMSE run trains the rating model only, what its
+  // figures come from.
   if (app.get_option("--rated-hidden")->count() == 0 && a.topn == 0 &&
-      a.save_model.empty()) {
+      a.save_model.empty() && a.similar.empty()) {
     a.o.rated_hidden = 0;
   }
   const bool split_mode = !a.ratings.empty();
@@ -421,6 +435,13 @@ int Run(int argc, char** argv) {
                             r.mean.precision, r.mean.recall, r.mean.ndcg);
     }
   }
+  bench::SimilarReport similar;
+  if (!a.similar.empty()) {
+    auto r = bench::EvaluateSimilar(*model, train_by_user, test, a.similar,
+                                    a.relevant, a.similar_power);
+    if (!r.ok()) return Fail(r.status());
+    similar = *std::move(r);
+  }
   if (!a.save_model.empty()) {
     if (absl::Status s = SaveModelFile(*model, a.save_model); !s.ok()) {
       return Fail(s);
@@ -498,6 +519,7 @@ int Run(int argc, char** argv) {
     if (a.topn > 0) j["topn"] = topn_json;
     j["reliability"] = ReliabilityJson(m, scale);
     if (a.topn > 0) j["topn_at"] = TopNCurvesJson(topn);
+    if (!a.similar.empty()) j["similar"] = similar.json;
     std::printf("%s\n",
                 j.dump(-1, ' ', false, Json::error_handler_t::replace).c_str());
   } else {
@@ -505,11 +527,12 @@ int Run(int argc, char** argv) {
         "rmse %.4f  mae %.4f  n_test %lld  n_fallback %lld  epochs_run %d  "
         "best_epoch %d  train_seconds %.2f  train_ratings_per_second %.0f  "
         "peak_rss_mb %.1f\nnll %.4f  ece %.4f  (item histogram: nll %.4f  "
-        "ece %.4f)%s%s\n",
+        "ece %.4f)%s%s%s\n",
         m.rmse, m.mae, static_cast<long long>(m.n),
         static_cast<long long>(m.n_fallback), model->summary().epochs_run,
         model->summary().best_epoch, train_seconds, rps, PeakRssMb(), m.nll,
-        m.ece, m.hist_nll, m.hist_ece, rated_text.c_str(), topn_text.c_str());
+        m.ece, m.hist_nll, m.hist_ece, rated_text.c_str(), topn_text.c_str(),
+        similar.text.c_str());
   }
   return 0;
 }
