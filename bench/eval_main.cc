@@ -25,7 +25,12 @@
 //     in an empty bin);
 //   with --topn N: topn_at {per ranking NAME, in the order of topn,
 //     {precision: [N], recall: [N], ndcg: [N]}}, element j at cut-off
-//     j + 1 (the last equals topn's).
+//     j + 1 (the last equals topn's);
+//   with --similar MOVIES.DAT: similar {movies, queries, seed, protocol,
+//     measures: {per NAME {hit10, queries, genre_agreement, build_ms,
+//     query_ms {p50, p99, max}}}}: similar items (core/similar.h) by the
+//     protocol of bench/similar_eval.h, the model's measures first, then
+//     the item-item cosine and popularity anchors.
 // bench/plots.sh draws the reliability and the topn_at curves as SVG.
 
 #include <sys/resource.h>
@@ -61,7 +66,7 @@ struct Args {
   bool json = false, lenient = false, quiet = false;
   int topn = 0;         // 0: no ranking metrics
   std::string similar;  // movies.dat for --similar; empty: off
-  float similar_power = SimilarityOptions().popularity_power;
+  float similar_popularity = SimilarityOptions().popularity_weight;
   double relevant = 4.0;  // test ratings >= this are relevant
   TrainOptions o;
 };
@@ -160,8 +165,9 @@ void AddFlags(CLI::App* app, Args* a) {
   app->add_option("--rated-hidden", o.rated_hidden,
                   "hidden units of the rated RBM, the ranking model (p(rated) "
                   "rankings; -1 = the size rule, 0 = do not train it). Not "
-                  "given: the size rule when --topn or --save-model uses the "
-                  "model, else not trained (the RMSE does not use it)")
+                  "given: the size rule when --topn, --similar or "
+                  "--save-model uses the model, else not trained (the RMSE "
+                  "does not use it)")
       ->check(CLI::Range(-1, 10000));
   app->add_option("--rated-epochs", o.rated_max_epochs,
                   "upper bound on the rated RBM's epochs (early stopping "
@@ -198,10 +204,10 @@ void AddFlags(CLI::App* app, Args* a) {
                   "by hit@10 and genre agreement beside the item-item "
                   "cosine and popularity anchors (bench/similar_eval.h); "
                   "trains the rated RBM");
-  app->add_option("--similar-power", a->similar_power,
-                  "popularity power a of the similar items' default "
-                  "measure (positive cosines times n^a, n the item's "
-                  "training ratings)")
+  app->add_option("--similar-popularity", a->similar_popularity,
+                  "popularity weight b of the similar items' default "
+                  "measure (cosine + b log(1 + n), n the item's training "
+                  "ratings)")
       ->check(CLI::Range(0.0, 1e9));
 }
 
@@ -438,7 +444,7 @@ int Run(int argc, char** argv) {
   bench::SimilarReport similar;
   if (!a.similar.empty()) {
     auto r = bench::EvaluateSimilar(*model, train_by_user, test, a.similar,
-                                    a.relevant, a.similar_power);
+                                    a.relevant, a.similar_popularity);
     if (!r.ok()) return Fail(r.status());
     similar = *std::move(r);
   }

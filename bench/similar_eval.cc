@@ -224,22 +224,22 @@ struct Measure {
 };
 
 // The model's measures evaluated: the default (core/similar.h) with the
-// given popularity power first, then the variants tried.
-std::vector<Measure> ModelMeasures(float power) {
+// given popularity weight first, then the variants tried.
+std::vector<Measure> ModelMeasures(float weight) {
   std::vector<Measure> out;
   Measure m;
-  m.options.popularity_power = power;
-  m.name = absl::StrCat("rated-cosine-pow", power);
+  m.options.popularity_weight = weight;
+  m.name = absl::StrCat("rated-cosine-pop", weight);
   out.push_back(m);
-  for (const float other : {0.0f, 0.3f, 0.4f, 0.5f, 0.75f}) {
-    if (other == power) continue;
-    m.options.popularity_power = other;
-    m.name = absl::StrCat("rated-cosine-pow", other);
+  for (const float other : {0.0f, 0.1f, 0.2f, 0.22f, 0.25f, 0.3f}) {
+    if (other == weight) continue;
+    m.options.popularity_weight = other;
+    m.name = absl::StrCat("rated-cosine-pop", other);
     out.push_back(m);
   }
-  m.options.popularity_power = power;
+  m.options.popularity_weight = weight;
   m.options.center = true;
-  m.name = absl::StrCat("rated-cosine-centred-pow", power);
+  m.name = absl::StrCat("rated-cosine-centred-pop", weight);
   out.push_back(m);
   m = Measure();
   m.options.measure = SimilarityMeasure::kRatedConditional;
@@ -281,7 +281,7 @@ double MsSince(std::chrono::steady_clock::time_point t0) {
 absl::StatusOr<SimilarReport> EvaluateSimilar(
     const Model& model, const SparseRatings& train_by_user,
     const std::vector<TestRating>& test, const std::string& movies,
-    double liked, float popularity_power) {
+    double liked, float popularity_weight) {
   auto genres = ReadGenres(movies, model.items());
   if (!genres.ok()) return genres.status();
   constexpr uint64_t kSeed = 7;
@@ -296,7 +296,7 @@ absl::StatusOr<SimilarReport> EvaluateSimilar(
       "peer-similar.py's; queries drawn by core/rng.h (not numpy's "
       "RandomState stream); exact top 10 after the exclusions";
   r.json["measures"] = Json::object();
-  for (const Measure& m : ModelMeasures(popularity_power)) {
+  for (const Measure& m : ModelMeasures(popularity_weight)) {
     const auto t0 = std::chrono::steady_clock::now();
     auto index = ItemSimilarity::Build(model, m.options);
     const double build_ms = MsSince(t0);

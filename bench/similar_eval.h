@@ -92,7 +92,7 @@ struct SimilarReport {
 absl::StatusOr<SimilarReport> EvaluateSimilar(
     const Model& model, const SparseRatings& train_by_user,
     const std::vector<TestRating>& test, const std::string& movies,
-    double liked, float popularity_power);
+    double liked, float popularity_weight);
 
 }  // namespace rbmrec::bench
 

@@ -40,25 +40,25 @@ absl::StatusOr<ItemSimilarity> ItemSimilarity::Build(
     counts[static_cast<size_t>(i)] = model.ItemCount(i);
   }
   return FromVectors(model.rated_rbm().W, counts, options.center,
-                     options.popularity_power);
+                     options.popularity_weight);
 }
 
 absl::StatusOr<ItemSimilarity> ItemSimilarity::FromVectors(
     const RowMatrixXf& vectors, absl::Span<const uint32_t> counts, bool center,
-    float popularity_power) {
+    float popularity_weight) {
   if (static_cast<size_t>(vectors.rows()) != counts.size()) {
     return absl::InvalidArgumentError(
         absl::StrCat("item vectors have ", vectors.rows(), " rows for ",
                      counts.size(), " item counts"));
   }
-  if (!(popularity_power >= 0) || !std::isfinite(popularity_power)) {
+  if (!(popularity_weight >= 0) || !std::isfinite(popularity_weight)) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "popularity_power must be finite and >= 0, got ", popularity_power));
+        "popularity_weight must be finite and >= 0, got ", popularity_weight));
   }
   ItemSimilarity s;
   const int64_t m = vectors.rows();
   s.valid_.assign(static_cast<size_t>(m), 0);
-  s.factor_.assign(static_cast<size_t>(m), 1.0f);
+  s.popularity_.assign(static_cast<size_t>(m), 0.0f);
   RowMatrixXf v = vectors;
   if (center) {
     Eigen::RowVectorXf mean = Eigen::RowVectorXf::Zero(vectors.cols());
@@ -78,7 +78,8 @@ absl::StatusOr<ItemSimilarity> ItemSimilarity::FromVectors(
                     s.unit_.row(i).squaredNorm() > 0.5f;
     if (!ok) s.unit_.row(i).setZero();
     s.valid_[u] = ok ? 1 : 0;
-    s.factor_[u] = std::pow(static_cast<float>(counts[u]), popularity_power);
+    s.popularity_[u] =
+        popularity_weight * std::log1p(static_cast<float>(counts[u]));
   }
   return s;
 }
@@ -95,7 +96,7 @@ absl::StatusOr<ItemSimilarity> ItemSimilarity::Conditional(const Model& model,
   s.conditional_ = true;
   s.unit_ = p.W;
   s.hidden_bias_ = p.c;
-  s.factor_.assign(static_cast<size_t>(m), 1.0f);
+  s.popularity_.assign(static_cast<size_t>(m), 0.0f);
   s.valid_.assign(static_cast<size_t>(m), 0);
   s.bias_.resize(static_cast<size_t>(m));
   // The prior: a user who rated nothing, h0 = sigmoid(c).
@@ -149,11 +150,7 @@ absl::Status ItemSimilarity::Score(absl::Span<const int32_t> query,
   constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
   for (int32_t j = 0; j < m; ++j) {
     const size_t u = static_cast<size_t>(j);
-    if (!valid_[u]) {
-      out[j] = kNaN;
-    } else if (out[j] > 0) {
-      out[j] *= factor_[u];
-    }
+    out[j] = valid_[u] ? out[j] + popularity_[u] : kNaN;
   }
   return absl::OkStatus();
 }

@@ -36,10 +36,10 @@ Fixture RandomItems(int m, int D, uint64_t seed, int untrained = -1) {
   return f;
 }
 
-// The definition, in double: mean cosine to the queries, positive ones
-// times count^power.
+// The definition, in double: mean cosine to the queries plus
+// weight * log(1 + count).
 double BruteScore(const Fixture& f, const std::vector<int32_t>& query,
-                  int32_t j, double power) {
+                  int32_t j, double weight) {
   double sum = 0;
   for (const int32_t q : query) {
     const auto a = f.vectors.row(q).cast<double>();
@@ -47,8 +47,7 @@ double BruteScore(const Fixture& f, const std::vector<int32_t>& query,
     sum += a.dot(b) / (a.norm() * b.norm());
   }
   const double cos = sum / static_cast<double>(query.size());
-  return cos > 0 ? cos * std::pow(f.counts[static_cast<size_t>(j)], power)
-                 : cos;
+  return cos + weight * std::log1p(f.counts[static_cast<size_t>(j)]);
 }
 
 // The brute-force top n over the filtered set, given the index's scores:
@@ -93,10 +92,11 @@ std::vector<int32_t> Items(const std::vector<SimilarItem>& v) {
   return out;
 }
 
-TEST(ItemSimilarity, ScoresAreTheMeanCosineTimesCountPower) {
+TEST(ItemSimilarity, ScoresAreTheMeanCosinePlusLogCountTerm) {
   const Fixture f = RandomItems(40, 7, 1);
-  for (const float power : {0.0f, 0.5f}) {
-    auto index = ItemSimilarity::FromVectors(f.vectors, f.counts, false, power);
+  for (const float weight : {0.0f, 0.22f}) {
+    auto index =
+        ItemSimilarity::FromVectors(f.vectors, f.counts, false, weight);
     ASSERT_TRUE(index.ok()) << index.status();
     SimilarScratch scratch;
     std::vector<float> scores;
@@ -104,7 +104,7 @@ TEST(ItemSimilarity, ScoresAreTheMeanCosineTimesCountPower) {
          {std::vector<int32_t>{3}, std::vector<int32_t>{3, 17, 29}}) {
       ASSERT_TRUE(index->Score(query, &scores, &scratch).ok());
       for (int32_t j = 0; j < 40; ++j) {
-        const double want = BruteScore(f, query, j, power);
+        const double want = BruteScore(f, query, j, weight);
         EXPECT_NEAR(scores[static_cast<size_t>(j)], want,
                     1e-5 * std::max(1.0, std::abs(want)));
       }
@@ -261,8 +261,8 @@ TEST(ItemSimilarity, BuiltFromTheRatedRbmsWeights) {
   ASSERT_TRUE(index.ok()) << index.status();
   std::vector<uint32_t> counts;
   for (int32_t i = 0; i < m.num_items(); ++i) counts.push_back(m.ItemCount(i));
-  auto direct =
-      ItemSimilarity::FromVectors(m.rated_rbm().W, counts, false, 0.5f);
+  auto direct = ItemSimilarity::FromVectors(
+      m.rated_rbm().W, counts, false, SimilarityOptions().popularity_weight);
   ASSERT_TRUE(direct.ok());
   auto a = Top(*index, {0}, 5);
   auto b = Top(*direct, {0}, 5);
