@@ -28,9 +28,9 @@
 //     j + 1 (the last equals topn's);
 //   with --similar MOVIES.DAT: similar {movies, queries, seed, protocol,
 //     measures: {per NAME {hit10, queries, genre_agreement, build_ms,
-//     query_ms {p50, p99, max}}}}: similar items (core/similar.h) by the
-//     protocol of bench/similar_eval.h, the model's measures first, then
-//     the item-item cosine and popularity anchors.
+//     query_ms {p50, p99, max}, query_cpu_ms {p50, p99}}}}: similar items
+//     (core/similar.h) by the protocol of bench/similar_eval.h, the model's
+//     measures first, then the item-item cosine and popularity anchors.
 // bench/plots.sh draws the reliability and the topn_at curves as SVG.
 
 #include <sys/resource.h>
@@ -208,6 +208,7 @@ void AddFlags(CLI::App* app, Args* a) {
                   "popularity weight b of the similar items' default "
                   "measure (cosine + b log(1 + n), n the item's training "
                   "ratings)")
+      ->check(Finite())
       ->check(CLI::Range(0.0, 1e9));
 }
 
