@@ -91,7 +91,7 @@ struct SimilarScratch {
   std::vector<std::pair<float, int32_t>> cand;
 };
 
-// The per-item unit vectors of one model. Immutable after construction; all
+// The per-item vectors of one model. Immutable after construction; all
 // const methods are thread-safe (each thread passes its own scratch). Holds
 // no reference to the model: rebuild it when the model changes.
 class ItemSimilarity {
@@ -142,6 +142,8 @@ class ItemSimilarity {
 // The request.n items most similar to the query items (model indices), best
 // first, ties by item index; fewer when fewer items qualify. Never returns a
 // query item, an excluded or disallowed item, or an item without a vector.
+// A query item given twice counts twice (in the mean cosine, or as a user's
+// rating in the conditional).
 // Errors as ItemSimilarity::Score, and InvalidArgument for n < 1 or an
 // `allowed` of the wrong size. Thread-safe with one scratch per thread.
 absl::StatusOr<std::vector<SimilarItem>> SimilarItems(

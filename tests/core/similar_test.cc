@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -203,6 +204,32 @@ TEST(SimilarItems, MultiItemQueryIsTheMeanOfTheSingleOnes) {
   for (size_t j = 0; j < 30; ++j) {
     EXPECT_NEAR(both[j], (a[j] + b[j]) / 2, 1e-6);
   }
+}
+
+TEST(SimilarItems, ConcurrentQueriesWithTheirOwnScratch) {
+  const Fixture f = RandomItems(300, 16, 8);
+  auto index = ItemSimilarity::FromVectors(f.vectors, f.counts, false, 0.22f);
+  ASSERT_TRUE(index.ok());
+  std::vector<std::vector<int32_t>> want(300);
+  for (int32_t q = 0; q < 300; ++q)
+    want[static_cast<size_t>(q)] = Items(*Top(*index, {q}, 10));
+  std::vector<int> mismatches(2, 0);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 2; ++t) {
+    threads.emplace_back([&, t] {
+      SimilarScratch scratch;  // one per thread
+      SimilarRequest request;
+      for (int32_t q = 0; q < 300; ++q) {
+        const std::vector<int32_t> query = {q};
+        auto got = SimilarItems(*index, query, request, &scratch);
+        if (!got.ok() || Items(*got) != want[static_cast<size_t>(q)]) {
+          ++mismatches[static_cast<size_t>(t)];
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(mismatches, (std::vector<int>{0, 0}));
 }
 
 TEST(SimilarItems, Errors) {
