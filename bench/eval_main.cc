@@ -39,6 +39,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <limits>
 #include <string>
 #include <vector>
@@ -324,6 +325,10 @@ int Run(int argc, char** argv) {
   } else {
     std::fprintf(stderr, "rbmrec-eval: --predict must be exact or meanfield\n");
     return 2;
+  }
+  if (!a.similar.empty() && !std::ifstream(a.similar)) {
+    // Before training, not after it.
+    return Fail(absl::NotFoundError(absl::StrCat("cannot open ", a.similar)));
   }
   if (absl::Status s = ValidateTrainOptions(a.o); !s.ok()) return Fail(s);
   auto format = ParseRatingFormat(a.format);
