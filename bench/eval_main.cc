@@ -25,7 +25,12 @@
 //     in an empty bin);
 //   with --topn N: topn_at {per ranking NAME, in the order of topn,
 //     {precision: [N], recall: [N], ndcg: [N]}}, element j at cut-off
-//     j + 1 (the last equals topn's).
+//     j + 1 (the last equals topn's);
+//   with --similar MOVIES.DAT: similar {movies, queries, seed, protocol,
+//     measures: {per NAME {hit10, queries, genre_agreement, build_ms,
+//     query_ms {p50, p99, max}, query_cpu_ms {p50, p99}}}}: similar items
+//     (core/similar.h) by the protocol of bench/similar_eval.h, the model's
+//     measures first, then the item-item cosine and popularity anchors.
 // bench/plots.sh draws the reliability and the topn_at curves as SVG.
 
 #include <sys/resource.h>
@@ -34,6 +39,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <limits>
 #include <string>
 #include <vector>
@@ -43,6 +49,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "bench/json_numbers.h"
+#include "bench/similar_eval.h"
 #include "core/cpu_check.h"
 #include "core/fit.h"
 #include "core/model_file.h"
@@ -58,7 +65,9 @@ struct Args {
   std::string save_model, cd, predict = "exact";
   double split = 0.9;
   bool json = false, lenient = false, quiet = false;
-  int topn = 0;           // 0: no ranking metrics
+  int topn = 0;         // 0: no ranking metrics
+  std::string similar;  // movies.dat for --similar; empty: off
+  float similar_popularity = SimilarityOptions().popularity_weight;
   double relevant = 4.0;  // test ratings >= this are relevant
   TrainOptions o;
 };
@@ -157,8 +166,9 @@ void AddFlags(CLI::App* app, Args* a) {
   app->add_option("--rated-hidden", o.rated_hidden,
                   "hidden units of the rated RBM, the ranking model (p(rated) "
                   "rankings; -1 = the size rule, 0 = do not train it). Not "
-                  "given: the size rule when --topn or --save-model uses the "
-                  "model, else not trained (the RMSE does not use it)")
+                  "given: the size rule when --topn, --similar or "
+                  "--save-model uses the model, else not trained (the RMSE "
+                  "does not use it)")
       ->check(CLI::Range(-1, 10000));
   app->add_option("--rated-epochs", o.rated_max_epochs,
                   "upper bound on the rated RBM's epochs (early stopping "
@@ -190,6 +200,17 @@ void AddFlags(CLI::App* app, Args* a) {
                   "a test rating >= this value is relevant for --topn; also "
                   "the threshold of the p(rating >= t) ranking")
       ->check(Finite());
+  app->add_option("--similar", a->similar,
+                  "MOVIES.DAT: also evaluate similar items (core/similar.h) "
+                  "by hit@10 and genre agreement beside the item-item "
+                  "cosine and popularity anchors (bench/similar_eval.h); "
+                  "trains the rated RBM");
+  app->add_option("--similar-popularity", a->similar_popularity,
+                  "popularity weight b of the similar items' default "
+                  "measure (cosine + b log(1 + n), n the item's training "
+                  "ratings)")
+      ->check(Finite())
+      ->check(CLI::Range(0.0, 1e9));
 }
 
 double PeakRssMb() {
@@ -273,10 +294,11 @@ int Run(int argc, char** argv) {
     return app.exit(e) == 0 ? 0 : 2;  // --help: 0; a usage error: 2
   }
   // The ranking model is trained when something uses it: the rankings of
-  // --topn, or the saved model (which the service can serve). An RMSE run
-  // trains the rating model only, what its figures come from.
+  // --topn, the similar items of --similar, or the saved model (which the
+  // service can serve). An RMSE run trains the rating model only, what its
+  // figures come from.
   if (app.get_option("--rated-hidden")->count() == 0 && a.topn == 0 &&
-      a.save_model.empty()) {
+      a.save_model.empty() && a.similar.empty()) {
     a.o.rated_hidden = 0;
   }
   const bool split_mode = !a.ratings.empty();
@@ -303,6 +325,10 @@ int Run(int argc, char** argv) {
   } else {
     std::fprintf(stderr, "rbmrec-eval: --predict must be exact or meanfield\n");
     return 2;
+  }
+  if (!a.similar.empty() && !std::ifstream(a.similar)) {
+    // Before training, not after it.
+    return Fail(absl::NotFoundError(absl::StrCat("cannot open ", a.similar)));
   }
   if (absl::Status s = ValidateTrainOptions(a.o); !s.ok()) return Fail(s);
   auto format = ParseRatingFormat(a.format);
@@ -421,6 +447,13 @@ int Run(int argc, char** argv) {
                             r.mean.precision, r.mean.recall, r.mean.ndcg);
     }
   }
+  bench::SimilarReport similar;
+  if (!a.similar.empty()) {
+    auto r = bench::EvaluateSimilar(*model, train_by_user, test, a.similar,
+                                    a.relevant, a.similar_popularity);
+    if (!r.ok()) return Fail(r.status());
+    similar = *std::move(r);
+  }
   if (!a.save_model.empty()) {
     if (absl::Status s = SaveModelFile(*model, a.save_model); !s.ok()) {
       return Fail(s);
@@ -498,6 +531,7 @@ int Run(int argc, char** argv) {
     if (a.topn > 0) j["topn"] = topn_json;
     j["reliability"] = ReliabilityJson(m, scale);
     if (a.topn > 0) j["topn_at"] = TopNCurvesJson(topn);
+    if (!a.similar.empty()) j["similar"] = similar.json;
     std::printf("%s\n",
                 j.dump(-1, ' ', false, Json::error_handler_t::replace).c_str());
   } else {
@@ -505,11 +539,12 @@ int Run(int argc, char** argv) {
         "rmse %.4f  mae %.4f  n_test %lld  n_fallback %lld  epochs_run %d  "
         "best_epoch %d  train_seconds %.2f  train_ratings_per_second %.0f  "
         "peak_rss_mb %.1f\nnll %.4f  ece %.4f  (item histogram: nll %.4f  "
-        "ece %.4f)%s%s\n",
+        "ece %.4f)%s%s%s\n",
         m.rmse, m.mae, static_cast<long long>(m.n),
         static_cast<long long>(m.n_fallback), model->summary().epochs_run,
         model->summary().best_epoch, train_seconds, rps, PeakRssMb(), m.nll,
-        m.ece, m.hist_nll, m.hist_ece, rated_text.c_str(), topn_text.c_str());
+        m.ece, m.hist_nll, m.hist_ece, rated_text.c_str(), topn_text.c_str(),
+        similar.text.c_str());
   }
   return 0;
 }
