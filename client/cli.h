@@ -183,6 +183,8 @@ absl::StatusOr<std::string> UserArgument(absl::string_view arg);
 absl::StatusOr<v1::TrainRequest> BuildTrainRequest(const ParsedArgs& args);
 absl::StatusOr<v1::PredictRatingsRequest> BuildPredictRequest(
     const ParsedArgs& args);
+absl::StatusOr<v1::SimilarItemsRequest> BuildSimilarRequest(
+    const ParsedArgs& args);
 absl::StatusOr<v1::RecommendRequest> BuildRecommendRequest(
     const ParsedArgs& args);
 

@@ -295,6 +295,35 @@ absl::StatusOr<v1::PredictRatingsRequest> BuildPredictRequest(
   return request;
 }
 
+absl::StatusOr<v1::SimilarItemsRequest> BuildSimilarRequest(
+    const ParsedArgs& args) {
+  v1::SimilarItemsRequest request;
+  for (const std::string& arg : args.positional) {
+    absl::StatusOr<std::string> item = IdArgument(arg, "ITEM");
+    if (!item.ok()) return item.status();
+    request.add_item_ids(*std::move(item));
+  }
+  for (const std::string& arg : args.GetAll("exclude")) {
+    absl::StatusOr<std::string> item = IdArgument(arg, "--exclude");
+    if (!item.ok()) return item.status();
+    request.add_exclude_item_ids(*std::move(item));
+  }
+  if (args.Has("user")) {
+    absl::StatusOr<std::string> user =
+        IdArgument(args.Get("user", ""), "--user");
+    if (!user.ok()) return user.status();
+    request.set_user_id(*std::move(user));
+  }
+  absl::StatusOr<int64_t> n = GetInt(args, "n", 10, 1, kInt32Max);
+  if (!n.ok()) return n.status();
+  request.set_n(static_cast<int32_t>(*n));
+  absl::StatusOr<int64_t> model =
+      GetInt(args, "model", 0, 1, std::numeric_limits<int64_t>::max());
+  if (!model.ok()) return model.status();
+  request.set_model_version(*model);
+  return request;
+}
+
 absl::StatusOr<v1::RecommendRequest> BuildRecommendRequest(
     const ParsedArgs& args) {
   v1::RecommendRequest request;

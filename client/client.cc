@@ -302,6 +302,16 @@ absl::StatusOr<v1::RecommendResponse> RbmrecClient::Recommend(
   return response;
 }
 
+absl::StatusOr<v1::SimilarItemsResponse> RbmrecClient::SimilarItems(
+    const v1::SimilarItemsRequest& request) {
+  grpc::ClientContext context;
+  SetUnaryDeadline(&context);
+  v1::SimilarItemsResponse response;
+  grpc::Status status = stub_->SimilarItems(&context, request, &response);
+  if (!status.ok()) return FromGrpcStatus(status, "SimilarItems", &context);
+  return response;
+}
+
 absl::StatusOr<v1::ListModelsResponse> RbmrecClient::ListModels(
     const v1::ListModelsRequest& request) {
   grpc::ClientContext context;

@@ -158,6 +158,8 @@ class RbmrecClient {
       const v1::PredictRatingsRequest& request);
   absl::StatusOr<v1::RecommendResponse> Recommend(
       const v1::RecommendRequest& request);
+  absl::StatusOr<v1::SimilarItemsResponse> SimilarItems(
+      const v1::SimilarItemsRequest& request);
 
   absl::StatusOr<v1::ListModelsResponse> ListModels(
       const v1::ListModelsRequest& request = {});

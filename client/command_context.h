@@ -205,6 +205,7 @@ int RunItemsImport(Context& ctx);  // commands_import.cc
 int RunTrain(Context& ctx);        // commands_train.cc
 int RunPredict(Context& ctx);      // commands.cc
 int RunRecommend(Context& ctx);    // commands.cc
+int RunSimilar(Context& ctx);      // commands.cc
 int RunEvaluate(Context& ctx);     // commands_evaluate.cc
 int RunModels(Context& ctx);       // commands_models.cc
 int RunModelsActivate(Context& ctx);

@@ -63,6 +63,18 @@ int RunRecommend(Context& ctx) {
                      : FormatRecommendations(*response, *request, ctx.style()));
 }
 
+int RunSimilar(Context& ctx) {
+  absl::StatusOr<v1::SimilarItemsRequest> request =
+      BuildSimilarRequest(ctx.args());
+  if (!request.ok()) return ctx.UsageError(request.status());
+  absl::StatusOr<v1::SimilarItemsResponse> response =
+      ctx.client().SimilarItems(*request);
+  if (!response.ok()) return ctx.RpcError(response.status());
+  return ctx.Print(*response, ctx.json()
+                                  ? std::string()
+                                  : FormatSimilar(*response, ctx.style()));
+}
+
 int64_t SourceLine(const std::vector<RawRating>& rows, int batch_size,
                    int64_t batch, int32_t row) {
   if (batch < 0 || row < 0 || row >= batch_size) return 0;

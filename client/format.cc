@@ -260,6 +260,23 @@ std::string FormatPredictions(const v1::PredictRatingsResponse& response,
   return out;
 }
 
+std::string FormatSimilar(const v1::SimilarItemsResponse& response,
+                          const TextStyle& style) {
+  Table table;
+  table.header = {"rank", "item", "title", "score"};
+  table.align = {Align::kRight, Align::kLeft, Align::kLeft, Align::kRight};
+  for (const auto& s : response.items()) {
+    table.rows.push_back(
+        {absl::StrCat(s.rank()), TerminalSafe(s.item_id()),
+         Truncate(TerminalSafe(s.title()),
+                  static_cast<size_t>(style.max_title_width), style.unicode),
+         absl::StrFormat("%.3f", s.score())});
+  }
+  std::string out = absl::StrCat("model v", response.model_version(), "\n");
+  if (response.items().empty()) return out + "no similar items\n";
+  return out + FormatTable(table);
+}
+
 std::string FormatRecommendations(const v1::RecommendResponse& response,
                                   const v1::RecommendRequest& request,
                                   const TextStyle& style) {

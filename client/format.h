@@ -98,6 +98,9 @@ std::string FormatDistribution(const v1::RatingScale& scale,
 std::string FormatPredictions(const v1::PredictRatingsResponse& response,
                               absl::string_view user, v1::Method method,
                               const TextStyle& style);
+// The `similar` table: rank, item, title, score.
+std::string FormatSimilar(const v1::SimilarItemsResponse& response,
+                          const TextStyle& style);
 // The `recommend` table: rank, item, title, expected rating, and
 // P(>= threshold) when ranked by it.
 std::string FormatRecommendations(const v1::RecommendResponse& response,

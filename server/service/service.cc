@@ -496,6 +496,24 @@ absl::StatusOr<v1::RecommendResponse> RbmrecService::Recommend(
   return resp;
 }
 
+absl::StatusOr<v1::SimilarItemsResponse> RbmrecService::SimilarItems(
+    const v1::SimilarItemsRequest& request) {
+  if (absl::Status s = CheckSimilar(request, Limits()); !s.ok()) return s;
+  absl::StatusOr<Served> served = registry_->Get(request.model_version());
+  if (!served.ok()) return served.status();
+  auto index = similar_.For(served->model);
+  if (!index.ok()) return index.status();
+  std::vector<int32_t> rated;
+  if (!request.user_id().empty()) {
+    absl::StatusOr<UserView> user =
+        caches_->Resolve(served->model, request.user_id(), {});
+    if (user.ok()) rated = user->rated_items();
+    if (!user.ok() && !absl::IsNotFound(user.status())) return user.status();
+  }
+  return AnswerSimilar(request, *served->model, served->version, **index, rated,
+                       *caches_);
+}
+
 // ---------------------------------------------------------------------------
 // Models and stats
 

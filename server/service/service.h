@@ -90,6 +90,7 @@
 #include "server/service/request_checks.h"
 #include "server/service/request_plan.h"
 #include "server/service/service_options.h"
+#include "server/service/similar.h"
 #include "store/store.h"
 
 namespace rbmrec::server {
@@ -172,6 +173,9 @@ class RbmrecService {
       const v1::PredictRatingsRequest& request);
   absl::StatusOr<v1::RecommendResponse> Recommend(
       const v1::RecommendRequest& request);
+  // SimilarItems (see rbmrec.proto and server/service/similar.h).
+  absl::StatusOr<v1::SimilarItemsResponse> SimilarItems(
+      const v1::SimilarItemsRequest& request);
 
   absl::StatusOr<v1::ListModelsResponse> ListModels(
       const v1::ListModelsRequest& request);
@@ -230,6 +234,7 @@ class RbmrecService {
   };
   ScratchPool<PredictScratch> predict_scratch_;
   ScratchPool<ScoringScratch> scoring_scratch_;
+  SimilarIndexCache similar_;
   std::once_flag shutdown_once_;
   // DeleteUser erasures since the last full training started.
   std::atomic<int64_t> erasures_since_training_{0};

@@ -154,6 +154,12 @@ class GrpcServer::Handler final : public HandlerBase {
       return Reply(context, service_->Recommend(*request), response);
     });
   }
+  grpc::Status SimilarItems(grpc::ServerContext* context,
+                            const v1::SimilarItemsRequest* request,
+                            v1::SimilarItemsResponse* response) override {
+    if (grpc::Status s = Guard(context, "SimilarItems"); !s.ok()) return s;
+    return Reply(context, service_->SimilarItems(*request), response);
+  }
   grpc::Status ListModels(grpc::ServerContext* context,
                           const v1::ListModelsRequest* request,
                           v1::ListModelsResponse* response) override {

@@ -205,6 +205,15 @@ echo "== recommend"
 "$CLI" recommend 1 -n 5 || fail "recommend"
 "$CLI" --json recommend 1 -n 5 >"$TMP/rec.json" || fail "recommend --json"
 
+echo "== similar"
+"$CLI" similar 2 -n 5 --user 1 || fail "similar"
+"$CLI" --json similar 2 -n 5 >"$TMP/similar.json" || fail "similar --json"
+[[ $(grep -o '"item_id"' "$TMP/similar.json" | wc -l) == 5 ]] ||
+  fail "similar --json: expected 5 items: $(cat "$TMP/similar.json")"
+if grep -q '"item_id":"2"' "$TMP/similar.json"; then
+  fail "similar listed its query item: $(cat "$TMP/similar.json")"
+fi
+
 echo "== evaluate"
 "$CLI" evaluate "$TMP/test.data" || fail "evaluate"
 

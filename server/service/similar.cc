@@ -1,0 +1,137 @@
+#include "server/service/similar.h"
+
+#include <algorithm>
+#include <cstdint>
+
+#include "absl/strings/str_cat.h"
+#include "server/service/request_checks.h"
+
+namespace rbmrec::server {
+namespace {
+
+// INVALID_ARGUMENT naming `field`[i] when an id of `ids` is not a valid id.
+absl::Status CheckIds(
+    const google::protobuf::RepeatedPtrField<std::string>& ids,
+    absl::string_view field) {
+  for (int i = 0; i < ids.size(); ++i) {
+    if (std::string why = IdProblem(ids[i], "item_id"); !why.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, "[", i, "]: ", why));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<const ItemSimilarity>> SimilarIndexCache::For(
+    const std::shared_ptr<const Model>& model) {
+  {
+    absl::MutexLock lock(&mu_);
+    for (size_t i = 0; i < entries_.size(); ++i) {
+      if (entries_[i].key == model.get() && !entries_[i].model.expired()) {
+        std::rotate(entries_.begin(), entries_.begin() + i,
+                    entries_.begin() + i + 1);
+        return entries_.front().index;
+      }
+    }
+  }
+  absl::StatusOr<ItemSimilarity> built =
+      ItemSimilarity::Build(*model, SimilarityOptions());
+  if (!built.ok()) return built.status();
+  auto index = std::make_shared<const ItemSimilarity>(std::move(*built));
+  absl::MutexLock lock(&mu_);
+  // Snapshots that are gone free their index at once.
+  entries_.erase(
+      std::remove_if(entries_.begin(), entries_.end(),
+                     [](const Entry& e) { return e.model.expired(); }),
+      entries_.end());
+  entries_.insert(entries_.begin(), Entry{model, model.get(), index});
+  if (entries_.size() > kKeep) entries_.resize(kKeep);
+  return index;
+}
+
+absl::Status CheckSimilar(const v1::SimilarItemsRequest& request,
+                          const RequestLimits& limits) {
+  const int q = request.item_ids_size();
+  if (q == 0) {
+    return absl::InvalidArgumentError(
+        "item_ids is empty: name at least one item to find similar items to");
+  }
+  if (q > limits.max_predict_items) {
+    return OverLimit("the number of item_ids", q, limits.max_predict_items,
+                     "--max-predict-items");
+  }
+  if (request.exclude_item_ids_size() > limits.max_predict_items) {
+    return OverLimit("the number of exclude_item_ids",
+                     request.exclude_item_ids_size(), limits.max_predict_items,
+                     "--max-predict-items");
+  }
+  if (request.n() < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("n must be >= 0 (0 means 10), got ", request.n()));
+  }
+  if (request.n() > limits.max_recommend_n) {
+    return OverLimit("n", request.n(), limits.max_recommend_n,
+                     "--max-recommend-n");
+  }
+  if (absl::Status s = CheckIds(request.item_ids(), "item_ids"); !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = CheckIds(request.exclude_item_ids(), "exclude_item_ids");
+      !s.ok()) {
+    return s;
+  }
+  if (!request.user_id().empty()) {
+    if (std::string why = IdProblem(request.user_id(), "user_id");
+        !why.empty()) {
+      return absl::InvalidArgumentError(why);
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<v1::SimilarItemsResponse> AnswerSimilar(
+    const v1::SimilarItemsRequest& request, const Model& model, int64_t version,
+    const ItemSimilarity& index, const std::vector<int32_t>& rated,
+    ReadCaches& caches) {
+  std::vector<int32_t> query;
+  query.reserve(static_cast<size_t>(request.item_ids_size()));
+  for (int i = 0; i < request.item_ids_size(); ++i) {
+    const int32_t item = model.items().Find(request.item_ids(i));
+    if (item < 0 || item >= index.num_items() || !index.HasVector(item)) {
+      return absl::NotFoundError(absl::StrCat(
+          "item_ids[", i, "]: the model (version ", version,
+          ") has no training ratings of item '", request.item_ids(i), "'"));
+    }
+    query.push_back(item);
+  }
+  std::vector<int32_t> excluded = rated;
+  for (const std::string& id : request.exclude_item_ids()) {
+    const int32_t item = model.items().Find(id);
+    if (item >= 0) excluded.push_back(item);
+  }
+  SimilarRequest sr;
+  sr.n = request.n() > 0 ? request.n() : 10;
+  sr.excluded = excluded;
+  SimilarScratch scratch;
+  absl::StatusOr<std::vector<SimilarItem>> found =
+      SimilarItems(index, query, sr, &scratch);
+  if (!found.ok()) return found.status();
+  std::vector<std::string> ids;
+  ids.reserve(found->size());
+  for (const SimilarItem& s : *found) ids.push_back(model.items().Name(s.item));
+  const std::vector<std::string> names = caches.Titles(ids);
+  v1::SimilarItemsResponse resp;
+  resp.set_model_version(version);
+  for (size_t r = 0; r < found->size(); ++r) {
+    v1::SimilarItem* out = resp.add_items();
+    out->set_item_id(ids[r]);
+    out->set_title(names[r]);
+    out->set_score((*found)[r].score);
+    out->set_rank(static_cast<int32_t>(r + 1));
+  }
+  return resp;
+}
+
+}  // namespace rbmrec::server
