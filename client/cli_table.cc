@@ -98,6 +98,28 @@ void AddImportCommands(std::vector<CommandSpec>& c) {
       RunItemsImport});
 }
 
+// Item-to-item: similar.
+void AddItemToItemCommands(std::vector<CommandSpec>& c) {
+  c.push_back(CommandSpec{
+      {"similar"},
+      "ITEM...",
+      1,
+      -1,
+      "the items most similar to an item (or to a few)",
+      "Lists the N items the model finds most similar to ITEM (with several "
+      "ITEMs, to all of them on average): the cosine of the ranking model's "
+      "item weight vectors plus a popularity term (docs/model.md). With "
+      "--user, items that user rated are skipped.",
+      {Value("n", "N", "number of items (default 10)", 'n'),
+       Value("user", "USER", "skip the items this user rated"),
+       Repeated("exclude", "ITEM", "never list this item (repeatable)"),
+       ModelFlag()},
+      {{"rbmrec similar 50 -n 5", "the 5 items most like item 50"},
+       {"rbmrec similar 50 181 --user 1",
+        "like items 50 and 181, skipping what user 1 rated"}},
+      RunSimilar});
+}
+
 // Commands that train and use a model: train, predict, recommend, evaluate.
 void AddModelUseCommands(std::vector<CommandSpec>& c) {
   c.push_back(CommandSpec{
@@ -187,24 +209,6 @@ void AddModelUseCommands(std::vector<CommandSpec>& c) {
        {"rbmrec recommend - --rate 50=5 --rate 181=4 -n 5",
         "an anonymous user, from two ratings"}},
       RunRecommend});
-  c.push_back(CommandSpec{
-      {"similar"},
-      "ITEM...",
-      1,
-      -1,
-      "the items most similar to an item (or to a few)",
-      "Lists the N items the model finds most similar to ITEM (with several "
-      "ITEMs, to all of them on average): the cosine of the ranking model's "
-      "item weight vectors plus a popularity term (docs/model.md). With "
-      "--user, items that user rated are skipped.",
-      {Value("n", "N", "number of items (default 10)", 'n'),
-       Value("user", "USER", "skip the items this user rated"),
-       Repeated("exclude", "ITEM", "never list this item (repeatable)"),
-       ModelFlag()},
-      {{"rbmrec similar 50 -n 5", "the 5 items most like item 50"},
-       {"rbmrec similar 50 181 --user 1",
-        "like items 50 and 181, skipping what user 1 rated"}},
-      RunSimilar});
   c.push_back(CommandSpec{
       {"evaluate"},
       "FILE",
@@ -369,6 +373,7 @@ std::vector<CommandSpec> MakeCommands() {
   std::vector<CommandSpec> c;
   AddImportCommands(c);
   AddModelUseCommands(c);
+  AddItemToItemCommands(c);
   AddModelsCommands(c);
   AddServerCommands(c);
   return c;
