@@ -63,9 +63,9 @@ namespace {
 namespace v1 = ::rbmrec::v1;
 using Clock = std::chrono::steady_clock;
 
-enum RpcType { kPredict = 0, kRecommend, kHealth, kStats, kNumTypes };
+enum RpcType { kPredict = 0, kRecommend, kHealth, kStats, kSimilar, kNumTypes };
 constexpr const char* kTypeNames[kNumTypes] = {"predict", "recommend", "health",
-                                               "stats"};
+                                               "stats", "similar"};
 
 struct Flags {
   std::string server = "127.0.0.1:50051";
@@ -115,7 +115,8 @@ int ParseFlags(int argc, char** argv, Flags* f) {
       ->check(CLI::Range(0.0, 60.0));
   app.add_option("--mix", f->mix,
                  "weights, e.g. \"predict=8,recommend=2\"; types: predict, "
-                 "recommend, health, stats");
+                 "recommend, health, stats, similar (SimilarItems of one "
+                 "random item, n = --n)");
   app.add_option("--ratings", f->ratings,
                  "ratings file the server imported: users and items are "
                  "drawn from it (any format rbmrec import reads)");
@@ -210,7 +211,7 @@ std::vector<double> ParseMix(const std::string& spec) {
     }
     if (type < 0) {
       Die(absl::StrCat("--mix: unknown RPC '", kv[0],
-                       "' (predict, recommend, health, stats)"));
+                       "' (predict, recommend, health, stats, similar)"));
     }
     w[static_cast<size_t>(type)] = weight;
   }
@@ -279,6 +280,9 @@ class Slot {
         case kHealth:
           status = ch_.health->Check(ctx_.get(), health_, &health_resp_);
           break;
+        case kSimilar:
+          status = ch_.stub->SimilarItems(ctx_.get(), similar_, &similar_resp_);
+          break;
         default:
           status = ch_.stub->GetStats(ctx_.get(), stats_, &stats_resp_);
           break;
@@ -324,6 +328,10 @@ class Slot {
         ch_.health->async()->Check(ctx_.get(), &health_, &health_resp_,
                                    on_done);
         break;
+      case kSimilar:
+        ch_.stub->async()->SimilarItems(ctx_.get(), &similar_, &similar_resp_,
+                                        on_done);
+        break;
       default:
         ch_.stub->async()->GetStats(ctx_.get(), &stats_, &stats_resp_, on_done);
         break;
@@ -358,6 +366,11 @@ class Slot {
         recommend_.set_user_id(w_.users[pick_user_(rng_)]);
         recommend_.set_n(w_.n);
         recommend_.set_method(w_.method);
+        break;
+      case kSimilar:
+        similar_.Clear();
+        similar_.add_item_ids(w_.items[pick_item_(rng_)]);
+        similar_.set_n(w_.n);
         break;
       default:
         break;
@@ -401,6 +414,8 @@ class Slot {
   v1::PredictRatingsResponse predict_resp_;
   v1::RecommendRequest recommend_;
   v1::RecommendResponse recommend_resp_;
+  v1::SimilarItemsRequest similar_;
+  v1::SimilarItemsResponse similar_resp_;
   grpc::health::v1::HealthCheckRequest health_;
   grpc::health::v1::HealthCheckResponse health_resp_;
   v1::GetStatsRequest stats_;
@@ -531,8 +546,8 @@ int main(int argc, char** argv) {
   if (needs_user && w.users.empty()) {
     Die("predict/recommend need users: give --ratings FILE or --user-ids");
   }
-  if (w.weights[kPredict] > 0 && w.items.empty()) {
-    Die("predict needs items: give --ratings FILE or --item-ids");
+  if ((w.weights[kPredict] > 0 || w.weights[kSimilar] > 0) && w.items.empty()) {
+    Die("predict/similar need items: give --ratings FILE or --item-ids");
   }
   if (w.users.empty()) w.users.push_back("");
 

@@ -9,6 +9,7 @@
 #   (c) PredictRatings, 10 items, concurrency 16: QPS and p99, and the same
 #       server's health Check QPS in the same run (ratio)
 #   (d) Recommend top 10, concurrency 16: p99
+#   (d2) SimilarItems top 10 of one random item, concurrency 16: p99
 #   (e) PredictRatings while full Train jobs run back to back: errors and p99
 #       vs the idle p99 of a load run just before (ratio)
 # With --tls, only:
@@ -29,7 +30,8 @@
 # With --ml1m, only (c) and (d) at MovieLens 1M scale, as a new user would
 #   try it: `rbmrec import ratings.dat` (timed), `rbmrec train` with the
 #   server's defaults (timed), then PredictRatings vs health and Recommend
-#   with the load generator drawing users and items from ratings.dat;
+#   (and SimilarItems, d2) with the load generator drawing users and items
+#   from ratings.dat;
 #   targets Predict/health QPS >= 0.6 and Recommend p99 <= 5 ms. ~3 min.
 # Starts its own servers on free ports with temporary databases and removes
 # them on exit. Data is read from ../shared/data/movielens/ml-100k (ml-1m
@@ -449,6 +451,21 @@ if [ -n "${OLD_SERVER:-}" ]; then
   echo "    OLD_SERVER: p99 median $(median "${old_p99_recommend[@]}") ms; new/old Recommend QPS, median of $repeat: $(median "${old_ratios_recommend[@]}")"
 fi
 echo "    target p99 <= 5 ms:              $(verdict "$r_p99 <= 5")"
+
+# ---- (d2) SimilarItems top 10 of one random item ------------------------------
+s_p99_all=() s_qps_all=()
+echo
+for r in $(seq "$repeat"); do
+  loadgen "$tmp/similar.json" --mix similar=1 --n 10 --ratings "$load_ratings"
+  s_qps=$(json "$tmp/similar.json" 'd["rpcs"][0]["qps"]')
+  s_p99=$(json "$tmp/similar.json" 'd["rpcs"][0]["p99_ms"]')
+  s_err=$(json "$tmp/similar.json" 'd["rpcs"][0]["errors"]')
+  echo "(d2) run $r: SimilarItems top 10, c=$conc: QPS $s_qps, p99 $s_p99 ms, errors $s_err"
+  s_p99_all+=("$s_p99") s_qps_all+=("$s_qps")
+done
+s_p99=$(median "${s_p99_all[@]}")
+echo "(d2) median of $repeat: SimilarItems QPS $(median "${s_qps_all[@]}"), p99 $s_p99 ms"
+echo "    target p99 <= 2 ms:              $(verdict "$s_p99 <= 2")"
 if [ "$mode" = ml1m ]; then
   stop_server
   exit 0
