@@ -193,6 +193,13 @@ def run_pass(args, tmp, tls):
             print(f"[{name}] predict py0 {p.item_id}: "
                   f"expected {p.expected_rating:.3f}")
 
+        sim = stub.SimilarItems(pb.SimilarItemsRequest(
+            item_ids=["m0"], n=3, user_id="py0"), timeout=5)
+        assert sim.model_version > 0 and len(sim.items) <= 3, sim
+        assert all(s.item_id != "m0" for s in sim.items), sim
+        assert [s.rank for s in sim.items] == list(range(1, len(sim.items) + 1))
+        print(f"[{name}] similar to m0: {[s.item_id for s in sim.items]}")
+
         try:
             stub.PredictRatings(pb.PredictRatingsRequest(
                 user_id="nobody-at-all", item_ids=["m0"]), timeout=5)
