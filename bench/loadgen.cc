@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <functional>
 #include <map>
 #include <memory>
@@ -79,6 +80,10 @@ struct Flags {
   int items_per_predict = 10;
   int n = 10;
   std::string method;
+  // Recommend filters sent with every Recommend: categories (any-of) and a
+  // file of candidate item ids (one a line).
+  std::vector<std::string> categories;
+  std::string candidate_items;
   int channels = 0;  // 0: min(concurrency, 64)
   int timeout_ms = 5000;
   uint64_t seed = 1;
@@ -130,6 +135,12 @@ int ParseFlags(int argc, char** argv, Flags* f) {
                  "items per PredictRatings")
       ->check(CLI::Range(1, 10000));
   app.add_option("--n", f->n, "Recommend top N")->check(CLI::Range(1, 10000));
+  app.add_option("--category", f->categories,
+                 "Recommend only items of this category (repeatable: any of "
+                 "them)");
+  app.add_option("--candidate-items", f->candidate_items,
+                 "file of item ids (one a line): Recommend ranks only among "
+                 "them");
   app.add_option("--method", f->method,
                  "prediction method (default: the server's)")
       ->check(CLI::IsMember({"exact", "mean_field"}));
@@ -235,6 +246,8 @@ struct Workload {
   int items_per_predict = 10;
   int n = 10;
   v1::Method method = v1::METHOD_UNSPECIFIED;
+  std::vector<std::string> categories;       // sent with every Recommend
+  std::vector<std::string> candidate_items;  // sent with every Recommend
   std::chrono::milliseconds timeout{5000};
   rbmrec::client::ClientSecurity security;  // its token goes with each call
 };
@@ -366,6 +379,10 @@ class Slot {
         recommend_.set_user_id(w_.users[pick_user_(rng_)]);
         recommend_.set_n(w_.n);
         recommend_.set_method(w_.method);
+        for (const std::string& c : w_.categories) recommend_.add_categories(c);
+        for (const std::string& id : w_.candidate_items) {
+          recommend_.add_candidate_item_ids(id);
+        }
         break;
       case kSimilar:
         similar_.Clear();
@@ -522,6 +539,14 @@ int main(int argc, char** argv) {
   w.security = *std::move(security);
   if (flags.method == "exact") w.method = v1::EXACT;
   if (flags.method == "mean_field") w.method = v1::MEAN_FIELD;
+  w.categories = flags.categories;
+  if (!flags.candidate_items.empty()) {
+    std::ifstream in(flags.candidate_items);
+    if (!in) Die("--candidate-items: cannot read " + flags.candidate_items);
+    for (std::string line; std::getline(in, line);) {
+      if (!line.empty()) w.candidate_items.push_back(line);
+    }
+  }
 
   absl::flat_hash_set<std::string> seen_users, seen_items;
   auto add_ids = [](const std::string& list, std::vector<std::string>* out,

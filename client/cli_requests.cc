@@ -5,8 +5,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <fstream>
 #include <limits>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -233,6 +235,54 @@ absl::Status SetRatingsAndModel(const ParsedArgs& args, Request* request) {
   return absl::OkStatus();
 }
 
+// The entries of a list: split on commas and whitespace, empties dropped.
+std::vector<std::string> SplitList(absl::string_view list) {
+  std::vector<std::string> out;
+  for (absl::string_view part :
+       absl::StrSplit(list, absl::ByAnyChar(", \t\r\n"), absl::SkipEmpty())) {
+    out.emplace_back(part);
+  }
+  return out;
+}
+
+// Recommend's filters and page: --category (repeatable, any-of),
+// --all-categories A,B (all-of), --exclude ID,.., --candidates FILE_OR_LIST
+// (a readable file of ids, else a list), --offset N.
+absl::Status SetRecommendFilters(const ParsedArgs& args,
+                                 v1::RecommendRequest* request) {
+  for (const std::string& c : args.GetAll("category")) {
+    request->add_categories(c);
+  }
+  const std::string all = args.Get("all-categories", "");
+  for (absl::string_view c : absl::StrSplit(all, ',', absl::SkipWhitespace())) {
+    request->add_required_categories(
+        std::string(absl::StripAsciiWhitespace(c)));
+  }
+  for (const std::string& id : SplitList(args.Get("exclude", ""))) {
+    request->add_exclude_item_ids(id);
+  }
+  if (args.Has("candidates")) {
+    const std::string value = args.Get("candidates", "");
+    std::ifstream file(value);
+    std::string text = value;
+    if (file) {
+      std::stringstream buffer;
+      buffer << file.rdbuf();
+      text = buffer.str();
+    }
+    const std::vector<std::string> ids = SplitList(text);
+    if (ids.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--candidates '", value, "' names no item ids"));
+    }
+    for (const std::string& id : ids) request->add_candidate_item_ids(id);
+  }
+  absl::StatusOr<int64_t> offset = GetInt(args, "offset", 0, 0, kInt32Max);
+  if (!offset.ok()) return offset.status();
+  request->set_offset(static_cast<int32_t>(*offset));
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<v1::TrainRequest> BuildTrainRequest(const ParsedArgs& args) {
@@ -351,6 +401,7 @@ absl::StatusOr<v1::RecommendRequest> BuildRecommendRequest(
     if (!threshold.ok()) return threshold.status();
     request.set_threshold(*threshold);
   }
+  if (absl::Status s = SetRecommendFilters(args, &request); !s.ok()) return s;
   if (absl::Status s = SetRatingsAndModel(args, &request); !s.ok()) return s;
   return request;
 }

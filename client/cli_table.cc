@@ -91,11 +91,79 @@ void AddImportCommands(std::vector<CommandSpec>& c) {
       "load item titles (u.item, movies.dat/.csv)",
       "Reads item ids, titles and genres from FILE (format detected from the "
       "content) and stores them on the server, so answers show titles. "
-      "Genres are stored as the attribute \"genres\".",
+      "Genres are stored as the item's categories (for recommend "
+      "--category) and as the attribute \"genres\". Importing an item "
+      "again replaces its categories and makes it visible.",
       {Value("batch", "N", "items per request (default 5000)")},
       {{"rbmrec items import ml-100k/u.item",
         "titles and genres, so answers show names"}},
       RunItemsImport});
+  c.push_back(CommandSpec{
+      {"items", "hide"},
+      "ITEM...",
+      1,
+      -1,
+      "never recommend these items",
+      "Marks the items hidden: Recommend never returns them, whatever its "
+      "filters; PredictRatings still predicts them when asked by id. Their "
+      "titles and categories stay. Unknown ids are created hidden.",
+      {},
+      {{"rbmrec items hide 50 181", "withdraws items 50 and 181"}},
+      RunItemsHide});
+  c.push_back(CommandSpec{
+      {"items", "unhide"},
+      "ITEM...",
+      1,
+      -1,
+      "recommend hidden items again",
+      "Makes hidden items visible to Recommend again.",
+      {},
+      {{"rbmrec items unhide 50", "item 50 may be recommended again"}},
+      RunItemsUnhide});
+}
+
+// recommend: its flags are the most (ranking, filters, page).
+CommandSpec RecommendCommand() {
+  return CommandSpec{
+      {"recommend"},
+      "USER",
+      1,
+      1,
+      "the top N items a user has not rated",
+      "Ranks the items the user has not rated. By default (the server's "
+      "choice) by how likely the user is to rate an item and rate it at "
+      "least the threshold (--by rated-prob, models with the rated RBM), "
+      "else by expected rating. USER '-' is an anonymous user described "
+      "only by --rate.",
+      {Value("n", "N", "number of items (default 10)", 'n'),
+       Value("by", "expected|prob|rated|rated-prob",
+             "rank by expected rating, P(rating >= threshold), P(rated) or "
+             "P(rated) x P(rating >= threshold) (default: the server's, "
+             "rated-prob when the model has it)"),
+       Value("threshold", "X",
+             "the rating threshold of --by prob (default 4) and rated-prob "
+             "(default: the server's, the first value at or above the mean "
+             "rating); without --by, the server's default ranking with this "
+             "threshold"),
+       Repeated("category", "NAME",
+                "only items of this category (repeatable: any of them)"),
+       Value("all-categories", "A,B",
+             "only items with every one of these categories"),
+       Value("exclude", "ID,..", "never these items"),
+       Value("candidates", "FILE_OR_LIST",
+             "rank only among these items: a file of ids (one a line or "
+             "comma-separated) or a comma-separated list"),
+       Value("offset", "N", "skip the first N of the ranked list (a page)"),
+       MethodFlag(), RateFlag(), ModelFlag()},
+      {{"rbmrec recommend 1 -n 10", "the top 10 items user 1 has not rated"},
+       {"rbmrec recommend 1 --category Comedy --exclude 50,181",
+        "only comedies, never items 50 and 181"},
+       {"rbmrec recommend 1 -n 10 --offset 10", "the second page of 10"},
+       {"rbmrec recommend 1 --by expected",
+        "ranked by expected rating instead"},
+       {"rbmrec recommend - --rate 50=5 --rate 181=4 -n 5",
+        "an anonymous user, from two ratings"}},
+      RunRecommend};
 }
 
 // Item-to-item: similar.
@@ -181,34 +249,7 @@ void AddModelUseCommands(std::vector<CommandSpec>& c) {
         "asks a stored version that is not active"},
        {"rbmrec --json predict 1 50", "one JSON object, for scripts"}},
       RunPredict});
-  c.push_back(CommandSpec{
-      {"recommend"},
-      "USER",
-      1,
-      1,
-      "the top N items a user has not rated",
-      "Ranks the items the user has not rated. By default (the server's "
-      "choice) by how likely the user is to rate an item and rate it at "
-      "least the threshold (--by rated-prob, models with the rated RBM), "
-      "else by expected rating. USER '-' is an anonymous user described "
-      "only by --rate.",
-      {Value("n", "N", "number of items (default 10)", 'n'),
-       Value("by", "expected|prob|rated|rated-prob",
-             "rank by expected rating, P(rating >= threshold), P(rated) or "
-             "P(rated) x P(rating >= threshold) (default: the server's, "
-             "rated-prob when the model has it)"),
-       Value("threshold", "X",
-             "the rating threshold of --by prob (default 4) and rated-prob "
-             "(default: the server's, the first value at or above the mean "
-             "rating); without --by, the server's default ranking with this "
-             "threshold"),
-       MethodFlag(), RateFlag(), ModelFlag()},
-      {{"rbmrec recommend 1 -n 10", "the top 10 items user 1 has not rated"},
-       {"rbmrec recommend 1 --by expected",
-        "ranked by expected rating instead"},
-       {"rbmrec recommend - --rate 50=5 --rate 181=4 -n 5",
-        "an anonymous user, from two ratings"}},
-      RunRecommend});
+  c.push_back(RecommendCommand());
   c.push_back(CommandSpec{
       {"evaluate"},
       "FILE",

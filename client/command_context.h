@@ -202,6 +202,8 @@ std::string NoRowsReason(const std::string& file, const ReadResult& read);
 
 int RunImport(Context& ctx);       // commands_import.cc
 int RunItemsImport(Context& ctx);  // commands_import.cc
+int RunItemsHide(Context& ctx);    // commands_import.cc
+int RunItemsUnhide(Context& ctx);  // commands_import.cc
 int RunTrain(Context& ctx);        // commands_train.cc
 int RunPredict(Context& ctx);      // commands.cc
 int RunRecommend(Context& ctx);    // commands.cc

@@ -14,6 +14,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "client/command_context.h"
@@ -319,6 +320,10 @@ int RunItemsImport(Context& ctx) {
     item->set_title(info.title);
     if (!info.genres.empty()) {
       (*item->mutable_attributes())["genres"] = info.genres;
+      for (absl::string_view genre :
+           absl::StrSplit(info.genres, '|', absl::SkipEmpty())) {
+        item->add_categories(std::string(genre));
+      }
     }
     if (request.items_size() >= *batch || i + 1 == items->size()) {
       absl::StatusOr<v1::PutItemsResponse> response =
@@ -357,5 +362,40 @@ int RunItemsImport(Context& ctx) {
   }
   return kExitOk;
 }
+
+// ---------------------------------------------------------------------------
+// items hide / unhide
+
+namespace {
+
+int SetItemsHidden(Context& ctx, bool hidden) {
+  v1::PutItemsRequest request;
+  for (const std::string& arg : ctx.args().positional) {
+    absl::StatusOr<std::string> id = IdArgument(arg, "ITEM");
+    if (!id.ok()) return ctx.UsageError(id.status());
+    if (hidden) {
+      request.add_hide_item_ids(*id);
+    } else {
+      request.add_unhide_item_ids(*id);
+    }
+  }
+  absl::StatusOr<v1::PutItemsResponse> response =
+      ctx.client().PutItems(request);
+  if (!response.ok()) return ctx.RpcError(response.status());
+  if (ctx.json()) {
+    Json j = Json::object();
+    j[hidden ? "hidden" : "shown"] = response->stored();
+    ctx.out() << DumpJson(j) << "\n";
+  } else {
+    ctx.out() << (hidden ? "hid " : "showed ")
+              << FormatCount(response->stored()) << " items\n";
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+int RunItemsHide(Context& ctx) { return SetItemsHidden(ctx, true); }
+int RunItemsUnhide(Context& ctx) { return SetItemsHidden(ctx, false); }
 
 }  // namespace rbmrec::client

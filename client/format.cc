@@ -316,9 +316,17 @@ std::string FormatRecommendations(const v1::RecommendResponse& response,
     }
     table.rows.push_back(std::move(row));
   }
-  std::string out = absl::StrCat("model v", response.model_version(), "\n");
+  std::string out = absl::StrCat("model v", response.model_version());
+  // Older servers do not count the candidates (0).
+  if (response.candidates() > 0) {
+    absl::StrAppend(&out, ", ", response.candidates(), " candidates");
+  }
+  out += "\n";
   if (response.recommendations().empty()) {
-    out += "no recommendations (no unrated items known to the model)\n";
+    out += response.candidates() > 0
+               ? "no recommendations on this page (offset past the "
+                 "candidates)\n"
+               : "no recommendations (no unrated item passes the filters)\n";
     return out;
   }
   return out + FormatTable(table);

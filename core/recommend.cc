@@ -193,6 +193,11 @@ Ranker::Ranker(const Model& model, int32_t user, const VisibleSet& v,
   for (const int32_t idx : excluded_items) {
     if (idx >= 0 && idx < m_) excluded_[static_cast<size_t>(idx)] = 1;
   }
+  if (opt.filter != nullptr) {
+    for (int32_t i = 0; i < m_; ++i) {
+      if (!opt.filter->Allowed(i)) excluded_[static_cast<size_t>(i)] = 1;
+    }
+  }
 }
 
 void Ranker::RatedAtLeastCandidates() {

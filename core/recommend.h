@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/item_filter.h"
 #include "core/model.h"
 #include "core/scoring.h"
 
@@ -40,6 +41,11 @@ struct RankOptions {
   // Optional: Model::MemberInputs(v) computed beforehand (e.g. cached per
   // user by the server); null: RankItems computes it when it needs it.
   const float* member_x = nullptr;
+  // Optional: only the items it allows are ranked (in every stage: the
+  // mean-field candidates, the p(rated) order), besides `excluded`. null:
+  // every item with training data. REQUIRES filter->num_items() ==
+  // model.num_items().
+  const ItemFilter* filter = nullptr;
 };
 struct Ranked {
   int32_t item = 0;     // model index

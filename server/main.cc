@@ -264,8 +264,15 @@ void BindServingFlags(CLI::App& app, Flags& f) {
                  "max item_ids per PredictRatings")
       ->check(CLI::Range(1, 1000000));
   app.add_option("--max-recommend-n", so.limits.max_recommend_n,
-                 "max n of Recommend")
+                 "max n (and offset + n) of Recommend")
       ->check(CLI::Range(1, 1000000));
+  app.add_option("--max-filter-items", so.limits.max_filter_items,
+                 "max exclude_item_ids and candidate_item_ids per Recommend "
+                 "(each list)")
+      ->check(CLI::Range(1, 10000000));
+  app.add_option("--max-categories", so.limits.max_categories,
+                 "max categories + required_categories per Recommend")
+      ->check(CLI::Range(1, 100000));
   app.add_option("--max-message-mb", go.max_message_mb,
                  "max gRPC message size in MiB")
       ->check(CLI::Range(1, 2047));

@@ -31,6 +31,77 @@ absl::Status CheckId(std::string_view id, const char* what, size_t index,
   return absl::OkStatus();
 }
 
+absl::Status CheckCategories(const std::vector<std::string>& categories,
+                             size_t index) {
+  if (categories.size() > static_cast<size_t>(kMaxItemCategories)) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("item %d: %d categories, the limit is %d", index,
+                        categories.size(), kMaxItemCategories));
+  }
+  for (size_t c = 0; c < categories.size(); ++c) {
+    const std::string& name = categories[c];
+    if (name.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("item %d: category %d is empty", index, c));
+    }
+    if (name.size() > kMaxCategoryBytes) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "item %d: category %d is %d bytes long, the limit is %d", index, c,
+          name.size(), kMaxCategoryBytes));
+    }
+    if (const TextFlaw flaw = FirstTextFlaw(name, TextRules::kId);
+        flaw.found()) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("item %d: category %d contains %s", index, c,
+                          DescribeTextFlaw(flaw)));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckItemRows(absl::Span<const ItemRow> items) {
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (absl::Status s = CheckId(items[i].item, "item", i, "item"); !s.ok()) {
+      return s;
+    }
+    if (absl::Status s = CheckCategories(items[i].categories, i); !s.ok()) {
+      return s;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckItemIds(absl::Span<const std::string> items) {
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (absl::Status s = CheckId(items[i], "item", i, "item"); !s.ok()) {
+      return s;
+    }
+  }
+  return absl::OkStatus();
+}
+
+std::string JoinCategories(const std::vector<std::string>& categories) {
+  std::string out;
+  std::vector<std::string_view> seen;
+  for (const std::string& c : categories) {
+    if (std::find(seen.begin(), seen.end(), c) != seen.end()) continue;
+    seen.push_back(c);
+    if (!out.empty()) out += '\n';
+    out += c;
+  }
+  return out;
+}
+
+std::vector<std::string> SplitCategories(std::string_view stored) {
+  std::vector<std::string> out;
+  while (!stored.empty()) {
+    const size_t end = std::min(stored.find('\n'), stored.size());
+    if (end > 0) out.emplace_back(stored.substr(0, end));
+    stored.remove_prefix(std::min(end + 1, stored.size()));
+  }
+  return out;
+}
+
 absl::Status CheckRatingRows(absl::Span<const RatingRow> rows) {
   for (size_t i = 0; i < rows.size(); ++i) {
     const RatingRow& r = rows[i];

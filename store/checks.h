@@ -32,6 +32,21 @@ namespace rbmrec::store::internal {
 absl::Status CheckId(std::string_view id, const char* what, size_t index,
                      const char* field);
 
+// An item's categories: at most kMaxItemCategories, each non-empty, at most
+// kMaxCategoryBytes, and passing TextRules::kId as ids do. Errors read
+// "item 3: category 2 is empty".
+absl::Status CheckCategories(const std::vector<std::string>& categories,
+                             size_t index);
+// PutItems' rows: each id as CheckId says ("item 3: ...") and its
+// categories as CheckCategories says.
+absl::Status CheckItemRows(absl::Span<const ItemRow> items);
+// SetItemsHidden's ids, as CheckId says ("item 3: empty item id").
+absl::Status CheckItemIds(absl::Span<const std::string> items);
+// The stored form of categories: repeats dropped, joined by '\n' (which no
+// valid category contains); "" when none. And back.
+std::string JoinCategories(const std::vector<std::string>& categories);
+std::vector<std::string> SplitCategories(std::string_view stored);
+
 // UpsertRatings' rows: both ids as CheckId says, the rating finite. The
 // first bad row's error names it ("row 3: rating is not a finite number").
 absl::Status CheckRatingRows(absl::Span<const RatingRow> rows);

@@ -73,6 +73,13 @@ FROM (SELECT version AS v, metrics::jsonb AS m FROM models
       WHERE metrics IS NOT NULL) AS j
 WHERE models.version = j.v;
 )sql"},
+    // The item catalogue: categories (joined by '\n', JoinCategories in
+    // store/checks.h; NULL: none) and availability.
+    {3, R"sql(
+ALTER TABLE items
+  ADD COLUMN categories TEXT,
+  ADD COLUMN hidden BOOLEAN NOT NULL DEFAULT FALSE;
+)sql"},
 };
 static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) ==
                   kPostgresSchemaVersion,

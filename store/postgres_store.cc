@@ -23,7 +23,6 @@
 
 namespace rbmrec::store {
 
-using internal::CheckId;
 using internal::DoubleArray;
 using internal::IntArray;
 using internal::kActiveModelKey;
@@ -518,9 +517,7 @@ absl::StatusOr<int64_t> PostgresStore::DeleteUser(std::string_view user) {
 
 absl::Status PostgresStore::PutItems(absl::Span<const ItemRow> items) {
   RBMREC_STORE_RETURN_IF_ERROR(CheckWritable());
-  for (size_t i = 0; i < items.size(); ++i) {
-    RBMREC_STORE_RETURN_IF_ERROR(CheckId(items[i].item, "item", i, "item"));
-  }
+  RBMREC_STORE_RETURN_IF_ERROR(internal::CheckItemRows(items));
   if (items.empty()) return absl::OkStatus();
   absl::MutexLock lock(&writer_mu_);
   RBMREC_STORE_ASSIGN_OR_RETURN(PgConn * conn, Writer());
@@ -539,21 +536,27 @@ absl::Status PostgresStore::PutItems(absl::Span<const ItemRow> items) {
   for (const ItemRow& item : items) {
     const std::vector<PgParam> params = {
         PgParam::Text(item.item), PgParam::TextOrNull(item.title),
-        PgParam::TextOrNull(item.attributes_json)};
+        PgParam::TextOrNull(item.attributes_json),
+        PgParam::TextOrNull(internal::JoinCategories(item.categories)),
+        PgParam::Bool(item.hidden)};
     // UPDATE first: an INSERT ... ON CONFLICT would draw (and waste) an
     // index for every existing item.
     RBMREC_STORE_ASSIGN_OR_RETURN(
         PgResult r, conn->Exec("storing items",
-                               "UPDATE items SET title = $2, attributes = $3 "
+                               "UPDATE items SET title = $2, attributes = $3, "
+                               "categories = $4, hidden = $5 "
                                "WHERE ext_id = $1",
                                params));
     if (r.Affected() == 0) {
       RBMREC_STORE_RETURN_IF_ERROR(
           conn->Exec("storing items",
-                     "INSERT INTO items(ext_id, title, attributes) "
-                     "VALUES($1, $2, $3) ON CONFLICT(ext_id) DO UPDATE "
+                     "INSERT INTO items(ext_id, title, attributes, "
+                     "categories, hidden) VALUES($1, $2, $3, $4, $5) "
+                     "ON CONFLICT(ext_id) DO UPDATE "
                      "SET title = EXCLUDED.title, "
-                     "attributes = EXCLUDED.attributes",
+                     "attributes = EXCLUDED.attributes, "
+                     "categories = EXCLUDED.categories, "
+                     "hidden = EXCLUDED.hidden",
                      params)
               .status());
     }
@@ -564,26 +567,35 @@ absl::Status PostgresStore::PutItems(absl::Span<const ItemRow> items) {
   return txn.Commit();
 }
 
-absl::StatusOr<std::vector<std::string>> PostgresStore::GetTitles(
-    absl::Span<const std::string> items) const {
-  std::vector<std::string> titles(items.size());
-  if (items.empty()) return titles;
-  ReaderLease conn(this);
-  RBMREC_STORE_RETURN_IF_ERROR(conn.Acquire());
-  std::vector<std::string_view> ids(items.begin(), items.end());
-  RBMREC_STORE_ASSIGN_OR_RETURN(
-      PgResult r, (*conn).Exec("reading titles",
-                               "SELECT t.n, i.title FROM unnest($1::text[]) "
-                               "WITH ORDINALITY AS t(x, n) "
-                               "JOIN items i ON i.ext_id = t.x",
-                               {PgParam::Text(TextArray(ids))}));
-  for (int i = 0; i < r.rows(); ++i) {
-    const int64_t n = r.Int(i, 0);
-    if (n >= 1 && static_cast<size_t>(n) <= titles.size() && !r.IsNull(i, 1)) {
-      titles[static_cast<size_t>(n - 1)] = std::string(r.Text(i, 1));
+absl::Status PostgresStore::SetItemsHidden(absl::Span<const std::string> items,
+                                           bool hidden) {
+  RBMREC_STORE_RETURN_IF_ERROR(CheckWritable());
+  RBMREC_STORE_RETURN_IF_ERROR(internal::CheckItemIds(items));
+  if (items.empty()) return absl::OkStatus();
+  absl::MutexLock lock(&writer_mu_);
+  RBMREC_STORE_ASSIGN_OR_RETURN(PgConn * conn, Writer());
+  PgTxn txn(*conn);
+  RBMREC_STORE_RETURN_IF_ERROR(txn.Begin());
+  std::vector<ChangeRecord> changes;
+  for (const std::string& item : items) {
+    const std::vector<PgParam> params = {PgParam::Text(item),
+                                         PgParam::Bool(hidden)};
+    RBMREC_STORE_ASSIGN_OR_RETURN(
+        PgResult r,
+        conn->Exec("hiding items",
+                   "UPDATE items SET hidden = $2 WHERE ext_id = $1", params));
+    if (r.Affected() == 0) {
+      RBMREC_STORE_RETURN_IF_ERROR(
+          conn->Exec("hiding items",
+                     "INSERT INTO items(ext_id, hidden) VALUES($1, $2) "
+                     "ON CONFLICT(ext_id) DO UPDATE SET hidden = $2",
+                     params)
+              .status());
     }
+    changes.push_back(ChangeRecord::Make(ChangeRecord::Kind::kItem, "", item));
   }
-  return titles;
+  RBMREC_STORE_RETURN_IF_ERROR(AnnounceChanges(*conn, origin_, changes));
+  return txn.Commit();
 }
 
 // ------------------------------------------------------------------ Reads

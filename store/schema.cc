@@ -121,6 +121,12 @@ INSERT INTO sqlite_sequence(name, seq)
 DROP TABLE models;
 ALTER TABLE models_v3 RENAME TO models;
 )sql"},
+    // The item catalogue: categories (joined by '\n', JoinCategories in
+    // store/checks.h; NULL: none) and availability.
+    {4, R"sql(
+ALTER TABLE items ADD COLUMN categories TEXT;
+ALTER TABLE items ADD COLUMN hidden INTEGER NOT NULL DEFAULT 0;
+)sql"},
 };
 static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) == kSchemaVersion,
               "one migration step per schema version");

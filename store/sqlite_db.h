@@ -16,6 +16,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
@@ -213,6 +214,32 @@ absl::Status CheckpointPassive(Connection& conn);
 // page_count * page_size of the database (logical size, as of the open
 // transaction or the last commit).
 absl::StatusOr<int64_t> DatabasePageBytes(Connection& conn);
+
+// Remembers the ids added to the ext_id -> idx caches during a write
+// transaction and removes them again unless Commit()ted. The string_views
+// point into the caller's arguments, which outlive the call.
+class CacheUndo {
+ public:
+  using Map = absl::flat_hash_map<std::string, int64_t>;
+  explicit CacheUndo(Map* map) : map_(map) {}
+  ~CacheUndo() {
+    if (committed_) return;
+    for (std::string_view id : added_) map_->erase(AbslView(id));
+  }
+  CacheUndo(const CacheUndo&) = delete;
+  CacheUndo& operator=(const CacheUndo&) = delete;
+
+  void Add(std::string_view id, int64_t idx) {
+    map_->emplace(std::string(id), idx);
+    added_.push_back(id);
+  }
+  void Commit() { committed_ = true; }
+
+ private:
+  Map* const map_;
+  std::vector<std::string_view> added_;
+  bool committed_ = false;
+};
 
 }  // namespace rbmrec::store::internal
 

@@ -32,6 +32,7 @@
 namespace rbmrec::store {
 
 using internal::AbslView;
+using internal::CacheUndo;
 using internal::CheckId;
 using internal::ColumnText;
 using internal::Connection;
@@ -46,32 +47,6 @@ absl::Status ReadOnlyError(std::string_view path) {
   return absl::FailedPreconditionError(
       absl::StrFormat("database '%s' was opened read-only", path));
 }
-
-// Remembers the ids added to the ext_id -> idx caches during a write
-// transaction and removes them again unless Commit()ted. The string_views
-// point into the caller's arguments, which outlive the call.
-class CacheUndo {
- public:
-  using Map = absl::flat_hash_map<std::string, int64_t>;
-  explicit CacheUndo(Map* map) : map_(map) {}
-  ~CacheUndo() {
-    if (committed_) return;
-    for (std::string_view id : added_) map_->erase(AbslView(id));
-  }
-  CacheUndo(const CacheUndo&) = delete;
-  CacheUndo& operator=(const CacheUndo&) = delete;
-
-  void Add(std::string_view id, int64_t idx) {
-    map_->emplace(std::string(id), idx);
-    added_.push_back(id);
-  }
-  void Commit() { committed_ = true; }
-
- private:
-  Map* const map_;
-  std::vector<std::string_view> added_;
-  bool committed_ = false;
-};
 
 // An id's idx, and whether the current batch created it.
 struct IdxOf {
@@ -529,74 +504,6 @@ absl::StatusOr<int64_t> SqliteStore::DeleteUser(std::string_view user) {
   RBMREC_STORE_RETURN_IF_ERROR(txn.Commit());
   user_idx_.erase(u);
   return deleted;
-}
-
-absl::Status SqliteStore::PutItems(absl::Span<const ItemRow> items) {
-  RBMREC_STORE_RETURN_IF_ERROR(CheckWritable());
-  for (size_t i = 0; i < items.size(); ++i) {
-    RBMREC_STORE_RETURN_IF_ERROR(CheckId(items[i].item, "item", i, "item"));
-  }
-  if (items.empty()) return absl::OkStatus();
-
-  absl::MutexLock lock(&writer_.mu);
-  Connection& conn = *writer_.conn;
-  for (size_t i = 0; i < items.size(); ++i) {
-    if (items[i].attributes_json.empty()) continue;
-    RBMREC_STORE_ASSIGN_OR_RETURN(
-        bool ok, internal::IsJsonObject(conn, items[i].attributes_json));
-    if (!ok) {
-      return absl::InvalidArgumentError(
-          absl::StrFormat("item %d: attributes_json is not a JSON object", i));
-    }
-  }
-  RBMREC_STORE_ASSIGN_OR_RETURN(
-      sqlite3_stmt * insert,
-      conn.Prepare(
-          "INSERT INTO items(ext_id, title, attributes) VALUES(?1, ?2, ?3)"));
-  RBMREC_STORE_ASSIGN_OR_RETURN(
-      sqlite3_stmt * update,
-      conn.Prepare("UPDATE items SET title=?2, attributes=?3 WHERE idx=?1"));
-  CacheUndo undo(&item_idx_);
-  Txn txn(conn);
-  RBMREC_STORE_RETURN_IF_ERROR(txn.Begin(Txn::kWrite));
-  for (const ItemRow& item : items) {
-    auto it = item_idx_.find(item.item);
-    const bool known = it != item_idx_.end();
-    Stmt s(conn, known ? update : insert);
-    if (known) {
-      s.BindInt(1, it->second);
-    } else {
-      s.BindText(1, item.item);
-    }
-    s.BindTextOrNull(2, item.title);
-    s.BindTextOrNull(3, item.attributes_json);
-    RBMREC_STORE_RETURN_IF_ERROR(s.Run());
-    if (!known) undo.Add(item.item, sqlite3_last_insert_rowid(conn.db()));
-  }
-  RBMREC_STORE_RETURN_IF_ERROR(txn.Commit());
-  undo.Commit();
-  return absl::OkStatus();
-}
-
-absl::StatusOr<std::vector<std::string>> SqliteStore::GetTitles(
-    absl::Span<const std::string> items) const {
-  absl::MutexLock lock(&reader_->mu);
-  Connection& conn = *reader_->conn;
-  RBMREC_STORE_ASSIGN_OR_RETURN(
-      sqlite3_stmt * stmt,
-      conn.Prepare("SELECT title FROM items WHERE ext_id=?1"));
-  Txn txn(conn);
-  RBMREC_STORE_RETURN_IF_ERROR(txn.Begin(Txn::kRead));
-  std::vector<std::string> titles;
-  titles.reserve(items.size());
-  for (const std::string& item : items) {
-    Stmt s(conn, stmt);
-    s.BindText(1, item);
-    RBMREC_STORE_ASSIGN_OR_RETURN(bool row, s.Next());
-    titles.emplace_back(row ? ColumnText(stmt, 0) : std::string_view());
-  }
-  RBMREC_STORE_RETURN_IF_ERROR(txn.Commit());
-  return titles;
 }
 
 absl::StatusOr<std::vector<UserRating>> SqliteStore::GetUserRatings(

@@ -109,6 +109,9 @@ class SqliteStore final : public Store {
       std::string_view user, absl::Span<const std::string> items) override;
   absl::StatusOr<int64_t> DeleteUser(std::string_view user) override;
   absl::Status PutItems(absl::Span<const ItemRow> items) override;
+  absl::Status SetItemsHidden(absl::Span<const std::string> items,
+                              bool hidden) override;
+  absl::StatusOr<std::vector<CatalogueRow>> ReadCatalogue() const override;
   absl::StatusOr<std::vector<std::string>> GetTitles(
       absl::Span<const std::string> items) const override;
   absl::StatusOr<std::vector<UserRating>> GetUserRatings(

@@ -68,7 +68,7 @@ namespace rbmrec::store {
 // The SQLite schema version this build creates and understands (PRAGMA
 // user_version). Older files are migrated at Open. (PostgreSQL has its
 // own: kPostgresSchemaVersion in store/postgres_store.h.)
-inline constexpr int kSchemaVersion = 3;
+inline constexpr int kSchemaVersion = 4;
 
 // Ids (users and items) are at most this many bytes.
 inline constexpr size_t kMaxIdBytes = 256;
@@ -138,6 +138,21 @@ struct ItemRow {
   std::string item;
   std::string title;
   std::string attributes_json;  // a JSON object, or empty
+  // At most kMaxItemCategories, each as CheckCategory (store/checks.h)
+  // says; repeats are stored once, in first-seen order.
+  std::vector<std::string> categories;
+  bool hidden = false;  // never recommended (still predicted by id)
+};
+
+// Limits of an item's categories (PutItems; the server checks the same).
+inline constexpr int kMaxItemCategories = 64;
+inline constexpr size_t kMaxCategoryBytes = 128;
+
+// The catalogue of one item: what Recommend's filters need.
+struct CatalogueRow {
+  std::string item;
+  std::vector<std::string> categories;
+  bool hidden = false;
 };
 
 struct UserRating {
@@ -292,6 +307,17 @@ class Store {
   // long id or attributes_json that is neither empty nor a JSON object;
   // FailedPrecondition if read-only; Unavailable when locked.
   virtual absl::Status PutItems(absl::Span<const ItemRow> items) = 0;
+
+  // Sets `hidden` of these items (creating unknown ones without title) in
+  // one transaction, leaving their other metadata. Thread-safe. Errors:
+  // InvalidArgument "item 3: ..." for an invalid id; FailedPrecondition if
+  // read-only; Unavailable when locked.
+  virtual absl::Status SetItemsHidden(absl::Span<const std::string> items,
+                                      bool hidden) = 0;
+
+  // The items that have categories or are hidden, in idx order, read in
+  // one read transaction. Thread-safe (read connection).
+  virtual absl::StatusOr<std::vector<CatalogueRow>> ReadCatalogue() const = 0;
 
   // Returns the titles of `items`, in the same order: "" for an unknown item
   // or one without a title. Thread-safe (read connection).

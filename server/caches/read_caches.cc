@@ -34,7 +34,10 @@ size_t CacheBytes(const std::string& key,
 }  // namespace internal
 
 ReadCaches::ReadCaches(const store::Store* store, size_t max_bytes)
-    : store_(store), users_(max_bytes), resolved_(max_bytes) {}
+    : store_(store),
+      catalogue_(store),
+      users_(max_bytes),
+      resolved_(max_bytes) {}
 
 absl::StatusOr<ReadCaches::UserRatingsPtr> ReadCaches::UserRatings(
     const std::string& user) {
@@ -98,12 +101,16 @@ void ReadCaches::InvalidateUsers(const std::vector<std::string>& users) {
 }
 
 void ReadCaches::InvalidateTitles(const std::vector<std::string>& items) {
-  absl::MutexLock lock(&mu_);
-  ++titles_gen_;
-  for (const std::string& i : items) titles_.erase(i);
+  {
+    absl::MutexLock lock(&mu_);
+    ++titles_gen_;
+    for (const std::string& i : items) titles_.erase(i);
+  }
+  (void)catalogue_.Reload();  // on error the next CatalogueFor retries
 }
 
 void ReadCaches::InvalidateAll() {
+  (void)catalogue_.Reload();
   absl::MutexLock lock(&mu_);
   ++ratings_gen_;
   ++titles_gen_;

@@ -8,6 +8,8 @@
 //   user-based RBMs' hidden inputs for them), each bounded
 //   to max_bytes of estimated entry sizes (BoundedCache).
 // - Item titles (at most kMaxTitles entries; best effort).
+// - The item catalogue (categories, hidden items) for Recommend's filters
+//   (CatalogueCache, catalogue_cache.h), re-read after item writes.
 // - The default Recommend threshold of the last model asked for
 //   (DefaultThresholdIndex: a pass over every item's histogram, done once
 //   per served model snapshot instead of once per call).
@@ -37,6 +39,7 @@
 #include "core/model.h"
 #include "proto/rbmrec.pb.h"
 #include "server/caches/bounded_cache.h"
+#include "server/caches/catalogue_cache.h"
 #include "store/store.h"
 
 namespace rbmrec::server {
@@ -103,8 +106,15 @@ class ReadCaches {
 
   // After a committed (or failed) write of these users' ratings.
   void InvalidateUsers(const std::vector<std::string>& users);
-  // After a write of these items' metadata.
+  // After a write of these items' metadata: forgets their titles and
+  // re-reads the catalogue (before returning; best effort, see
+  // CatalogueCache::Reload).
   void InvalidateTitles(const std::vector<std::string>& items);
+  // The item catalogue in `model`'s indices (CatalogueCache::For).
+  std::shared_ptr<const Catalogue> CatalogueFor(
+      const std::shared_ptr<const Model>& model) {
+    return catalogue_.For(model);
+  }
   // Forgets everything (e.g. a replica that may have missed other
   // processes' changes).
   void InvalidateAll();
@@ -116,6 +126,7 @@ class ReadCaches {
 
  private:
   const store::Store* const store_;
+  CatalogueCache catalogue_;  // its own lock
   mutable absl::Mutex mu_;
   BoundedCache<UserRatingsPtr, &internal::CacheBytes> users_
       ABSL_GUARDED_BY(mu_);

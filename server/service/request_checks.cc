@@ -43,6 +43,20 @@ std::string IdProblem(const std::string& id, absl::string_view field) {
   return "";
 }
 
+std::string CategoryProblem(const std::string& category,
+                            absl::string_view field) {
+  if (category.empty()) return absl::StrCat(field, " is empty");
+  if (category.size() > store::kMaxCategoryBytes) {
+    return absl::StrCat(field, " is ", category.size(), " bytes long (limit ",
+                        store::kMaxCategoryBytes, ")");
+  }
+  if (const TextFlaw flaw = FirstTextFlaw(category, TextRules::kId);
+      flaw.found()) {
+    return absl::StrCat(field, " contains ", DescribeTextFlaw(flaw));
+  }
+  return "";
+}
+
 std::string TextProblem(absl::string_view text, absl::string_view field) {
   const TextFlaw flaw = FirstTextFlaw(
       std::string_view(text.data(), text.size()), TextRules::kTitle);
@@ -89,6 +103,21 @@ absl::Status CheckItem(const v1::Item& item, int index) {
     }
     if (std::string why = TextProblem(value, field); !why.empty()) {
       return invalid(why);
+    }
+  }
+  if (item.categories_size() > store::kMaxItemCategories) {
+    return WithReason(invalid(absl::StrCat(
+                          "categories has ", item.categories_size(),
+                          " entries (limit ", store::kMaxItemCategories, ")")),
+                      kReasonLimitExceeded);
+  }
+  for (int c = 0; c < item.categories_size(); ++c) {
+    const std::string field = absl::StrCat("categories[", c, "]");
+    if (std::string why = CategoryProblem(item.categories(c), field);
+        !why.empty()) {
+      return item.categories(c).size() > store::kMaxCategoryBytes
+                 ? WithReason(invalid(why), kReasonLimitExceeded)
+                 : invalid(why);
     }
   }
   return absl::OkStatus();

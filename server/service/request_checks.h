@@ -64,12 +64,19 @@ std::string IdProblem(const std::string& id, absl::string_view field);
 // right-to-left and left-to-right words may need them, and they reach no
 // further than their neighbours.
 std::string TextProblem(absl::string_view text, absl::string_view field);
+// "" when `category` (an item's or a Recommend filter's) is valid, else
+// why not, naming `field`: non-empty, at most store::kMaxCategoryBytes, and
+// the characters IdProblem allows ("categories[2] is empty").
+std::string CategoryProblem(const std::string& category,
+                            absl::string_view field);
 // OK when item `index` of a PutItems request may be stored: its item_id as
 // IdProblem says; its title, attribute count, keys and values within the
 // caps above (INVALID_ARGUMENT, reason LIMIT_EXCEEDED: "items[3]: title is
 // 1048576 bytes long (limit 1024)") and as TextProblem says
 // (INVALID_ARGUMENT: "items[3]: title contains the control character
-// U+001B at byte 0").
+// U+001B at byte 0"); at most store::kMaxItemCategories categories, each
+// as CategoryProblem says ("items[3]: categories[2] is empty"; over a size
+// cap with reason LIMIT_EXCEEDED).
 absl::Status CheckItem(const v1::Item& item, int index);
 // "" when `rating` is on `scale` (within RatingScale::Index's tolerance),
 // else why not, the value in its shortest round-trip form ("rating

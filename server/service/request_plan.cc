@@ -20,6 +20,53 @@ absl::Status CheckOptionalUser(const std::string& user_id) {
   return absl::OkStatus();
 }
 
+// The ids of one of Recommend's item lists: at most `limit`, each valid.
+absl::Status CheckIdList(
+    const google::protobuf::RepeatedPtrField<std::string>& ids,
+    const char* field, int limit) {
+  if (ids.size() > limit) {
+    return OverLimit(absl::StrCat("the number of ", field), ids.size(), limit,
+                     "--max-filter-items");
+  }
+  for (int i = 0; i < ids.size(); ++i) {
+    if (std::string why = IdProblem(ids.Get(i), "item_id"); !why.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, "[", i, "]: ", why));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Recommend's filters: list lengths and entries.
+absl::Status CheckFilters(const v1::RecommendRequest& request,
+                          const RequestLimits& limits) {
+  const int categories =
+      request.categories_size() + request.required_categories_size();
+  if (categories > limits.max_categories) {
+    return OverLimit("the number of categories + required_categories",
+                     categories, limits.max_categories, "--max-categories");
+  }
+  for (const auto* list :
+       {&request.categories(), &request.required_categories()}) {
+    const char* field =
+        list == &request.categories() ? "categories" : "required_categories";
+    for (int i = 0; i < list->size(); ++i) {
+      if (std::string why = CategoryProblem(list->Get(i), "category");
+          !why.empty()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(field, "[", i, "]: ", why));
+      }
+    }
+  }
+  if (absl::Status s = CheckIdList(request.exclude_item_ids(),
+                                   "exclude_item_ids", limits.max_filter_items);
+      !s.ok()) {
+    return s;
+  }
+  return CheckIdList(request.candidate_item_ids(), "candidate_item_ids",
+                     limits.max_filter_items);
+}
+
 }  // namespace
 
 absl::Status CheckAdHoc(
@@ -83,6 +130,16 @@ absl::StatusOr<RecommendCheck> CheckRecommend(
     return OverLimit("n", out.n, limits.max_recommend_n, "--max-recommend-n");
   }
   if (out.n == 0) out.n = std::min(10, limits.max_recommend_n);
+  out.offset = request.offset();
+  if (out.offset < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("offset must be >= 0, got ", out.offset));
+  }
+  if (static_cast<int64_t>(out.offset) + out.n > limits.max_recommend_n) {
+    return OverLimit("offset + n", static_cast<int64_t>(out.offset) + out.n,
+                     limits.max_recommend_n, "--max-recommend-n");
+  }
+  if (absl::Status s = CheckFilters(request, limits); !s.ok()) return s;
   absl::StatusOr<PredictMethod> method = ToMethod(request.method());
   if (!method.ok()) return method.status();
   out.method = *method;
@@ -112,6 +169,26 @@ bool SharesPasses(v1::RankBy rank_by) {
          rank_by != v1::PROBABILITY_RATED_AT_LEAST;
 }
 
+FilterSpec ToFilterSpec(const v1::RecommendRequest& request, const Model& model,
+                        const std::vector<int32_t>& rated) {
+  FilterSpec spec;
+  spec.any_categories.assign(request.categories().begin(),
+                             request.categories().end());
+  spec.all_categories.assign(request.required_categories().begin(),
+                             request.required_categories().end());
+  spec.exclude = rated;
+  for (const std::string& id : request.exclude_item_ids()) {
+    spec.exclude.push_back(model.items().Find(id));
+  }
+  spec.use_candidates = request.candidate_item_ids_size() > 0;
+  spec.candidates.reserve(
+      static_cast<size_t>(request.candidate_item_ids_size()));
+  for (const std::string& id : request.candidate_item_ids()) {
+    spec.candidates.push_back(model.items().Find(id));
+  }
+  return spec;
+}
+
 absl::StatusOr<RankPlan> ToRankOptions(
     const v1::RecommendRequest& request, const RecommendCheck& checked,
     const Model& model, int64_t version, int candidates,
@@ -119,7 +196,7 @@ absl::StatusOr<RankPlan> ToRankOptions(
   RankPlan plan;
   RankOptions& ro = plan.options;
   ro.method = checked.method;
-  ro.n = checked.n;
+  ro.n = checked.offset + checked.n;  // the page is the tail
   ro.candidates = candidates;
   plan.rank_by = ResolveRankBy(request, model.HasRatedRbm());
   switch (plan.rank_by) {

@@ -14,10 +14,12 @@
 // RANK_BY_UNSPECIFIED, threshold 0) are resolved here and nowhere else.
 
 #include <cstdint>
+#include <vector>
 
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "core/item_filter.h"
 #include "core/model.h"
 #include "core/rating_scale.h"
 #include "core/recommend.h"
@@ -34,8 +36,14 @@ struct RequestLimits {
   // item_ids per PredictRatings and per DeleteRatings request
   // (--max-predict-items).
   int max_predict_items = 1000;
-  // Largest Recommend n (--max-recommend-n).
+  // Largest Recommend n, and offset + n (--max-recommend-n).
   int max_recommend_n = 1000;
+  // Recommend's exclude_item_ids and candidate_item_ids, each list
+  // (--max-filter-items).
+  int max_filter_items = 10000;
+  // Recommend's categories and required_categories together
+  // (--max-categories).
+  int max_categories = 64;
   // Ad-hoc `ratings` per PredictRatings / Recommend request
   // (--max-adhoc-ratings).
   int max_adhoc_ratings = 10000;
@@ -68,10 +76,15 @@ absl::StatusOr<PredictMethod> CheckPredict(
 
 // A Recommend request checked without a model: n resolved (0 = min(10,
 // max_recommend_n); < 0 INVALID_ARGUMENT; over max_recommend_n
-// LIMIT_EXCEEDED), method and rank_by known, user_id and ad-hoc ratings
-// valid.
+// LIMIT_EXCEEDED), offset >= 0 and offset + n within max_recommend_n
+// (LIMIT_EXCEEDED naming "offset + n"), method and rank_by known, user_id
+// and ad-hoc ratings valid, the filters' lists within max_filter_items /
+// max_categories (LIMIT_EXCEEDED naming the field) and each entry valid
+// (INVALID_ARGUMENT: "exclude_item_ids[2]: item_id is empty",
+// "categories[0]: category is empty").
 struct RecommendCheck {
   int n = 0;
+  int offset = 0;
   PredictMethod method = PredictMethod::kExact;
 };
 absl::StatusOr<RecommendCheck> CheckRecommend(
@@ -99,6 +112,11 @@ struct RankPlan {
 // PROBABILITY_RATED_AT_LEAST (called only when threshold is 0 there).
 // FAILED_PRECONDITION when the ranking needs the rated RBM the model lacks;
 // INVALID_ARGUMENT when the threshold is off the model's scale.
+// The request's filters in `model`'s indices, over `rated` (the user's
+// rated items, excluded too). Unknown ids are ignored.
+FilterSpec ToFilterSpec(const v1::RecommendRequest& request, const Model& model,
+                        const std::vector<int32_t>& rated);
+
 absl::StatusOr<RankPlan> ToRankOptions(
     const v1::RecommendRequest& request, const RecommendCheck& checked,
     const Model& model, int64_t version, int candidates,

@@ -305,8 +305,10 @@ bool RbmrecService::StartRetrain() {
 
 absl::StatusOr<v1::PutItemsResponse> RbmrecService::PutItems(
     const v1::PutItemsRequest& request) {
-  if (request.items_size() > options_.limits.max_batch_rows) {
-    return OverLimit("the number of items", request.items_size(),
+  const int total = request.items_size() + request.hide_item_ids_size() +
+                    request.unhide_item_ids_size();
+  if (total > options_.limits.max_batch_rows) {
+    return OverLimit("the number of items", total,
                      options_.limits.max_batch_rows, "--max-batch");
   }
   std::vector<store::ItemRow> rows;
@@ -315,16 +317,35 @@ absl::StatusOr<v1::PutItemsResponse> RbmrecService::PutItems(
   for (int i = 0; i < request.items_size(); ++i) {
     const v1::Item& item = request.items(i);
     if (absl::Status s = CheckItem(item, i); !s.ok()) return s;
-    rows.push_back(store::ItemRow{item.item_id(), item.title(),
-                                  AttributesJson(item.attributes())});
+    rows.push_back(store::ItemRow{
+        item.item_id(), item.title(), AttributesJson(item.attributes()),
+        std::vector<std::string>(item.categories().begin(),
+                                 item.categories().end()),
+        item.hidden()});
     ids.push_back(item.item_id());
   }
+  const std::vector<std::string> hide(request.hide_item_ids().begin(),
+                                      request.hide_item_ids().end());
+  const std::vector<std::string> unhide(request.unhide_item_ids().begin(),
+                                        request.unhide_item_ids().end());
+  for (const auto* list : {&hide, &unhide}) {
+    const char* field = list == &hide ? "hide_item_ids" : "unhide_item_ids";
+    for (size_t i = 0; i < list->size(); ++i) {
+      if (std::string why = IdProblem((*list)[i], "item_id"); !why.empty()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(field, "[", i, "]: ", why));
+      }
+    }
+  }
   absl::Status stored = store_->PutItems(rows);
+  if (stored.ok()) stored = store_->SetItemsHidden(hide, true);
+  if (stored.ok()) stored = store_->SetItemsHidden(unhide, false);
   NoteStoreStatus(stored);
-  caches_->InvalidateTitles(ids);
+  caches_->InvalidateTitles(ids);  // and re-reads the catalogue
   if (!stored.ok()) return stored;
   v1::PutItemsResponse resp;
-  resp.set_stored(static_cast<int64_t>(rows.size()));
+  resp.set_stored(
+      static_cast<int64_t>(rows.size() + hide.size() + unhide.size()));
   return resp;
 }
 
@@ -468,12 +489,25 @@ absl::StatusOr<v1::RecommendResponse> RbmrecService::Recommend(
   absl::StatusOr<UserView> user =
       caches_->Resolve(served->model, request.user_id(), request.ratings());
   if (!user.ok()) return user.status();
+  // The allowed items: the catalogue (trained, not hidden) and the
+  // request's filters, minus the user's rated items.
+  const std::shared_ptr<const Catalogue> catalogue =
+      caches_->CatalogueFor(served->model);
+  const ItemFilter filter = ItemFilter::Build(
+      *catalogue, ToFilterSpec(request, model, user->rated_items()));
+  ro.filter = &filter;
   // Leased scoring buffers, sized to the model after their first use.
   ScratchPool<ScoringScratch>::Lease scratch = scoring_scratch_.Acquire();
   ro.member_x = user->member_x();  // cached with the user's ratings
-  const std::vector<Ranked> ranked =
-      RankItems(model, user->model_user, user->ratings(), user->rated_items(),
-                ro, scratch.get());
+  std::vector<Ranked> ranked =
+      filter.count() == 0 ? std::vector<Ranked>()
+                          : RankItems(model, user->model_user, user->ratings(),
+                                      user->rated_items(), ro, scratch.get());
+  // The page: ranks offset + 1 .. offset + n.
+  const size_t offset = static_cast<size_t>(checked->offset);
+  ranked.erase(ranked.begin(),
+               ranked.begin() + static_cast<std::ptrdiff_t>(
+                                    std::min(offset, ranked.size())));
   std::vector<std::string> ids;
   ids.reserve(ranked.size());
   for (const Ranked& r : ranked) ids.push_back(model.items().Name(r.item));
@@ -482,6 +516,7 @@ absl::StatusOr<v1::RecommendResponse> RbmrecService::Recommend(
   resp.set_model_version(served->version);
   resp.set_rank_by(plan->rank_by);
   resp.set_threshold(plan->threshold);
+  resp.set_candidates(filter.count());
   for (size_t r = 0; r < ranked.size(); ++r) {
     v1::Recommendation* rec = resp.add_recommendations();
     rec->set_item_id(ids[r]);
@@ -491,7 +526,7 @@ absl::StatusOr<v1::RecommendResponse> RbmrecService::Recommend(
       rec->set_probability_at_least(ranked[r].at_least);
     }
     if (NeedsRatedRbm(ro.by)) rec->set_probability_rated(ranked[r].p_rated);
-    rec->set_rank(static_cast<int32_t>(r + 1));
+    rec->set_rank(static_cast<int32_t>(offset + r + 1));
   }
   return resp;
 }

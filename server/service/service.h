@@ -44,11 +44,15 @@
 //   knows them) get the fallback distribution with fallback=true; only the
 //   user can be NOT_FOUND.
 // - Recommend: candidates are the model's items that have training data
-//   (Model::Trained), minus the items the user rated (stored or ad-hoc).
-//   Every candidate gets a mean-field score (ScoreAllMeanField); the best
-//   max(recommend_candidates, 3n) are scored again with the requested
-//   method, which orders them and gives the answer's numbers
-//   (recommend_candidates = 0 with EXACT: every item exactly).
+//   (Model::Trained), are not hidden and pass the request's filters
+//   (ItemFilter over the cached Catalogue, core/item_filter.h), minus the
+//   items the user rated (stored or ad-hoc). Every candidate gets a
+//   mean-field score (ScoreAllMeanField); the best max(recommend_candidates,
+//   3 (offset + n)) are scored again with the requested method, which
+//   orders them and gives the answer's numbers (recommend_candidates = 0
+//   with EXACT: every item exactly); the page is ranks offset + 1 ..
+//   offset + n. Unknown categories match nothing; unknown ids in the
+//   exclusions and candidates are ignored.
 // - Online updates (server/models/online_updater.h): the histogram deltas of a
 //   write come from the store's UpsertResult::previous (each row's rating
 //   before it, read inside the write's transaction), so concurrent writes

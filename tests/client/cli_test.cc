@@ -152,7 +152,8 @@ TEST(ParseArgsTest, UsageErrorsNameTheArgument) {
   EXPECT_EQ(ParseError({}), "missing command");
   EXPECT_EQ(ParseError({"bogus"}), "unknown command 'bogus'");
   EXPECT_EQ(ParseError({"items", "bogus"}), "unknown command 'items bogus'");
-  EXPECT_EQ(ParseError({"items"}), "'items' needs a subcommand: import");
+  EXPECT_EQ(ParseError({"items"}),
+            "'items' needs a subcommand: import, hide, unhide");
   EXPECT_EQ(ParseError({"import", "f", "--bogus"}),
             "unknown flag --bogus for 'rbmrec import'");
   EXPECT_EQ(ParseError({"import", "f", "-x"}),

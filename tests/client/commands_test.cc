@@ -112,7 +112,10 @@ class FakeRbmrec final : public v1::Rbmrec::Service {
                           "database is locked \x1b[2J");
     }
     for (const auto& item : req->items()) items[item.item_id()] = item;
-    response->set_stored(req->items_size());
+    for (const auto& id : req->hide_item_ids()) items[id].set_hidden(true);
+    for (const auto& id : req->unhide_item_ids()) items[id].set_hidden(false);
+    response->set_stored(req->items_size() + req->hide_item_ids_size() +
+                         req->unhide_item_ids_size());
     return grpc::Status::OK;
   }
 
@@ -195,7 +198,9 @@ class FakeRbmrec final : public v1::Rbmrec::Service {
 
   grpc::Status Recommend(grpc::ServerContext*, const v1::RecommendRequest* req,
                          v1::RecommendResponse* response) override {
+    last_recommend = *req;
     response->set_model_version(7);
+    response->set_candidates(42);
     for (int i = 0; i < req->n(); ++i) {
       v1::Recommendation* r = response->add_recommendations();
       r->set_rank(i + 1);
@@ -322,6 +327,7 @@ class FakeRbmrec final : public v1::Rbmrec::Service {
   std::map<std::string, v1::Item> items;
   int put_items_calls = 0;
   int put_items_fail_at_call = 0;  // > 0: that PutItems call fails
+  v1::RecommendRequest last_recommend;
   std::vector<v1::PredictRatingsRequest> predict_requests;
   bool fail_training = false;
   std::string fail_message = "disk full";  // of a FAILED training job
@@ -488,7 +494,55 @@ TEST_F(CommandsTest, ItemsImport) {
   ASSERT_EQ(service_.items.size(), 3u);
   EXPECT_EQ(service_.items.at("2").title(), "Jumanji (1995)");
   EXPECT_EQ(service_.items.at("3").attributes().at("genres"), "Action");
+  EXPECT_THAT(service_.items.at("1").categories(),
+              ElementsAre("Animation", "Children's", "Comedy"));
   EXPECT_THAT(out_.str(), HasSubstr("stored 3 items"));
+}
+
+// u.item's 19 genre flags become genre names (the ML-100k list).
+TEST_F(CommandsTest, ItemsImportReadsUItemGenreFlagsAsCategories) {
+  const std::string file = WriteFile(
+      "u.item",
+      "1|Toy Story (1995)|01-Jan-1995||http://x|0|0|0|1|1|1|0|0|0|0|0|0|0|0|"
+      "0|0|0|0|0\n"
+      "2|GoldenEye (1995)|01-Jan-1995||http://x|0|1|1|0|0|0|0|0|0|0|0|0|0|0|"
+      "0|0|1|0|0\n");
+  EXPECT_EQ(Run({"items", "import", file}), kExitOk) << err_.str();
+  ASSERT_EQ(service_.items.size(), 2u);
+  EXPECT_THAT(service_.items.at("1").categories(),
+              ElementsAre("Animation", "Children's", "Comedy"));
+  EXPECT_THAT(service_.items.at("2").categories(),
+              ElementsAre("Action", "Adventure", "Thriller"));
+  EXPECT_FALSE(service_.items.at("2").hidden());
+}
+
+TEST_F(CommandsTest, ItemsHideAndUnhide) {
+  EXPECT_EQ(Run({"items", "hide", "50", "181"}), kExitOk) << err_.str();
+  EXPECT_TRUE(service_.items.at("50").hidden());
+  EXPECT_TRUE(service_.items.at("181").hidden());
+  EXPECT_THAT(out_.str(), HasSubstr("hid 2 items"));
+  EXPECT_EQ(Run({"items", "unhide", "50"}), kExitOk) << err_.str();
+  EXPECT_FALSE(service_.items.at("50").hidden());
+}
+
+TEST_F(CommandsTest, RecommendFiltersAndPage) {
+  const std::string file = WriteFile("pool.txt", "10\n11, 12\n");
+  EXPECT_EQ(Run({"recommend", "1", "-n", "3", "--category", "Comedy",
+                 "--category", "Drama", "--all-categories", "Crime,Film-Noir",
+                 "--exclude", "5,6", "--candidates", file, "--offset", "20"}),
+            kExitOk)
+      << err_.str();
+  const v1::RecommendRequest& r = service_.last_recommend;
+  EXPECT_THAT(r.categories(), ElementsAre("Comedy", "Drama"));
+  EXPECT_THAT(r.required_categories(), ElementsAre("Crime", "Film-Noir"));
+  EXPECT_THAT(r.exclude_item_ids(), ElementsAre("5", "6"));
+  EXPECT_THAT(r.candidate_item_ids(), ElementsAre("10", "11", "12"));
+  EXPECT_EQ(r.offset(), 20);
+  EXPECT_THAT(out_.str(), HasSubstr("model v7, 42 candidates\n"));
+  EXPECT_EQ(Run({"recommend", "1", "--candidates", "7,8"}), kExitOk);
+  EXPECT_THAT(service_.last_recommend.candidate_item_ids(),
+              ElementsAre("7", "8"));
+  EXPECT_EQ(Run({"recommend", "1", "--offset", "-1"}), kExitUsage);
 }
 
 TEST_F(CommandsTest, ItemsImportFailureSaysWhatIsStored) {

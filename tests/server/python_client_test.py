@@ -169,6 +169,13 @@ def run_pass(args, tmp, tls):
                 batches.append(batch)
             added = stub.AddRatings(iter(batches), timeout=30)
             assert added.rejected == 0 and added.batches == 40, added
+            # The catalogue: even items are "even", every item "all".
+            items = pb.PutItemsRequest(items=[
+                pb.Item(item_id=f"m{i}", title=f"Movie {i}",
+                        categories=(["even", "all"] if i % 2 == 0
+                                    else ["all"]))
+                for i in range(30)])
+            assert stub.PutItems(items, timeout=5).stored == 30
             final = None
             for p in stub.Train(pb.TrainRequest(), timeout=120):
                 final = p
@@ -199,6 +206,20 @@ def run_pass(args, tmp, tls):
         assert all(s.item_id != "m0" for s in sim.items), sim
         assert [s.rank for s in sim.items] == list(range(1, len(sim.items) + 1))
         print(f"[{name}] similar to m0: {[s.item_id for s in sim.items]}")
+        if proc is not None:
+            # One filtered, paged Recommend: only "even" items, never m4.
+            rec = stub.Recommend(pb.RecommendRequest(
+                user_id="py0", n=3, offset=1, categories=["even"],
+                required_categories=["all"], exclude_item_ids=["m4"]),
+                timeout=5)
+            assert rec.candidates > 3, rec
+            assert len(rec.recommendations) == 3, rec
+            for r in rec.recommendations:
+                assert int(r.item_id[1:]) % 2 == 0 and r.item_id != "m4", r
+            assert [r.rank for r in rec.recommendations] == [2, 3, 4], rec
+            print(f"[{name}] filtered recommend py0: "
+                  f"{[r.item_id for r in rec.recommendations]} of "
+                  f"{rec.candidates} candidates")
 
         try:
             stub.PredictRatings(pb.PredictRatingsRequest(

@@ -267,6 +267,42 @@ TEST(SchemaTest, MigratesTheMetricsOfAVersion2FileIntoColumns) {
   EXPECT_EQ(models[0].metrics_json, "");
 }
 
+TEST(SchemaTest, MigratesAVersion3FileToTheItemCatalogue) {
+  ScratchDir dir;
+  const std::string path = dir.File("v3.db");
+  { ASSERT_OK(Store::Open(path).status()); }
+  {
+    RawDb raw(path);
+    ASSERT_EQ(raw.Exec("ALTER TABLE items DROP COLUMN categories;"
+                       "ALTER TABLE items DROP COLUMN hidden;"
+                       "INSERT INTO items(ext_id, title) VALUES('x','The X'),"
+                       "('y',NULL);"
+                       "PRAGMA user_version = 3;"),
+              SQLITE_OK);
+  }
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Store> store, Store::Open(path));
+  {
+    RawDb raw(path);
+    EXPECT_EQ(raw.QueryInt("PRAGMA user_version"), kSchemaVersion);
+    EXPECT_EQ(raw.QueryText("SELECT group_concat(name, ',') FROM "
+                            "pragma_table_info('items')"),
+              "idx,ext_id,title,attributes,categories,hidden");
+  }
+  ASSERT_OK_AND_ASSIGN(std::vector<CatalogueRow> cat, store->ReadCatalogue());
+  EXPECT_TRUE(cat.empty());
+  const std::vector<ItemRow> items = {{"y", "Y", "", {"Drama"}, true}};
+  ASSERT_OK(store->PutItems(items));
+  ASSERT_OK_AND_ASSIGN(cat, store->ReadCatalogue());
+  ASSERT_EQ(cat.size(), 1u);
+  EXPECT_EQ(cat[0].item, "y");
+  EXPECT_THAT(cat[0].categories, ElementsAre("Drama"));
+  EXPECT_TRUE(cat[0].hidden);
+  const std::vector<std::string> query = {"x"};
+  ASSERT_OK_AND_ASSIGN(std::vector<std::string> titles,
+                       store->GetTitles(query));
+  EXPECT_THAT(titles, ElementsAre("The X"));
+}
+
 // The one-time VACUUM that converts an existing file to incremental vacuum:
 // its time on a file with 64 MiB of model blobs (printed; the bound is loose).
 TEST(SchemaTest, ConvertingAVersion1FileTakesTimeProportionalToItsSize) {

@@ -353,9 +353,9 @@ TEST_P(StoreTest, ItemsAndTitles) {
   const std::vector<RatingRow> rows = {R("u", "rated", 1)};
   ASSERT_TRUE(store_->UpsertRatings(rows).ok());
   const std::vector<ItemRow> items = {
-      {"rated", "Rated Movie", R"({"year": 1999})"},
-      {"fresh", "Fresh Movie", ""},
-      {"untitled", "", ""}};
+      {"rated", "Rated Movie", R"({"year": 1999})", {}, false},
+      {"fresh", "Fresh Movie", "", {}, false},
+      {"untitled", "", "", {}, false}};
   ASSERT_OK(store_->PutItems(items));
 
   const std::vector<std::string> query = {"fresh", "nope", "rated", "untitled"};
@@ -364,7 +364,7 @@ TEST_P(StoreTest, ItemsAndTitles) {
   EXPECT_THAT(titles, ElementsAre("Fresh Movie", "", "Rated Movie", ""));
 
   // Update keeps the item's index; the snapshot lists items in idx order.
-  const std::vector<ItemRow> update = {{"rated", "Renamed", ""}};
+  const std::vector<ItemRow> update = {{"rated", "Renamed", "", {}, false}};
   ASSERT_OK(store_->PutItems(update));
   ASSERT_OK_AND_ASSIGN(titles, store_->GetTitles(query));
   EXPECT_EQ(titles[2], "Renamed");
@@ -380,18 +380,79 @@ TEST_P(StoreTest, ItemsAndTitles) {
 }
 
 TEST_P(StoreTest, PutItemsValidatesAndIsAtomic) {
-  const std::vector<ItemRow> bad_json = {{"a", "A", ""}, {"b", "B", "[1, 2]"}};
+  const std::vector<ItemRow> bad_json = {{"a", "A", "", {}, false},
+                                         {"b", "B", "[1, 2]", {}, false}};
   absl::Status s = store_->PutItems(bad_json);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(s.message(), "item 1: attributes_json is not a JSON object");
-  const std::vector<ItemRow> malformed = {{"a", "A", "{oops"}};
+  const std::vector<ItemRow> malformed = {{"a", "A", "{oops", {}, false}};
   EXPECT_EQ(store_->PutItems(malformed).code(),
             absl::StatusCode::kInvalidArgument);
-  const std::vector<ItemRow> empty_id = {{"a", "A", ""}, {"", "B", ""}};
+  const std::vector<ItemRow> empty_id = {{"a", "A", "", {}, false},
+                                         {"", "B", "", {}, false}};
   s = store_->PutItems(empty_id);
   EXPECT_EQ(s.message(), "item 1: empty item id");
   ASSERT_OK_AND_ASSIGN(Stats stats, store_->GetStats());
   EXPECT_EQ(stats.items, 0);
+}
+
+// The catalogue (categories, hidden) round-trips; SetItemsHidden changes
+// only availability and creates unknown items.
+TEST_P(StoreTest, ItemCatalogueRoundTrips) {
+  std::vector<ItemRow> items = {
+      {"a", "A", "", {"Comedy", "Drama", "Comedy"}, false},
+      {"b", "B", "", {}, true},
+      {"c", "C", "", {}, false}};
+  ASSERT_OK(store_->PutItems(items));
+  ASSERT_OK_AND_ASSIGN(std::vector<CatalogueRow> cat, store_->ReadCatalogue());
+  ASSERT_EQ(cat.size(), 2u);  // c has neither
+  EXPECT_EQ(cat[0].item, "a");
+  EXPECT_THAT(cat[0].categories, ElementsAre("Comedy", "Drama"));
+  EXPECT_FALSE(cat[0].hidden);
+  EXPECT_EQ(cat[1].item, "b");
+  EXPECT_TRUE(cat[1].categories.empty());
+  EXPECT_TRUE(cat[1].hidden);
+
+  const std::vector<std::string> hide = {"c", "new"};
+  ASSERT_OK(store_->SetItemsHidden(hide, true));
+  const std::vector<std::string> show = {"b"};
+  ASSERT_OK(store_->SetItemsHidden(show, false));
+  ASSERT_OK_AND_ASSIGN(cat, store_->ReadCatalogue());
+  ASSERT_EQ(cat.size(), 3u);
+  EXPECT_EQ(cat[0].item, "a");
+  EXPECT_EQ(cat[1].item, "c");
+  EXPECT_TRUE(cat[1].hidden);
+  EXPECT_EQ(cat[2].item, "new");
+  EXPECT_TRUE(cat[2].hidden);
+  const std::vector<std::string> query = {"c", "new"};
+  ASSERT_OK_AND_ASSIGN(std::vector<std::string> titles,
+                       store_->GetTitles(query));
+  EXPECT_THAT(titles, ElementsAre("C", ""));  // hiding keeps the title
+
+  // A later PutItems replaces the categories and availability.
+  items = {{"a", "A", "", {}, false}, {"c", "C", "", {"Horror"}, false}};
+  ASSERT_OK(store_->PutItems(items));
+  ASSERT_OK_AND_ASSIGN(cat, store_->ReadCatalogue());
+  ASSERT_EQ(cat.size(), 2u);
+  EXPECT_EQ(cat[0].item, "c");
+  EXPECT_THAT(cat[0].categories, ElementsAre("Horror"));
+  EXPECT_FALSE(cat[0].hidden);
+  EXPECT_EQ(cat[1].item, "new");
+
+  // Invalid categories name the item and the category; nothing is stored.
+  items = {{"d", "D", "", {"ok"}, false}, {"e", "E", "", {"x", ""}, false}};
+  absl::Status s = store_->PutItems(items);
+  EXPECT_EQ(s.message(), "item 1: category 1 is empty");
+  items = {{"d", "D", "", {"bad\x1b"}, false}};
+  s = store_->PutItems(items);
+  EXPECT_THAT(s.message(), HasSubstr("item 0: category 0 contains"));
+  items = {{"d", "D", "", std::vector<std::string>(65, "c"), false}};
+  EXPECT_EQ(store_->PutItems(items).code(), absl::StatusCode::kInvalidArgument);
+  const std::vector<std::string> bad = {""};
+  EXPECT_EQ(store_->SetItemsHidden(bad, true).message(),
+            "item 0: empty item id");
+  ASSERT_OK_AND_ASSIGN(Stats stats, store_->GetStats());
+  EXPECT_EQ(stats.items, 4);
 }
 
 TEST_P(StoreTest, UserRatingsSortedByItemIndex) {
@@ -836,7 +897,7 @@ TEST_F(StoreFileTest, ReopenKeepsDataAndIndices) {
                                          R("c", "x", 3)};
     ASSERT_TRUE(store->UpsertRatings(rows).ok());
     ASSERT_TRUE(store->DeleteUser("b").ok());
-    const std::vector<ItemRow> items = {{"x", "Ex", ""}};
+    const std::vector<ItemRow> items = {{"x", "Ex", "", {}, false}};
     ASSERT_OK(store->PutItems(items));
     ModelInfo meta;
     meta.kind = "rbm";
@@ -1692,7 +1753,7 @@ TEST_F(PostgresStoreTest, ReadOnlyReadsAndRefusesWrites) {
   ASSERT_EQ(u.size(), 1u);
   EXPECT_EQ(store->UpsertRatings({R("u", "b", 1)}).status().code(),
             absl::StatusCode::kFailedPrecondition);
-  EXPECT_EQ(store->PutItems({ItemRow{"x", "X", ""}}).code(),
+  EXPECT_EQ(store->PutItems({ItemRow{"x", "X", "", {}, false}}).code(),
             absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(store->InsertModel(ModelInfo{}, "blob", true).status().code(),
             absl::StatusCode::kFailedPrecondition);
@@ -1720,6 +1781,7 @@ TEST_F(PostgresStoreTest, MigratesTheMetricsOfAVersion1DatabaseIntoColumns) {
     ASSERT_EQ(raw.Exec(R"sql(
 ALTER TABLE models DROP COLUMN validation_rmse, DROP COLUMN epochs,
   DROP COLUMN train_seconds;
+ALTER TABLE items DROP COLUMN categories, DROP COLUMN hidden;
 UPDATE schema_version SET version = 1;
 INSERT INTO models(created_unix_ms, kind, n_users, n_items, n_ratings,
                    metrics, size_bytes, pinned, model) VALUES
@@ -1765,6 +1827,37 @@ INSERT INTO meta VALUES('active_model_version', '1');
   ASSERT_OK_AND_ASSIGN(store, Store::Open(uri_));
   ASSERT_OK_AND_ASSIGN(models, store->ListModels());
   EXPECT_EQ(models[4].epochs, 12);
+}
+
+TEST_F(PostgresStoreTest, MigratesAVersion2DatabaseToTheItemCatalogue) {
+  { ASSERT_OK(Store::Open(uri_).status()); }
+  {
+    RawPg raw(uri_);
+    ASSERT_TRUE(raw.ok());
+    ASSERT_EQ(raw.Exec(R"sql(
+ALTER TABLE items DROP COLUMN categories, DROP COLUMN hidden;
+UPDATE schema_version SET version = 2;
+INSERT INTO items(ext_id, title) VALUES('x', 'The X'), ('y', NULL);
+)sql"),
+              "");
+  }
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Store> store, Store::Open(uri_));
+  ASSERT_OK_AND_ASSIGN(std::vector<CatalogueRow> cat, store->ReadCatalogue());
+  EXPECT_TRUE(cat.empty());  // no categories, none hidden
+  const std::vector<std::string> query = {"x"};
+  ASSERT_OK_AND_ASSIGN(std::vector<std::string> titles,
+                       store->GetTitles(query));
+  EXPECT_THAT(titles, ElementsAre("The X"));
+  const std::vector<ItemRow> items = {{"y", "Y", "", {"Drama"}, true}};
+  ASSERT_OK(store->PutItems(items));
+  ASSERT_OK_AND_ASSIGN(cat, store->ReadCatalogue());
+  ASSERT_EQ(cat.size(), 1u);
+  EXPECT_THAT(cat[0].categories, ElementsAre("Drama"));
+  EXPECT_TRUE(cat[0].hidden);
+  // Migrated: a read-only open (which never migrates) now succeeds.
+  StoreOptions ro;
+  ro.read_only = true;
+  EXPECT_TRUE(Store::Open(uri_, ro).ok());
 }
 
 TEST_F(PostgresStoreTest, ConcurrentOpensOfANewDatabaseCreateTheSchemaOnce) {
@@ -1879,7 +1972,7 @@ TEST_F(PostgresStoreTest, SharedStoresSeeEachOthersWritesAndDeletes) {
   ASSERT_EQ(u1.size(), 1u);
   EXPECT_EQ(u1[0].item, "i2");
   // Items from the other store: PutItems updates in place, no new index.
-  ASSERT_OK(b->PutItems({ItemRow{"i1", "One", ""}}));
+  ASSERT_OK(b->PutItems({ItemRow{"i1", "One", "", {}, false}}));
   ASSERT_OK_AND_ASSIGN(Stats stats, a->GetStats());
   EXPECT_EQ(stats.items, 3);
   ASSERT_OK_AND_ASSIGN(std::vector<std::string> titles, a->GetTitles({"i1"}));
@@ -1929,7 +2022,7 @@ TEST_F(PostgresStoreTest, ChangeFeedDeliversOtherStoresCommittedChanges) {
   ASSERT_OK(a->UpsertRatings({R("u", "i1", 4), R("u", "i2", 5)}).status());
   ASSERT_OK(a->UpsertRatings({R("u", "i1", 2)}).status());
   ASSERT_OK(a->DeleteRatings("u", {"i2"}).status());
-  ASSERT_OK(a->PutItems({ItemRow{"i9", "Nine", ""}}));
+  ASSERT_OK(a->PutItems({ItemRow{"i9", "Nine", "", {}, false}}));
   // A failed (rolled back) write announces nothing.
   EXPECT_FALSE(a->UpsertRatings({R("v", "i1", 3), R("", "i1", 3)}).ok());
   ASSERT_OK(a->DeleteUser("u").status());

@@ -134,10 +134,10 @@ TEST_F(ReadCachesTest, HiddenInputsFollowWritesAndModels) {
 }
 
 TEST_F(ReadCachesTest, TitlesFollowInvalidation) {
-  ASSERT_TRUE(store_->PutItems({{"a", "Alpha", ""}}).ok());
+  ASSERT_TRUE(store_->PutItems({{"a", "Alpha", "", {}, false}}).ok());
   EXPECT_EQ(caches_->Titles({"a", "zz"}),
             (std::vector<std::string>{"Alpha", ""}));
-  ASSERT_TRUE(store_->PutItems({{"a", "Beta", ""}}).ok());
+  ASSERT_TRUE(store_->PutItems({{"a", "Beta", "", {}, false}}).ok());
   EXPECT_EQ(caches_->Titles({"a"})[0], "Alpha");
   caches_->InvalidateTitles({"a"});
   EXPECT_EQ(caches_->Titles({"a"})[0], "Beta");

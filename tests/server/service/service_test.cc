@@ -680,7 +680,9 @@ TEST_F(ServiceTest, AnonymousUserWithAdHocRatings) {
 TEST_F(ServiceTest, RecommendExcludesRatedItemsAndIsSorted) {
   LoadSynthetic();
   const int64_t version = TrainOk();
-  ASSERT_TRUE(store_->PutItems({store::ItemRow{"i3", "Item Three", ""}}).ok());
+  ASSERT_TRUE(
+      store_->PutItems({store::ItemRow{"i3", "Item Three", "", {}, false}})
+          .ok());
   for (v1::RankBy rank :
        {v1::EXPECTED_RATING, v1::PROBABILITY_AT_LEAST, v1::PROBABILITY_RATED,
         v1::PROBABILITY_RATED_AT_LEAST}) {

@@ -1,0 +1,186 @@
+// The item catalogue and filters (core/item_filter.h), and Recommend's
+// ranking over a filter (core/recommend.h): the exact top n of the allowed
+// items, equal to a brute-force filter over a full ranking.
+
+#include "core/item_filter.h"
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "core/fit.h"
+#include "core/recommend.h"
+#include "gtest/gtest.h"
+#include "tests/core/synthetic.h"
+
+namespace rbmrec {
+namespace {
+
+Model Trained() {
+  auto s = testing_data::PlantedRatings(80, 40, 2, 0.4, 12);
+  TrainOptions o;
+  o.hidden = 8;
+  o.max_epochs = 8;
+  o.threads = 1;
+  o.rated_hidden = 6;
+  auto m = FitModel(s.train, o);
+  EXPECT_TRUE(m.ok()) << m.status();
+  return *std::move(m);
+}
+
+// Item i gets category "mod3-<i % 3>" and, for even i, "even"; every 7th
+// item is hidden.
+std::vector<CatalogueEntry> Entries(const Model& m) {
+  std::vector<CatalogueEntry> out;
+  for (int32_t i = 0; i < m.num_items(); ++i) {
+    CatalogueEntry e;
+    e.item = m.items().Name(i);
+    e.categories.push_back("mod3-" + std::to_string(i % 3));
+    if (i % 2 == 0) e.categories.push_back("even");
+    e.hidden = i % 7 == 0;
+    out.push_back(e);
+  }
+  out.push_back({"not-in-the-model", {"even"}, false});
+  return out;
+}
+
+UserRatings SomeRatings() {
+  UserRatings r;
+  for (int32_t i = 1; i < 12; i += 2) {
+    r.items.push_back(i);
+    r.ks.push_back(static_cast<uint8_t>(i % 4 == 1 ? 4 : 1));
+  }
+  return r;
+}
+
+std::vector<int32_t> Items(const std::vector<Ranked>& ranked) {
+  std::vector<int32_t> out;
+  for (const Ranked& r : ranked) out.push_back(r.item);
+  return out;
+}
+
+TEST(ItemBitset, SetTestCountAndOr) {
+  ItemBitset a(70, true);
+  EXPECT_EQ(a.Count(), 70);
+  EXPECT_FALSE(a.Test(70));
+  EXPECT_FALSE(a.Test(-1));
+  ItemBitset b(70);
+  b.Set(3);
+  b.Set(69);
+  EXPECT_EQ(b.Count(), 2);
+  a.And(b);
+  EXPECT_TRUE(a.Test(69));
+  EXPECT_FALSE(a.Test(4));
+  a.Reset(69);
+  EXPECT_EQ(a.Count(), 1);
+}
+
+TEST(ItemFilter, CategoriesHiddenCandidatesAndExclusions) {
+  const Model m = Trained();
+  const Catalogue cat(m, Entries(m));
+  FilterSpec spec;
+  spec.any_categories = {"mod3-0", "mod3-1"};
+  spec.all_categories = {"even"};
+  spec.exclude = {2, -5, 100000};
+  ItemFilter f = ItemFilter::Build(cat, spec);
+  int64_t want = 0;
+  for (int32_t i = 0; i < m.num_items(); ++i) {
+    const bool ok =
+        m.Trained(i) && i % 7 != 0 && i % 3 != 2 && i % 2 == 0 && i != 2;
+    EXPECT_EQ(f.Allowed(i), ok) << i;
+    want += ok;
+  }
+  EXPECT_EQ(f.count(), want);
+  EXPECT_GT(want, 3);
+
+  spec = FilterSpec();
+  spec.use_candidates = true;
+  spec.candidates = {4, 5, 7, -1};  // 7 is hidden
+  f = ItemFilter::Build(cat, spec);
+  EXPECT_EQ(f.count(), 2);
+  EXPECT_TRUE(f.Allowed(4) && f.Allowed(5));
+
+  spec = FilterSpec();
+  spec.all_categories = {"even", "no-such-category"};
+  EXPECT_EQ(ItemFilter::Build(cat, spec).count(), 0);
+  spec = FilterSpec();
+  spec.any_categories = {"no-such-category"};
+  EXPECT_EQ(ItemFilter::Build(cat, spec).count(), 0);
+}
+
+// Every ranking over a filter, the exact path (candidates 0): the top n of
+// the allowed items equals the full unfiltered ranking with the disallowed
+// items struck out, cut to n.
+TEST(ItemFilter, FilteredRankingIsTheBruteForceFilterOfTheFullRanking) {
+  const Model m = Trained();
+  ASSERT_TRUE(m.HasRatedRbm());
+  const Catalogue cat(m, Entries(m));
+  const UserRatings r = SomeRatings();
+  const int32_t user = m.users().Find("u0");
+  FilterSpec spec;
+  spec.any_categories = {"mod3-0", "mod3-2"};
+  spec.exclude = r.items;
+  spec.exclude.push_back(6);
+  const ItemFilter f = ItemFilter::Build(cat, spec);
+  ASSERT_GT(f.count(), 8);
+  ScoringScratch scratch;
+  for (RankBy by : {RankBy::kExpected, RankBy::kAtLeast, RankBy::kRated,
+                    RankBy::kRatedAtLeast}) {
+    RankOptions ro;
+    ro.by = by;
+    ro.k0 = DefaultThresholdIndex(m);
+    ro.method = PredictMethod::kExact;
+    ro.candidates = 0;
+    ro.n = m.num_items();
+    const std::vector<Ranked> full =
+        RankItems(m, user, r.view(), r.items, ro, &scratch);
+    std::vector<int32_t> want;
+    for (const Ranked& x : full) {
+      if (f.Allowed(x.item) && want.size() < 7) want.push_back(x.item);
+    }
+    ro.n = 7;
+    ro.filter = &f;
+    const std::vector<Ranked> got =
+        RankItems(m, user, r.view(), r.items, ro, &scratch);
+    EXPECT_EQ(Items(got), want) << "ranking " << static_cast<int>(by);
+  }
+}
+
+// The mean-field prefilter path: only allowed items come back, and a
+// narrow filter still fills n when n items are allowed.
+TEST(ItemFilter, PrefilterPathReturnsOnlyAllowedItemsAndFillsN) {
+  const Model m = Trained();
+  const Catalogue cat(m, Entries(m));
+  const UserRatings r = SomeRatings();
+  const int32_t user = m.users().Find("u0");
+  FilterSpec spec;
+  spec.use_candidates = true;
+  spec.candidates = {38, 20, 22, 26, 39};  // 0 mod 7 would be hidden
+  spec.exclude = r.items;
+  const ItemFilter f = ItemFilter::Build(cat, spec);
+  int64_t allowed_trained = 0;
+  for (const int32_t i : spec.candidates) allowed_trained += m.Trained(i);
+  ASSERT_EQ(f.count(), allowed_trained);
+  ASSERT_GE(f.count(), 4);
+  ScoringScratch scratch;
+  for (RankBy by : {RankBy::kExpected, RankBy::kAtLeast, RankBy::kRated,
+                    RankBy::kRatedAtLeast}) {
+    for (PredictMethod method :
+         {PredictMethod::kExact, PredictMethod::kMeanField}) {
+      RankOptions ro;
+      ro.by = by;
+      ro.k0 = DefaultThresholdIndex(m);
+      ro.method = method;
+      ro.candidates = 3;
+      ro.n = static_cast<int>(f.count());
+      ro.filter = &f;
+      const std::vector<Ranked> got =
+          RankItems(m, user, r.view(), r.items, ro, &scratch);
+      EXPECT_EQ(static_cast<int64_t>(got.size()), f.count());
+      for (const Ranked& x : got) EXPECT_TRUE(f.Allowed(x.item)) << x.item;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace rbmrec
