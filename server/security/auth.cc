@@ -38,13 +38,14 @@ struct MethodRole {
   Role role;
 };
 constexpr MethodRole kMethodRoles[] = {
-    {"PredictRatings", Role::kRead}, {"Recommend", Role::kRead},
-    {"GetStats", Role::kRead},       {"ListModels", Role::kRead},
-    {"AddRatings", Role::kWrite},    {"DeleteRatings", Role::kWrite},
-    {"DeleteUser", Role::kWrite},    {"PutItems", Role::kWrite},
-    {"Train", Role::kAdmin},         {"CancelTraining", Role::kAdmin},
-    {"ActivateModel", Role::kAdmin}, {"DeleteModel", Role::kAdmin},
-    {"PinModel", Role::kAdmin},      {"PruneModels", Role::kAdmin},
+    {"PredictRatings", Role::kRead},  {"Recommend", Role::kRead},
+    {"RecommendAll", Role::kRead},    {"GetStats", Role::kRead},
+    {"ListModels", Role::kRead},      {"AddRatings", Role::kWrite},
+    {"DeleteRatings", Role::kWrite},  {"DeleteUser", Role::kWrite},
+    {"PutItems", Role::kWrite},       {"Train", Role::kAdmin},
+    {"CancelTraining", Role::kAdmin}, {"ActivateModel", Role::kAdmin},
+    {"DeleteModel", Role::kAdmin},    {"PinModel", Role::kAdmin},
+    {"PruneModels", Role::kAdmin},
 };
 
 bool ParseDigest(absl::string_view text, Sha256Digest* out) {

@@ -17,6 +17,7 @@ absl::Status CheckServiceOptions(const ServiceOptions& options) {
         positive("limits.max_predict_items", limits.max_predict_items),
         positive("limits.max_recommend_n", limits.max_recommend_n),
         positive("limits.max_adhoc_ratings", limits.max_adhoc_ratings),
+        positive("limits.max_bulk_users", limits.max_bulk_users),
         positive("training.max_model_bytes",
                  static_cast<double>(options.training.max_model_bytes)),
         positive("online.learning_rate", options.online.learning_rate),
