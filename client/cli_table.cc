@@ -98,6 +98,59 @@ void AddImportCommands(std::vector<CommandSpec>& c) {
       RunItemsImport});
 }
 
+// recommend, also for every user (--all-users).
+void AddRecommendCommand(std::vector<CommandSpec>& c) {
+  c.push_back(CommandSpec{
+      {"recommend"},
+      "USER",
+      0,
+      1,
+      "the top N items a user has not rated",
+      "Ranks the items the user has not rated. By default (the server's "
+      "choice) by how likely the user is to rate an item and rate it at "
+      "least the threshold (--by rated-prob, models with the rated RBM), "
+      "else by expected rating. USER '-' is an anonymous user described "
+      "only by --rate. A user without ratings gets the cold-start fallback "
+      "(the model's answer for an empty user), marked as such. With "
+      "--all-users (no USER): every stored user's list (or --users FILE's), "
+      "streamed by the server into --out FILE, one write of whole lines "
+      "per batch of users; --resume continues after the last complete user "
+      "in FILE.",
+      {Value("n", "N", "number of items (default 10)", 'n'),
+       Value("by", "expected|prob|rated|rated-prob",
+             "rank by expected rating, P(rating >= threshold), P(rated) or "
+             "P(rated) x P(rating >= threshold) (default: the server's, "
+             "rated-prob when the model has it)"),
+       Value("threshold", "X",
+             "the rating threshold of --by prob (default 4) and rated-prob "
+             "(default: the server's, the first value at or above the mean "
+             "rating); without --by, the server's default ranking with this "
+             "threshold"),
+       MethodFlag(), RateFlag(), ModelFlag(),
+       Bool("all-users",
+            "every stored user (or --users FILE's), into --out FILE"),
+       Value("out", "FILE", "--all-users: the output file"),
+       Value("format", "csv|jsonl",
+             "--all-users: CSV rows (user, rank, item, ...) or one JSON "
+             "line per user (default: from FILE's name, .jsonl = jsonl, "
+             "else csv)"),
+       Value("users", "FILE",
+             "--all-users: only these users (one id a line), in that order"),
+       Bool("resume",
+            "--all-users: keep FILE's complete users and continue after "
+            "the last one")},
+      {{"rbmrec recommend 1 -n 10", "the top 10 items user 1 has not rated"},
+       {"rbmrec recommend --all-users --out top10.csv",
+        "the top 10 of every stored user, one CSV row per item"},
+       {"rbmrec recommend --all-users --out top10.csv --resume",
+        "continues an interrupted run after its last complete user"},
+       {"rbmrec recommend 1 --by expected",
+        "ranked by expected rating instead"},
+       {"rbmrec recommend - --rate 50=5 --rate 181=4 -n 5",
+        "an anonymous user, from two ratings"}},
+      RunRecommend});
+}
+
 // Commands that train and use a model: train, predict, recommend, evaluate.
 void AddModelUseCommands(std::vector<CommandSpec>& c) {
   c.push_back(CommandSpec{
@@ -159,34 +212,7 @@ void AddModelUseCommands(std::vector<CommandSpec>& c) {
         "asks a stored version that is not active"},
        {"rbmrec --json predict 1 50", "one JSON object, for scripts"}},
       RunPredict});
-  c.push_back(CommandSpec{
-      {"recommend"},
-      "USER",
-      1,
-      1,
-      "the top N items a user has not rated",
-      "Ranks the items the user has not rated. By default (the server's "
-      "choice) by how likely the user is to rate an item and rate it at "
-      "least the threshold (--by rated-prob, models with the rated RBM), "
-      "else by expected rating. USER '-' is an anonymous user described "
-      "only by --rate.",
-      {Value("n", "N", "number of items (default 10)", 'n'),
-       Value("by", "expected|prob|rated|rated-prob",
-             "rank by expected rating, P(rating >= threshold), P(rated) or "
-             "P(rated) x P(rating >= threshold) (default: the server's, "
-             "rated-prob when the model has it)"),
-       Value("threshold", "X",
-             "the rating threshold of --by prob (default 4) and rated-prob "
-             "(default: the server's, the first value at or above the mean "
-             "rating); without --by, the server's default ranking with this "
-             "threshold"),
-       MethodFlag(), RateFlag(), ModelFlag()},
-      {{"rbmrec recommend 1 -n 10", "the top 10 items user 1 has not rated"},
-       {"rbmrec recommend 1 --by expected",
-        "ranked by expected rating instead"},
-       {"rbmrec recommend - --rate 50=5 --rate 181=4 -n 5",
-        "an anonymous user, from two ratings"}},
-      RunRecommend});
+  AddRecommendCommand(c);
   c.push_back(CommandSpec{
       {"evaluate"},
       "FILE",

@@ -205,8 +205,10 @@ int RunItemsImport(Context& ctx);  // commands_import.cc
 int RunTrain(Context& ctx);        // commands_train.cc
 int RunPredict(Context& ctx);      // commands.cc
 int RunRecommend(Context& ctx);    // commands.cc
-int RunEvaluate(Context& ctx);     // commands_evaluate.cc
-int RunModels(Context& ctx);       // commands_models.cc
+// recommend --all-users (commands_bulk.cc; RunRecommend dispatches).
+int RunRecommendAll(Context& ctx);
+int RunEvaluate(Context& ctx);  // commands_evaluate.cc
+int RunModels(Context& ctx);    // commands_models.cc
 int RunModelsActivate(Context& ctx);
 int RunModelsDelete(Context& ctx);
 int RunModelsPinTrue(Context& ctx);

@@ -300,6 +300,11 @@ std::string FormatRecommendations(const v1::RecommendResponse& response,
     table.rows.push_back(std::move(row));
   }
   std::string out = absl::StrCat("model v", response.model_version(), "\n");
+  if (response.fallback() == v1::FALLBACK_EMPTY_USER) {
+    out +=
+        "cold start: the user has no ratings; the fallback for users "
+        "without ratings (the model's answer for an empty user)\n";
+  }
   if (response.recommendations().empty()) {
     out += "no recommendations (no unrated items known to the model)\n";
     return out;
