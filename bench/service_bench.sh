@@ -35,7 +35,10 @@
 #   <= 5 ms. Also (d') filtered Recommend in the same rounds as (d), after
 #   `rbmrec items import movies.dat`: one genre (the one nearest 10% of the
 #   items) and a candidate set of 500 items (a fixed pseudo-random sample);
-#   target each filtered p99 <= the unfiltered p99 (medians). ~4 min.
+#   target each filtered p99 <= the unfiltered p99 (medians); then (g)
+#   `rbmrec recommend --all-users -n 10` (RecommendAll, every user into a
+#   CSV file) in users/s against (d)'s Recommend QPS (target >= 2x), and 20
+#   sampled users' lists against their Recommend. ~5 min.
 # Starts its own servers on free ports with temporary databases and removes
 # them on exit. Data is read from ../shared/data/movielens/ml-100k (ml-1m
 # with --ml1m; relative to the repository root; never copied into the
@@ -503,6 +506,42 @@ if [ "$mode" = ml1m ]; then
   g_p99=$(median "${g_p99_all[@]}") c_p99=$(median "${c_p99_all[@]}")
   echo "(d') median of $repeat: p99 unfiltered $r_p99 ms, --category $genre $g_p99 ms, 500 candidates $c_p99 ms"
   echo "    target each filtered p99 <= unfiltered p99: genre $(verdict "$g_p99 <= $r_p99"), candidates $(verdict "$c_p99 <= $r_p99")"
+  # ---- (g) RecommendAll: top 10 of every user vs (d)'s Recommend -----------
+  # `rbmrec recommend --all-users` (one stream, CSV file synced per message)
+  # against the users per second of (d) (one Recommend per user, c=16), same
+  # server; then the same lists: 20 users' rows against their Recommend.
+  g_rate_all=()
+  echo
+  for r in $(seq "$repeat"); do
+    cli --json recommend --all-users -n 10 --out "$tmp/bulk.csv" >"$tmp/bulk.json"
+    g_users=$(json "$tmp/bulk.json" 'd["users"]')
+    g_s=$(json "$tmp/bulk.json" '"%.2f" % d["seconds"]')
+    g_rate=$(python3 -c "import sys; print('%.0f' % (float(sys.argv[1])/float(sys.argv[2])))" "$g_users" "$g_s")
+    echo "(g) run $r: RecommendAll top 10: $g_users users in $g_s s: $g_rate users/s"
+    g_rate_all+=("$g_rate")
+  done
+  same=$(python3 - "$tmp/bulk.csv" "$bin/rbmrec" "127.0.0.1:$port" <<'PY'
+import csv, json, subprocess, sys
+rows = {}
+for row in csv.DictReader(open(sys.argv[1])):
+    rows.setdefault(row["user_id"], []).append(row["item_id"])
+users = sorted(rows)[:: max(1, len(rows) // 20)][:20]
+same = 0
+for u in users:
+    out = subprocess.run([sys.argv[2], "--server", sys.argv[3], "--json",
+                          "recommend", u, "-n", "10"], check=True,
+                         capture_output=True, text=True).stdout
+    one = [r["item_id"] for r in json.loads(out)["recommendations"]]
+    same += one == rows[u]
+print(f"{same}/{len(users)}")
+PY
+)
+  g_rate=$(median "${g_rate_all[@]}")
+  r_qps=$(median "${r_qps_all[@]}")
+  gr=$(ratio "$g_rate" "$r_qps")
+  echo "(g) median of $repeat: RecommendAll $g_rate users/s; Recommend c=$conc $r_qps users/s (QPS); ratio ${gr}x"
+  echo "    same lists as Recommend (sampled users): $same"
+  echo "    target RecommendAll >= 2x Recommend: $(verdict "$gr >= 2")"
   stop_server
   exit 0
 fi

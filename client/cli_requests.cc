@@ -377,7 +377,21 @@ absl::StatusOr<v1::SimilarItemsRequest> BuildSimilarRequest(
 absl::StatusOr<v1::RecommendRequest> BuildRecommendRequest(
     const ParsedArgs& args) {
   v1::RecommendRequest request;
-  if (absl::Status s = SetUser(args, "recommend", &request); !s.ok()) return s;
+  if (args.Has("all-users")) {
+    // The template of RecommendAll: no user, no ad-hoc ratings.
+    if (!args.positional.empty()) {
+      return absl::InvalidArgumentError(
+          "'rbmrec recommend --all-users' takes no USER (use --users FILE "
+          "for a list)");
+    }
+    if (args.Has("rate")) {
+      return absl::InvalidArgumentError(
+          "--rate does not apply with --all-users (users are answered from "
+          "their stored ratings)");
+    }
+  } else if (absl::Status s = SetUser(args, "recommend", &request); !s.ok()) {
+    return s;
+  }
   absl::StatusOr<int64_t> n = GetInt(args, "n", 10, 1, kInt32Max);
   if (!n.ok()) return n.status();
   request.set_n(static_cast<int32_t>(*n));

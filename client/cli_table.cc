@@ -123,18 +123,24 @@ void AddImportCommands(std::vector<CommandSpec>& c) {
 }
 
 // recommend: its flags are the most (ranking, filters, page).
+// recommend, also for every user (--all-users).
 CommandSpec RecommendCommand() {
   return CommandSpec{
       {"recommend"},
       "USER",
-      1,
+      0,
       1,
       "the top N items a user has not rated",
       "Ranks the items the user has not rated. By default (the server's "
       "choice) by how likely the user is to rate an item and rate it at "
       "least the threshold (--by rated-prob, models with the rated RBM), "
       "else by expected rating. USER '-' is an anonymous user described "
-      "only by --rate.",
+      "only by --rate. A user without ratings gets the cold-start fallback "
+      "(the model's answer for an empty user), marked as such. With "
+      "--all-users (no USER): every stored user's list (or --users FILE's), "
+      "streamed by the server into --out FILE, one write of whole lines "
+      "per batch of users; --resume continues after the last complete user "
+      "in FILE.",
       {Value("n", "N", "number of items (default 10)", 'n'),
        Value("by", "expected|prob|rated|rated-prob",
              "rank by expected rating, P(rating >= threshold), P(rated) or "
@@ -154,11 +160,27 @@ CommandSpec RecommendCommand() {
              "rank only among these items: a file of ids (one a line or "
              "comma-separated) or a comma-separated list"),
        Value("offset", "N", "skip the first N of the ranked list (a page)"),
-       MethodFlag(), RateFlag(), ModelFlag()},
+       MethodFlag(), RateFlag(), ModelFlag(),
+       Bool("all-users",
+            "every stored user (or --users FILE's), into --out FILE"),
+       Value("out", "FILE", "--all-users: the output file"),
+       Value("format", "csv|jsonl",
+             "--all-users: CSV rows (user, rank, item, ...) or one JSON "
+             "line per user (default: from FILE's name, .jsonl = jsonl, "
+             "else csv)"),
+       Value("users", "FILE",
+             "--all-users: only these users (one id a line), in that order"),
+       Bool("resume",
+            "--all-users: keep FILE's complete users and continue after "
+            "the last one")},
       {{"rbmrec recommend 1 -n 10", "the top 10 items user 1 has not rated"},
        {"rbmrec recommend 1 --category Comedy --exclude 50,181",
         "only comedies, never items 50 and 181"},
        {"rbmrec recommend 1 -n 10 --offset 10", "the second page of 10"},
+       {"rbmrec recommend --all-users --out top10.csv",
+        "the top 10 of every stored user, one CSV row per item"},
+       {"rbmrec recommend --all-users --out top10.csv --resume",
+        "continues an interrupted run after its last complete user"},
        {"rbmrec recommend 1 --by expected",
         "ranked by expected rating instead"},
        {"rbmrec recommend - --rate 50=5 --rate 181=4 -n 5",

@@ -292,6 +292,29 @@ absl::StatusOr<v1::PredictRatingsResponse> RbmrecClient::PredictRatings(
   return response;
 }
 
+absl::Status RbmrecClient::RecommendAll(
+    const v1::RecommendAllRequest& request,
+    const std::function<bool(const v1::RecommendAllResponse&)>& message) {
+  grpc::ClientContext context;
+  SetStreamDeadline(&context);
+  std::unique_ptr<grpc::ClientReader<v1::RecommendAllResponse>> reader =
+      stub_->RecommendAll(&context, request);
+  v1::RecommendAllResponse m;
+  bool stopped = false;
+  while (reader->Read(&m)) {
+    if (!message(m)) {
+      stopped = true;
+      context.TryCancel();
+      break;
+    }
+  }
+  grpc::Status status = reader->Finish();
+  if (stopped)
+    return absl::CancelledError("RecommendAll: stopped by the caller");
+  if (!status.ok()) return FromGrpcStatus(status, "RecommendAll", &context);
+  return absl::OkStatus();
+}
+
 absl::StatusOr<v1::RecommendResponse> RbmrecClient::Recommend(
     const v1::RecommendRequest& request) {
   grpc::ClientContext context;

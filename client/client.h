@@ -161,6 +161,13 @@ class RbmrecClient {
   absl::StatusOr<v1::SimilarItemsResponse> SimilarItems(
       const v1::SimilarItemsRequest& request);
 
+  // RecommendAll: calls `message` with every message of the stream, in
+  // order; `message` returning false cancels the call (CANCELLED). The
+  // stream's deadline is the stream timeout. Errors: the RPC's.
+  absl::Status RecommendAll(
+      const v1::RecommendAllRequest& request,
+      const std::function<bool(const v1::RecommendAllResponse&)>& message);
+
   absl::StatusOr<v1::ListModelsResponse> ListModels(
       const v1::ListModelsRequest& request = {});
   absl::StatusOr<v1::ModelInfo> ActivateModel(int64_t version);

@@ -208,6 +208,8 @@ int RunTrain(Context& ctx);        // commands_train.cc
 int RunPredict(Context& ctx);      // commands.cc
 int RunRecommend(Context& ctx);    // commands.cc
 int RunSimilar(Context& ctx);      // commands.cc
+// recommend --all-users (commands_bulk.cc; RunRecommend dispatches).
+int RunRecommendAll(Context& ctx);
 int RunEvaluate(Context& ctx);     // commands_evaluate.cc
 int RunModels(Context& ctx);       // commands_models.cc
 int RunModelsActivate(Context& ctx);

@@ -51,6 +51,13 @@ int RunPredict(Context& ctx) {
 }
 
 int RunRecommend(Context& ctx) {
+  if (ctx.args().Has("all-users")) return RunRecommendAll(ctx);
+  for (const char* bulk_only : {"out", "format", "users", "resume"}) {
+    if (ctx.args().Has(bulk_only)) {
+      return ctx.UsageError(absl::InvalidArgumentError(
+          absl::StrCat("--", bulk_only, " applies only with --all-users")));
+    }
+  }
   absl::StatusOr<v1::RecommendRequest> request =
       BuildRecommendRequest(ctx.args());
   if (!request.ok()) return ctx.UsageError(request.status());

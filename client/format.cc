@@ -322,6 +322,11 @@ std::string FormatRecommendations(const v1::RecommendResponse& response,
     absl::StrAppend(&out, ", ", response.candidates(), " candidates");
   }
   out += "\n";
+  if (response.fallback() == v1::FALLBACK_EMPTY_USER) {
+    out +=
+        "cold start: the user has no ratings; the fallback for users "
+        "without ratings (the model's answer for an empty user)\n";
+  }
   if (response.recommendations().empty()) {
     out += response.candidates() > 0
                ? "no recommendations on this page (offset past the "

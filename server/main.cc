@@ -345,6 +345,10 @@ void BindStorageFlags(CLI::App& app, Flags& f) {
   app.add_option("--max-adhoc-ratings", so.limits.max_adhoc_ratings,
                  "max ad-hoc ratings per PredictRatings / Recommend")
       ->check(CLI::Range(0, 10000000));
+  app.add_option("--max-bulk-users", so.limits.max_bulk_users,
+                 "max user_ids per RecommendAll request (0 users = every "
+                 "stored user, not limited)")
+      ->check(CLI::Range(1, 100000000));
   app.add_option("--max-train-memory-mb", max_train_memory_mb,
                  "a Train job whose estimated peak memory is larger is "
                  "refused (RESOURCE_EXHAUSTED, MEMORY_LIMIT); 0 = half of "

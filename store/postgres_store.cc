@@ -600,6 +600,23 @@ absl::Status PostgresStore::SetItemsHidden(absl::Span<const std::string> items,
 
 // ------------------------------------------------------------------ Reads
 
+absl::StatusOr<std::vector<std::string>> PostgresStore::ListUsers(
+    std::string_view after, int limit) const {
+  ReaderLease conn(this);
+  RBMREC_STORE_RETURN_IF_ERROR(conn.Acquire());
+  // COLLATE "C": byte order, as on SQLite, whatever the database's locale.
+  RBMREC_STORE_ASSIGN_OR_RETURN(
+      PgResult r,
+      (*conn).Exec("listing users",
+                   "SELECT ext_id FROM users WHERE ext_id COLLATE \"C\" > $1 "
+                   "ORDER BY ext_id COLLATE \"C\" LIMIT $2",
+                   {PgParam::Text(after), PgParam::Int(limit)}));
+  std::vector<std::string> out;
+  out.reserve(static_cast<size_t>(r.rows()));
+  for (int i = 0; i < r.rows(); ++i) out.emplace_back(r.Text(i, 0));
+  return out;
+}
+
 absl::StatusOr<std::vector<UserRating>> PostgresStore::GetUserRatings(
     std::string_view user) const {
   ReaderLease conn(this);

@@ -506,6 +506,32 @@ absl::StatusOr<int64_t> SqliteStore::DeleteUser(std::string_view user) {
   return deleted;
 }
 
+absl::StatusOr<std::vector<std::string>> SqliteStore::ListUsers(
+    std::string_view after, int limit) const {
+  absl::MutexLock lock(&reader_->mu);
+  Connection& conn = *reader_->conn;
+  // ext_id's UNIQUE index (BINARY collation: byte order) walks the page.
+  RBMREC_STORE_ASSIGN_OR_RETURN(
+      sqlite3_stmt * stmt,
+      conn.Prepare("SELECT ext_id FROM users WHERE ext_id > ?1 "
+                   "ORDER BY ext_id LIMIT ?2"));
+  Txn txn(conn);
+  RBMREC_STORE_RETURN_IF_ERROR(txn.Begin(Txn::kRead));
+  std::vector<std::string> out;
+  {
+    Stmt s(conn, stmt);
+    s.BindText(1, after);
+    s.BindInt(2, limit);
+    while (true) {
+      RBMREC_STORE_ASSIGN_OR_RETURN(bool row, s.Next());
+      if (!row) break;
+      out.emplace_back(ColumnText(stmt, 0));
+    }
+  }
+  RBMREC_STORE_RETURN_IF_ERROR(txn.Commit());
+  return out;
+}
+
 absl::StatusOr<std::vector<UserRating>> SqliteStore::GetUserRatings(
     std::string_view user) const {
   absl::MutexLock lock(&reader_->mu);

@@ -116,6 +116,8 @@ class SqliteStore final : public Store {
       absl::Span<const std::string> items) const override;
   absl::StatusOr<std::vector<UserRating>> GetUserRatings(
       std::string_view user) const override;
+  absl::StatusOr<std::vector<std::string>> ListUsers(std::string_view after,
+                                                     int limit) const override;
   absl::StatusOr<Snapshot> ReadSnapshot() const override;
   absl::StatusOr<Stats> GetStats() const override;
   absl::StatusOr<int64_t> InsertModel(const ModelInfo& meta,

@@ -332,6 +332,14 @@ class Store {
   virtual absl::StatusOr<std::vector<UserRating>> GetUserRatings(
       std::string_view user) const = 0;
 
+  // Returns up to `limit` user ids greater than `after` ("" = from the
+  // first) in increasing byte order: every user row, including users whose
+  // ratings were all deleted (a user stays until DeleteUser). Pages through
+  // the users in bounded memory. Thread-safe (read connection).
+  // REQUIRES: limit >= 1.
+  virtual absl::StatusOr<std::vector<std::string>> ListUsers(
+      std::string_view after, int limit) const = 0;
+
   // Reads all users, items and ratings in one read transaction: a consistent
   // state that includes each committed write entirely or not at all.
   // Thread-safe; it blocks neither writers nor the other reads (except on

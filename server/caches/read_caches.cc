@@ -140,6 +140,16 @@ uint64_t ReadCaches::ratings_generation() const {
   return ratings_gen_;
 }
 
+UserView ReadCaches::EmptyUser(const std::shared_ptr<const Model>& model) {
+  auto resolved = std::make_shared<ResolvedRatings>();
+  resolved->model = model;
+  model->MemberInputs(resolved->ratings.view(), &resolved->member_x);
+  UserView view;
+  view.resolved = std::move(resolved);
+  view.folded_in = true;
+  return view;
+}
+
 absl::StatusOr<UserView> ReadCaches::Resolve(
     const std::shared_ptr<const Model>& model_ptr, const std::string& user_id,
     const google::protobuf::RepeatedPtrField<v1::ItemRating>& ratings) {

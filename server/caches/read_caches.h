@@ -104,6 +104,11 @@ class ReadCaches {
       const std::shared_ptr<const Model>& model, const std::string& user_id,
       const google::protobuf::RepeatedPtrField<v1::ItemRating>& ratings);
 
+  // The empty user of `model`: no ratings, no model parameters, hidden
+  // inputs from the biases alone (the cold-start fallback of Recommend).
+  // Pure; no store access.
+  static UserView EmptyUser(const std::shared_ptr<const Model>& model);
+
   // After a committed (or failed) write of these users' ratings.
   void InvalidateUsers(const std::vector<std::string>& users);
   // After a write of these items' metadata: forgets their titles and

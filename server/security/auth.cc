@@ -40,7 +40,8 @@ struct MethodRole {
 constexpr MethodRole kMethodRoles[] = {
     {"PredictRatings", Role::kRead},  {"Recommend", Role::kRead},
     {"GetStats", Role::kRead},        {"ListModels", Role::kRead},
-    {"SimilarItems", Role::kRead},    {"AddRatings", Role::kWrite},
+    {"SimilarItems", Role::kRead},    {"RecommendAll", Role::kRead},
+    {"AddRatings", Role::kWrite},
     {"DeleteRatings", Role::kWrite},  {"DeleteUser", Role::kWrite},
     {"PutItems", Role::kWrite},       {"Train", Role::kAdmin},
     {"CancelTraining", Role::kAdmin}, {"ActivateModel", Role::kAdmin},

@@ -11,7 +11,8 @@ namespace rbmrec::server {
 
 grpc::Status CallGuard::Check(grpc::ServerContextBase* context,
                               absl::string_view service,
-                              absl::string_view method, Role needed) const {
+                              absl::string_view method, Role needed,
+                              absl::string_view what) const {
   if (authorizer_ == nullptr) return grpc::Status::OK;
   const auto& metadata = context->client_metadata();
   auto it = metadata.find("authorization");
@@ -20,8 +21,7 @@ grpc::Status CallGuard::Check(grpc::ServerContextBase* context,
     header.emplace(it->second.data(), it->second.size());
   }
   Caller caller;
-  absl::Status status =
-      authorizer_->CheckHeader(header, method, needed, &caller);
+  absl::Status status = authorizer_->CheckHeader(header, what, needed, &caller);
   if (status.ok()) return grpc::Status::OK;
   Log(LogLevel::kWarn, "call_denied",
       {F("method", absl::StrCat("/", service, "/", method)),

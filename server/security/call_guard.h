@@ -32,7 +32,15 @@ class CallGuard {
   // `method` ("Train") also names the method in the status message.
   grpc::Status Check(grpc::ServerContextBase* context,
                      absl::string_view service, absl::string_view method,
-                     Role needed) const;
+                     Role needed) const {
+    return Check(context, service, method, needed, method);
+  }
+  // The same, with `what` naming the call in the status message instead of
+  // `method` ("PredictRatings with ad-hoc ratings ... needs the write
+  // role; ..."); the log line names `method`.
+  grpc::Status Check(grpc::ServerContextBase* context,
+                     absl::string_view service, absl::string_view method,
+                     Role needed, absl::string_view what) const;
 
  private:
   std::shared_ptr<const Authorizer> authorizer_;

@@ -47,6 +47,8 @@ struct RequestLimits {
   // Ad-hoc `ratings` per PredictRatings / Recommend request
   // (--max-adhoc-ratings).
   int max_adhoc_ratings = 10000;
+  // user_ids per RecommendAll request (--max-bulk-users).
+  int max_bulk_users = 100000;
 };
 
 // Where a PredictRatings / Recommend call runs, decided once per request

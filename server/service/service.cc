@@ -480,22 +480,34 @@ absl::StatusOr<v1::RecommendResponse> RbmrecService::Recommend(
   if (!checked.ok()) return checked.status();
   absl::StatusOr<Served> served = registry_->Get(request.model_version());
   if (!served.ok()) return served.status();
-  const Model& model = *served->model;
+  return RecommendServed(request, *checked, *served);
+}
+
+absl::StatusOr<v1::RecommendResponse> RbmrecService::RecommendServed(
+    const v1::RecommendRequest& request, const RecommendCheck& checked,
+    const Served& served) {
+  const Model& model = *served.model;
   absl::StatusOr<RankPlan> plan = ToRankOptions(
-      request, *checked, model, served->version, options_.recommend_candidates,
-      [&] { return caches_->DefaultThreshold(served->model); });
+      request, checked, model, served.version, options_.recommend_candidates,
+      [&] { return caches_->DefaultThreshold(served.model); });
   if (!plan.ok()) return plan.status();
   RankOptions& ro = plan->options;
   absl::StatusOr<UserView> user =
-      caches_->Resolve(served->model, request.user_id(), request.ratings());
+      caches_->Resolve(served.model, request.user_id(), request.ratings());
+  if (absl::IsNotFound(user.status()) && request.ratings().empty()) {
+    user = ReadCaches::EmptyUser(served.model);  // the cold start
+  }
   if (!user.ok()) return user.status();
   // The allowed items: the catalogue (trained, not hidden) and the
   // request's filters, minus the user's rated items.
   const std::shared_ptr<const Catalogue> catalogue =
-      caches_->CatalogueFor(served->model);
+      caches_->CatalogueFor(served.model);
   const ItemFilter filter = ItemFilter::Build(
       *catalogue, ToFilterSpec(request, model, user->rated_items()));
   ro.filter = &filter;
+  // No rating the model can use and no parameters: the empty user's answer.
+  const bool cold = user->model_user < 0 && user->rated_items().empty() &&
+                    user->resolved->ratings.items.empty();
   // Leased scoring buffers, sized to the model after their first use.
   ScratchPool<ScoringScratch>::Lease scratch = scoring_scratch_.Acquire();
   ro.member_x = user->member_x();  // cached with the user's ratings
@@ -504,7 +516,7 @@ absl::StatusOr<v1::RecommendResponse> RbmrecService::Recommend(
                           : RankItems(model, user->model_user, user->ratings(),
                                       user->rated_items(), ro, scratch.get());
   // The page: ranks offset + 1 .. offset + n.
-  const size_t offset = static_cast<size_t>(checked->offset);
+  const size_t offset = static_cast<size_t>(checked.offset);
   ranked.erase(ranked.begin(),
                ranked.begin() + static_cast<std::ptrdiff_t>(
                                     std::min(offset, ranked.size())));
@@ -513,10 +525,11 @@ absl::StatusOr<v1::RecommendResponse> RbmrecService::Recommend(
   for (const Ranked& r : ranked) ids.push_back(model.items().Name(r.item));
   const std::vector<std::string> titles = caches_->Titles(ids);
   v1::RecommendResponse resp;
-  resp.set_model_version(served->version);
+  resp.set_model_version(served.version);
   resp.set_rank_by(plan->rank_by);
   resp.set_threshold(plan->threshold);
   resp.set_candidates(filter.count());
+  resp.set_fallback(cold ? v1::FALLBACK_EMPTY_USER : v1::FALLBACK_NONE);
   for (size_t r = 0; r < ranked.size(); ++r) {
     v1::Recommendation* rec = resp.add_recommendations();
     rec->set_item_id(ids[r]);

@@ -91,6 +91,7 @@
 #include "server/models/online_updater.h"
 #include "server/models/replication.h"
 #include "server/models/training_jobs.h"
+#include "server/service/bulk.h"
 #include "server/service/request_checks.h"
 #include "server/service/request_plan.h"
 #include "server/service/service_options.h"
@@ -175,11 +176,21 @@ class RbmrecService {
 
   absl::StatusOr<v1::PredictRatingsResponse> PredictRatings(
       const v1::PredictRatingsRequest& request);
+  // Cold start: a named user without ratings and without ad-hoc ratings
+  // gets the empty user's answer (fallback FALLBACK_EMPTY_USER), not
+  // NOT_FOUND; PredictRatings keeps NOT_FOUND.
   absl::StatusOr<v1::RecommendResponse> Recommend(
       const v1::RecommendRequest& request);
   // SimilarItems (see rbmrec.proto and server/service/similar.h).
   absl::StatusOr<v1::SimilarItemsResponse> SimilarItems(
       const v1::SimilarItemsRequest& request);
+  // RecommendAll: checks the request (server/service/bulk.h) and pins one
+  // model snapshot (the template's model_version, 0 = the active one); the
+  // job then yields the stream's messages. May block (loads a stored
+  // version that is not resident): not for an event thread. Errors: as
+  // RecommendAll in proto/rbmrec.proto.
+  absl::StatusOr<std::unique_ptr<RecommendAllJob>> StartRecommendAll(
+      const v1::RecommendAllRequest& request);
 
   absl::StatusOr<v1::ListModelsResponse> ListModels(
       const v1::ListModelsRequest& request);
@@ -217,6 +228,10 @@ class RbmrecService {
   absl::Status CheckScale();
   static constexpr char kScaleSetting[] = "rating_scale";
   const RequestLimits& Limits() const { return options_.limits; }
+  // Recommend after its checks, with the model snapshot `served`.
+  absl::StatusOr<v1::RecommendResponse> RecommendServed(
+      const v1::RecommendRequest& request, const RecommendCheck& checked,
+      const Served& served);
 
   const std::unique_ptr<store::Store> store_;
   const ServiceOptions options_;

@@ -19,6 +19,7 @@ absl::Status CheckServiceOptions(const ServiceOptions& options) {
         positive("limits.max_adhoc_ratings", limits.max_adhoc_ratings),
         positive("limits.max_filter_items", limits.max_filter_items),
         positive("limits.max_categories", limits.max_categories),
+        positive("limits.max_bulk_users", limits.max_bulk_users),
         positive("training.max_model_bytes",
                  static_cast<double>(options.training.max_model_bytes)),
         positive("online.learning_rate", options.online.learning_rate),

@@ -1,6 +1,8 @@
 #include "server/transport/grpc_server.h"
 
+#include <algorithm>
 #include <functional>
+#include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -18,6 +20,7 @@
 #include "server/security/call_guard.h"
 #include "server/security/listen_policy.h"
 #include "server/transport/blocking_executor.h"
+#include "server/transport/bulk_stream.h"
 #include "server/transport/reflection_v1.h"
 #include "server/transport/status.h"
 
@@ -37,8 +40,13 @@ namespace rbmrec::server {
 // calls share the passes over the weights (core/scoring.cc). Everything that
 // writes SQLite (fsync) or streams for a long time stays on the synchronous
 // thread pool.
+//
+// RecommendAll streams on the callback API too (server/transport/
+// bulk_stream.h): its messages are computed on the bulk threads, several at
+// once, and written in order as the stream's flow control allows.
 using HandlerBase = v1::Rbmrec::WithCallbackMethod_PredictRatings<
-    v1::Rbmrec::WithCallbackMethod_Recommend<v1::Rbmrec::Service>>;
+    v1::Rbmrec::WithCallbackMethod_Recommend<
+        v1::Rbmrec::WithCallbackMethod_RecommendAll<v1::Rbmrec::Service>>>;
 
 class GrpcServer::Handler final : public HandlerBase {
  public:
@@ -109,6 +117,12 @@ class GrpcServer::Handler final : public HandlerBase {
     if (grpc::Status s = Guard(context, "PredictRatings"); !s.ok()) {
       return FinishNow(context, s);
     }
+    if (grpc::Status s =
+            GuardAdHoc(context, "PredictRatings", request->user_id(),
+                       request->ratings_size());
+        !s.ok()) {
+      return FinishNow(context, s);
+    }
     if (service_->PlacePredict(*request).resident) {
       return FinishNow(
           context,
@@ -122,6 +136,11 @@ class GrpcServer::Handler final : public HandlerBase {
       grpc::CallbackServerContext* context, const v1::RecommendRequest* request,
       v1::RecommendResponse* response) override {
     if (grpc::Status s = Guard(context, "Recommend"); !s.ok()) {
+      return FinishNow(context, s);
+    }
+    if (grpc::Status s = GuardAdHoc(context, "Recommend", request->user_id(),
+                                    request->ratings_size());
+        !s.ok()) {
       return FinishNow(context, s);
     }
     const Placement place = service_->PlaceRecommend(*request);
@@ -159,6 +178,17 @@ class GrpcServer::Handler final : public HandlerBase {
                             v1::SimilarItemsResponse* response) override {
     if (grpc::Status s = Guard(context, "SimilarItems"); !s.ok()) return s;
     return Reply(context, service_->SimilarItems(*request), response);
+  }
+  grpc::ServerWriteReactor<v1::RecommendAllResponse>* RecommendAll(
+      grpc::CallbackServerContext* context,
+      const v1::RecommendAllRequest* request) override {
+    if (grpc::Status s = Guard(context, "RecommendAll"); !s.ok()) {
+      auto* reactor = new FailedStream<v1::RecommendAllResponse>();
+      reactor->Finish(s);
+      return reactor;
+    }
+    return StartBulkStream(service_, context, request, &bulk_,
+                           kBulkThreads + 2);
   }
   grpc::Status ListModels(grpc::ServerContext* context,
                           const v1::ListModelsRequest* request,
@@ -231,6 +261,31 @@ class GrpcServer::Handler final : public HandlerBase {
     return guard_->Check(context, v1::Rbmrec::service_full_name(), method,
                          RequiredRole(method).value_or(Role::kAdmin));
   }
+
+  // The privacy rule of docs/security.md: ad-hoc ratings merged over a
+  // named user's stored ones need the write role (a read token could
+  // otherwise probe the stored ratings); anonymous ad-hoc requests need
+  // only the method's role. OK when tokens are off.
+  grpc::Status GuardAdHoc(grpc::ServerContextBase* context,
+                          absl::string_view method, const std::string& user_id,
+                          int adhoc_ratings) const {
+    if (!guard_->enabled() || user_id.empty() || adhoc_ratings == 0) {
+      return grpc::Status::OK;
+    }
+    return guard_->Check(
+        context, v1::Rbmrec::service_full_name(), method, Role::kWrite,
+        absl::StrCat(method,
+                     " with ad-hoc ratings merged over a stored user's "
+                     "(user_id and ratings both set; send ratings with an "
+                     "empty user_id for an anonymous user, which needs read)"));
+  }
+
+  // A stream refused before it starts.
+  template <typename T>
+  class FailedStream final : public grpc::ServerWriteReactor<T> {
+   public:
+    void OnDone() override { delete this; }
+  };
 
   static grpc::ServerUnaryReactor* FinishNow(
       grpc::CallbackServerContext* context, const grpc::Status& status) {
@@ -324,6 +379,12 @@ class GrpcServer::Handler final : public HandlerBase {
   static constexpr size_t kMaxQueuedLoads = 64;
   static constexpr size_t kMaxQueuedRankings = 4096;
   static constexpr int kRankingThreads = 8;
+  // RecommendAll: one thread per core computes messages of the streams
+  // (each stream keeps at most kBulkThreads + 2 messages computed or
+  // waiting); kMaxQueuedBulk tasks of all streams may wait.
+  static inline const int kBulkThreads =
+      static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  static constexpr size_t kMaxQueuedBulk = 1024;
 
   RbmrecService* service_;
   GrpcServer* owner_;       // for RefreshHealth after a publish
@@ -336,6 +397,7 @@ class GrpcServer::Handler final : public HandlerBase {
   // calls shares its passes over the weights when they run at once, which
   // needs more threads than gRPC's event threads (as many as cores).
   BlockingExecutor rankers_{kRankingThreads, kMaxQueuedRankings};
+  BlockingExecutor bulk_{kBulkThreads, kMaxQueuedBulk};
 };
 
 absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(

@@ -229,6 +229,36 @@ def run_pass(args, tmp, tls):
             assert e.code() == grpc.StatusCode.NOT_FOUND, e
             assert "nobody-at-all" in e.details(), e.details()
 
+        # Cold start: a user without ratings is answered from the fallback,
+        # marked as such (PredictRatings above stays NOT_FOUND).
+        cold = stub.Recommend(pb.RecommendRequest(user_id="nobody-at-all",
+                                                  n=3), timeout=5)
+        assert cold.fallback == pb.FALLBACK_EMPTY_USER, cold
+        assert len(cold.recommendations) == 3, cold
+        warm = stub.Recommend(pb.RecommendRequest(user_id="py0", n=3),
+                              timeout=5)
+        assert warm.fallback == pb.FALLBACK_NONE, warm
+        print(f"[{name}] recommend for an unknown user: cold-start fallback "
+              f"{[r.item_id for r in cold.recommendations]}")
+
+        # RecommendAll: a listed user set in request order, each answer
+        # that of Recommend; then every stored user in id order.
+        listed = ["py5", "nobody-at-all", "py0"]
+        got = []
+        for m in stub.RecommendAll(pb.RecommendAllRequest(
+                template=pb.RecommendRequest(n=3), user_ids=listed),
+                timeout=30):
+            assert m.model_version > 0 and len(m.users) >= 1, m
+            got.extend(m.users)
+        assert [u.user_id for u in got] == listed, got
+        assert got[2].response == warm, (got[2], warm)
+        assert got[1].response.fallback == pb.FALLBACK_EMPTY_USER
+        every = [u.user_id for m in stub.RecommendAll(
+            pb.RecommendAllRequest(template=pb.RecommendRequest(n=2)),
+            timeout=30) for u in m.users]
+        assert every == sorted(f"py{u}" for u in range(40)), every
+        print(f"[{name}] RecommendAll: {len(every)} users in id order")
+
         if tls:
             # The reader's token as explicit metadata: it reads, but cannot
             # train.
@@ -247,6 +277,21 @@ def run_pass(args, tmp, tls):
                 denied = e.details()
             print("[tls] reader token: PredictRatings ok, Train "
                   f"PERMISSION_DENIED ({denied})")
+            # Privacy: ad-hoc ratings over a stored user's need write.
+            probe = pb.PredictRatingsRequest(
+                user_id="py0", item_ids=["m1"],
+                ratings=[pb.ItemRating(item_id="m0", rating=5.0)])
+            try:
+                bare_stub.PredictRatings(probe, timeout=5, metadata=md)
+                raise AssertionError("the reader probed a stored user")
+            except grpc.RpcError as e:
+                assert e.code() == grpc.StatusCode.PERMISSION_DENIED, e
+                assert "write" in e.details(), e.details()
+            probe.user_id = ""
+            assert bare_stub.PredictRatings(probe, timeout=5,
+                                            metadata=md).folded_in
+            print("[tls] reader token: ad-hoc ratings over py0 "
+                  "PERMISSION_DENIED, anonymous ad-hoc ok")
             bare.close()
         channel.close()
 

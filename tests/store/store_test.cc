@@ -349,6 +349,27 @@ TEST_P(StoreTest, DeleteUserNeverReusesIndex) {
   EXPECT_THAT(Flatten(snap), ElementsAre("v/a=3", "w/b=4", "u/a=5"));
 }
 
+TEST_P(StoreTest, ListUsersPagesInByteOrder) {
+  // "B" < "a" < "a1" < "b" < "\xc3\xa9" by bytes (not by a locale).
+  const std::vector<RatingRow> rows = {
+      R("b", "i", 1), R("a1", "i", 2), R("\xc3\xa9", "i", 3),
+      R("B", "i", 4), R("a", "i", 5),  R("gone", "i", 1)};
+  ASSERT_TRUE(store_->UpsertRatings(rows).ok());
+  ASSERT_TRUE(store_->DeleteUser("gone").ok());
+  // A user whose ratings were all deleted stays listed.
+  ASSERT_TRUE(store_->DeleteRatings("b", {"i"}).ok());
+  ASSERT_OK_AND_ASSIGN(std::vector<std::string> all,
+                       store_->ListUsers("", 100));
+  EXPECT_THAT(all, ElementsAre("B", "a", "a1", "b", "\xc3\xa9"));
+  ASSERT_OK_AND_ASSIGN(std::vector<std::string> page,
+                       store_->ListUsers("a", 2));
+  EXPECT_THAT(page, ElementsAre("a1", "b"));
+  ASSERT_OK_AND_ASSIGN(page, store_->ListUsers("b", 2));
+  EXPECT_THAT(page, ElementsAre("\xc3\xa9"));
+  ASSERT_OK_AND_ASSIGN(page, store_->ListUsers("\xc3\xa9", 2));
+  EXPECT_TRUE(page.empty());
+}
+
 TEST_P(StoreTest, ItemsAndTitles) {
   const std::vector<RatingRow> rows = {R("u", "rated", 1)};
   ASSERT_TRUE(store_->UpsertRatings(rows).ok());

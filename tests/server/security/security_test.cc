@@ -20,6 +20,7 @@
 #include "proto/health.grpc.pb.h"
 #include "server/security/auth.h"
 #include "tests/server/security_fixture.h"
+#include "tests/server/service_fixture.h"
 
 namespace rbmrec::server {
 namespace {
@@ -31,7 +32,8 @@ const std::map<std::string, Role>& ExpectedRoles() {
   static const auto* roles = new std::map<std::string, Role>{
       {"PredictRatings", Role::kRead},  {"Recommend", Role::kRead},
       {"GetStats", Role::kRead},        {"ListModels", Role::kRead},
-      {"SimilarItems", Role::kRead},    {"AddRatings", Role::kWrite},
+      {"SimilarItems", Role::kRead},    {"RecommendAll", Role::kRead},
+      {"AddRatings", Role::kWrite},
       {"DeleteRatings", Role::kWrite},  {"DeleteUser", Role::kWrite},
       {"PutItems", Role::kWrite},       {"Train", Role::kAdmin},
       {"CancelTraining", Role::kAdmin}, {"ActivateModel", Role::kAdmin},
@@ -131,8 +133,8 @@ TEST_F(SecurityTest, EveryMethodEveryRoleEveryToken) {
     read += role == Role::kRead;
     write += role != Role::kAdmin;
   }
-  EXPECT_EQ(read, 5);  // PredictRatings, Recommend, GetStats, ListModels,
-                       // SimilarItems
+  EXPECT_EQ(read, 6);  // PredictRatings, Recommend, GetStats, ListModels,
+                       // SimilarItems, RecommendAll
   EXPECT_EQ(allowed, read + write + service.method_count());
 }
 
@@ -158,6 +160,83 @@ TEST_F(SecurityTest, AddRatingsIsRefusedBeforeAnyBatchIsStored) {
   v1::GetStatsResponse stats;
   ASSERT_TRUE(stub->GetStats(&context, v1::GetStatsRequest(), &stats).ok());
   EXPECT_EQ(stats.ratings(), 0);
+}
+
+// The privacy rule: ad-hoc ratings merged over a stored user's need the
+// write role. Probing with them recovers a stored rating exactly (the one
+// value that leaves the answer unchanged is the stored one): the write
+// token still can, a read token cannot; anonymous ad-hoc ratings stay read.
+TEST_F(SecurityTest, ReadTokenCannotProbeStoredRatingsWithAdHocRatings) {
+  ASSERT_TRUE(server_.service->AddRatings({testing::SyntheticBatch()}).ok());
+  v1::TrainRequest train;
+  train.mutable_options()->set_hidden(6);
+  train.mutable_options()->set_epochs(5);
+  train.mutable_options()->set_threads(1);
+  ASSERT_TRUE(server_.service
+                  ->Train(train, [](const v1::TrainProgress&) { return true; })
+                  .ok());
+  ASSERT_GT(server_.service->active_version(), 0);
+  // u0 rated i0 (Rated(0, 0)); the probe predicts another item.
+  ASSERT_TRUE(testing::Rated(0, 0));
+  const double stored = testing::PlantedRating(0, 0);
+  auto stub = v1::Rbmrec::NewStub(channel_);
+  auto predict = [&](const char* token, const std::string& user, double adhoc,
+                     v1::PredictRatingsResponse* out) {
+    grpc::ClientContext context;
+    context.AddMetadata("authorization", Bearer(token));
+    v1::PredictRatingsRequest req;
+    req.set_user_id(user);
+    req.add_item_ids(testing::I(25));
+    if (adhoc > 0) {
+      v1::ItemRating* r = req.add_ratings();
+      r->set_item_id(testing::I(0));
+      r->set_rating(adhoc);
+    }
+    return stub->PredictRatings(&context, req, out);
+  };
+  v1::PredictRatingsResponse base;
+  ASSERT_TRUE(predict(kReadToken, "u0", 0, &base).ok());  // plain: read
+  auto recover = [&](const char* token, grpc::Status* last) {
+    std::vector<double> unchanged;
+    for (double k = 1; k <= 5; ++k) {
+      v1::PredictRatingsResponse probe;
+      *last = predict(token, "u0", k, &probe);
+      if (!last->ok()) continue;
+      if (probe.predictions(0).SerializeAsString() ==
+          base.predictions(0).SerializeAsString()) {
+        unchanged.push_back(k);
+      }
+    }
+    return unchanged;
+  };
+  grpc::Status last;
+  EXPECT_EQ(recover(kWriteToken, &last), std::vector<double>{stored});
+  EXPECT_TRUE(last.ok()) << last.error_message();
+  EXPECT_TRUE(recover(kReadToken, &last).empty());
+  EXPECT_EQ(last.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_TRUE(absl::StrContains(last.error_message(),
+                                "ad-hoc ratings merged over a stored user's"))
+      << last.error_message();
+  EXPECT_TRUE(absl::StrContains(last.error_message(), "needs the write role"))
+      << last.error_message();
+
+  // Recommend: the same rule.
+  {
+    grpc::ClientContext context;
+    context.AddMetadata("authorization", Bearer(kReadToken));
+    v1::RecommendRequest req;
+    req.set_user_id("u0");
+    v1::ItemRating* r = req.add_ratings();
+    r->set_item_id(testing::I(0));
+    r->set_rating(stored);
+    v1::RecommendResponse resp;
+    EXPECT_EQ(stub->Recommend(&context, req, &resp).error_code(),
+              grpc::StatusCode::PERMISSION_DENIED);
+  }
+  // Anonymous ad-hoc ratings need only read.
+  v1::PredictRatingsResponse anonymous;
+  grpc::Status s = predict(kReadToken, "", 5, &anonymous);
+  EXPECT_TRUE(s.ok()) << s.error_message();
 }
 
 TEST_F(SecurityTest, HealthNeedsNoToken) {

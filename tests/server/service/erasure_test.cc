@@ -88,11 +88,17 @@ TEST_F(ErasureTest, DeletedUserIsAnsweredLikeANeverSeenUser) {
   absl::StatusOr<v1::PredictRatingsResponse> never = PredictS("nobody", I(1));
   EXPECT_EQ(gone.status().code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(never.status().code(), absl::StatusCode::kNotFound);
+  // Recommend: the cold start, as for any user without ratings.
   v1::RecommendRequest rec;
   rec.set_user_id(user);
   rec.set_n(5);
-  EXPECT_EQ(service_->Recommend(rec).status().code(),
-            absl::StatusCode::kNotFound);
+  absl::StatusOr<v1::RecommendResponse> cold = service_->Recommend(rec);
+  ASSERT_TRUE(cold.ok()) << cold.status();
+  EXPECT_EQ(cold->fallback(), v1::FALLBACK_EMPTY_USER);
+  rec.set_user_id("nobody");
+  absl::StatusOr<v1::RecommendResponse> nobody = service_->Recommend(rec);
+  ASSERT_TRUE(nobody.ok()) << nobody.status();
+  EXPECT_EQ(cold->SerializeAsString(), nobody->SerializeAsString());
   // With ad-hoc ratings, the same answer as for any anonymous user.
   v1::PredictRatingsRequest adhoc;
   adhoc.set_user_id(user);

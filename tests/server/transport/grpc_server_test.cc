@@ -5,6 +5,7 @@
 
 #include "server/transport/grpc_server.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <map>
@@ -314,6 +315,83 @@ TEST_F(GrpcServerTest, AStoredVersionThatIsNotLoadedIsServedFromALoaderThread) {
   grpc::Status s = stub_->Recommend(&context, request, &response);
   ASSERT_TRUE(s.ok()) << s.error_message();
   EXPECT_EQ(response.model_version(), 1);
+}
+
+// RecommendAll over the network: every user in id order, several messages
+// computed on the bulk threads and written in order, each user's answer
+// that of Recommend; a client that cancels ends the stream; errors of the
+// request end it before any message.
+TEST_F(GrpcServerTest, RecommendAllStreamsRecommendsAnswersInUserOrder) {
+  Start();
+  AddSomeRatings();
+  std::vector<v1::AddRatingsRequest> more;  // a batch per user (limit 10)
+  for (int u = 20; u < 150; ++u) {
+    more.emplace_back();
+    for (int i = 0; i < 6; ++i) {
+      v1::Rating* r = more.back().add_ratings();
+      r->set_user_id(absl::StrCat("u", u));
+      r->set_item_id(absl::StrCat("i", (u * 5 + i * 2) % 15));
+      r->set_rating(1 + (u * i) % 5);
+    }
+  }
+  ASSERT_TRUE(service_->AddRatings(more).ok());
+  ASSERT_EQ(TrainOnce(), 1);
+  v1::RecommendAllRequest request;
+  request.mutable_template_()->set_n(3);
+  grpc::ClientContext context;
+  auto reader = stub_->RecommendAll(&context, request);
+  v1::RecommendAllResponse message;
+  std::vector<std::string> users;
+  int messages = 0;
+  while (reader->Read(&message)) {
+    ++messages;
+    EXPECT_EQ(message.model_version(), 1);
+    for (const v1::UserRecommendations& u : message.users()) {
+      users.push_back(u.user_id());
+      grpc::ClientContext one_context;
+      v1::RecommendRequest one;
+      one.set_user_id(u.user_id());
+      one.set_n(3);
+      v1::RecommendResponse expected;
+      ASSERT_TRUE(stub_->Recommend(&one_context, one, &expected).ok());
+      EXPECT_EQ(u.response().SerializeAsString(), expected.SerializeAsString())
+          << u.user_id();
+    }
+  }
+  grpc::Status s = reader->Finish();
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_GE(messages, 5);  // 150 users, 32 per message
+  ASSERT_EQ(users.size(), 150u);
+  EXPECT_TRUE(std::is_sorted(users.begin(), users.end()));
+}
+
+TEST_F(GrpcServerTest, RecommendAllCancelledByTheClientEnds) {
+  Start();
+  AddSomeRatings();
+  ASSERT_EQ(TrainOnce(), 1);
+  v1::RecommendAllRequest request;
+  for (int k = 0; k < 2000; ++k) request.add_user_ids(absl::StrCat("u", k));
+  {
+    grpc::ClientContext context;
+    auto reader = stub_->RecommendAll(&context, request);
+    v1::RecommendAllResponse message;
+    ASSERT_TRUE(reader->Read(&message));
+    EXPECT_EQ(message.users(0).user_id(), "u0");
+    context.TryCancel();
+    while (reader->Read(&message)) {
+    }
+    EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  }
+  // Errors of the request end the stream before any message.
+  request.mutable_template_()->set_user_id("u1");
+  grpc::ClientContext context;
+  auto reader = stub_->RecommendAll(&context, request);
+  v1::RecommendAllResponse message;
+  EXPECT_FALSE(reader->Read(&message));
+  grpc::Status s = reader->Finish();
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(s.error_message().find("template.user_id"), std::string::npos)
+      << s.error_message();
 }
 
 }  // namespace
