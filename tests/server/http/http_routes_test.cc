@@ -150,6 +150,51 @@ TEST(RequestMapping, RepeatedParametersEnumsAndBodies) {
   EXPECT_TRUE(absl::StrContains(s.message(), "nosuch")) << s;
 }
 
+// A GET route (no body) over `method`'s request, as a later annotation could
+// declare it.
+Route GetRoute(const char* method, const char* path) {
+  Route r;
+  r.http_method = "GET";
+  r.method = Service().FindMethodByName(method);
+  absl::StatusOr<PathTemplate> t = PathTemplate::Parse(path);
+  EXPECT_TRUE(t.ok()) << t.status();
+  if (t.ok()) r.path = *t;
+  return r;
+}
+
+TEST(RequestMapping, RepeatedAndNestedQueryParameters) {
+  const Route predict = GetRoute("PredictRatings", "/x/{user_id}");
+  v1::PredictRatingsRequest p;
+  absl::Status s = BuildRequest(
+      predict, {{"user_id", "u1"}},
+      {{"item_ids", "a"}, {"itemIds", "b"}, {"method", "2"}}, "", &p);
+  ASSERT_TRUE(s.ok()) << s;
+  ASSERT_EQ(p.item_ids_size(), 2);
+  EXPECT_EQ(p.item_ids(1), "b");
+  EXPECT_EQ(p.method(), v1::MEAN_FIELD);
+  s = BuildRequest(predict, {}, {{"method", "SIDEWAYS"}}, "", &p);
+  EXPECT_TRUE(absl::StrContains(s.message(), "not a value of Method")) << s;
+
+  const Route train = GetRoute("Train", "/x");
+  v1::TrainRequest t;
+  s = BuildRequest(train, {},
+                   {{"options.hidden", "4"},
+                    {"options.learningRate", "0.1"},
+                    {"options.ordinal", "false"}},
+                   "", &t);
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_TRUE(t.options().has_hidden());
+  EXPECT_EQ(t.options().hidden(), 4);
+  EXPECT_DOUBLE_EQ(t.options().learning_rate(), 0.1);
+  EXPECT_TRUE(t.options().has_ordinal());
+  EXPECT_FALSE(t.options().ordinal());
+  EXPECT_FALSE(t.options().has_epochs());
+  s = BuildRequest(train, {}, {{"options.nosuch", "1"}}, "", &t);
+  EXPECT_TRUE(absl::StrContains(s.message(), "options.nosuch")) << s;
+  s = BuildRequest(train, {}, {{"options.hidden", "99999999999"}}, "", &t);
+  EXPECT_TRUE(absl::StrContains(s.message(), "not an int32")) << s;
+}
+
 TEST(HttpStatus, GoogleApiDesignGuideMapping) {
   using C = absl::StatusCode;
   EXPECT_EQ(HttpStatusOf(C::kInvalidArgument), 400);
