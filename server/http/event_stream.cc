@@ -5,7 +5,6 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "absl/time/time.h"
 #include "google/protobuf/util/json_util.h"
 #include "server/http/http_status.h"
 
@@ -40,6 +39,7 @@ std::shared_ptr<EventStream> EventStream::Start(
     }
     s->status_ = std::move(status);
     s->done_ = true;
+    s->WakeLocked();
   });
   return stream;
 }
@@ -55,6 +55,18 @@ void EventStream::Push(std::string event) {
   absl::MutexLock lock(&mu_);
   ++messages_;
   pending_ += event;
+  WakeLocked();
+}
+
+void EventStream::WakeLocked() {
+  if (!suspended_) return;
+  suspended_ = false;
+  if (wake_) wake_();
+}
+
+void EventStream::SetWake(std::function<void()> wake) {
+  absl::MutexLock lock(&mu_);
+  wake_ = std::move(wake);
 }
 
 absl::Status EventStream::AwaitStart() {
@@ -67,17 +79,14 @@ absl::Status EventStream::AwaitStart() {
   return absl::OkStatus();
 }
 
-size_t EventStream::Read(char* buf, size_t max) {
+size_t EventStream::Read(char* buf, size_t max,
+                         const std::function<void()>& suspend) {
   absl::MutexLock lock(&mu_);
-  auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return !pending_.empty() || done_;
-  };
-  if (!mu_.AwaitWithTimeout(absl::Condition(&ready),
-                            absl::Seconds(kKeepAliveSeconds))) {
-    static constexpr char kKeepAlive[] = ": keep-alive\n\n";
-    const size_t n = std::min(max, sizeof kKeepAlive - 1);
-    std::memcpy(buf, kKeepAlive, n);
-    return n;
+  if (detached_) return kEnd;
+  if (pending_.empty() && !done_) {
+    suspended_ = true;
+    suspend();
+    return kSuspended;
   }
   const size_t n = std::min(max, pending_.size());
   std::memcpy(buf, pending_.data(), n);
@@ -85,9 +94,14 @@ size_t EventStream::Read(char* buf, size_t max) {
   return n;
 }
 
-void EventStream::Detach() {
+void EventStream::Detach(bool forget_wake) {
   absl::MutexLock lock(&mu_);
   detached_ = true;
+  if (forget_wake) {
+    wake_ = nullptr;
+    suspended_ = false;
+  }
+  WakeLocked();
 }
 
 bool EventStream::Done() const {

@@ -77,10 +77,19 @@ MHD_Result CollectQuery(void* cls, MHD_ValueKind /*kind*/, const char* key,
   return MHD_YES;
 }
 
+// The response's hold on a stream and its connection (for suspend).
+struct StreamHold {
+  std::shared_ptr<EventStream> stream;
+  MHD_Connection* connection;
+};
+
 ssize_t ReadEvents(void* cls, uint64_t /*pos*/, char* buf, size_t max) {
-  const size_t n =
-      (*static_cast<std::shared_ptr<EventStream>*>(cls))->Read(buf, max);
-  return n == 0 ? MHD_CONTENT_READER_END_OF_STREAM : static_cast<ssize_t>(n);
+  auto* hold = static_cast<StreamHold*>(cls);
+  const size_t n = hold->stream->Read(
+      buf, max, [hold] { MHD_suspend_connection(hold->connection); });
+  if (n == EventStream::kEnd) return MHD_CONTENT_READER_END_OF_STREAM;
+  if (n == EventStream::kSuspended) return 0;  // resumed by the next event
+  return static_cast<ssize_t>(n);
 }
 
 }  // namespace
@@ -224,11 +233,12 @@ struct HttpAccess {
     }
     // The response owns a reference: it may read the last events after
     // the server forgot the finished stream.
-    auto* owner = new std::shared_ptr<EventStream>(stream);
+    auto* owner = new StreamHold{stream, connection};
+    stream->SetWake([connection] { MHD_resume_connection(connection); });
     MHD_Response* response = MHD_create_response_from_callback(
         MHD_SIZE_UNKNOWN, 4096, &ReadEvents, owner, [](void* cls) {
-          auto* held = static_cast<std::shared_ptr<EventStream>*>(cls);
-          (*held)->Detach();
+          auto* held = static_cast<StreamHold*>(cls);
+          held->stream->Detach(/*forget_wake=*/true);
           delete held;
         });
     if (response == nullptr) {
@@ -307,7 +317,8 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(
   server->router_ = std::move(*router);
   server->openapi_ = OpenApiJson(*descriptor, server->router_);
   const HttpServerOptions& o = server->options_;
-  unsigned int flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG;
+  unsigned int flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG |
+                       MHD_ALLOW_SUSPEND_RESUME;
   if (address->ipv6) flags |= MHD_USE_IPv6;
   const bool tls = !o.tls_cert_pem.empty();
   if (tls) flags |= MHD_USE_TLS;
@@ -365,19 +376,18 @@ void HttpServer::Track(std::shared_ptr<EventStream> stream) {
 }
 
 void HttpServer::Stop() {
-  if (daemon_ != nullptr) {
-    MHD_stop_daemon(daemon_);
-    daemon_ = nullptr;
-  }
   std::vector<std::shared_ptr<EventStream>> streams;
   {
     absl::MutexLock lock(&mu_);
     streams.swap(streams_);
   }
-  for (std::shared_ptr<EventStream>& s : streams) {
-    s->Detach();
-    s->Join();
+  // Suspended stream connections are resumed first, to end.
+  for (std::shared_ptr<EventStream>& s : streams) s->Detach();
+  if (daemon_ != nullptr) {
+    MHD_stop_daemon(daemon_);
+    daemon_ = nullptr;
   }
+  for (std::shared_ptr<EventStream>& s : streams) s->Join();
 }
 
 HttpServer::~HttpServer() { Stop(); }

@@ -14,7 +14,8 @@
 // read, else as soon as it grows past the cap). A call runs on the polling
 // thread that read it (the service's calls are short, or bounded like
 // Train's start); a Train stream (server-sent events, event_stream.h) runs
-// on a thread of its own and its polling thread waits for events.
+// on a thread of its own, and its connection is suspended between events,
+// holding no polling thread.
 //
 // Tokens (`authorizer` set): "Authorization: Bearer TOKEN", the role of
 // each method from the same table as gRPC (RequiredRole,

@@ -207,6 +207,46 @@ TEST(HttpLimits, SlowClientsDoNotBlockOthers) {
   }
 }
 
+TEST(HttpLimits, TrainStreamHoldsNoPollingThread) {
+  InProcessHttp http;
+  HttpServerOptions o;
+  o.threads = 1;
+  http.Start(o);
+  ASSERT_EQ(Call(http.port(), "POST", "/v1/ratings", SomeRatingsJson()).status,
+            200);
+  const std::string body =
+      R"({"options":{"hidden":4,"epochs":100000,"validationFraction":0}})";
+  const int fd = ConnectLoopback(http.port());
+  ASSERT_GE(fd, 0);
+  const std::string request = absl::StrCat(
+      "POST /v1/train HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+      "Content-Length: ",
+      body.size(), "\r\n\r\n", body);
+  ASSERT_EQ(send(fd, request.data(), request.size(), MSG_NOSIGNAL),
+            static_cast<ssize_t>(request.size()));
+  std::string stream;
+  char buf[4096];
+  while (stream.find("data: ") == std::string::npos) {
+    const ssize_t n = recv(fd, buf, sizeof buf, 0);
+    ASSERT_GT(n, 0);
+    stream.append(buf, static_cast<size_t>(n));
+  }
+  // The job runs and streams; the one polling thread still answers.
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(Call(http.port(), "GET", "/v1/stats").status, 200);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(1));
+  HttpReply cancel = Call(http.port(), "POST", "/v1/train:cancel", "{}");
+  EXPECT_EQ(cancel.status, 200);
+  EXPECT_TRUE(absl::StrContains(cancel.body, R"("wasRunning":true)"))
+      << cancel.body;
+  ssize_t n;
+  while ((n = recv(fd, buf, sizeof buf, 0)) > 0) {
+    stream.append(buf, static_cast<size_t>(n));
+  }
+  close(fd);
+  EXPECT_TRUE(absl::StrContains(stream, R"("state":"CANCELLED")")) << stream;
+}
+
 TEST(HttpAuth, RolesAsOnGrpc) {
   const std::string table =
       absl::StrCat("reader read ", TokenHashText("tok-read"), "\nadmin admin ",
