@@ -1,10 +1,37 @@
 #include "server/http/http_status.h"
 
+#include <string>
+#include <string_view>
+
+#include "absl/strings/string_view.h"
 #include "core/error_reason.h"
+#include "core/utf8.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
 
 namespace rbmrec::server::http {
+
+namespace {
+
+// `s` with every byte that starts no well-formed UTF-8 sequence replaced by
+// U+FFFD: a message may quote what a client sent (protobuf's JSON parser
+// does), and JSON text must be UTF-8.
+std::string ValidUtf8(absl::string_view s) {
+  std::string out;
+  while (!s.empty()) {
+    const size_t bad = FirstInvalidUtf8(std::string_view(s.data(), s.size()));
+    if (bad == std::string_view::npos) {
+      out.append(s.data(), s.size());
+      break;
+    }
+    out.append(s.data(), bad);
+    out += "\xEF\xBF\xBD";
+    s.remove_prefix(bad + 1);
+  }
+  return out;
+}
+
+}  // namespace
 
 int HttpStatusOf(absl::StatusCode code) {
   switch (code) {
@@ -46,20 +73,16 @@ std::string ErrorJson(const absl::Status& status, int http_code) {
   fields["code"].set_number_value(http_code != 0 ? http_code
                                                  : HttpStatusOf(status.code()));
   fields["status"].set_string_value(absl::StatusCodeToString(status.code()));
-  fields["message"].set_string_value(std::string(status.message()));
+  fields["message"].set_string_value(ValidUtf8(status.message()));
   if (std::string reason = ReasonOf(status); !reason.empty()) {
-    fields["reason"].set_string_value(reason);
+    fields["reason"].set_string_value(ValidUtf8(reason));
   }
   if (std::string leader = LeaderOf(status); !leader.empty()) {
-    fields["leader"].set_string_value(leader);
+    fields["leader"].set_string_value(ValidUtf8(leader));
   }
   std::string out;
-  if (!google::protobuf::util::MessageToJsonString(body, &out).ok()) {
-    // Only invalid UTF-8 in the message can fail; drop the message then.
-    fields["message"].set_string_value("(message not valid UTF-8)");
-    out.clear();
-    (void)google::protobuf::util::MessageToJsonString(body, &out);
-  }
+  // Cannot fail: every string is valid UTF-8.
+  (void)google::protobuf::util::MessageToJsonString(body, &out);
   return out;
 }
 

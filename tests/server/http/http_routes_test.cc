@@ -222,6 +222,21 @@ TEST(HttpStatus, GoogleApiDesignGuideMapping) {
   EXPECT_EQ(error.at("status").string_value(), "NOT_FOUND");
   EXPECT_EQ(error.at("message").string_value(), "no \"user\" u9");
   EXPECT_EQ(error.count("reason"), 0u);
+  // A message quoting invalid UTF-8 still makes a JSON body (U+FFFD).
+  google::protobuf::Struct quoted;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(
+                  ErrorJson(absl::InvalidArgumentError("id 'a\xc0\xb6"
+                                                       "b'")),
+                  &quoted)
+                  .ok());
+  EXPECT_EQ(quoted.fields()
+                .at("error")
+                .struct_value()
+                .fields()
+                .at("message")
+                .string_value(),
+            "id 'a\xEF\xBF\xBD\xEF\xBF\xBD"
+            "b'");
 }
 
 TEST(OpenApi, ListsTheRoutesAndSchemas) {
