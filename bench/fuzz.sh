@@ -7,7 +7,8 @@
 #   --ci         30 s per target
 #   --seconds N  stop each target after N seconds
 #   --runs N     stop each target after N executions
-#   TARGET       fuzz_readers, fuzz_model_file, fuzz_requests (default: all)
+#   TARGET       fuzz_readers, fuzz_model_file, fuzz_requests, fuzz_http
+#                (default: all)
 #
 # Each target runs (one process, one job) on a COPY of its committed corpus
 # tests/fuzz/corpus/TARGET/ in a temporary directory, plus the regression
@@ -23,7 +24,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${FUZZ_BUILD_DIR:-$root/build-fuzz}
-all_targets=(fuzz_readers fuzz_model_file fuzz_requests)
+all_targets=(fuzz_readers fuzz_model_file fuzz_requests fuzz_http)
 
 runs=""
 seconds=""
@@ -33,7 +34,7 @@ while [ $# -gt 0 ]; do
     --ci) seconds=30 ;;
     --seconds) seconds=${2:?--seconds needs a value}; shift ;;
     --runs) runs=${2:?--runs needs a value}; shift ;;
-    -h|--help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "fuzz.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
     *) targets+=("$1") ;;
   esac

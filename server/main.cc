@@ -38,6 +38,7 @@
 #include "core/cpu_check.h"
 #include "core/rating_scale.h"
 #include "core/trainer.h"
+#include "server/http/http_server.h"
 #include "server/log.h"
 #include "server/memory.h"
 #include "server/metrics/metrics.h"
@@ -163,6 +164,7 @@ struct Flags {
   std::string auth_tokens;
   bool insecure = false;
   std::string metrics_listen;
+  rbmrec::server::http::HttpServerOptions http;  // listen empty: off
   int64_t db_max_mb = 0;
   int64_t max_train_memory_mb = so.training.max_train_memory_bytes >> 20;
   int64_t max_model_mb = so.training.max_model_bytes >> 20;
@@ -325,6 +327,19 @@ void BindSecurityFlags(CLI::App& app, Flags& f) {
                  "serve Prometheus metrics over plain HTTP at "
                  "http://HOST:PORT/metrics (empty = off; a non-loopback "
                  "address needs --insecure)");
+  app.add_option("--http-listen", f.http.listen,
+                 "serve the HTTP/JSON API (docs/http.md) on HOST:PORT (empty "
+                 "= off; the same TLS, token and loopback policy as --listen)");
+  app.add_option("--http-threads", f.http.threads,
+                 "polling threads of the HTTP listener (each serves many "
+                 "connections)")
+      ->check(CLI::Range(1, 256));
+  app.add_option("--http-max-connections", f.http.max_connections,
+                 "open connections of the HTTP listener at most")
+      ->check(CLI::Range(1, 100000));
+  app.add_option("--http-timeout-seconds", f.http.timeout_seconds,
+                 "close an HTTP connection idle this long")
+      ->check(CLI::Range(1, 3600));
   app.add_option("--shutdown-grace-seconds", grace,
                  "how long in-flight RPCs may run after SIGTERM")
       ->check(Finite());
@@ -477,6 +492,44 @@ struct Security {
   bool tokens_on = false;
 };
 
+// --http-listen: the policy of --listen (RefusalLine); client certificates
+// (--tls-client-ca) are not checked by the HTTP listener, so they are
+// refused there. -1 to go on, else the exit code.
+int CheckHttpPolicy(const Flags& f, bool tls_on, bool tokens_on) {
+  if (f.http.listen.empty()) return -1;
+  if (!f.tls_files.client_ca.empty()) {
+    std::cerr << "rbmrec-server: --http-listen does not check client "
+                 "certificates (--tls-client-ca); serve HTTP without mTLS "
+                 "from another server, or leave --http-listen off\n";
+    return 2;
+  }
+  if (std::string refusal = rbmrec::server::RefusalLine(f.http.listen, tls_on,
+                                                        tokens_on, f.insecure);
+      !refusal.empty()) {
+    std::cerr << refusal << " (--http-listen)\n";
+    return 1;
+  }
+  return -1;
+}
+
+// The HTTP/JSON listener when --http-listen is set: the tokens of
+// --auth-tokens, the certificate of --tls-cert, the body limit of
+// --max-message-mb. Null and a logged error when it cannot start.
+absl::StatusOr<std::unique_ptr<rbmrec::server::http::HttpServer>> StartHttp(
+    Flags& f, const Security& sec, rbmrec::server::RbmrecService* service) {
+  rbmrec::server::http::HttpServerOptions o = f.http;
+  o.authorizer = sec.authorizer;
+  o.max_body_bytes = static_cast<size_t>(f.go.max_message_mb) << 20;
+  if (sec.tls_on) {
+    absl::StatusOr<rbmrec::server::TlsMaterial> pem =
+        rbmrec::server::LoadTlsMaterial(f.tls_files);
+    if (!pem.ok()) return pem.status();
+    o.tls_cert_pem = pem->cert_pem;
+    o.tls_key_pem = pem->key_pem;
+  }
+  return rbmrec::server::http::HttpServer::Start(service, std::move(o));
+}
+
 // Secure defaults, checked before anything is opened or bound; loads the
 // tokens and TLS files into `sec` and f.go. -1 to go on, else the exit code.
 int SetUpSecurity(Flags& f, Security& sec) {
@@ -502,6 +555,9 @@ int SetUpSecurity(Flags& f, Security& sec) {
       !refusal.empty()) {
     std::cerr << refusal << "\n";
     return 1;
+  }
+  if (int code = CheckHttpPolicy(f, tls_on, tokens_on); code >= 0) {
+    return code;
   }
   if (!rbmrec::server::IsLoopbackListen(go.listen) && !(tls_on && tokens_on)) {
     Log(LogLevel::kWarn, "insecure_listen",
@@ -667,6 +723,22 @@ int Serve(Flags& f, Security& sec, const sigset_t& signals) {
     Log(LogLevel::kInfo, "metrics_started",
         {F("metrics_listen", metrics_listen), F("port", metrics_http->port())});
   }
+  std::unique_ptr<rbmrec::server::http::HttpServer> http;
+  if (!f.http.listen.empty()) {
+    auto h = StartHttp(f, sec, service->get());
+    if (!h.ok()) {
+      Log(LogLevel::kError, "http_listen_failed",
+          {F("http_listen", f.http.listen), F("error", h.status().ToString())});
+      std::cerr << "rbmrec-server: " << h.status().message() << "\n";
+      (*server)->Shutdown(std::chrono::system_clock::now());
+      (*service)->Shutdown();
+      return 1;
+    }
+    http = std::move(*h);
+    Log(LogLevel::kInfo, "http_started",
+        {F("http_listen", f.http.listen), F("port", http->port()),
+         F("threads", f.http.threads)});
+  }
   Log(LogLevel::kInfo, "server_started",
       {F("listen", go.listen), F("port", (*server)->port()), F("db", db),
        F("scale", so.scale.ToString()),
@@ -684,7 +756,8 @@ int Serve(Flags& f, Security& sec, const sigset_t& signals) {
   (*server)->Shutdown(
       std::chrono::system_clock::now() +
       std::chrono::milliseconds(static_cast<int64_t>(grace * 1000)));
-  (*service)->Shutdown();  // joins training, persists online updates
+  if (http != nullptr) http->Stop();  // after BeginShutdown: streams end
+  (*service)->Shutdown();             // joins training, persists online updates
   if (metrics_http != nullptr) metrics_http->Stop();  // before the service
   server->reset();
   service->reset();  // closes the store (WAL checkpoint)

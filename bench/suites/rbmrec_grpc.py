@@ -15,7 +15,8 @@ import sys
 import types
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-PROTOS = ["proto/rbmrec.proto", "proto/health.proto"]
+PROTOS = ["proto/google/api/http.proto", "proto/google/api/annotations.proto",
+          "proto/rbmrec.proto", "proto/health.proto"]
 
 
 def _generate(out_dir):

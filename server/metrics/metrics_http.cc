@@ -1,17 +1,12 @@
 #include "server/metrics/metrics_http.h"
 
 #include <microhttpd.h>
-#include <netdb.h>
-#include <sys/socket.h>
 
-#include <cstdarg>
-#include <cstdio>
 #include <cstring>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/strip.h"
 #include "server/log.h"
+#include "server/mhd_listener.h"
 
 namespace rbmrec::server {
 
@@ -54,65 +49,25 @@ struct MetricsHttpAccess {
 namespace {
 
 // libmicrohttpd's error messages as structured log lines.
-void LogMhdError(void* /*cls*/, const char* format, va_list args) {
-  char text[512];
-  std::vsnprintf(text, sizeof text, format, args);
-  absl::string_view message(text);
-  while (absl::ConsumeSuffix(&message, "\n")) {
-  }
-  Log(LogLevel::kWarn, "metrics_http_error", {F("error", message)});
-}
-
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(
     const std::string& listen, MetricsRegistry* registry) {
-  const size_t colon = listen.rfind(':');
-  if (colon == std::string::npos) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--metrics-listen: expected HOST:PORT, got '", listen, "'"));
-  }
-  absl::string_view host = absl::string_view(listen).substr(0, colon);
-  const std::string port_text = listen.substr(colon + 1);
-  int port = 0;
-  if (!absl::SimpleAtoi(port_text, &port) || port < 0 || port > 65535) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--metrics-listen: bad port '", port_text, "' in '", listen, "'"));
-  }
-  if (absl::ConsumePrefix(&host, "[") && !absl::ConsumeSuffix(&host, "]")) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--metrics-listen: unbalanced [ in '", listen, "'"));
-  }
-  if (host.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--metrics-listen: no host in '", listen,
-        "' (use 127.0.0.1:PORT, or 0.0.0.0:PORT with --insecure)"));
-  }
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_NUMERICSERV | AI_PASSIVE;
-  addrinfo* found = nullptr;
-  const std::string host_text(host);
-  if (int rc =
-          getaddrinfo(host_text.c_str(), port_text.c_str(), &hints, &found);
-      rc != 0 || found == nullptr) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--metrics-listen: cannot resolve '", host_text,
-                     "': ", gai_strerror(rc)));
-  }
+  absl::StatusOr<ListenAddress> address =
+      ResolveListen("--metrics-listen", listen);
+  if (!address.ok()) return address.status();
   std::unique_ptr<MetricsHttpServer> server(new MetricsHttpServer());
   server->registry_ = registry;
   unsigned int flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG;
-  if (found->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
+  if (address->ipv6) flags |= MHD_USE_IPv6;
   server->daemon_ = MHD_start_daemon(
-      flags, static_cast<uint16_t>(port), nullptr, nullptr,
+      flags, static_cast<uint16_t>(address->port), nullptr, nullptr,
       &MetricsHttpAccess::Handle, server.get(),
       // The logger must be the first option.
-      MHD_OPTION_EXTERNAL_LOGGER, &LogMhdError, nullptr, MHD_OPTION_SOCK_ADDR,
-      found->ai_addr, MHD_OPTION_CONNECTION_LIMIT, 16u,
+      MHD_OPTION_EXTERNAL_LOGGER, &LogMhdError,
+      const_cast<char*>("metrics_http_error"), MHD_OPTION_SOCK_ADDR,
+      address->sockaddr_ptr(), MHD_OPTION_CONNECTION_LIMIT, 16u,
       MHD_OPTION_CONNECTION_TIMEOUT, 10u, MHD_OPTION_END);
-  freeaddrinfo(found);
   if (server->daemon_ == nullptr) {
     return absl::UnavailableError(
         absl::StrCat("--metrics-listen: cannot listen on ", listen,
@@ -120,7 +75,7 @@ absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(
   }
   const MHD_DaemonInfo* info =
       MHD_get_daemon_info(server->daemon_, MHD_DAEMON_INFO_BIND_PORT);
-  server->port_ = info != nullptr ? info->port : port;
+  server->port_ = info != nullptr ? info->port : address->port;
   return server;
 }
 

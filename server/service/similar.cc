@@ -53,10 +53,11 @@ absl::StatusOr<std::shared_ptr<const ItemSimilarity>> SimilarIndexCache::For(
 
 absl::Status CheckSimilar(const v1::SimilarItemsRequest& request,
                           const RequestLimits& limits) {
-  const int q = request.item_ids_size();
+  const int q = request.item_ids_size() + (request.item_id().empty() ? 0 : 1);
   if (q == 0) {
     return absl::InvalidArgumentError(
-        "item_ids is empty: name at least one item to find similar items to");
+        "item_id and item_ids are empty: name at least one item to find "
+        "similar items to");
   }
   if (q > limits.max_predict_items) {
     return OverLimit("the number of item_ids", q, limits.max_predict_items,
@@ -74,6 +75,12 @@ absl::Status CheckSimilar(const v1::SimilarItemsRequest& request,
   if (request.n() > limits.max_recommend_n) {
     return OverLimit("n", request.n(), limits.max_recommend_n,
                      "--max-recommend-n");
+  }
+  if (!request.item_id().empty()) {
+    if (std::string why = IdProblem(request.item_id(), "item_id");
+        !why.empty()) {
+      return absl::InvalidArgumentError(why);
+    }
   }
   if (absl::Status s = CheckIds(request.item_ids(), "item_ids"); !s.ok()) {
     return s;
@@ -96,15 +103,25 @@ absl::StatusOr<v1::SimilarItemsResponse> AnswerSimilar(
     const ItemSimilarity& index, const std::vector<int32_t>& rated,
     ReadCaches& caches) {
   std::vector<int32_t> query;
-  query.reserve(static_cast<size_t>(request.item_ids_size()));
-  for (int i = 0; i < request.item_ids_size(); ++i) {
-    const int32_t item = model.items().Find(request.item_ids(i));
+  query.reserve(static_cast<size_t>(request.item_ids_size()) + 1);
+  auto add = [&](const std::string& id,
+                 const std::string& field) -> absl::Status {
+    const int32_t item = model.items().Find(id);
     if (item < 0 || item >= index.num_items() || !index.HasVector(item)) {
-      return absl::NotFoundError(absl::StrCat(
-          "item_ids[", i, "]: the model (version ", version,
-          ") has no training ratings of item '", request.item_ids(i), "'"));
+      return absl::NotFoundError(
+          absl::StrCat(field, ": the model (version ", version,
+                       ") has no training ratings of item '", id, "'"));
     }
     query.push_back(item);
+    return absl::OkStatus();
+  };
+  if (!request.item_id().empty()) {
+    if (absl::Status s = add(request.item_id(), "item_id"); !s.ok()) return s;
+  }
+  for (int i = 0; i < request.item_ids_size(); ++i) {
+    absl::Status s =
+        add(request.item_ids(i), absl::StrCat("item_ids[", i, "]"));
+    if (!s.ok()) return s;
   }
   std::vector<int32_t> excluded = rated;
   for (const std::string& id : request.exclude_item_ids()) {

@@ -39,7 +39,8 @@ import time
 
 
 def generate_stubs(proto_dir, out_dir):
-    protos = ["proto/rbmrec.proto", "proto/health.proto"]
+    protos = ["proto/google/api/http.proto", "proto/google/api/annotations.proto",
+              "proto/rbmrec.proto", "proto/health.proto"]
     plugin = shutil.which("grpc_python_plugin")
     protoc = shutil.which("protoc")
     errors = []

@@ -73,6 +73,20 @@ RBMREC_LISTEN=0.0.0.0:0 run_exit --db "$db"
 [[ $rc == 1 && $err == "rbmrec-server: refusing to serve"* ]] &&
   pass "refuses RBMREC_LISTEN=0.0.0.0" || fail "env listen: rc=$rc [$err]"
 
+# --- the HTTP listener: the same policy, checked on its own address
+run_exit --listen 127.0.0.1:0 --http-listen 0.0.0.0:0 --db "$db"
+[[ $rc == 1 && $err == "rbmrec-server: refusing to serve on 0.0.0.0:0"* &&
+   $err == *"(--http-listen)" ]] &&
+  pass "refuses --http-listen 0.0.0.0 without TLS and tokens" ||
+  fail "http listen: rc=$rc [$err]"
+run_exit --listen 127.0.0.1:0 --http-listen 127.0.0.1:0 --db "$db" \
+  --tls-cert "$c/server.pem" --tls-key "$c/server.key" --tls-client-ca "$c/ca.pem"
+[[ $rc == 2 && $err == *"--http-listen does not check client certificates"* ]] &&
+  pass "refuses --http-listen with --tls-client-ca" ||
+  fail "http listen with mTLS: rc=$rc [$err]"
+[[ ! -e $db ]] && pass "nothing opened before the HTTP refusals" ||
+  fail "the database was created"
+
 # --- token new / token hash / token file
 run_exit token new alice admin
 token=$(printf '%s\n' "$out" | sed -n 1p)

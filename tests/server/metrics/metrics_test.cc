@@ -10,11 +10,6 @@
 
 #include "server/metrics/metrics.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
@@ -50,6 +45,7 @@
 #include "server/transport/grpc_server.h"
 #include "store/store.h"
 #include "tests/server/grpc_fixture.h"
+#include "tests/server/http_client.h"
 
 namespace rbmrec::server {
 namespace {
@@ -313,47 +309,21 @@ void Parse(Scrape* s) {
   }
 }
 
-// One HTTP/1.1 request to 127.0.0.1:port over a plain socket.
+// One HTTP/1.1 request to 127.0.0.1:port (tests/server/http_client.h).
 Scrape Fetch(int port, const std::string& method = "GET",
              const std::string& path = "/metrics") {
   Scrape s;
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-    close(fd);
-    s.errors.push_back("connect failed");
+  HttpReply reply = RawRequest(
+      port, absl::StrCat(
+                method, " ", path,
+                " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"));
+  if (reply.status == 0) {
+    s.errors.push_back("no HTTP answer");
     return s;
   }
-  const std::string request =
-      absl::StrCat(method, " ", path,
-                   " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
-  (void)!write(fd, request.data(), request.size());
-  std::string response;
-  char buf[65536];
-  ssize_t n;
-  while ((n = read(fd, buf, sizeof buf)) > 0) {
-    response.append(buf, static_cast<size_t>(n));
-  }
-  close(fd);
-  const size_t end = response.find("\r\n\r\n");
-  if (end == std::string::npos) {
-    s.errors.push_back("no header end");
-    return s;
-  }
-  const std::string head = response.substr(0, end);
-  s.body = response.substr(end + 4);
-  std::vector<std::string> lines = absl::StrSplit(head, "\r\n");
-  std::vector<std::string> status = absl::StrSplit(lines[0], ' ');
-  if (status.size() >= 2) (void)absl::SimpleAtoi(status[1], &s.http_status);
-  for (const std::string& l : lines) {
-    const std::string lower = absl::AsciiStrToLower(l);
-    if (lower.rfind("content-type:", 0) == 0) {
-      s.content_type = std::string(absl::StripAsciiWhitespace(l.substr(13)));
-    }
-  }
+  s.http_status = reply.status;
+  s.content_type = reply.headers["content-type"];
+  s.body = std::move(reply.body);
   if (s.http_status == 200) Parse(&s);
   return s;
 }

@@ -1,0 +1,83 @@
+// The HTTP listener with TLS (MHD_USE_TLS, GnuTLS): a client that trusts the
+// test CA gets answers; plain HTTP on the TLS port gets none. Certificates
+// come from make_test_certs.sh (openssl).
+
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "tests/server/http/http_fixture.h"
+
+namespace rbmrec::server::http {
+namespace {
+
+std::string ReadText(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// One request over TLS, verifying the server against `ca_file`; the whole
+// answer, or "" when the handshake fails.
+std::string TlsRequest(int port, const std::string& ca_file,
+                       const std::string& request) {
+  SSL_CTX* ctx = SSL_CTX_new(TLS_client_method());
+  SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, nullptr);
+  SSL_CTX_load_verify_locations(ctx, ca_file.c_str(), nullptr);
+  SSL* ssl = SSL_new(ctx);
+  SSL_set_tlsext_host_name(ssl, "localhost");
+  SSL_set1_host(ssl, "localhost");
+  const int fd = ConnectLoopback(port);
+  std::string answer;
+  SSL_set_fd(ssl, fd);
+  if (fd >= 0 && SSL_connect(ssl) == 1) {
+    SSL_write(ssl, request.data(), static_cast<int>(request.size()));
+    char buf[16384];
+    int n;
+    while ((n = SSL_read(ssl, buf, sizeof buf)) > 0) answer.append(buf, n);
+  }
+  SSL_free(ssl);
+  SSL_CTX_free(ctx);
+  if (fd >= 0) close(fd);
+  return answer;
+}
+
+TEST(HttpTls, ServesTheCertificateAndRefusesPlainHttp) {
+  const std::string dir =
+      absl::StrCat(::testing::TempDir(), "/http_tls_certs.", getpid());
+  ASSERT_EQ(std::system(
+                absl::StrCat("bash '", RBMREC_MAKE_TEST_CERTS, "' '", dir, "'")
+                    .c_str()),
+            0)
+      << "make_test_certs.sh failed (is openssl installed?)";
+  InProcessHttp http;
+  HttpServerOptions o;
+  o.tls_cert_pem = ReadText(dir + "/server.pem");
+  o.tls_key_pem = ReadText(dir + "/server.key");
+  http.Start(o);
+  const std::string answer =
+      TlsRequest(http.port(), dir + "/ca.pem",
+                 "GET /v1/stats HTTP/1.1\r\nHost: localhost\r\n"
+                 "Connection: close\r\n\r\n");
+  EXPECT_TRUE(absl::StartsWith(answer, "HTTP/1.1 200")) << answer;
+  EXPECT_TRUE(absl::StrContains(answer, "\"users\":\"0\"")) << answer;
+  // A client that does not trust the CA fails the handshake.
+  EXPECT_EQ(
+      TlsRequest(http.port(), dir + "/other-ca.pem", "GET / HTTP/1.0\r\n\r\n"),
+      "");
+  // Plain HTTP on the TLS port is no HTTP exchange.
+  EXPECT_EQ(Call(http.port(), "GET", "/v1/stats").status, 0);
+  std::system(absl::StrCat("rm -rf '", dir, "'").c_str());
+}
+
+}  // namespace
+}  // namespace rbmrec::server::http
