@@ -75,6 +75,12 @@ TEST_F(HttpServerTest, EveryRouteShape) {
   ASSERT_EQ(rec.status, 200) << rec.body;
   Struct r = Parse(rec.body);
   EXPECT_EQ(r.fields().at("recommendations").list_value().values_size(), 2);
+  HttpReply similar = Get("/v1/items/i1/similar?n=3&excludeItemIds=i2");
+  ASSERT_EQ(similar.status, 200) << similar.body;
+  EXPECT_EQ(Parse(similar.body).fields().at("items").list_value().values_size(),
+            3);
+  EXPECT_FALSE(absl::StrContains(similar.body, R"("itemId":"i1")"));
+  EXPECT_FALSE(absl::StrContains(similar.body, R"("itemId":"i2")"));
   HttpReply predict =
       Post("/v1/users/u1:predict", R"({"itemIds":["i1","i2","i3"]})");
   ASSERT_EQ(predict.status, 200) << predict.body;
@@ -108,7 +114,8 @@ TEST_F(HttpServerTest, StatusCodesCarryReasonsInJsonBodies) {
   EXPECT_EQ(early.status, 400) << early.body;
   EXPECT_EQ(ErrorField(early, "code"), "400");
   Seed();
-  HttpReply unknown = Get("/v1/users/nobody/recommendations");
+  // (Recommend answers an unknown user from the cold-start fallback.)
+  HttpReply unknown = Post("/v1/users/nobody:predict", R"({"itemIds":["i1"]})");
   EXPECT_EQ(unknown.status, 404) << unknown.body;
   EXPECT_EQ(ErrorField(unknown, "status"), "NOT_FOUND");
   EXPECT_EQ(unknown.headers["content-type"], "application/json");
