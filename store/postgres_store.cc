@@ -600,17 +600,23 @@ absl::Status PostgresStore::SetItemsHidden(absl::Span<const std::string> items,
 
 // ------------------------------------------------------------------ Reads
 
-absl::StatusOr<std::vector<std::string>> PostgresStore::ListUsers(
-    std::string_view after, int limit) const {
+absl::StatusOr<PgResult> PostgresStore::ReadQuery(
+    std::string_view what, const char* sql,
+    const std::vector<PgParam>& params) const {
   ReaderLease conn(this);
   RBMREC_STORE_RETURN_IF_ERROR(conn.Acquire());
+  return (*conn).Exec(what, sql, params);
+}
+
+absl::StatusOr<std::vector<std::string>> PostgresStore::ListUsers(
+    std::string_view after, int limit) const {
   // COLLATE "C": byte order, as on SQLite, whatever the database's locale.
   RBMREC_STORE_ASSIGN_OR_RETURN(
       PgResult r,
-      (*conn).Exec("listing users",
-                   "SELECT ext_id FROM users WHERE ext_id COLLATE \"C\" > $1 "
-                   "ORDER BY ext_id COLLATE \"C\" LIMIT $2",
-                   {PgParam::Text(after), PgParam::Int(limit)}));
+      ReadQuery("listing users",
+                "SELECT ext_id FROM users WHERE ext_id COLLATE \"C\" > $1 "
+                "ORDER BY ext_id COLLATE \"C\" LIMIT $2",
+                {PgParam::Text(after), PgParam::Int(limit)}));
   std::vector<std::string> out;
   out.reserve(static_cast<size_t>(r.rows()));
   for (int i = 0; i < r.rows(); ++i) out.emplace_back(r.Text(i, 0));
@@ -619,17 +625,15 @@ absl::StatusOr<std::vector<std::string>> PostgresStore::ListUsers(
 
 absl::StatusOr<std::vector<UserRating>> PostgresStore::GetUserRatings(
     std::string_view user) const {
-  ReaderLease conn(this);
-  RBMREC_STORE_RETURN_IF_ERROR(conn.Acquire());
   // One statement (one snapshot): no row = unknown user; a row with NULL
   // item = a user without ratings.
   RBMREC_STORE_ASSIGN_OR_RETURN(
-      PgResult r, (*conn).Exec("reading a user's ratings",
-                               "SELECT i.ext_id, r.rating, r.ts FROM users u "
-                               "LEFT JOIN ratings r ON r.user_idx = u.idx "
-                               "LEFT JOIN items i ON i.idx = r.item_idx "
-                               "WHERE u.ext_id = $1 ORDER BY r.item_idx",
-                               {PgParam::Text(user)}));
+      PgResult r, ReadQuery("reading a user's ratings",
+                            "SELECT i.ext_id, r.rating, r.ts FROM users u "
+                            "LEFT JOIN ratings r ON r.user_idx = u.idx "
+                            "LEFT JOIN items i ON i.idx = r.item_idx "
+                            "WHERE u.ext_id = $1 ORDER BY r.item_idx",
+                            {PgParam::Text(user)}));
   if (r.rows() == 0) {
     return absl::NotFoundError(absl::StrCat("unknown user: ", AV(user)));
   }
@@ -687,17 +691,15 @@ absl::StatusOr<Snapshot> PostgresStore::ReadSnapshot() const {
 }
 
 absl::StatusOr<Stats> PostgresStore::GetStats() const {
-  ReaderLease conn(this);
-  RBMREC_STORE_RETURN_IF_ERROR(conn.Acquire());
   RBMREC_STORE_ASSIGN_OR_RETURN(
-      PgResult r, (*conn).Exec("reading statistics",
-                               "SELECT (SELECT count(*) FROM users), "
-                               "(SELECT count(*) FROM items), "
-                               "(SELECT count(*) FROM ratings), "
-                               "(SELECT count(*) FROM models), "
-                               "pg_database_size(current_database()), "
-                               "(SELECT value FROM meta WHERE key = $1)",
-                               {PgParam::Text(kActiveModelKey)}));
+      PgResult r, ReadQuery("reading statistics",
+                            "SELECT (SELECT count(*) FROM users), "
+                            "(SELECT count(*) FROM items), "
+                            "(SELECT count(*) FROM ratings), "
+                            "(SELECT count(*) FROM models), "
+                            "pg_database_size(current_database()), "
+                            "(SELECT value FROM meta WHERE key = $1)",
+                            {PgParam::Text(kActiveModelKey)}));
   Stats stats;
   stats.users = r.Int(0, 0);
   stats.items = r.Int(0, 1);
@@ -740,22 +742,19 @@ absl::StatusOr<std::unique_ptr<LeaderLease>> PostgresStore::TryLead(
 }
 
 absl::StatusOr<std::string> PostgresStore::LeaderAddress() const {
-  ReaderLease conn(this);
-  RBMREC_STORE_RETURN_IF_ERROR(conn.Acquire());
   // The recorded address counts only while some session holds the lock
   // (a bigint advisory key shows as classid = high, objid = low 32 bits).
   RBMREC_STORE_ASSIGN_OR_RETURN(
       PgResult r,
-      (*conn).Exec(
-          "reading the leader's address",
-          "SELECT value FROM meta WHERE key = $1 AND EXISTS ("
-          "SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND "
-          "granted AND database = (SELECT oid FROM pg_database "
-          "WHERE datname = current_database()) AND "
-          "classid::bigint = $2 AND objid::bigint = $3 AND "
-          "objsubid = 1)",
-          {PgParam::Text(kLeaderKey), PgParam::Int(kLeaderLockKey >> 32),
-           PgParam::Int(kLeaderLockKey & 0xffffffff)}));
+      ReadQuery("reading the leader's address",
+                "SELECT value FROM meta WHERE key = $1 AND EXISTS ("
+                "SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND "
+                "granted AND database = (SELECT oid FROM pg_database "
+                "WHERE datname = current_database()) AND "
+                "classid::bigint = $2 AND objid::bigint = $3 AND "
+                "objsubid = 1)",
+                {PgParam::Text(kLeaderKey), PgParam::Int(kLeaderLockKey >> 32),
+                 PgParam::Int(kLeaderLockKey & 0xffffffff)}));
   if (r.rows() == 0 || r.IsNull(0, 0)) return std::string();
   return std::string(r.Text(0, 0));
 }

@@ -123,6 +123,8 @@ inline constexpr int kPostgresSchemaVersion = 3;
 
 namespace internal {
 class PgConn;
+class PgResult;
+struct PgParam;
 }  // namespace internal
 
 class PostgresStore final : public Store {
@@ -191,6 +193,10 @@ class PostgresStore final : public Store {
 
  private:
   class ReaderLease;
+  // One statement on a leased reader connection (`what` names it in errors).
+  absl::StatusOr<internal::PgResult> ReadQuery(
+      std::string_view what, const char* sql,
+      const std::vector<internal::PgParam>& params) const;
 
   PostgresStore(std::string uri, const StoreOptions& options);
 

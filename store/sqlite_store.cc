@@ -446,14 +446,20 @@ absl::StatusOr<UpsertResult> SqliteStore::UpsertRatings(
   return result;
 }
 
-absl::StatusOr<int64_t> SqliteStore::DeleteRatings(
-    std::string_view user, absl::Span<const std::string> items) {
-  RBMREC_STORE_RETURN_IF_ERROR(CheckWritable());
-  absl::MutexLock lock(&writer_.mu);
+absl::StatusOr<absl::flat_hash_map<std::string, int64_t>::iterator>
+SqliteStore::FindUser(std::string_view user) {
   auto u = user_idx_.find(AbslView(user));
   if (u == user_idx_.end()) {
     return absl::NotFoundError(absl::StrCat("unknown user: ", AbslView(user)));
   }
+  return u;
+}
+
+absl::StatusOr<int64_t> SqliteStore::DeleteRatings(
+    std::string_view user, absl::Span<const std::string> items) {
+  RBMREC_STORE_RETURN_IF_ERROR(CheckWritable());
+  absl::MutexLock lock(&writer_.mu);
+  RBMREC_STORE_ASSIGN_OR_RETURN(auto u, FindUser(user));
   Connection& conn = *writer_.conn;
   RBMREC_STORE_ASSIGN_OR_RETURN(
       sqlite3_stmt * del,
@@ -477,10 +483,7 @@ absl::StatusOr<int64_t> SqliteStore::DeleteRatings(
 absl::StatusOr<int64_t> SqliteStore::DeleteUser(std::string_view user) {
   RBMREC_STORE_RETURN_IF_ERROR(CheckWritable());
   absl::MutexLock lock(&writer_.mu);
-  auto u = user_idx_.find(AbslView(user));
-  if (u == user_idx_.end()) {
-    return absl::NotFoundError(absl::StrCat("unknown user: ", AbslView(user)));
-  }
+  RBMREC_STORE_ASSIGN_OR_RETURN(auto u, FindUser(user));
   Connection& conn = *writer_.conn;
   RBMREC_STORE_ASSIGN_OR_RETURN(
       sqlite3_stmt * del_ratings,

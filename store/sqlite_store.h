@@ -157,6 +157,9 @@ class SqliteStore final : public Store {
 
   // FailedPrecondition when the store is read-only.
   absl::Status CheckWritable() const;
+  // The row of a stored user, NotFound ("unknown user: ...") otherwise.
+  absl::StatusOr<absl::flat_hash_map<std::string, int64_t>::iterator> FindUser(
+      std::string_view user) ABSL_EXCLUSIVE_LOCKS_REQUIRED(writer_.mu);
 
   const std::string path_;
   const StoreOptions options_;
