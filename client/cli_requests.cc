@@ -245,11 +245,10 @@ std::vector<std::string> SplitList(absl::string_view list) {
   return out;
 }
 
-// Recommend's filters and page: --category (repeatable, any-of),
-// --all-categories A,B (all-of), --exclude ID,.., --candidates FILE_OR_LIST
-// (a readable file of ids, else a list), --offset N.
-absl::Status SetRecommendFilters(const ParsedArgs& args,
-                                 v1::RecommendRequest* request) {
+// --category (repeatable, any-of) and --all-categories A,B (all-of) of
+// recommend and similar.
+template <typename Request>
+void SetCategories(const ParsedArgs& args, Request* request) {
   for (const std::string& c : args.GetAll("category")) {
     request->add_categories(c);
   }
@@ -258,6 +257,14 @@ absl::Status SetRecommendFilters(const ParsedArgs& args,
     request->add_required_categories(
         std::string(absl::StripAsciiWhitespace(c)));
   }
+}
+
+// Recommend's filters and page: --category (repeatable, any-of),
+// --all-categories A,B (all-of), --exclude ID,.., --candidates FILE_OR_LIST
+// (a readable file of ids, else a list), --offset N.
+absl::Status SetRecommendFilters(const ParsedArgs& args,
+                                 v1::RecommendRequest* request) {
+  SetCategories(args, request);
   for (const std::string& id : SplitList(args.Get("exclude", ""))) {
     request->add_exclude_item_ids(id);
   }
@@ -353,11 +360,10 @@ absl::StatusOr<v1::SimilarItemsRequest> BuildSimilarRequest(
     if (!item.ok()) return item.status();
     request.add_item_ids(*std::move(item));
   }
-  for (const std::string& arg : args.GetAll("exclude")) {
-    absl::StatusOr<std::string> item = IdArgument(arg, "--exclude");
-    if (!item.ok()) return item.status();
-    request.add_exclude_item_ids(*std::move(item));
+  for (const std::string& id : SplitList(args.Get("exclude", ""))) {
+    request.add_exclude_item_ids(id);
   }
+  SetCategories(args, &request);
   if (args.Has("user")) {
     absl::StatusOr<std::string> user =
         IdArgument(args.Get("user", ""), "--user");

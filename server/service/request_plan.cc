@@ -40,23 +40,10 @@ absl::Status CheckIdList(
 // Recommend's filters: list lengths and entries.
 absl::Status CheckFilters(const v1::RecommendRequest& request,
                           const RequestLimits& limits) {
-  const int categories =
-      request.categories_size() + request.required_categories_size();
-  if (categories > limits.max_categories) {
-    return OverLimit("the number of categories + required_categories",
-                     categories, limits.max_categories, "--max-categories");
-  }
-  for (const auto* list :
-       {&request.categories(), &request.required_categories()}) {
-    const char* field =
-        list == &request.categories() ? "categories" : "required_categories";
-    for (int i = 0; i < list->size(); ++i) {
-      if (std::string why = CategoryProblem(list->Get(i), "category");
-          !why.empty()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(field, "[", i, "]: ", why));
-      }
-    }
+  if (absl::Status s = CheckCategories(request.categories(),
+                                       request.required_categories(), limits);
+      !s.ok()) {
+    return s;
   }
   if (absl::Status s = CheckIdList(request.exclude_item_ids(),
                                    "exclude_item_ids", limits.max_filter_items);
@@ -68,6 +55,28 @@ absl::Status CheckFilters(const v1::RecommendRequest& request,
 }
 
 }  // namespace
+
+absl::Status CheckCategories(
+    const google::protobuf::RepeatedPtrField<std::string>& any,
+    const google::protobuf::RepeatedPtrField<std::string>& all,
+    const RequestLimits& limits) {
+  const int categories = any.size() + all.size();
+  if (categories > limits.max_categories) {
+    return OverLimit("the number of categories + required_categories",
+                     categories, limits.max_categories, "--max-categories");
+  }
+  for (const auto* list : {&any, &all}) {
+    const char* field = list == &any ? "categories" : "required_categories";
+    for (int i = 0; i < list->size(); ++i) {
+      if (std::string why = CategoryProblem(list->Get(i), "category");
+          !why.empty()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(field, "[", i, "]: ", why));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
 
 absl::Status CheckAdHoc(
     const google::protobuf::RepeatedPtrField<v1::ItemRating>& ratings,

@@ -62,6 +62,15 @@ struct Placement {
   bool shares_passes = false;
 };
 
+// The category lists of a request (Recommend's and SimilarItems'):
+// RESOURCE_EXHAUSTED + LIMIT_EXCEEDED when both together exceed
+// --max-categories, INVALID_ARGUMENT naming "categories[i]" or
+// "required_categories[i]" for a name CategoryProblem refuses.
+absl::Status CheckCategories(
+    const google::protobuf::RepeatedPtrField<std::string>& any,
+    const google::protobuf::RepeatedPtrField<std::string>& all,
+    const RequestLimits& limits);
+
 // The ad-hoc ratings of a request: at most limits.max_adhoc_ratings
 // (--max-adhoc-ratings), ids as IdProblem says ("ratings[3].item_id is
 // empty"), ratings on `scale` ("ratings[3] (item_id 'x'): rating ...").

@@ -89,6 +89,11 @@ absl::Status CheckSimilar(const v1::SimilarItemsRequest& request,
       !s.ok()) {
     return s;
   }
+  if (absl::Status s = CheckCategories(request.categories(),
+                                       request.required_categories(), limits);
+      !s.ok()) {
+    return s;
+  }
   if (!request.user_id().empty()) {
     if (std::string why = IdProblem(request.user_id(), "user_id");
         !why.empty()) {
@@ -101,7 +106,7 @@ absl::Status CheckSimilar(const v1::SimilarItemsRequest& request,
 absl::StatusOr<v1::SimilarItemsResponse> AnswerSimilar(
     const v1::SimilarItemsRequest& request, const Model& model, int64_t version,
     const ItemSimilarity& index, const std::vector<int32_t>& rated,
-    ReadCaches& caches) {
+    const Catalogue& catalogue, ReadCaches& caches) {
   std::vector<int32_t> query;
   query.reserve(static_cast<size_t>(request.item_ids_size()) + 1);
   auto add = [&](const std::string& id,
@@ -123,14 +128,25 @@ absl::StatusOr<v1::SimilarItemsResponse> AnswerSimilar(
         add(request.item_ids(i), absl::StrCat("item_ids[", i, "]"));
     if (!s.ok()) return s;
   }
-  std::vector<int32_t> excluded = rated;
+  // The allowed items: the catalogue (trained, not hidden) and the
+  // request's categories, minus the user's rated and the excluded items.
+  FilterSpec spec;
+  spec.any_categories.assign(request.categories().begin(),
+                             request.categories().end());
+  spec.all_categories.assign(request.required_categories().begin(),
+                             request.required_categories().end());
+  spec.exclude = rated;
   for (const std::string& id : request.exclude_item_ids()) {
-    const int32_t item = model.items().Find(id);
-    if (item >= 0) excluded.push_back(item);
+    spec.exclude.push_back(model.items().Find(id));
+  }
+  const ItemFilter filter = ItemFilter::Build(catalogue, spec);
+  std::vector<uint8_t> allowed(static_cast<size_t>(index.num_items()), 0);
+  for (int32_t i = 0; i < index.num_items() && i < filter.num_items(); ++i) {
+    allowed[static_cast<size_t>(i)] = filter.Allowed(i) ? 1 : 0;
   }
   SimilarRequest sr;
   sr.n = request.n() > 0 ? request.n() : 10;
-  sr.excluded = excluded;
+  sr.allowed = allowed;
   SimilarScratch scratch;
   absl::StatusOr<std::vector<SimilarItem>> found =
       SimilarItems(index, query, sr, &scratch);

@@ -14,6 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "core/item_filter.h"
 #include "core/model.h"
 #include "core/similar.h"
 #include "proto/rbmrec.pb.h"
@@ -56,12 +57,13 @@ absl::Status CheckSimilar(const v1::SimilarItemsRequest& request,
 
 // The answer of a checked request on `model` (served as `version`) with
 // `index` = the model's index; `rated` the user's rated items (model
-// indices; empty without a user); titles from `caches`.
+// indices; empty without a user), `catalogue` the model's (hidden items and
+// categories); titles from `caches`.
 // NOT_FOUND naming a query item the model does not know.
 absl::StatusOr<v1::SimilarItemsResponse> AnswerSimilar(
     const v1::SimilarItemsRequest& request, const Model& model, int64_t version,
     const ItemSimilarity& index, const std::vector<int32_t>& rated,
-    ReadCaches& caches);
+    const Catalogue& catalogue, ReadCaches& caches);
 
 }  // namespace rbmrec::server
 

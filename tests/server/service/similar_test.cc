@@ -96,6 +96,41 @@ TEST_F(SimilarItemsTest, SkipsTheQueryTheUsersItemsAndTheExcluded) {
   EXPECT_EQ(got->items_size(), kItems - 1);
 }
 
+TEST_F(SimilarItemsTest, HiddenItemsAndCategoryFiltersApply) {
+  v1::PutItemsRequest items;
+  for (int i = 0; i < kItems; ++i) {
+    v1::Item* item = items.add_items();
+    item->set_item_id(I(i));
+    item->add_categories(i % 2 == 0 ? "even" : "odd");
+    if (i % 3 == 0) item->add_categories("three");
+    item->set_hidden(i == 4);
+  }
+  ASSERT_TRUE(service_->PutItems(items).ok());
+  absl::StatusOr<v1::SimilarItemsResponse> all = Similar({I(1)}, kItems);
+  ASSERT_TRUE(all.ok()) << all.status();
+  EXPECT_EQ(all->items_size(), kItems - 2);  // not the query, not hidden i4
+  for (const v1::SimilarItem& s : all->items()) EXPECT_NE(s.item_id(), I(4));
+
+  v1::SimilarItemsRequest req;
+  req.set_item_id(I(1));
+  req.set_n(kItems);
+  req.add_categories("even");
+  req.add_required_categories("three");
+  absl::StatusOr<v1::SimilarItemsResponse> got = service_->SimilarItems(req);
+  ASSERT_TRUE(got.ok()) << got.status();
+  // Even multiples of 3 below 40: 0, 6, ..., 36.
+  EXPECT_EQ(got->items_size(), 7);
+  // The same order as the unfiltered list, restricted to them.
+  std::vector<std::string> expected;
+  for (const v1::SimilarItem& s : all->items()) {
+    const int j = std::stoi(s.item_id().substr(1));
+    if (j % 6 == 0) expected.push_back(s.item_id());
+  }
+  std::vector<std::string> ids;
+  for (const v1::SimilarItem& s : got->items()) ids.push_back(s.item_id());
+  EXPECT_EQ(ids, expected);
+}
+
 TEST_F(SimilarItemsTest, BadRequestsNameTheirField) {
   auto message = [](const absl::Status& s) { return std::string(s.message()); };
   absl::StatusOr<v1::SimilarItemsResponse> r = Similar({}, 5);
@@ -109,6 +144,14 @@ TEST_F(SimilarItemsTest, BadRequestsNameTheirField) {
   r = Similar({I(1)}, DefaultOptions().limits.max_recommend_n + 1);
   EXPECT_EQ(r.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_NE(message(r.status()).find("--max-recommend-n"), std::string::npos);
+  v1::SimilarItemsRequest many;
+  many.add_item_ids(I(1));
+  for (int i = 0; i <= DefaultOptions().limits.max_categories; ++i) {
+    many.add_categories(absl::StrCat("c", i));
+  }
+  r = service_->SimilarItems(many);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(message(r.status()).find("--max-categories"), std::string::npos);
   r = Similar({I(1)}, 5, "", {std::string("a\nb")});
   EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(message(r.status()).find("exclude_item_ids[0]"), std::string::npos);
