@@ -180,15 +180,7 @@ bool SharesPasses(v1::RankBy rank_by) {
 
 FilterSpec ToFilterSpec(const v1::RecommendRequest& request, const Model& model,
                         const std::vector<int32_t>& rated) {
-  FilterSpec spec;
-  spec.any_categories.assign(request.categories().begin(),
-                             request.categories().end());
-  spec.all_categories.assign(request.required_categories().begin(),
-                             request.required_categories().end());
-  spec.exclude = rated;
-  for (const std::string& id : request.exclude_item_ids()) {
-    spec.exclude.push_back(model.items().Find(id));
-  }
+  FilterSpec spec = CategoryAndExclusionSpec(request, model, rated);
   spec.use_candidates = request.candidate_item_ids_size() > 0;
   spec.candidates.reserve(
       static_cast<size_t>(request.candidate_item_ids_size()));

@@ -14,6 +14,7 @@
 // RANK_BY_UNSPECIFIED, threshold 0) are resolved here and nowhere else.
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "absl/functional/function_ref.h"
@@ -112,6 +113,29 @@ v1::RankBy ResolveRankBy(const v1::RecommendRequest& request,
 // ranking but PROBABILITY_RATED and PROBABILITY_RATED_AT_LEAST).
 bool SharesPasses(v1::RankBy rank_by);
 
+// The filter conditions Recommend and SimilarItems share: the request's
+// categories (any-of) and required_categories (all-of), and as exclusions
+// `rated` (model indices) and the request's exclude_item_ids.
+template <typename Request>
+FilterSpec CategoryAndExclusionSpec(const Request& request, const Model& model,
+                                    const std::vector<int32_t>& rated) {
+  FilterSpec spec;
+  spec.any_categories.assign(request.categories().begin(),
+                             request.categories().end());
+  spec.all_categories.assign(request.required_categories().begin(),
+                             request.required_categories().end());
+  spec.exclude = rated;
+  for (const std::string& id : request.exclude_item_ids()) {
+    spec.exclude.push_back(model.items().Find(id));
+  }
+  return spec;
+}
+
+// The request's filters in `model`'s indices, over `rated` (the user's
+// rated items, excluded too). Unknown ids are ignored.
+FilterSpec ToFilterSpec(const v1::RecommendRequest& request, const Model& model,
+                        const std::vector<int32_t>& rated);
+
 // A Recommend request made into core's RankOptions for `model`.
 struct RankPlan {
   RankOptions options;
@@ -123,11 +147,6 @@ struct RankPlan {
 // PROBABILITY_RATED_AT_LEAST (called only when threshold is 0 there).
 // FAILED_PRECONDITION when the ranking needs the rated RBM the model lacks;
 // INVALID_ARGUMENT when the threshold is off the model's scale.
-// The request's filters in `model`'s indices, over `rated` (the user's
-// rated items, excluded too). Unknown ids are ignored.
-FilterSpec ToFilterSpec(const v1::RecommendRequest& request, const Model& model,
-                        const std::vector<int32_t>& rated);
-
 absl::StatusOr<RankPlan> ToRankOptions(
     const v1::RecommendRequest& request, const RecommendCheck& checked,
     const Model& model, int64_t version, int candidates,

@@ -130,15 +130,7 @@ absl::StatusOr<v1::SimilarItemsResponse> AnswerSimilar(
   }
   // The allowed items: the catalogue (trained, not hidden) and the
   // request's categories, minus the user's rated and the excluded items.
-  FilterSpec spec;
-  spec.any_categories.assign(request.categories().begin(),
-                             request.categories().end());
-  spec.all_categories.assign(request.required_categories().begin(),
-                             request.required_categories().end());
-  spec.exclude = rated;
-  for (const std::string& id : request.exclude_item_ids()) {
-    spec.exclude.push_back(model.items().Find(id));
-  }
+  const FilterSpec spec = CategoryAndExclusionSpec(request, model, rated);
   const ItemFilter filter = ItemFilter::Build(catalogue, spec);
   std::vector<uint8_t> allowed(static_cast<size_t>(index.num_items()), 0);
   for (int32_t i = 0; i < index.num_items() && i < filter.num_items(); ++i) {
