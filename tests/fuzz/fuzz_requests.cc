@@ -246,7 +246,9 @@ void CheckRecommendations(const v1::RecommendRequest& request,
   for (int i = 0; i < resp.recommendations_size(); ++i) {
     const v1::Recommendation& r = resp.recommendations(i);
     Check(!r.item_id().empty(), "Recommend: empty item id");
-    Check(r.rank() == i + 1, "Recommend: ranks not 1, 2, ...");
+    // Ranks count from the start of the whole list (offset pages).
+    Check(r.rank() == request.offset() + i + 1,
+          "Recommend: ranks not offset + 1, offset + 2, ...");
     Check(std::isfinite(r.expected_rating()) &&
               r.expected_rating() >= kMin - 1e-6 &&
               r.expected_rating() <= kMax + 1e-6,
