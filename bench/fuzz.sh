@@ -61,7 +61,9 @@ fi
 
 # Build.
 if [ ! -f "$build/CMakeCache.txt" ]; then
-  launcher=()
+  # ccache when there is one; precompiled headers otherwise (a build from
+  # scratch, as in CI).
+  launcher=(-DRBMREC_PCH=ON)
   if command -v ccache >/dev/null; then
     launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
   fi
