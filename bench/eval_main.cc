@@ -23,6 +23,8 @@
 //     predicted p in [b / bins, (b + 1) / bins); predicted = mean p in the
 //     bin, observed = share of its test ratings equal to the value; both 0
 //     in an empty bin);
+//   with --topn N --cold-start: topn_cold {the same as topn, every user
+//     ranked as a user without ratings: no visible units, no parameters};
 //   with --topn N: topn_at {per ranking NAME, in the order of topn,
 //     {precision: [N], recall: [N], ndcg: [N]}}, element j at cut-off
 //     j + 1 (the last equals topn's);
@@ -65,8 +67,9 @@ struct Args {
   std::string save_model, cd, predict = "exact";
   double split = 0.9;
   bool json = false, lenient = false, quiet = false;
-  int topn = 0;         // 0: no ranking metrics
-  std::string similar;  // movies.dat for --similar; empty: off
+  int topn = 0;             // 0: no ranking metrics
+  bool cold_start = false;  // --cold-start: topn_cold too
+  std::string similar;      // movies.dat for --similar; empty: off
   float similar_popularity = SimilarityOptions().popularity_weight;
   double relevant = 4.0;  // test ratings >= this are relevant
   TrainOptions o;
@@ -196,6 +199,10 @@ void AddFlags(CLI::App* app, Args* a) {
                   "and report precision@N, recall@N and NDCG@N of each "
                   "ranking beside a most-popular list (0: off)")
       ->check(CLI::Range(0, 10000));
+  app->add_flag("--cold-start", a->cold_start,
+                "with --topn: also rank every test user as a user without "
+                "ratings (Recommend's cold start: the empty user's list "
+                "beside the most-popular list), reported as topn_cold");
   app->add_option("--relevant", a->relevant,
                   "a test rating >= this value is relevant for --topn; also "
                   "the threshold of the p(rating >= t) ranking")
@@ -255,6 +262,35 @@ Json ReliabilityJson(const EvalMetrics& m, const RatingScale& scale) {
     out[name] = classes;
   }
   return out;
+}
+
+// EvaluateTopN's rankings (every user as a user without ratings when
+// cold_start) as the "topn" object (see the top of this file) and text
+// lines appended to *text.
+std::vector<TopNResult> TopNSection(const Model& model,
+                                    const SparseRatings& train_by_user,
+                                    const std::vector<TestRating>& test,
+                                    const Args& a, bool cold_start, Json* json,
+                                    std::string* text) {
+  int64_t users = 0;
+  std::vector<TopNResult> topn =
+      EvaluateTopN(model, train_by_user, test, a.relevant, a.topn, a.o.threads,
+                   &users, cold_start);
+  (*json)["n"] = a.topn;
+  (*json)["relevant"] = General(a.relevant);
+  (*json)["users"] = users;
+  for (const TopNResult& r : topn) {
+    (*json)[r.name] = Json{{"precision", Fixed(r.mean.precision, 6)},
+                           {"recall", Fixed(r.mean.recall, 6)},
+                           {"ndcg", Fixed(r.mean.ndcg, 6)}};
+    absl::StrAppendFormat(text,
+                          "\n%stop %d (%d users, relevant >= %g) %-16s "
+                          "precision %.4f  recall %.4f  ndcg %.4f",
+                          cold_start ? "cold start " : "", a.topn, users,
+                          a.relevant, r.name.c_str(), r.mean.precision,
+                          r.mean.recall, r.mean.ndcg);
+  }
+  return topn;
 }
 
 // The "topn_at" object (see the top of this file).
@@ -425,26 +461,13 @@ int Run(int argc, char** argv) {
   const EvalMetrics m =
       Evaluate(*model, train_by_user, test, a.o.predict, a.o.threads);
   std::vector<TopNResult> topn;
-  int64_t topn_users = 0;
-  if (a.topn > 0) {
-    topn = EvaluateTopN(*model, train_by_user, test, a.relevant, a.topn,
-                        a.o.threads, &topn_users);
-  }
-  Json topn_json = Json::object();
+  Json topn_json = Json::object(), cold_json = Json::object();
   std::string topn_text;
   if (a.topn > 0) {
-    topn_json["n"] = a.topn;
-    topn_json["relevant"] = General(a.relevant);
-    topn_json["users"] = topn_users;
-    for (const TopNResult& r : topn) {
-      topn_json[r.name] = Json{{"precision", Fixed(r.mean.precision, 6)},
-                               {"recall", Fixed(r.mean.recall, 6)},
-                               {"ndcg", Fixed(r.mean.ndcg, 6)}};
-      absl::StrAppendFormat(&topn_text,
-                            "\ntop %d (%d users, relevant >= %g) %-16s "
-                            "precision %.4f  recall %.4f  ndcg %.4f",
-                            a.topn, topn_users, a.relevant, r.name.c_str(),
-                            r.mean.precision, r.mean.recall, r.mean.ndcg);
+    topn = TopNSection(*model, train_by_user, test, a, false, &topn_json,
+                       &topn_text);
+    if (a.cold_start) {
+      TopNSection(*model, train_by_user, test, a, true, &cold_json, &topn_text);
     }
   }
   bench::SimilarReport similar;
@@ -529,6 +552,7 @@ int Run(int argc, char** argv) {
     j["hist_ece"] = Fixed(m.hist_ece, 6);
     if (!rated_json.is_null()) j["rated"] = rated_json;
     if (a.topn > 0) j["topn"] = topn_json;
+    if (a.topn > 0 && a.cold_start) j["topn_cold"] = cold_json;
     j["reliability"] = ReliabilityJson(m, scale);
     if (a.topn > 0) j["topn_at"] = TopNCurvesJson(topn);
     if (!a.similar.empty()) j["similar"] = similar.json;

@@ -7,6 +7,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/strip.h"
 #include "client/format.h"
 
 namespace rbmrec::client {
@@ -98,8 +99,9 @@ std::string FormatBulkMessage(const v1::RecommendAllResponse& message,
     }
     const v1::RecommendResponse& r = u.response();
     const std::string user = CsvField(u.user_id());
+    // The enum's name without its prefix: NONE, EMPTY_USER, POPULAR.
     const absl::string_view fallback =
-        r.fallback() == v1::FALLBACK_EMPTY_USER ? "EMPTY_USER" : "NONE";
+        absl::StripPrefix(v1::Fallback_Name(r.fallback()), "FALLBACK_");
     for (const v1::Recommendation& rec : r.recommendations()) {
       absl::StrAppend(
           &out, user, ",", rec.rank(), ",", CsvField(rec.item_id()), ",",

@@ -10,7 +10,7 @@
 //   user_id,rank,item_id,title,expected_rating,probability_at_least,
 //   probability_rated,fallback,model_version
 // (fields quoted as RFC 4180 when they hold a comma, quote or line break;
-// fallback is the Fallback name without its prefix, "NONE" or
+// fallback is the Fallback name without its prefix: "NONE", "POPULAR" or
 // "EMPTY_USER"). A user without recommendations has no row.
 // JSONL: one line per user, the UserRecommendations message as ProtoToJson
 // prints it ({"user_id":..., "response":{...}}).

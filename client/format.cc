@@ -326,6 +326,10 @@ std::string FormatRecommendations(const v1::RecommendResponse& response,
     out +=
         "cold start: the user has no ratings; the fallback for users "
         "without ratings (the model's answer for an empty user)\n";
+  } else if (response.fallback() == v1::FALLBACK_POPULAR) {
+    out +=
+        "cold start: the user has no ratings; the fallback for users "
+        "without ratings (the most-rated items)\n";
   }
   if (response.recommendations().empty()) {
     out += response.candidates() > 0

@@ -618,20 +618,6 @@ std::vector<int32_t> RelevantItems(const Model& model,
   return users;
 }
 
-// The trained items by training ratings, most first (ties by item id).
-std::vector<int32_t> PopularItems(const Model& model) {
-  std::vector<int32_t> popular;
-  for (int32_t i = 0; i < model.num_items(); ++i) {
-    if (model.Trained(i)) popular.push_back(i);
-  }
-  std::stable_sort(popular.begin(), popular.end(), [&](int32_t a, int32_t b) {
-    const uint32_t ca = model.ItemCount(a), cb = model.ItemCount(b);
-    if (ca != cb) return ca > cb;
-    return model.items().Name(a) < model.items().Name(b);
-  });
-  return popular;
-}
-
 // One of EvaluateTopN's rankings: Recommend's by `by`, or the most-popular
 // list.
 struct TopNWay {
@@ -661,7 +647,7 @@ void RankTopN(const Model& model, const SparseRatings& train_by_user,
               const std::vector<int64_t>& unknown_rel,
               const std::vector<int32_t>& popular,
               const std::vector<TopNWay>& ways, int k0, int n, int threads,
-              std::vector<TopNScores>* per_user_out,
+              bool cold_start, std::vector<TopNScores>* per_user_out,
               std::vector<std::vector<int32_t>>* hit_ranks_out) {
   const int kWays = static_cast<int>(ways.size());
   std::vector<TopNScores>& per_user = *per_user_out;
@@ -687,7 +673,7 @@ void RankTopN(const Model& model, const SparseRatings& train_by_user,
           }
           std::sort(relevant_items.begin(), relevant_items.end());
           VisibleSet v;
-          if (u < train_by_user.rows) {
+          if (!cold_start && u < train_by_user.rows) {
             v.items = train_by_user.col.data() + train_by_user.offsets[u];
             v.ks = train_by_user.k.data() + train_by_user.offsets[u];
             v.n = train_by_user.RowSize(u);
@@ -701,7 +687,8 @@ void RankTopN(const Model& model, const SparseRatings& train_by_user,
               ro.n = n;
               ro.by = ways[static_cast<size_t>(way)].by;
               ro.k0 = k0;
-              for (const Ranked& r : RankItems(model, u, v, excluded, ro, sc)) {
+              for (const Ranked& r :
+                   RankItems(model, cold_start ? -1 : u, v, excluded, ro, sc)) {
                 list.push_back(r.item);
               }
             } else {
@@ -768,13 +755,13 @@ std::vector<TopNResult> EvaluateTopN(const Model& model,
                                      const SparseRatings& train_by_user,
                                      const std::vector<TestRating>& test,
                                      double relevant, int n, int threads,
-                                     int64_t* n_users) {
+                                     int64_t* n_users, bool cold_start) {
   std::vector<std::vector<int32_t>> rel;
   std::vector<int64_t> unknown_rel;
   const std::vector<int32_t> users =
       RelevantItems(model, test, relevant, &rel, &unknown_rel);
   *n_users = static_cast<int64_t>(users.size());
-  const std::vector<int32_t> popular = PopularItems(model);
+  const std::vector<int32_t> popular = MostRatedItems(model);
   const int k0 = std::clamp(
       static_cast<int>(std::ceil(
           (relevant - model.scale().min()) / model.scale().step() - 1e-6)),
@@ -783,7 +770,7 @@ std::vector<TopNResult> EvaluateTopN(const Model& model,
   std::vector<TopNScores> per_user;
   std::vector<std::vector<int32_t>> hit_ranks;
   RankTopN(model, train_by_user, users, rel, unknown_rel, popular, ways, k0, n,
-           threads, &per_user, &hit_ranks);
+           threads, cold_start, &per_user, &hit_ranks);
   return AverageTopN(users, rel, unknown_rel, ways, n, per_user, hit_ranks);
 }
 

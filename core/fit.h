@@ -95,11 +95,14 @@ struct TopNResult {
 // the server's), and (3) the number of training ratings (most popular
 // first); precision, recall and NDCG at n against the relevant test items,
 // averaged over those users. Parallel over users; deterministic.
+// cold_start: every user is ranked as a user without ratings (no visible
+// units, no parameters of their own: Recommend's cold start), so nothing is
+// excluded and the lists are the same for every user.
 std::vector<TopNResult> EvaluateTopN(const Model& model,
                                      const SparseRatings& train_by_user,
                                      const std::vector<TestRating>& test,
                                      double relevant, int n, int threads,
-                                     int64_t* n_users);
+                                     int64_t* n_users, bool cold_start = false);
 
 }  // namespace rbmrec
 

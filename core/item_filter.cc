@@ -46,6 +46,9 @@ Catalogue::Catalogue(const Model& model,
       it->second.Set(i);
     }
   }
+  for (int32_t i : MostRatedItems(model)) {
+    if (base_.Test(i)) most_rated_.push_back(i);
+  }
 }
 
 const ItemBitset* Catalogue::Category(std::string_view category) const {

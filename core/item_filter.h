@@ -67,9 +67,13 @@ class Catalogue {
   bool Hidden(int32_t i) const { return hidden_.Test(i); }
   // The model items of `category`; null when none has it.
   const ItemBitset* Category(std::string_view category) const;
+  // base() in popularity order: most training ratings first, ties by item
+  // id (the cold-start fallback's ranking).
+  const std::vector<int32_t>& MostRated() const { return most_rated_; }
 
  private:
   ItemBitset base_;
+  std::vector<int32_t> most_rated_;
   ItemBitset hidden_;
   absl::flat_hash_map<std::string, ItemBitset> categories_;
 };

@@ -256,4 +256,17 @@ void Model::MixItemRbm(int32_t user, int64_t n_user, PredictMethod method,
   }
 }
 
+std::vector<int32_t> MostRatedItems(const Model& model) {
+  std::vector<int32_t> items;
+  for (int32_t i = 0; i < model.num_items(); ++i) {
+    if (model.Trained(i)) items.push_back(i);
+  }
+  std::sort(items.begin(), items.end(), [&](int32_t a, int32_t b) {
+    const uint32_t ca = model.ItemCount(a), cb = model.ItemCount(b);
+    if (ca != cb) return ca > cb;
+    return model.items().Name(a) < model.items().Name(b);
+  });
+  return items;
+}
+
 }  // namespace rbmrec

@@ -261,6 +261,11 @@ class Model {
 // Builds the item histogram from training ratings (rows users, cols items).
 std::vector<uint32_t> ItemHistogramCounts(const SparseRatings& by_user, int K);
 
+// The items with training data (Model::Trained), most training ratings
+// first, ties by item id: the most-popular list (the cold-start fallback's
+// ranking, and rbmrec-eval's popularity anchor).
+std::vector<int32_t> MostRatedItems(const Model& model);
+
 }  // namespace rbmrec
 
 #endif  // RBMREC_CORE_MODEL_H_

@@ -25,6 +25,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -54,6 +55,7 @@
 
 namespace {
 
+using rbmrec::server::ColdStart;
 using rbmrec::server::F;
 using rbmrec::server::Log;
 using rbmrec::server::LogLevel;
@@ -282,6 +284,16 @@ void BindServingFlags(CLI::App& app, Flags& f) {
                  "Recommend (exact): items pre-ranked by mean field and "
                  "re-scored exactly (0 = exact over all items)")
       ->check(CLI::Range(0, 10000000));
+  app.add_option("--cold-start", so.cold_start,
+                 "Recommend for a user without ratings: popular (the most "
+                 "rated items that pass the filters) or empty-user (the "
+                 "model's answer for an empty user)")
+      ->transform(CLI::CheckedTransformer(
+          std::map<std::string, ColdStart>{
+              {"popular", ColdStart::kPopular},
+              {"empty-user", ColdStart::kEmptyUser}},
+          CLI::ignore_case))
+      ->default_str("popular");
   app.add_option("--online", so.online.enabled,
                  "apply online per-user CD updates (true/false)")
       ->default_str("true");

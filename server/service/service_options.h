@@ -21,6 +21,16 @@ namespace rbmrec::server {
 // Every knob of the service, with its default: the service's own, and the
 // option structs of its parts, each documented (with its flag) in the part's
 // header. main.cc binds them to flags.
+// Recommend's answer for a user without ratings (the cold start).
+enum class ColdStart {
+  // The items with the most training ratings that pass the request's
+  // filters, best first (FALLBACK_POPULAR).
+  kPopular,
+  // The model's answer for an empty user, ranked as the request asks
+  // (FALLBACK_EMPTY_USER).
+  kEmptyUser,
+};
+
 struct ServiceOptions {
   // The rating scale of AddRatings and of training (training.scale is set
   // from it).
@@ -46,6 +56,11 @@ struct ServiceOptions {
   // max(recommend_candidates, 3n) with the requested method. 0 with EXACT =
   // exact over all items (slower: m*K*F softplus evaluations per call).
   int recommend_candidates = 30;
+  // The cold start (--cold-start popular|empty-user). `rbmrec-eval --topn
+  // 10 --cold-start` measures both on a split (docs/operations.md): the
+  // most-popular list ranks better for users without ratings, so it is the
+  // default.
+  ColdStart cold_start = ColdStart::kPopular;
   // Erasure (DeleteUser): after this many erasures since the last full
   // training started, DeleteUser starts one with the training defaults, so
   // that the shared weights stop carrying the erased users

@@ -25,6 +25,40 @@
 #include "server/service/service.h"
 
 namespace rbmrec::server {
+namespace {
+
+// The cold start's most-popular page: the first ro.n items of
+// catalogue.MostRated() that `filter` allows, each with the expected rating
+// of `user` (the empty user) by ro.method.
+std::vector<Ranked> MostRatedRanking(const Model& model, const UserView& user,
+                                     const Catalogue& catalogue,
+                                     const ItemFilter& filter,
+                                     const RankOptions& ro,
+                                     Model::Scratch* scratch) {
+  std::vector<int32_t> items;
+  for (int32_t i : catalogue.MostRated()) {
+    if (static_cast<int>(items.size()) >= ro.n) break;
+    if (filter.Allowed(i)) items.push_back(i);
+  }
+  const int K = model.K();
+  std::vector<float> probs(items.size() * static_cast<size_t>(K));
+  std::vector<bool> fallback;
+  const VisibleSet v = user.ratings();
+  model.PredictWith(user.model_user, v, user.member_x(), items, ro.method,
+                    probs.data(), &fallback, scratch);
+  std::vector<Ranked> out(items.size());
+  for (size_t r = 0; r < items.size(); ++r) {
+    float* p = probs.data() + r * static_cast<size_t>(K);
+    if (!SaneDistribution(p, K)) model.FallbackDistribution(v, p);
+    out[r].item = items[r];
+    out[r].expected = SaneDistribution(p, K)
+                          ? model.Expectation(p)
+                          : static_cast<float>(model.scale().Value(0));
+  }
+  return out;
+}
+
+}  // namespace
 
 // ---------------------------------------------------------------------------
 // Predictions
@@ -117,16 +151,23 @@ absl::StatusOr<v1::RecommendResponse> RbmrecService::RecommendServed(
   const ItemFilter filter = ItemFilter::Build(
       *catalogue, ToFilterSpec(request, model, user->rated_items()));
   ro.filter = &filter;
-  // No rating the model can use and no parameters: the empty user's answer.
+  // No rating the model can use and no parameters: the cold start, answered
+  // by the most-popular list or the empty user's ranking (--cold-start).
   const bool cold = user->model_user < 0 && user->rated_items().empty() &&
                     user->resolved->ratings.items.empty();
-  // Leased scoring buffers, sized to the model after their first use.
-  ScratchPool<ScoringScratch>::Lease scratch = scoring_scratch_.Acquire();
+  const bool popular = cold && options_.cold_start == ColdStart::kPopular;
   ro.member_x = user->member_x();  // cached with the user's ratings
-  std::vector<Ranked> ranked =
-      filter.count() == 0 ? std::vector<Ranked>()
-                          : RankItems(model, user->model_user, user->ratings(),
-                                      user->rated_items(), ro, scratch.get());
+  std::vector<Ranked> ranked;
+  if (filter.count() > 0 && popular) {
+    ScratchPool<PredictScratch>::Lease scratch = predict_scratch_.Acquire();
+    ranked =
+        MostRatedRanking(model, *user, *catalogue, filter, ro, &scratch->model);
+  } else if (filter.count() > 0) {
+    // Leased scoring buffers, sized to the model after their first use.
+    ScratchPool<ScoringScratch>::Lease scratch = scoring_scratch_.Acquire();
+    ranked = RankItems(model, user->model_user, user->ratings(),
+                       user->rated_items(), ro, scratch.get());
+  }
   // The page: ranks offset + 1 .. offset + n.
   const size_t offset = static_cast<size_t>(checked.offset);
   ranked.erase(ranked.begin(),
@@ -141,7 +182,9 @@ absl::StatusOr<v1::RecommendResponse> RbmrecService::RecommendServed(
   resp.set_rank_by(plan->rank_by);
   resp.set_threshold(plan->threshold);
   resp.set_candidates(filter.count());
-  resp.set_fallback(cold ? v1::FALLBACK_EMPTY_USER : v1::FALLBACK_NONE);
+  resp.set_fallback(popular ? v1::FALLBACK_POPULAR
+                    : cold  ? v1::FALLBACK_EMPTY_USER
+                            : v1::FALLBACK_NONE);
   for (size_t r = 0; r < ranked.size(); ++r) {
     v1::Recommendation* rec = resp.add_recommendations();
     rec->set_item_id(ids[r]);

@@ -230,11 +230,12 @@ def run_pass(args, tmp, tls):
             assert e.code() == grpc.StatusCode.NOT_FOUND, e
             assert "nobody-at-all" in e.details(), e.details()
 
-        # Cold start: a user without ratings is answered from the fallback,
-        # marked as such (PredictRatings above stays NOT_FOUND).
+        # Cold start: a user without ratings is answered from the fallback
+        # (by default the most-rated items), marked as such (PredictRatings
+        # above stays NOT_FOUND).
         cold = stub.Recommend(pb.RecommendRequest(user_id="nobody-at-all",
                                                   n=3), timeout=5)
-        assert cold.fallback == pb.FALLBACK_EMPTY_USER, cold
+        assert cold.fallback == pb.FALLBACK_POPULAR, cold
         assert len(cold.recommendations) == 3, cold
         warm = stub.Recommend(pb.RecommendRequest(user_id="py0", n=3),
                               timeout=5)
@@ -253,7 +254,7 @@ def run_pass(args, tmp, tls):
             got.extend(m.users)
         assert [u.user_id for u in got] == listed, got
         assert got[2].response == warm, (got[2], warm)
-        assert got[1].response.fallback == pb.FALLBACK_EMPTY_USER
+        assert got[1].response.fallback == pb.FALLBACK_POPULAR
         every = [u.user_id for m in stub.RecommendAll(
             pb.RecommendAllRequest(template=pb.RecommendRequest(n=2)),
             timeout=30) for u in m.users]

@@ -22,6 +22,9 @@ class BulkTest : public ServiceFixture {
     o.registry.activation = Activation::kAlways;
     o.online.enabled = false;
     o.limits.max_bulk_users = 8;
+    // The empty user's answer: a list that follows the request's ranking
+    // (the default, the most-popular list, is in cold_start_test.cc).
+    o.cold_start = ColdStart::kEmptyUser;
     Start(nullptr, o);
     LoadSynthetic();
     TrainDone();

@@ -94,7 +94,7 @@ TEST_F(ErasureTest, DeletedUserIsAnsweredLikeANeverSeenUser) {
   rec.set_n(5);
   absl::StatusOr<v1::RecommendResponse> cold = service_->Recommend(rec);
   ASSERT_TRUE(cold.ok()) << cold.status();
-  EXPECT_EQ(cold->fallback(), v1::FALLBACK_EMPTY_USER);
+  EXPECT_EQ(cold->fallback(), v1::FALLBACK_POPULAR);
   rec.set_user_id("nobody");
   absl::StatusOr<v1::RecommendResponse> nobody = service_->Recommend(rec);
   ASSERT_TRUE(nobody.ok()) << nobody.status();
