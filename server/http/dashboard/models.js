@@ -37,7 +37,8 @@ function row(m, ctx, refresh, box) {
     h('td', { class: 'num' }, count(m.nUsers)), h('td', { class: 'num' }, count(m.nItems)),
     h('td', { class: 'num' }, count(m.nRatings)), h('td', { class: 'num' }, num(m.validationRmse, 4)),
     h('td', { class: 'num' }, String(m.epochs)), h('td', { class: 'num' }, bytes(m.sizeBytes)),
-    h('td', {}, state), h('td', { class: 'actions' }, actions(m, ctx, refresh, box)));
+    h('td', {}, state),
+    ctx.isAdmin ? h('td', {}, h('span', { class: 'actions' }, actions(m, ctx, refresh, box))) : '');
 }
 
 export async function render(main, ctx) {
@@ -53,7 +54,7 @@ export async function render(main, ctx) {
         label: `v${m.version}`, value: Number(m.validationRmse) || 0, cls: m.active ? 'active' : '',
       })), { yLabel: 'validation RMSE' })),
       table(['version', 'kind', 'created (UTC)', 'users', 'items', 'ratings', 'validation RMSE',
-        'epochs', 'size', 'state', ctx.isAdmin ? 'actions' : ''],
+        'epochs', 'size', 'state', ...(ctx.isAdmin ? ['actions'] : [])],
       list.map((m) => row(m, ctx, refresh, box)), { id: 'model-table' }),
       ctx.isAdmin ? '' : h('p', { class: 'note' }, 'Activating and pinning need an admin token.'));
   };
