@@ -76,8 +76,8 @@ function redraw() {
     xLabel: 'epoch', yLabel: 'validation RMSE', integerX: true,
     empty: 'validation RMSE per epoch appears here' }));
   view.ndcg.replaceChildren(lineChart(series('ndcg'), {
-    xLabel: 'epoch', yLabel: 'validation NDCG@10', integerX: true, height: 200,
-    empty: 'no NDCG reported: this server\'s TrainProgress has no NDCG field' }));
+    xLabel: 'epoch', yLabel: 'validation NDCG@10', integerX: true,
+    height: 260, empty: 'NDCG@10 per epoch of the rated RBM (it trains last) appears here' }));
   if (view.start) view.start.disabled = job.running;
 }
 
@@ -155,9 +155,9 @@ export async function render(main, ctx) {
   };
   const form = controls(ctx);
   view.start = form.querySelector ? form.querySelector('#train-start') : null;
-  main.append(form, view.status, view.source, view.error,
-    h('h3', {}, 'Validation RMSE per epoch (lower is better)'), view.rmse,
-    h('h3', {}, 'Validation NDCG@10 per epoch (higher is better)'), view.ndcg);
+  main.append(form, view.status, view.source, view.error, h('div', { class: 'charts' },
+    h('section', {}, h('h3', {}, 'Validation RMSE per epoch (lower is better)'), view.rmse),
+    h('section', {}, h('h3', {}, 'Validation NDCG@10 per epoch (higher is better)'), view.ndcg)));
   redraw();
   const followedHere = () => job.source === 'here' && job.running;
   const tick = () => poll().catch((e) => { job.error = e; redraw(); });

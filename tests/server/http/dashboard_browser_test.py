@@ -33,13 +33,15 @@ import argparse
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 import urllib.error
 import urllib.request
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from python_client_test import free_port  # noqa: E402
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
@@ -50,14 +52,6 @@ def skip_or_fail(why):
         sys.exit(f"dashboard browser test: {why}")
     print(f"SKIP: {why}")
     sys.exit(77)
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 class Api:
@@ -162,6 +156,14 @@ class Browser:
         self.driver.save_screenshot(path)
         return path
 
+    def shot_page(self, name):
+        """The page's content only (the body element), without the empty
+        window below it."""
+        from selenium.webdriver.common.by import By
+        path = os.path.join(self.artifacts, f"{name}.png")
+        self.driver.find_element(By.TAG_NAME, "body").screenshot(path)
+        return path
+
     def collect_logs(self):
         self.logs += self.driver.get_log("browser")
 
@@ -254,10 +256,13 @@ def admin_pass(b, tokens, n_ratings, full):
     b.wait("training done", lambda: b.js(
         "return document.getElementById('train-status').dataset.state") == "SUCCEEDED",
         timeout=240)
+    ndcg = b.count("#chart-ndcg circle.point")
+    assert ndcg >= 2, f"{ndcg} NDCG points (the rated RBM's TrainProgress.validation_ndcg)"
     counts = b.js("return window.__points")
     growing = sorted(set(c for c in counts if c > 0))
     assert len(growing) >= 3, f"the chart did not grow live: point counts {counts}"
     b.shot("training")
+    b.shot_page("training-page")
     print(f"training chart: {len(counts)} redraws, point counts {growing[:5]}..{growing[-1]}")
     if full:
         full_admin_extras(b)
@@ -371,7 +376,7 @@ def main():
         check_logs(browser.logs)
         csp_control(browser)
         if args.readme_shot:
-            shutil.copy(os.path.join(args.artifacts, "training.png"), args.readme_shot)
+            shutil.copy(os.path.join(args.artifacts, "training-page.png"), args.readme_shot)
         print(f"dashboard browser test passed in {time.time() - started:.1f} s; "
               f"screenshots in {args.artifacts}")
     finally:
