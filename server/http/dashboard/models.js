@@ -50,6 +50,7 @@ export async function render(main, ctx) {
     const ordered = [...list].sort((a, b) => Number(a.version) - Number(b.version));
     box.replaceChildren(
       list.length === 0 ? h('p', { class: 'note' }, 'No model stored yet: train one.') : '',
+      h('h3', {}, 'Validation RMSE per version (green: the active one; lower is better)'),
       h('div', { class: 'chart-box' }, barChart(ordered.map((m) => ({
         label: `v${m.version}`, value: Number(m.validationRmse) || 0, cls: m.active ? 'active' : '',
       })), { yLabel: 'validation RMSE' })),
