@@ -36,6 +36,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -207,7 +208,7 @@ new MutationObserver((records) => {
 """
 
 
-def admin_pass(b, tokens, n_ratings, full):
+def admin_pass(b, api, tokens, n_ratings, full):
     b.login("rbmrec_not_a_token")
     b.wait("refusal", lambda: "refused" in (b.text("#login-error") or ""))
     b.login(tokens["admin"])
@@ -265,7 +266,7 @@ def admin_pass(b, tokens, n_ratings, full):
     b.shot_page("training-page")
     print(f"training chart: {len(counts)} redraws, point counts {growing[:5]}..{growing[-1]}")
     if full:
-        full_admin_extras(b)
+        full_admin_extras(b, api)
     b.collect_logs()
 
 
@@ -274,9 +275,10 @@ def model_row_text(b, version):
                 "return r ? r.textContent : ''", version)
 
 
-def full_admin_extras(b):
-    """--full: roll back to version 1 from the models page, and cancel a
-    long run from the training page."""
+def full_admin_extras(b, api):
+    """--full: roll back to version 1 from the models page, cancel a long
+    run from the training page, and follow (then cancel) a run started
+    through the API."""
     b.go("#/models")
     b.wait("two versions", lambda: b.count("tr.model-row") >= 2)
     b.js("document.querySelector(\"button.activate[data-version='1']\").click()")
@@ -294,6 +296,22 @@ def full_admin_extras(b):
         "return document.getElementById('train-status').dataset.state") == "CANCELLED",
         timeout=60)
     b.shot("training-cancelled")
+    # A job started elsewhere (here: the API) is followed by polling.
+    body = {"options": {"epochs": 1000, "hidden": 200}, "activation": "ACTIVATE_NEVER"}
+    job = threading.Thread(target=lambda: api.call("POST", "/v1/train", body, timeout=300))
+    job.start()
+    b.go("#/overview")
+    b.wait("training shown as running", lambda: "running" in (b.text("#training-state") or ""))
+    b.go("#/training")
+    b.wait("a polled job", lambda: "started elsewhere" in (b.text("#train-source") or "") and
+           b.count("#chart-rmse circle.point") >= 1, timeout=60)
+    b.shot("training-polled")
+    # It may have stopped early by now; cancelling an ended job is a no-op.
+    b.js("document.getElementById('train-cancel').click()")
+    b.wait("the polled job ends", lambda: b.js(
+        "return document.getElementById('train-status').dataset.state") == "finished",
+        timeout=60)
+    job.join(timeout=60)
 
 
 def reader_pass(b, tokens):
@@ -371,7 +389,7 @@ def main():
         train(api, 5)
         print(f"server up, {n_ratings} ratings, one model: {time.time() - started:.1f} s")
         browser = Browser(base, args.artifacts)
-        admin_pass(browser, tokens, n_ratings, args.full)
+        admin_pass(browser, api, tokens, n_ratings, args.full)
         reader_pass(browser, tokens)
         check_logs(browser.logs)
         csp_control(browser)
