@@ -506,9 +506,12 @@ std::string EpochTableHeader() {
 
 std::string FormatEpochRow(const v1::TrainProgress& p) {
   const std::string epoch = absl::StrCat(p.epoch(), "/", p.max_epochs());
-  const std::string valid = p.validation_rmse() > 0
-                                ? absl::StrFormat("%.4f", p.validation_rmse())
-                                : "-";
+  std::string valid = p.validation_rmse() > 0
+                          ? absl::StrFormat("%.4f", p.validation_rmse())
+                          : "-";
+  if (p.validation_ndcg() > 0) {
+    valid = absl::StrFormat("nDCG %.3f", p.validation_ndcg());
+  }
   const std::string eta =
       p.eta_seconds() > 0 ? FormatDuration(p.eta_seconds()) : "-";
   return absl::StrFormat(kEpochRowFormat, TerminalSafe(p.rbm()), epoch,

@@ -124,7 +124,9 @@ std::string FormatStats(const v1::GetStatsResponse& stats);
 // "RUNNING", "SUCCEEDED", ...
 absl::string_view TrainStateName(v1::TrainProgress::State state);
 // The per-epoch table of `train`: the header, then one row per epoch with
-// fixed column widths so rows can be printed as they arrive.
+// fixed column widths so rows can be printed as they arrive. The rated
+// RBM's rows carry its validation NDCG@10 in the valid column instead
+// ("nDCG 0.512").
 std::string EpochTableHeader();
 std::string FormatEpochRow(const v1::TrainProgress& progress);
 // The last line of `train`: the published version and whether it became

@@ -16,6 +16,7 @@
 #include "server/http/http_status.h"
 #include "server/http/openapi.h"
 #include "server/http/request_mapping.h"
+#include "server/http/static_files.h"
 #include "server/log.h"
 #include "server/mhd_listener.h"
 
@@ -71,6 +72,27 @@ MHD_Result SendError(
               ErrorJson(status) + "\n", kJson, headers);
 }
 
+// The dashboard's files (static_files.h): no token needed (the page asks
+// for one; its calls carry it), headers of their own.
+MHD_Result SendStatic(MHD_Connection* connection, const char* method,
+                      const char* url) {
+  const char* tag = MHD_lookup_connection_value(connection, MHD_HEADER_KIND,
+                                                MHD_HTTP_HEADER_IF_NONE_MATCH);
+  const StaticAnswer a = AnswerStatic(method, url, tag != nullptr ? tag : "");
+  MHD_Response* response = MHD_create_response_from_buffer(
+      a.body.size(), const_cast<char*>(a.body.data()), MHD_RESPMEM_PERSISTENT);
+  if (response == nullptr) return MHD_NO;
+  MHD_add_response_header(response, MHD_HTTP_HEADER_CONTENT_TYPE,
+                          a.content_type.c_str());
+  for (const auto& [key, value] : a.headers) {
+    MHD_add_response_header(response, key.c_str(), value.c_str());
+  }
+  const MHD_Result r = MHD_queue_response(
+      connection, static_cast<unsigned int>(a.status), response);
+  MHD_destroy_response(response);
+  return r;
+}
+
 MHD_Result CollectQuery(void* cls, MHD_ValueKind /*kind*/, const char* key,
                         const char* value) {
   static_cast<Bindings*>(cls)->emplace_back(key, value != nullptr ? value : "");
@@ -103,6 +125,10 @@ struct HttpAccess {
         connection, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
     absl::string_view name;
     Role needed = kReflectionRole;
+    if (IsStaticPath(url)) {
+      ex->answered = true;
+      return SendStatic(connection, method, url);
+    }
     if (std::strcmp(url, kOpenApiPath) == 0) {
       if (std::strcmp(method, MHD_HTTP_METHOD_GET) != 0) {
         ex->answered = true;

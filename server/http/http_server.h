@@ -4,7 +4,9 @@
 // The HTTP/JSON listener of --http-listen: every rpc of rbmrec.v1.Rbmrec as
 // JSON (routes from the .proto's google.api.http options and POST
 // /v1/rbmrec.v1.Rbmrec/METHOD, server/http/routes.h), calling RbmrecService
-// directly (no gRPC in between), and GET /openapi.json (server/http/openapi.h).
+// directly (no gRPC in between), GET /openapi.json (server/http/openapi.h),
+// and the dashboard's files at / and /ui/ (server/http/static_files.h: no
+// token needed, headers of their own).
 //
 // Built on libmicrohttpd (as --metrics-listen): `threads` polling threads
 // (MHD's thread pool; each multiplexes its connections, so a slow or idle

@@ -141,6 +141,9 @@ class EpochCounter {
     p.set_train_rmse(std::isfinite(st.train_rmse) ? st.train_rmse : 0);
     p.set_validation_rmse(
         validation && std::isfinite(st.valid_rmse) ? st.valid_rmse : 0);
+    if (member >= n_rbms_ && validation && st.valid_ndcg > 0) {
+      p.set_validation_ndcg(st.valid_ndcg);
+    }
     p.set_elapsed_seconds(elapsed);
     if (done_epochs > 0 && done_epochs < total_epochs_) {
       p.set_eta_seconds(elapsed / done_epochs * (total_epochs_ - done_epochs));

@@ -395,6 +395,11 @@ TEST(TrainFormatTest, EpochRowsLineUpWithHeader) {
   p.set_rbm("item");
   EXPECT_EQ(FormatEpochRow(p),
             "item        3/40      0.9123           -       12s         -\n");
+  p.set_rbm("rated");
+  p.set_train_rmse(0);
+  p.set_validation_ndcg(0.51234);
+  EXPECT_EQ(FormatEpochRow(p),
+            "rated       3/40      0.0000  nDCG 0.512       12s         -\n");
 }
 
 TEST(TrainFormatTest, Result) {
