@@ -404,10 +404,10 @@ absl::StatusOr<std::shared_ptr<EventStream>> HttpServer::StartStream(
     }
   }
   streams_ = std::move(live);
-  if (streams_.size() >= kMaxStreams) {
+  if (streams_.size() >= options_.max_streams) {
     return WithReason(
         absl::ResourceExhaustedError(absl::StrCat(
-            "the HTTP listener already runs ", kMaxStreams,
+            "the HTTP listener already runs ", options_.max_streams,
             " streams (Train, RecommendAll); retry (or resume) later")),
         kReasonLimitExceeded);
   }

@@ -14,7 +14,7 @@
 // read, else as soon as it grows past the cap). A call runs on the polling
 // thread that read it (the service's calls are short, or bounded like
 // Train's start); a stream (Train, RecommendAll: server-sent events,
-// event_stream.h) runs on a thread of its own, at most kMaxStreams at once,
+// event_stream.h) runs on a thread of its own, at most `max_streams` at once,
 // and its connection is suspended between events, holding no polling
 // thread.
 //
@@ -63,6 +63,10 @@ struct HttpServerOptions {
   int max_connections = 256;
   int timeout_seconds = 30;
   size_t max_body_bytes = 4u << 20;
+  // Streams (Train, RecommendAll) running at once at most, each on a
+  // thread of its own; more are refused with RESOURCE_EXHAUSTED +
+  // LIMIT_EXCEEDED (429).
+  size_t max_streams = 32;
   // Set: rbmrec_http_* on its /metrics (server/http/http_metrics.h); not
   // owned, outlives the server.
   MetricsRegistry* metrics = nullptr;
@@ -99,11 +103,8 @@ class HttpServer {
  private:
   friend struct HttpAccess;
   explicit HttpServer(RbmrecService* service) : dispatcher_(service) {}
-  // Streams running at once at most (each has a thread); more are refused
-  // with RESOURCE_EXHAUSTED + LIMIT_EXCEEDED (429).
-  static constexpr size_t kMaxStreams = 32;
   // Starts a stream (EventStream::Start) and keeps it for Stop, or refuses
-  // it over kMaxStreams.
+  // it over options_.max_streams.
   absl::StatusOr<std::shared_ptr<EventStream>> StartStream(
       const Dispatcher::Entry& entry,
       std::unique_ptr<google::protobuf::Message> request)

@@ -4,6 +4,10 @@
 // buffer (a reader that does not read holds the call's writer, never more
 // than EventStream::kMaxPendingBytes of events).
 
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -127,6 +131,61 @@ TEST_F(HttpStreamTest, RecommendAllErrorsBeforeTheFirstEventArePlainAnswers) {
   HttpReply version =
       Post("/v1/recommendations:all", R"({"template":{"modelVersion":"9"}})");
   EXPECT_EQ(version.status, 404) << version.body;
+}
+
+// Streams whose readers do not read hold their slots; the one past
+// max_streams is refused with 429 LIMIT_EXCEEDED, and other calls go on.
+TEST(HttpStreams, StreamsOverTheLimitAreRefused) {
+  InProcessHttp http;
+  HttpServerOptions o;
+  o.max_streams = 2;
+  http.Start(o);
+  auto post = [&http](const std::string& target, const std::string& body) {
+    return Call(http.port(), "POST", target, body);
+  };
+  ASSERT_EQ(post("/v1/ratings", SomeRatingsJson()).status, 200);
+  ASSERT_EQ(post("/v1/train", kTinyTrainJson).status, 200);
+  // 8000 users of ~500 bytes each: far more than the stream's buffer and
+  // the sockets' (the readers' receive buffers are 4 KB).
+  std::string users;
+  for (int i = 0; i < 8000; ++i) {
+    absl::StrAppend(&users, i == 0 ? "" : ",", "\"u", i % 20, "\"");
+  }
+  const std::string body =
+      absl::StrCat(R"({"template":{"n":10},"userIds":[)", users, "]}");
+  const std::string request = absl::StrCat(
+      "POST /v1/recommendations:all HTTP/1.1\r\nHost: x\r\n"
+      "Content-Length: ",
+      body.size(), "\r\n\r\n", body);
+  std::vector<int> held;
+  for (size_t i = 0; i < o.max_streams; ++i) {
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    const int small = 4096;
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(http.port()));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+    ASSERT_EQ(send(fd, request.data(), request.size(), MSG_NOSIGNAL),
+              static_cast<ssize_t>(request.size()));
+    char first[16];  // the stream has started: its status line
+    ASSERT_GT(recv(fd, first, sizeof first, 0), 0);
+    held.push_back(fd);
+  }
+  HttpReply refused = post("/v1/recommendations:all", R"({"userIds":["u1"]})");
+  EXPECT_EQ(refused.status, 429) << refused.body;
+  EXPECT_TRUE(absl::StrContains(refused.body, "LIMIT_EXCEEDED"))
+      << refused.body;
+  EXPECT_EQ(Call(http.port(), "GET", "/v1/stats").status, 200);
+  for (int fd : held) close(fd);
+  // Their calls see the readers gone and end; a new stream is served.
+  HttpReply again;
+  for (int i = 0; i < 100 && again.status != 200; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    again = post("/v1/recommendations:all", R"({"userIds":["u1"]})");
+  }
+  EXPECT_EQ(again.status, 200) << again.body;
 }
 
 // A streaming entry writing `count` messages of 10 KB, then failing.
