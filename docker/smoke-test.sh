@@ -7,6 +7,8 @@
 #      80 items, planted taste groups), train (5 epochs, 16 hidden), predict, recommend, stats
 #      with the admin token; a call without a token fails with UNAUTHENTICATED, the reader
 #      token reads but cannot train or delete (PERMISSION_DENIED), a call without TLS fails;
+#      the HTTP/JSON listener (RBMREC_HTTP_LISTEN, same TLS and tokens): curl GET /v1/stats
+#      with the admin token over HTTPS (--cacert) gives the imported ratings, no token 401;
 #      then the image's HEALTHCHECK once (over TLS) and SIGTERM -> exit code 0;
 #   2. the image's defaults (0.0.0.0, no TLS, no tokens): the server refuses to start, exit 1,
 #      with its "refusing to serve" line;
@@ -18,7 +20,8 @@
 # Prints the image size, the wall time and the stop time.
 #
 # usage: docker/smoke-test.sh          (from anywhere; needs root to install podman)
-# env:   RBMREC_SMOKE_PORT (default 50091), RBMREC_SMOKE_IMAGE (default localhost/rbmrec:smoke),
+# env:   RBMREC_SMOKE_PORT (default 50091; the HTTP listener on the next port),
+#        RBMREC_SMOKE_IMAGE (default localhost/rbmrec:smoke),
 #        RBMREC_SMOKE_TESTS (the image's RBMREC_TESTS build argument; default: the Dockerfile's),
 #        RBMREC_CLI (host rbmrec binary; default build-test/bin/rbmrec or build/bin/rbmrec,
 #        built into build/ when neither exists), RBMREC_SERVER_BIN (host rbmrec-server, used
@@ -33,7 +36,7 @@ cd "$root"
 # ---------------------------------------------------------------- phase 1 (the check
 # command container-smoke.sh runs against container 1; retried by it, 10 s per try)
 if [ "${1:-}" = --phase1 ]; then
-  : "${CLI:?}" "${ADDR:?}" "${SMOKE_DIR:?}"
+  : "${CLI:?}" "${ADDR:?}" "${HTTP_ADDR:?}" "${SMOKE_DIR:?}"
   sec=$SMOKE_DIR/secrets
   rbm() { "$CLI" --server "$ADDR" --tls-ca "$sec/ca.pem" --token-file "$sec/admin.token" "$@"; }
   # expect_fail CODE CLI-ARGS...: the call fails with CODE (the CLI's "error: CODE: ...").
@@ -69,6 +72,18 @@ if [ "${1:-}" = --phase1 ]; then
   expect_fail PERMISSION_DENIED --tls-ca "$sec/ca.pem" --token-file "$sec/reader.token" \
     delete-user u1
   expect_fail UNAVAILABLE --token-file "$sec/admin.token" health
+  # The HTTP/JSON listener: the same certificate and tokens (the token in a header file,
+  # not on the command line).
+  printf 'Authorization: Bearer %s\n' "$(head -n1 "$sec/admin.token")" >"$SMOKE_DIR/http.auth"
+  curl -sS --fail --max-time 10 --cacert "$sec/ca.pem" -H @"$SMOKE_DIR/http.auth" \
+    "https://$HTTP_ADDR/v1/stats" >"$SMOKE_DIR/http-stats.json"
+  grep -q "\"ratings\":\"$rows\"" "$SMOKE_DIR/http-stats.json" ||
+    { echo "HTTP GET /v1/stats: $(cat "$SMOKE_DIR/http-stats.json")" >&2; exit 1; }
+  echo "ok: HTTP GET /v1/stats with the admin token: $rows ratings"
+  code=$(curl -sS -o /dev/null -w '%{http_code}' --max-time 10 --cacert "$sec/ca.pem" \
+    "https://$HTTP_ADDR/v1/stats")
+  [ "$code" = 401 ] || { echo "HTTP GET /v1/stats without a token: $code, want 401" >&2; exit 1; }
+  echo "ok: HTTP GET /v1/stats without a token: 401"
   exit 0
 fi
 
@@ -77,6 +92,7 @@ SMOKE_TOOL=${CONTAINER_SMOKE:-$root/../shared/tools/container-smoke.sh}
 IMAGE=${RBMREC_SMOKE_IMAGE:-localhost/rbmrec:smoke}
 PORT=${RBMREC_SMOKE_PORT:-50091}
 ADDR=127.0.0.1:$PORT
+HTTP_ADDR=127.0.0.1:$((PORT + 1))
 STOP_MAX_SECONDS=${STOP_MAX_SECONDS:-2}
 IMAGE_UID=10001 # docker/Dockerfile ARG RBMREC_UID
 
@@ -88,7 +104,10 @@ The same steps with Docker (from the repository root):
   mkdir -p /tmp/rbmrec-data && sudo chown $IMAGE_UID:$IMAGE_UID /tmp/rbmrec-data
   docker run -d --name rbmrec-1 -p 127.0.0.1:$PORT:50051 -v /tmp/rbmrec-data:/data \\
     -v /tmp/rbmrec-secrets:/etc/rbmrec:ro -e RBMREC_TLS_CERT=/etc/rbmrec/server.pem \\
-    -e RBMREC_TLS_KEY=/etc/rbmrec/server.key -e RBMREC_AUTH_TOKENS=/etc/rbmrec/tokens rbmrec:smoke
+    -e RBMREC_TLS_KEY=/etc/rbmrec/server.key -e RBMREC_AUTH_TOKENS=/etc/rbmrec/tokens \
+    -p 127.0.0.1:$((PORT + 1)):8080 -e RBMREC_HTTP_LISTEN=0.0.0.0:8080 rbmrec:smoke
+  curl --cacert /tmp/rbmrec-secrets/ca.pem -H "Authorization: Bearer \$(head -n1 /tmp/rbmrec-secrets/admin.token)" \
+    https://$HTTP_ADDR/v1/stats                          # HTTP/JSON; without the token: 401
   export RBMREC_TLS_CA=/tmp/rbmrec-secrets/ca.pem RBMREC_TOKEN_FILE=/tmp/rbmrec-secrets/admin.token
   build/bin/rbmrec --server $ADDR health
   build/bin/rbmrec --server $ADDR import ratings.data     # any u.data/CSV ratings file
@@ -179,7 +198,7 @@ echo "=== $rows synthetic ratings in $SMOKE_DIR/ratings.data"
 
 # ------------------------------------------------------------------------- container 1
 echo "=== container 1: build, run, check, HEALTHCHECK, SIGTERM ($SMOKE_TOOL)"
-export CLI=$RBMREC_CLI ADDR SMOKE_DIR
+export CLI=$RBMREC_CLI ADDR HTTP_ADDR SMOKE_DIR
 # RBMREC_SMOKE_TESTS: the image's RBMREC_TESTS build argument (the tool takes no build
 # arguments, so a copy of the Dockerfile with that default is built). .ci/run sets none:
 # scripts/test.sh has just run every suite on the host.
@@ -191,8 +210,8 @@ if [ -n "${RBMREC_SMOKE_TESTS:-}" ]; then
     fail "docker/Dockerfile has no ARG RBMREC_TESTS line to set"
 fi
 bash "$SMOKE_TOOL" . "$dockerfile" "$IMAGE" -- \
-  -e RBMREC_LISTEN="$ADDR" -v "$DATA:/data" "${TLS_RUN[@]}" "$IMAGE" \
-  --- bash "$root/docker/smoke-test.sh" --phase1 2>&1 | tee "$SMOKE_DIR/smoke1.log"
+  -e RBMREC_LISTEN="$ADDR" -e RBMREC_HTTP_LISTEN="$HTTP_ADDR" -v "$DATA:/data" \
+  "${TLS_RUN[@]}" "$IMAGE" --- bash "$root/docker/smoke-test.sh" --phase1 2>&1 | tee "$SMOKE_DIR/smoke1.log"
 [ -f "$SMOKE_DIR/stats1.json" ] || fail "container 1 checks did not complete"
 stop1=$(awk '/^=== \[[0-9]+s\] stop/{a=$2} /^=== \[[0-9]+s\] done/{b=$2}
   END{gsub(/[^0-9]/,"",a); gsub(/[^0-9]/,"",b); if (a != "" && b != "") print b - a}' \
@@ -277,6 +296,7 @@ echo "    ratings/model:    $ratings2 ratings, active model $version2, unchanged
 echo "    security:         TLS + tokens (container 1), mTLS + tokens (container 2); no token ->"
 echo "                      UNAUTHENTICATED, reader -> PERMISSION_DENIED on train/delete-user;"
 echo "                      image defaults (0.0.0.0, no TLS) -> refused, exit 1"
+echo "    HTTP/JSON:        GET /v1/stats over TLS with the admin token (container 1); no token -> 401"
 echo "    stop (container 1, loaded): exit 0, ~${stop1:-?} s incl. log dump (1 s resolution)"
 echo "    stop (container 2, training running: $training): exit $rc in ${stop_ms} ms"
 echo "    wall time:        $((SECONDS - t_start)) s"

@@ -59,7 +59,7 @@ cmake --build build-test-asan -j"$jobs" --target $asan_targets
 # Suites of targets not built here are listed by ctest as *_NOT_BUILT.
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
   ctest --test-dir build-test-asan --output-on-failure -j"$jobs" \
-  -E '_NOT_BUILT|e2e|python|dashboard_browser|startup_security|replicas'
+  -E '_NOT_BUILT|e2e|python|node|dashboard_browser|startup_security|replicas'
 phase "fault injection (short mode)"
 BUILD="$root/build-test" bash bench/faults.sh --ci
 phase "soak (short mode)"

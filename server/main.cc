@@ -10,9 +10,8 @@
 // SIGTERM or SIGINT the server stops accepting calls, lets in-flight calls
 // finish (up to --shutdown-grace-seconds), cancels a running training job,
 // persists pending online updates and exits 0. On SIGHUP it re-reads the
-// --auth-tokens file and the TLS files (server/security/auth.h,
-// server/security/tls.h); a file that fails to load is logged and the one in
-// use stays.
+// --auth-tokens file and the TLS files (server/security/auth.h, tls.h; the
+// HTTP listener's too); a file that fails to load is logged, the old stays.
 //
 // Subcommands (no server is started):
 //   rbmrec-server token new NAME ROLE   a fresh token and its token-file line
@@ -551,7 +550,6 @@ int SetUpSecurity(Flags& f, Security& sec) {
   auto& insecure = f.insecure;
   auto& metrics_listen = f.metrics_listen;
   auto& reflection = f.reflection;
-  // Secure defaults, checked before anything is opened or bound.
   if (tls_files.cert.empty() != tls_files.key.empty()) {
     return UsageError(
         "--tls-cert and --tls-key go together: set both or "
@@ -629,20 +627,19 @@ int SetUpSecurity(Flags& f, Security& sec) {
 // SIGHUP reloads the tokens and TLS files; returns the signal that stops
 // the server (SIGTERM or SIGINT).
 int WaitForShutdown(const sigset_t& signals, const std::string& auth_tokens,
-                    const Security& sec) {
-  const std::shared_ptr<rbmrec::server::Authorizer>& authorizer =
-      sec.authorizer;
+                    const Security& sec,
+                    rbmrec::server::http::HttpServer* http) {
   const std::unique_ptr<rbmrec::server::TlsCredentials>& tls = sec.tls;
   int sig = 0;
   while (true) {
     if (sigwait(&signals, &sig) != 0) continue;
     if (sig != SIGHUP) break;
     Log(LogLevel::kInfo, "reload_started", {F("signal", strsignal(sig))});
-    if (authorizer != nullptr) {
-      if (absl::Status s = authorizer->Reload(); s.ok()) {
+    if (sec.authorizer != nullptr) {
+      if (absl::Status s = sec.authorizer->Reload(); s.ok()) {
         Log(LogLevel::kInfo, "auth_tokens_reloaded",
             {F("file", auth_tokens),
-             F("clients", authorizer->table()->entries().size())});
+             F("clients", sec.authorizer->table()->entries().size())});
       } else {
         Log(LogLevel::kError, "auth_tokens_reload_failed",
             {F("file", auth_tokens), F("error", s.message()),
@@ -655,6 +652,10 @@ int WaitForShutdown(const sigset_t& signals, const std::string& auth_tokens,
             {F("certificate", tls->summary()),
              F("effective",
                "new connections within 1 s; open connections keep theirs")});
+        auto pem = rbmrec::server::LoadTlsMaterial(tls->files());
+        if (http != nullptr && pem.ok()) {  // HttpServer::ReloadTls logs
+          http->ReloadTls(pem->cert_pem, pem->key_pem).IgnoreError();
+        }
       } else {
         Log(LogLevel::kError, "tls_reload_failed",
             {F("error", s.message()),
@@ -700,6 +701,7 @@ int Serve(Flags& f, Security& sec, const sigset_t& signals) {
   rbmrec::server::MetricsRegistry metrics;
   if (!metrics_listen.empty()) {
     rbmrec::server::AddServiceCollector(&metrics, service->get());
+    f.http.metrics = &metrics;  // rbmrec_http_* when --http-listen is set
     go.interceptors = [&metrics] {
       std::vector<std::unique_ptr<
           grpc::experimental::ServerInterceptorFactoryInterface>>
@@ -762,7 +764,7 @@ int Serve(Flags& f, Security& sec, const sigset_t& signals) {
                                               : "mtls"),
        F("tokens", tokens_on ? "on" : "off")});
 
-  const int sig = WaitForShutdown(signals, f.auth_tokens, sec);
+  const int sig = WaitForShutdown(signals, f.auth_tokens, sec, http.get());
   Log(LogLevel::kInfo, "shutdown_started", {F("signal", strsignal(sig))});
   (*service)->BeginShutdown();  // Train streams end CANCELLED
   (*server)->Shutdown(

@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "server/service/bulk.h"
 
 namespace rbmrec::server::http {
 
@@ -57,6 +58,27 @@ Entry TrainStream(RbmrecService* service) {
   return e;
 }
 
+// RecommendAll over HTTP: the job's messages computed one after another on
+// the stream's thread (gRPC computes several at once on its bulk threads;
+// the answers are the same). The writer blocks while the reader is behind
+// (event_stream.h), so memory stays bounded.
+Entry RecommendAllStream(RbmrecService* service) {
+  Entry e;
+  e.input = v1::RecommendAllRequest::descriptor();
+  e.output = v1::RecommendAllResponse::descriptor();
+  e.streaming = [service](const google::protobuf::Message& request,
+                          const Dispatcher::Writer& write) {
+    absl::StatusOr<std::unique_ptr<RecommendAllJob>> job =
+        service->StartRecommendAll(
+            static_cast<const v1::RecommendAllRequest&>(request));
+    if (!job.ok()) return job.status();
+    return DrainRecommendAll(
+        **job,
+        [&write](const v1::RecommendAllResponse& m) { return write(m); });
+  };
+  return e;
+}
+
 }  // namespace
 
 Dispatcher::Dispatcher(RbmrecService* s) {
@@ -70,6 +92,7 @@ Dispatcher::Dispatcher(RbmrecService* s) {
       {"CancelTraining", Unary(s, &RbmrecService::CancelTraining)},
       {"PredictRatings", Unary(s, &RbmrecService::PredictRatings)},
       {"Recommend", Unary(s, &RbmrecService::Recommend)},
+      {"RecommendAll", RecommendAllStream(s)},
       {"SimilarItems", Unary(s, &RbmrecService::SimilarItems)},
       {"ListModels", Unary(s, &RbmrecService::ListModels)},
       {"ActivateModel", Unary(s, &RbmrecService::ActivateModel)},

@@ -6,8 +6,9 @@
 // unary rpc of rbmrec.v1 needs one line there (Unary(&RbmrecService::M)); a
 // method without an adapter is routed but answers UNIMPLEMENTED (501).
 // Streaming shapes: AddRatings takes one request message as one batch (its
-// response as a unary call); a server-streaming method (Train) writes each
-// response message to a Writer.
+// response as a unary call); a server-streaming method (Train,
+// RecommendAll) writes each response message to a Writer, which may block
+// while the receiver is behind.
 //
 // Thread safety: immutable after construction; the adapters are as
 // thread-safe as RbmrecService (every method may run concurrently).

@@ -24,13 +24,13 @@ std::shared_ptr<EventStream> EventStream::Start(
             absl::MutexLock lock(&s->mu_);
             if (s->detached_) return false;
           }
+          // Printed outside the lock; the reader is not held up.
           std::string json;
           google::protobuf::util::JsonPrintOptions options;
           options.always_print_primitive_fields = true;
           (void)google::protobuf::util::MessageToJsonString(message, &json,
                                                             options);
-          s->Push(absl::StrCat("data: ", json, "\n\n"));
-          return true;
+          return s->Push(absl::StrCat("data: ", json, "\n\n"));
         });
     absl::MutexLock lock(&s->mu_);
     if (!status.ok() && s->messages_ > 0) {
@@ -51,11 +51,19 @@ void EventStream::Join() {
   if (thread_.joinable()) thread_.join();
 }
 
-void EventStream::Push(std::string event) {
+bool EventStream::Push(std::string event) {
   absl::MutexLock lock(&mu_);
+  auto room = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return detached_ || pending_.size() - read_ < kMaxPendingBytes;
+  };
+  mu_.Await(absl::Condition(&room));
+  if (detached_) return false;
   ++messages_;
+  pending_.erase(0, read_);  // moves at most kMaxPendingBytes
+  read_ = 0;
   pending_ += event;
   WakeLocked();
+  return true;
 }
 
 void EventStream::WakeLocked() {
@@ -83,14 +91,18 @@ size_t EventStream::Read(char* buf, size_t max,
                          const std::function<void()>& suspend) {
   absl::MutexLock lock(&mu_);
   if (detached_) return kEnd;
-  if (pending_.empty() && !done_) {
+  if (read_ == pending_.size() && !done_) {
     suspended_ = true;
     suspend();
     return kSuspended;
   }
-  const size_t n = std::min(max, pending_.size());
-  std::memcpy(buf, pending_.data(), n);
-  pending_.erase(0, n);
+  const size_t n = std::min(max, pending_.size() - read_);
+  std::memcpy(buf, pending_.data() + read_, n);
+  read_ += n;
+  if (read_ == pending_.size()) {
+    pending_.clear();
+    read_ = 0;
+  }
   return n;
 }
 

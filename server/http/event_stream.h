@@ -1,14 +1,19 @@
 #ifndef RBMREC_SERVER_HTTP_EVENT_STREAM_H_
 #define RBMREC_SERVER_HTTP_EVENT_STREAM_H_
 
-// A server-streaming call (Train) over HTTP as server-sent events
-// (text/event-stream): the call runs on a thread of its own; each response
+// A server-streaming call (Train, RecommendAll) over HTTP as server-sent
+// events (text/event-stream): the call runs on a thread of its own; each
+// response
 // message becomes one event "data: JSON\n\n" (protobuf's JSON mapping, one
 // line); an error after the first message becomes "event: error\ndata:
 // {"error":{...}}\n\n" (server/http/http_status.h); the stream ends when the
 // call returns. While no event is due the reader suspends its connection
 // (libmicrohttpd's suspend/resume) instead of waiting, so a long Train holds
 // no polling thread; the next event, the end or Detach resumes it.
+// Back-pressure: while kMaxPendingBytes or more are queued and not read
+// (a slow reader), the call's writer blocks until the reader catches up
+// or detaches, so a long stream never buffers more than that plus one
+// event.
 //
 // Thread safety: every method may be called from any thread.
 
@@ -38,6 +43,8 @@ class EventStream {
   // when it failed before any message (send it as a plain error answer),
   // else OK (answer 200 and Read the events).
   absl::Status AwaitStart() ABSL_LOCKS_EXCLUDED(mu_);
+  // Queued bytes at which the call's writer waits for the reader.
+  static constexpr size_t kMaxPendingBytes = 256 << 10;
   // What Read returned besides bytes.
   static constexpr size_t kEnd = 0;  // ended and everything was read
   static constexpr size_t kSuspended = static_cast<size_t>(-1);
@@ -61,11 +68,15 @@ class EventStream {
 
  private:
   EventStream() = default;
-  void Push(std::string event) ABSL_LOCKS_EXCLUDED(mu_);
+  // Queues an event once fewer than kMaxPendingBytes wait (or drops it
+  // after Detach). Returns false when detached.
+  bool Push(std::string event) ABSL_LOCKS_EXCLUDED(mu_);
   void WakeLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   mutable absl::Mutex mu_;
-  std::string pending_ ABSL_GUARDED_BY(mu_);  // bytes not yet read
+  // pending_[read_..] is not yet read.
+  std::string pending_ ABSL_GUARDED_BY(mu_);
+  size_t read_ ABSL_GUARDED_BY(mu_) = 0;
   int messages_ ABSL_GUARDED_BY(mu_) = 0;
   bool done_ ABSL_GUARDED_BY(mu_) = false;
   bool detached_ ABSL_GUARDED_BY(mu_) = false;

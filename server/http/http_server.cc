@@ -2,6 +2,7 @@
 
 #include <microhttpd.h>
 
+#include <chrono>
 #include <cstring>
 #include <utility>
 
@@ -13,7 +14,9 @@
 #include "google/protobuf/util/json_util.h"
 #include "proto/rbmrec.grpc.pb.h"
 #include "server/http/event_stream.h"
+#include "server/http/http_metrics.h"
 #include "server/http/http_status.h"
+#include "server/http/http_tls.h"
 #include "server/http/openapi.h"
 #include "server/http/request_mapping.h"
 #include "server/http/static_files.h"
@@ -31,7 +34,10 @@ constexpr char kOpenApiPath[] = "/openapi.json";
 
 // One request's state between libmicrohttpd's calls of the handler.
 struct Exchange {
+  std::chrono::steady_clock::time_point start =
+      std::chrono::steady_clock::now();
   const Route* route = nullptr;
+  bool openapi = false;
   Bindings bindings;
   std::string body;
   bool too_large = false;
@@ -138,6 +144,7 @@ struct HttpAccess {
                          {{"Allow", "GET"}});
       }
       name = "openapi.json";
+      ex->openapi = true;
     } else {
       Router::Lookup found = server->router_.Find(method, url);
       if (found.route == nullptr) {
@@ -251,9 +258,10 @@ struct HttpAccess {
   static MHD_Result Stream(HttpServer* server, MHD_Connection* connection,
                            const Dispatcher::Entry& entry,
                            std::unique_ptr<pb::Message> request) {
-    std::shared_ptr<EventStream> stream =
-        EventStream::Start(entry, std::move(request));
-    server->Track(stream);
+    absl::StatusOr<std::shared_ptr<EventStream>> started =
+        server->StartStream(entry, std::move(request));
+    if (!started.ok()) return SendError(connection, started.status());
+    std::shared_ptr<EventStream> stream = *std::move(started);
     if (absl::Status s = stream->AwaitStart(); !s.ok()) {
       return SendError(connection, s);
     }
@@ -262,7 +270,7 @@ struct HttpAccess {
     auto* owner = new StreamHold{stream, connection};
     stream->SetWake([connection] { MHD_resume_connection(connection); });
     MHD_Response* response = MHD_create_response_from_callback(
-        MHD_SIZE_UNKNOWN, 4096, &ReadEvents, owner, [](void* cls) {
+        MHD_SIZE_UNKNOWN, 32 << 10, &ReadEvents, owner, [](void* cls) {
           auto* held = static_cast<StreamHold*>(cls);
           held->stream->Detach(/*forget_wake=*/true);
           delete held;
@@ -308,9 +316,25 @@ struct HttpAccess {
     return Answer(server, connection, ex);
   }
 
-  static void Completed(void* /*cls*/, MHD_Connection* /*connection*/,
-                        void** con_cls, MHD_RequestTerminationCode /*toe*/) {
-    delete static_cast<Exchange*>(*con_cls);
+  static void Completed(void* cls, MHD_Connection* connection, void** con_cls,
+                        MHD_RequestTerminationCode /*toe*/) {
+    auto* server = static_cast<HttpServer*>(cls);
+    auto* ex = static_cast<Exchange*>(*con_cls);
+    if (ex != nullptr && server->metrics_ != nullptr) {
+      const MHD_ConnectionInfo* info =
+          MHD_get_connection_info(connection, MHD_CONNECTION_INFO_HTTP_STATUS);
+      const std::string route =
+          ex->route != nullptr ? absl::StrCat(ex->route->http_method, " ",
+                                              ex->route->path.text())
+          : ex->openapi        ? absl::StrCat("GET ", kOpenApiPath)
+                               : "unmatched";
+      server->metrics_->Observe(
+          route, info != nullptr ? info->http_status : 0,
+          std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                        ex->start)
+              .count());
+    }
+    delete ex;
     *con_cls = nullptr;
   }
 };
@@ -342,6 +366,10 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(
   if (!router.ok()) return router.status();
   server->router_ = std::move(*router);
   server->openapi_ = OpenApiJson(*descriptor, server->router_);
+  if (server->options_.metrics != nullptr) {
+    server->metrics_ = std::make_shared<HttpMetrics>();
+    HttpMetrics::Register(server->metrics_, server->options_.metrics);
+  }
   const HttpServerOptions& o = server->options_;
   unsigned int flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG |
                        MHD_ALLOW_SUSPEND_RESUME;
@@ -352,7 +380,7 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(
       {MHD_OPTION_CONNECTION_LIMIT, o.max_connections, nullptr},
       {MHD_OPTION_CONNECTION_TIMEOUT, o.timeout_seconds, nullptr},
       {MHD_OPTION_NOTIFY_COMPLETED,
-       reinterpret_cast<intptr_t>(&HttpAccess::Completed), nullptr},
+       reinterpret_cast<intptr_t>(&HttpAccess::Completed), server.get()},
   };
   // One polling thread is MHD's internal thread without a pool (a pool of
   // one is refused with a warning).
@@ -360,10 +388,12 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(
     items.push_back({MHD_OPTION_THREAD_POOL_SIZE, o.threads, nullptr});
   }
   if (tls) {
-    items.push_back({MHD_OPTION_HTTPS_MEM_CERT, 0,
-                     const_cast<char*>(o.tls_cert_pem.c_str())});
-    items.push_back({MHD_OPTION_HTTPS_MEM_KEY, 0,
-                     const_cast<char*>(o.tls_key_pem.c_str())});
+    absl::StatusOr<std::unique_ptr<HttpTlsIdentity>> identity =
+        HttpTlsIdentity::Create(o.tls_cert_pem, o.tls_key_pem);
+    if (!identity.ok()) return identity.status();
+    server->tls_ = *std::move(identity);
+    items.push_back({MHD_OPTION_HTTPS_CERT_CALLBACK, 0,
+                     HttpTlsIdentity::RetrieveFunction()});
   }
   items.push_back({MHD_OPTION_END, 0, nullptr});
   server->daemon_ = MHD_start_daemon(
@@ -383,10 +413,12 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(
   const MHD_DaemonInfo* info =
       MHD_get_daemon_info(server->daemon_, MHD_DAEMON_INFO_BIND_PORT);
   server->port_ = info != nullptr ? info->port : address->port;
+  if (server->tls_ != nullptr) server->tls_->Register(server->port_);
   return server;
 }
 
-void HttpServer::Track(std::shared_ptr<EventStream> stream) {
+absl::StatusOr<std::shared_ptr<EventStream>> HttpServer::StartStream(
+    const Dispatcher::Entry& entry, std::unique_ptr<pb::Message> request) {
   absl::MutexLock lock(&mu_);
   // Forget the streams whose call has returned (their threads end).
   std::vector<std::shared_ptr<EventStream>> live;
@@ -397,8 +429,16 @@ void HttpServer::Track(std::shared_ptr<EventStream> stream) {
       live.push_back(std::move(s));
     }
   }
-  live.push_back(std::move(stream));
   streams_ = std::move(live);
+  if (streams_.size() >= options_.max_streams) {
+    return WithReason(
+        absl::ResourceExhaustedError(absl::StrCat(
+            "the HTTP listener already runs ", options_.max_streams,
+            " streams (Train, RecommendAll); retry (or resume) later")),
+        kReasonLimitExceeded);
+  }
+  streams_.push_back(EventStream::Start(entry, std::move(request)));
+  return streams_.back();
 }
 
 void HttpServer::Stop() {
@@ -413,7 +453,24 @@ void HttpServer::Stop() {
     MHD_stop_daemon(daemon_);
     daemon_ = nullptr;
   }
+  if (tls_ != nullptr) tls_->Unregister();
   for (std::shared_ptr<EventStream>& s : streams) s->Join();
+}
+
+absl::Status HttpServer::ReloadTls(const std::string& cert_pem,
+                                   const std::string& key_pem) {
+  if (tls_ == nullptr) {
+    return absl::FailedPreconditionError("the HTTP listener has no TLS");
+  }
+  absl::Status s = tls_->Replace(cert_pem, key_pem);
+  if (s.ok()) {
+    Log(LogLevel::kInfo, "http_tls_reloaded",
+        {F("effective", "new connections; open connections keep theirs")});
+  } else {
+    Log(LogLevel::kError, "http_tls_reload_failed",
+        {F("error", s.message()), F("kept", "the certificate in use stays")});
+  }
+  return s;
 }
 
 HttpServer::~HttpServer() { Stop(); }

@@ -15,9 +15,10 @@
 // body over `max_body_bytes` answered 413 (by Content-Length before it is
 // read, else as soon as it grows past the cap). A call runs on the polling
 // thread that read it (the service's calls are short, or bounded like
-// Train's start); a Train stream (server-sent events, event_stream.h) runs
-// on a thread of its own, and its connection is suspended between events,
-// holding no polling thread.
+// Train's start); a stream (Train, RecommendAll: server-sent events,
+// event_stream.h) runs on a thread of its own, at most `max_streams` at once,
+// and its connection is suspended between events, holding no polling
+// thread.
 //
 // Tokens (`authorizer` set): "Authorization: Bearer TOKEN", the role of
 // each method from the same table as gRPC (RequiredRole,
@@ -26,10 +27,12 @@
 // needs read, as reflection does. Errors: http_status.h. Every answer
 // carries X-Content-Type-Options: nosniff, Cache-Control: no-store,
 // Content-Security-Policy: default-src 'none'; frame-ancestors 'none',
-// X-Frame-Options: DENY and Referrer-Policy: no-referrer.
+// X-Frame-Options: DENY and Referrer-Policy: no-referrer. With
+// `metrics`, every request is counted (server/http/http_metrics.h).
 //
 // TLS (`tls_cert_pem` set): MHD_USE_TLS (GnuTLS) with the PEM certificate
-// chain and key; read at start (SIGHUP does not reload them here).
+// chain and key, replaceable while serving (ReloadTls, on SIGHUP;
+// server/http/http_tls.h).
 //
 // Thread safety: Start() and Stop() from one thread; port() from any.
 
@@ -41,7 +44,9 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "server/http/dispatch.h"
+#include "server/http/http_tls.h"
 #include "server/http/routes.h"
+#include "server/metrics/metrics.h"
 #include "server/security/auth.h"
 #include "server/service/service.h"
 
@@ -50,6 +55,7 @@ struct MHD_Daemon;
 namespace rbmrec::server::http {
 
 class EventStream;
+class HttpMetrics;
 
 struct HttpServerOptions {
   std::string listen;  // HOST:PORT; port 0 picks a free one
@@ -59,6 +65,13 @@ struct HttpServerOptions {
   int max_connections = 256;
   int timeout_seconds = 30;
   size_t max_body_bytes = 4u << 20;
+  // Streams (Train, RecommendAll) running at once at most, each on a
+  // thread of its own; more are refused with RESOURCE_EXHAUSTED +
+  // LIMIT_EXCEEDED (429).
+  size_t max_streams = 32;
+  // Set: rbmrec_http_* on its /metrics (server/http/http_metrics.h); not
+  // owned, outlives the server.
+  MetricsRegistry* metrics = nullptr;
   std::string tls_cert_pem;  // with tls_key_pem; empty: plain HTTP
   std::string tls_key_pem;
 };
@@ -78,20 +91,33 @@ class HttpServer {
   HttpServer& operator=(const HttpServer&) = delete;
 
   int port() const { return port_; }
-  // Closes the listener and every connection, then waits for the Train
+  // Closes the listener and every connection, then waits for the
   // streams' threads (a stream whose client is gone stops at its next
   // event; BeginShutdown of the service ends a running job). Idempotent.
   void Stop();
+  // New handshakes use this certificate chain and key; open connections
+  // keep their session. InvalidArgument when GnuTLS cannot use them (the
+  // certificate in use stays); FailedPrecondition without TLS. Logs the
+  // outcome (http_tls_reloaded, http_tls_reload_failed).
+  absl::Status ReloadTls(const std::string& cert_pem,
+                         const std::string& key_pem);
 
  private:
   friend struct HttpAccess;
   explicit HttpServer(RbmrecService* service) : dispatcher_(service) {}
-  void Track(std::shared_ptr<EventStream> stream) ABSL_LOCKS_EXCLUDED(mu_);
+  // Starts a stream (EventStream::Start) and keeps it for Stop, or refuses
+  // it over options_.max_streams.
+  absl::StatusOr<std::shared_ptr<EventStream>> StartStream(
+      const Dispatcher::Entry& entry,
+      std::unique_ptr<google::protobuf::Message> request)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   HttpServerOptions options_;
   Dispatcher dispatcher_;
   Router router_;
   std::string openapi_;
+  std::unique_ptr<HttpTlsIdentity> tls_;  // null without TLS
+  std::shared_ptr<HttpMetrics> metrics_;  // null without options.metrics
   MHD_Daemon* daemon_ = nullptr;
   int port_ = 0;
   absl::Mutex mu_;

@@ -3,8 +3,11 @@
 rbmrec-server, using stubs generated from proto/ into a temp dir at test time.
 
 Calls grpc.health.v1.Health/Check and rbmrec.v1.Rbmrec/PredictRatings (after
-loading a small synthetic data set and training), checks an error code, then
-stops the server with SIGTERM and expects exit code 0.
+loading a small synthetic data set with a catalogue and training), the
+product calls (Recommend with categories, required categories, exclusions,
+a candidate set and an offset; SimilarItems, also filtered; the RecommendAll
+stream; the cold-start fallback of a user without ratings), checks an error
+code, then stops the server with SIGTERM and expects exit code 0.
 
 With --server-bin this runs twice: a plain server, then one with TLS and
 client tokens (--tls-cert/--tls-key/--auth-tokens; certificates and an admin
@@ -221,6 +224,25 @@ def run_pass(args, tmp, tls):
             print(f"[{name}] filtered recommend py0: "
                   f"{[r.item_id for r in rec.recommendations]} of "
                   f"{rec.candidates} candidates")
+            # A candidate set: only its unrated, known items (m1 is rated
+            # by py0, m999 unknown).
+            pool = {"m8", "m12", "m20"}
+            cand = stub.Recommend(pb.RecommendRequest(
+                user_id="py0", n=5,
+                candidate_item_ids=sorted(pool) + ["m1", "m999"]), timeout=5)
+            got_items = [r.item_id for r in cand.recommendations]
+            assert got_items and set(got_items) <= pool, cand
+            print(f"[{name}] recommend py0 from a candidate set: {got_items}")
+            # SimilarItems with the filters of Recommend.
+            fsim = stub.SimilarItems(pb.SimilarItemsRequest(
+                item_ids=["m0"], n=4, categories=["even"],
+                exclude_item_ids=["m2"]), timeout=5)
+            assert fsim.items, fsim
+            for s in fsim.items:
+                assert int(s.item_id[1:]) % 2 == 0, fsim
+                assert s.item_id not in ("m0", "m2"), fsim
+            print(f"[{name}] similar to m0, even only, not m2: "
+                  f"{[s.item_id for s in fsim.items]}")
 
         try:
             stub.PredictRatings(pb.PredictRatingsRequest(
