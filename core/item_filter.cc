@@ -106,4 +106,14 @@ ItemFilter ItemFilter::AllTrained(const Model& model,
   return f;
 }
 
+ItemFilter ItemFilter::FromMask(absl::Span<const uint8_t> mask) {
+  ItemFilter f;
+  f.allowed_ = ItemBitset(static_cast<int32_t>(mask.size()));
+  for (size_t i = 0; i < mask.size(); ++i) {
+    if (mask[i] != 0) f.allowed_.Set(static_cast<int32_t>(i));
+  }
+  f.count_ = f.allowed_.Count();
+  return f;
+}
+
 }  // namespace rbmrec

@@ -104,6 +104,8 @@ class ItemFilter {
   // Without a catalogue: the items with training data minus `exclude`.
   static ItemFilter AllTrained(const Model& model,
                                absl::Span<const int32_t> exclude);
+  // The items i with mask[i] != 0, of mask.size() items (tools, tests).
+  static ItemFilter FromMask(absl::Span<const uint8_t> mask);
 
   bool Allowed(int32_t i) const { return allowed_.Test(i); }
   // How many items are allowed.

@@ -335,8 +335,23 @@ inline float AddTail(float cc, const float* w, const float* h, int j, int F) {
 
 #ifdef RBMREC_AVX2
 namespace internal {
+// One row's dot product the way MatVecRowsAvx2 computes every row.
+template <typename T, typename Load, typename Tail>
+inline float RowDotAvx2(const T* wr, const float* hb, int F, Load load,
+                        Tail tail) {
+  __m256 c = _mm256_setzero_ps();
+  int j = 0;
+  for (; j + 8 <= F; j += 8) {
+    c = _mm256_fmadd_ps(load(wr + j), _mm256_loadu_ps(hb + j), c);
+  }
+  return tail(HorizontalSum(c), wr, hb, j);
+}
+
 // MatVecRows' loops over rows of T (float, or halves), `load` turning 8 of
-// them into floats and `tail` adding a row's last F % 8 products.
+// them into floats and `tail` adding a row's last F % 8 products. Vectors
+// go in pairs through four rows at a time (each 8 weights loaded and
+// converted once for both); every out[b][r] is still the same chain of
+// fmadd(w, h, acc) over j, then HorizontalSum and tail, as alone.
 template <typename T, typename Load, typename Tail>
 inline void MatVecRowsAvx2(const T* w, int64_t rows, int F,
                            const float* const* h, float* const* out, int B,
@@ -344,38 +359,58 @@ inline void MatVecRowsAvx2(const T* w, int64_t rows, int F,
   constexpr int64_t kRowBlock = 32;  // 32 x F weights stay in L1 for all B
   for (int64_t r0 = 0; r0 < rows; r0 += kRowBlock) {
     const int64_t r1 = std::min(rows, r0 + kRowBlock);
-    for (int b = 0; b < B; ++b) {
+    int b = 0;
+    for (; b + 2 <= B; b += 2) {  // two vectors, four rows at a time
+      const float* ha = h[b];
+      const float* hb = h[b + 1];
+      int64_t r = r0;
+      for (; r + 4 <= r1; r += 4) {
+        const T* wr[4] = {w + r * F, w + (r + 1) * F, w + (r + 2) * F,
+                          w + (r + 3) * F};
+        __m256 ca[4], cb[4];
+        for (int k = 0; k < 4; ++k) ca[k] = cb[k] = _mm256_setzero_ps();
+        int j = 0;
+        for (; j + 8 <= F; j += 8) {
+          const __m256 hva = _mm256_loadu_ps(ha + j);
+          const __m256 hvb = _mm256_loadu_ps(hb + j);
+          for (int k = 0; k < 4; ++k) {
+            const __m256 wk = load(wr[k] + j);
+            ca[k] = _mm256_fmadd_ps(wk, hva, ca[k]);
+            cb[k] = _mm256_fmadd_ps(wk, hvb, cb[k]);
+          }
+        }
+        for (int k = 0; k < 4; ++k) {
+          out[b][r + k] = tail(HorizontalSum(ca[k]), wr[k], ha, j);
+          out[b + 1][r + k] = tail(HorizontalSum(cb[k]), wr[k], hb, j);
+        }
+      }
+      for (; r < r1; ++r) {
+        for (int u = b; u < b + 2; ++u) {
+          out[u][r] = RowDotAvx2(w + r * F, h[u], F, load, tail);
+        }
+      }
+    }
+    for (; b < B; ++b) {  // the last odd vector
       const float* hb = h[b];
       int64_t r = r0;
       // Four rows at a time: four independent FMA chains.
       for (; r + 4 <= r1; r += 4) {
-        const T* w0 = w + r * F;
-        const T* w1 = w0 + F;
-        const T* w2 = w1 + F;
-        const T* w3 = w2 + F;
-        __m256 c0 = _mm256_setzero_ps(), c1 = c0, c2 = c0, c3 = c0;
+        const T* wr[4] = {w + r * F, w + (r + 1) * F, w + (r + 2) * F,
+                          w + (r + 3) * F};
+        __m256 c[4];
+        for (int k = 0; k < 4; ++k) c[k] = _mm256_setzero_ps();
         int j = 0;
         for (; j + 8 <= F; j += 8) {
           const __m256 hv = _mm256_loadu_ps(hb + j);
-          c0 = _mm256_fmadd_ps(load(w0 + j), hv, c0);
-          c1 = _mm256_fmadd_ps(load(w1 + j), hv, c1);
-          c2 = _mm256_fmadd_ps(load(w2 + j), hv, c2);
-          c3 = _mm256_fmadd_ps(load(w3 + j), hv, c3);
+          for (int k = 0; k < 4; ++k) {
+            c[k] = _mm256_fmadd_ps(load(wr[k] + j), hv, c[k]);
+          }
         }
-        out[b][r] = tail(HorizontalSum(c0), w0, hb, j);
-        out[b][r + 1] = tail(HorizontalSum(c1), w1, hb, j);
-        out[b][r + 2] = tail(HorizontalSum(c2), w2, hb, j);
-        out[b][r + 3] = tail(HorizontalSum(c3), w3, hb, j);
-      }
-      for (; r < r1; ++r) {
-        const T* wr = w + r * F;
-        __m256 c = _mm256_setzero_ps();
-        int j = 0;
-        for (; j + 8 <= F; j += 8) {
-          c = _mm256_fmadd_ps(load(wr + j), _mm256_loadu_ps(hb + j), c);
+        for (int k = 0; k < 4; ++k) {
+          out[b][r + k] = tail(HorizontalSum(c[k]), wr[k], hb, j);
         }
-        out[b][r] = tail(HorizontalSum(c), wr, hb, j);
       }
+      for (; r < r1; ++r) out[b][r] = RowDotAvx2(w + r * F, hb, F, load, tail);
     }
   }
 }

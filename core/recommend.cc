@@ -55,6 +55,49 @@ void ServingRatedLogits(const Model& model, const VisibleSet& v, float* out,
 }
 }  // namespace
 
+// ServingRatedLogits of the items `filter` allows (the others get NaN), for
+// a filter that allows few items: their rows only, each through the same
+// row kernel as the full pass (kernels::MatVecRows*, whose rows do not
+// depend on each other), so every logit is the full pass's bit for bit.
+// False (nothing written) in builds without that kernel.
+bool ServingRatedLogitsOf(const Model& model, const VisibleSet& v,
+                          const ItemFilter& filter, float* out,
+                          ScoringScratch* scratch) {
+#ifdef RBMREC_AVX2
+  const RbmParams& p = model.rated_rbm();
+  scratch->x.resize(p.F);
+  RatedHidden(p, v.items, v.n, scratch->x.data());
+  const float* h = scratch->x.data();
+  const uint16_t* half = model.rated_w_half();
+  const size_t F = static_cast<size_t>(p.F);
+  for (int32_t i = 0; i < p.num_items; ++i) {
+    if (!filter.Allowed(i)) {
+      out[i] = NAN;
+      continue;
+    }
+    float* o = out + i;
+    const size_t row = static_cast<size_t>(i) * F;
+    if (half != nullptr) {
+      kernels::MatVecRowsHalf(half + row, 1, p.F, &h, &o, 1);
+    } else {
+      kernels::MatVecRows(p.W.data() + row, 1, p.F, &h, &o, 1);
+    }
+    out[i] += p.b[i];
+  }
+  return true;
+#else
+  (void)model, (void)v, (void)filter, (void)out, (void)scratch;
+  return false;
+#endif
+}
+
+// The filter allows so few items that scoring just their rows beats the
+// shared pass over every row.
+bool FewAllowed(const RankOptions& opt, int32_t m) {
+  return opt.filter != nullptr && opt.filter->num_items() == m &&
+         opt.filter->count() * 4 <= m;
+}
+
 void RatedProbabilities(const Model& model, const VisibleSet& v, float* out,
                         ScoringScratch* scratch) {
   const RbmParams& p = model.rated_rbm();
@@ -173,13 +216,19 @@ Ranker::Ranker(const Model& model, int32_t user, const VisibleSet& v,
       excluded_(scratch->excluded) {
   if (NeedsRatedRbm(opt.by)) {
     p_rated_.resize(static_cast<size_t>(m_));
-    if (opt.by == RankBy::kRatedAtLeast) {
-      // Logits only: the bounded search orders by them (the sigmoid is
-      // monotone) and takes the sigmoid of the few items it scores.
+    // A narrow filter (e.g. a candidate set): only the allowed items'
+    // logits; the others are never ranked.
+    if (!FewAllowed(opt, m_) ||
+        !ServingRatedLogitsOf(model, v, *opt.filter, p_rated_.data(),
+                              scratch)) {
       ServingRatedLogits(model, v, p_rated_.data(), scratch);
-    } else {
-      RatedProbabilities(model, v, p_rated_.data(), scratch);
     }
+    if (opt.by == RankBy::kRated) {
+      for (float& x : p_rated_) x = StableSigmoid(x);
+    }
+    // kRatedAtLeast keeps the logits: the bounded search orders by them
+    // (the sigmoid is monotone) and takes the sigmoid of the few items it
+    // scores.
   }
   const bool by_prob = UsesThreshold(opt.by);
   std::vector<float>& values = scratch->values;

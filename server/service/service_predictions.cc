@@ -213,8 +213,10 @@ absl::StatusOr<v1::SimilarItemsResponse> RbmrecService::SimilarItems(
     if (user.ok()) rated = user->rated_items();
     if (!user.ok() && !absl::IsNotFound(user.status())) return user.status();
   }
-  return AnswerSimilar(request, *served->model, served->version, **index, rated,
-                       *caches_->CatalogueFor(served->model), *caches_);
+  ScratchPool<SimilarScratch>::Lease scratch = similar_.Scratch();
+  return AnswerSimilar(request, *served->model, served->version, *index, rated,
+                       *caches_->CatalogueFor(served->model), *caches_,
+                       scratch.get());
 }
 
 }  // namespace rbmrec::server

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "server/service/request_checks.h"
@@ -24,7 +26,38 @@ absl::Status CheckIds(
 
 }  // namespace
 
-absl::StatusOr<std::shared_ptr<const ItemSimilarity>> SimilarIndexCache::For(
+SimilarIndexCache::~SimilarIndexCache() {
+  stop_.store(true);
+  std::thread builder;
+  {
+    absl::MutexLock lock(&mu_);
+    builder = std::move(builder_);
+  }
+  if (builder.joinable()) builder.join();
+}
+
+void SimilarIndexCache::MaybeBuildListsLocked(
+    const std::shared_ptr<const ItemSimilarity>& index) {
+  if (building_ || stop_.load() || index->num_items() > kMaxListItems) return;
+  // A finished builder has left mu_ for good: joining it is quick.
+  if (builder_.joinable()) builder_.join();
+  building_ = true;
+  builder_ = std::thread([this, index] {
+    std::optional<NeighbourLists> built =
+        NeighbourLists::Build(*index, NeighbourLists::kDefaultLength, &stop_);
+    std::shared_ptr<const NeighbourLists> lists;
+    if (built.has_value()) {
+      lists = std::make_shared<const NeighbourLists>(std::move(*built));
+    }
+    absl::MutexLock lock(&mu_);
+    for (Entry& e : entries_) {
+      if (e.index == index) e.lists = lists;
+    }
+    building_ = false;
+  });
+}
+
+absl::StatusOr<SimilarIndex> SimilarIndexCache::For(
     const std::shared_ptr<const Model>& model) {
   {
     absl::MutexLock lock(&mu_);
@@ -32,7 +65,9 @@ absl::StatusOr<std::shared_ptr<const ItemSimilarity>> SimilarIndexCache::For(
       if (entries_[i].key == model.get() && !entries_[i].model.expired()) {
         std::rotate(entries_.begin(), entries_.begin() + i,
                     entries_.begin() + i + 1);
-        return entries_.front().index;
+        const Entry& e = entries_.front();
+        if (e.lists == nullptr) MaybeBuildListsLocked(e.index);
+        return SimilarIndex{e.index, e.lists};
       }
     }
   }
@@ -46,9 +81,16 @@ absl::StatusOr<std::shared_ptr<const ItemSimilarity>> SimilarIndexCache::For(
       std::remove_if(entries_.begin(), entries_.end(),
                      [](const Entry& e) { return e.model.expired(); }),
       entries_.end());
-  entries_.insert(entries_.begin(), Entry{model, model.get(), index});
+  entries_.insert(entries_.begin(), Entry{model, model.get(), index, nullptr});
   if (entries_.size() > kKeep) entries_.resize(kKeep);
-  return index;
+  MaybeBuildListsLocked(index);
+  return SimilarIndex{index, nullptr};
+}
+
+void SimilarIndexCache::WaitForLists() {
+  absl::MutexLock lock(&mu_);
+  mu_.Await(absl::Condition(
+      +[](bool* building) { return !*building; }, &building_));
 }
 
 absl::Status CheckSimilar(const v1::SimilarItemsRequest& request,
@@ -105,14 +147,15 @@ absl::Status CheckSimilar(const v1::SimilarItemsRequest& request,
 
 absl::StatusOr<v1::SimilarItemsResponse> AnswerSimilar(
     const v1::SimilarItemsRequest& request, const Model& model, int64_t version,
-    const ItemSimilarity& index, const std::vector<int32_t>& rated,
-    const Catalogue& catalogue, ReadCaches& caches) {
+    const SimilarIndex& index, const std::vector<int32_t>& rated,
+    const Catalogue& catalogue, ReadCaches& caches, SimilarScratch* scratch) {
+  const ItemSimilarity& vectors = *index.index;
   std::vector<int32_t> query;
   query.reserve(static_cast<size_t>(request.item_ids_size()) + 1);
   auto add = [&](const std::string& id,
                  const std::string& field) -> absl::Status {
     const int32_t item = model.items().Find(id);
-    if (item < 0 || item >= index.num_items() || !index.HasVector(item)) {
+    if (item < 0 || item >= vectors.num_items() || !vectors.HasVector(item)) {
       return absl::NotFoundError(
           absl::StrCat(field, ": the model (version ", version,
                        ") has no training ratings of item '", id, "'"));
@@ -132,16 +175,11 @@ absl::StatusOr<v1::SimilarItemsResponse> AnswerSimilar(
   // request's categories, minus the user's rated and the excluded items.
   const FilterSpec spec = CategoryAndExclusionSpec(request, model, rated);
   const ItemFilter filter = ItemFilter::Build(catalogue, spec);
-  std::vector<uint8_t> allowed(static_cast<size_t>(index.num_items()), 0);
-  for (int32_t i = 0; i < index.num_items() && i < filter.num_items(); ++i) {
-    allowed[static_cast<size_t>(i)] = filter.Allowed(i) ? 1 : 0;
-  }
   SimilarRequest sr;
   sr.n = request.n() > 0 ? request.n() : 10;
-  sr.allowed = allowed;
-  SimilarScratch scratch;
+  sr.filter = &filter;
   absl::StatusOr<std::vector<SimilarItem>> found =
-      SimilarItems(index, query, sr, &scratch);
+      SimilarItems(vectors, index.lists.get(), query, sr, scratch);
   if (!found.ok()) return found.status();
   std::vector<std::string> ids;
   ids.reserve(found->size());

@@ -1,8 +1,10 @@
 #include "core/similar.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
+#include <optional>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -230,6 +232,104 @@ TEST(SimilarItems, ConcurrentQueriesWithTheirOwnScratch) {
   }
   for (auto& th : threads) th.join();
   EXPECT_EQ(mismatches, (std::vector<int>{0, 0}));
+}
+
+// The neighbour lists answer single-item queries exactly as the full scan:
+// same items, same scores (bit for bit), under exclusions and `allowed`
+// masks narrow and wide; a list that cannot decide says so, and the
+// caller's fallback gives the same answer.
+TEST(NeighbourLists, AnswersEqualTheExactScan) {
+  const Fixture f = RandomItems(300, 12, 9, /*untrained=*/17);
+  auto index = ItemSimilarity::FromVectors(f.vectors, f.counts, false, 0.3f);
+  ASSERT_TRUE(index.ok());
+  // Short lists (20 of 298 candidates), so filters often leave fewer than
+  // n on a list and the fallback is exercised too.
+  std::optional<NeighbourLists> lists = NeighbourLists::Build(*index, 20);
+  ASSERT_TRUE(lists.has_value());
+  EXPECT_EQ(lists->num_items(), 300);
+  SimilarScratch scratch;
+  Rng rng(11);
+  int decided = 0, fell_back = 0;
+  for (int trial = 0; trial < 400; ++trial) {
+    const int32_t q = static_cast<int32_t>(rng.Below(300));
+    std::vector<int32_t> excluded;
+    const int n_excluded = static_cast<int>(rng.Below(40));
+    for (int e = 0; e < n_excluded; ++e) {
+      excluded.push_back(static_cast<int32_t>(rng.Below(300)));
+    }
+    std::vector<uint8_t> allowed;
+    if (trial % 3 != 0) {
+      // Wide (3 in 4 allowed) or narrow (1 in 5).
+      allowed.resize(300);
+      for (auto& x : allowed) {
+        x = trial % 3 == 1 ? rng.Below(4) != 0 : rng.Below(5) == 0;
+      }
+    }
+    SimilarRequest request;
+    request.n = 1 + static_cast<int>(rng.Below(25));
+    request.excluded = excluded;
+    request.allowed = allowed;
+    const std::vector<int32_t> query = {q};
+    auto want = SimilarItems(*index, query, request, &scratch);
+    auto got = SimilarItems(*index, &*lists, query, request, &scratch);
+    if (q == 17) {  // no vector: the same error either way
+      EXPECT_FALSE(want.ok());
+      EXPECT_EQ(got.status(), want.status());
+      continue;
+    }
+    ASSERT_TRUE(want.ok() && got.ok()) << want.status() << got.status();
+    ASSERT_EQ(got->size(), want->size()) << "trial " << trial;
+    for (size_t r = 0; r < want->size(); ++r) {
+      EXPECT_EQ((*got)[r].item, (*want)[r].item) << "trial " << trial;
+      EXPECT_EQ((*got)[r].score, (*want)[r].score) << "trial " << trial;
+    }
+    std::vector<SimilarItem> direct;
+    if (lists->Answer(q, request, &scratch, &direct)) {
+      ++decided;
+      EXPECT_EQ(Items(direct), Items(*want)) << "trial " << trial;
+    } else {
+      ++fell_back;
+    }
+  }
+  EXPECT_GT(decided, 100);
+  EXPECT_GT(fell_back, 10);
+  // A list longer than the candidates holds them all: always decides.
+  std::optional<NeighbourLists> whole = NeighbourLists::Build(*index, 400);
+  ASSERT_TRUE(whole.has_value());
+  SimilarRequest all;
+  all.n = 300;
+  std::vector<SimilarItem> direct;
+  EXPECT_TRUE(whole->Answer(5, all, &scratch, &direct));
+  EXPECT_EQ(Items(direct), Items(*SimilarItems(*index, {5}, all, &scratch)));
+}
+
+// An ItemFilter in the request acts as an `allowed` mask would, on both
+// paths; stopping a build gives no lists.
+TEST(NeighbourLists, ItemFilterAndStop) {
+  const Fixture f = RandomItems(120, 8, 10);
+  auto index = ItemSimilarity::FromVectors(f.vectors, f.counts, false, 0.1f);
+  ASSERT_TRUE(index.ok());
+  std::optional<NeighbourLists> lists = NeighbourLists::Build(*index, 30);
+  ASSERT_TRUE(lists.has_value());
+  SimilarScratch scratch;
+  for (int32_t q = 0; q < 120; q += 7) {
+    std::vector<uint8_t> mask(120, 0);
+    for (int32_t j = q % 3; j < 120; j += 3) mask[static_cast<size_t>(j)] = 1;
+    const ItemFilter filter = ItemFilter::FromMask(mask);
+    SimilarRequest by_filter;
+    by_filter.n = 12;
+    by_filter.filter = &filter;
+    SimilarRequest by_mask;
+    by_mask.n = 12;
+    by_mask.allowed = mask;
+    const std::vector<int32_t> query = {q};
+    auto a = SimilarItems(*index, &*lists, query, by_filter, &scratch);
+    auto b = SimilarItems(*index, query, by_mask, &scratch);
+    ASSERT_TRUE(a.ok() && b.ok());
+    EXPECT_EQ(Items(*a), Items(*b)) << q;
+  }
+  std::atomic<bool> stop{true};
+  EXPECT_FALSE(NeighbourLists::Build(*index, 30, &stop).has_value());
 }
 
 TEST(SimilarItems, Errors) {

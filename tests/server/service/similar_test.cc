@@ -164,12 +164,49 @@ TEST_F(SimilarItemsTest, TheCacheBuildsOneIndexPerSnapshot) {
   auto first = cache.For(served->model);
   auto again = cache.For(served->model);
   ASSERT_TRUE(first.ok() && again.ok());
-  EXPECT_EQ(first->get(), again->get());
+  EXPECT_EQ(first->index.get(), again->index.get());
   // A copy of the model is another snapshot: its own index.
   auto copy = std::make_shared<const Model>(*served->model);
   auto other = cache.For(copy);
   ASSERT_TRUE(other.ok());
-  EXPECT_NE(other->get(), first->get());
+  EXPECT_NE(other->index.get(), first->index.get());
+}
+
+// The cache builds the snapshot's neighbour lists in the background; once
+// they are there, every single-item query (n 1..kItems, with and without
+// exclusions) answers from them exactly as the full scan does.
+TEST_F(SimilarItemsTest, TheCachesNeighbourListsGiveTheExactAnswers) {
+  absl::StatusOr<Served> served = service_->registry_for_test().Get(0);
+  ASSERT_TRUE(served.ok());
+  SimilarIndexCache cache;
+  auto first = cache.For(served->model);
+  ASSERT_TRUE(first.ok());
+  cache.WaitForLists();
+  auto ready = cache.For(served->model);
+  ASSERT_TRUE(ready.ok());
+  ASSERT_NE(ready->lists, nullptr);
+  EXPECT_EQ(ready->index.get(), first->index.get());
+  const ItemSimilarity& index = *ready->index;
+  SimilarScratch scratch;
+  const std::vector<int32_t> excluded = {1, 4, 9, 16};
+  for (int32_t q = 0; q < index.num_items(); ++q) {
+    if (!index.HasVector(q)) continue;
+    for (const int n : {1, 10, kItems}) {
+      SimilarRequest request;
+      request.n = n;
+      if (q % 2 == 0) request.excluded = excluded;
+      const std::vector<int32_t> query = {q};
+      auto want = SimilarItems(index, query, request, &scratch);
+      auto got =
+          SimilarItems(index, ready->lists.get(), query, request, &scratch);
+      ASSERT_TRUE(want.ok() && got.ok());
+      ASSERT_EQ(got->size(), want->size());
+      for (size_t r = 0; r < want->size(); ++r) {
+        EXPECT_EQ((*got)[r].item, (*want)[r].item) << q << " n " << n;
+        EXPECT_EQ((*got)[r].score, (*want)[r].score) << q << " n " << n;
+      }
+    }
+  }
 }
 
 }  // namespace
