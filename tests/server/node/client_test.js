@@ -187,7 +187,7 @@ async function main() {
         {template: {n: 3}, user_ids: listed}, deadline(30))))
         .flatMap((m) => m.users);
     assert.deepEqual(listedUsers.map((u) => u.user_id), listed);
-    assert.equal(listedUsers[1].response.fallback, 'FALLBACK_EMPTY_USER');
+    assert.equal(listedUsers[1].response.fallback, 'FALLBACK_POPULAR');
     assert.equal(listedUsers[2].response.fallback, 'FALLBACK_NONE');
     const own = await unary(rbmrec, 'Recommend', {user_id: 'n0', n: 3});
     assert.deepEqual(listedUsers[2].response.recommendations.map((r) => r.item_id),
