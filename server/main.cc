@@ -47,6 +47,7 @@
 #include "server/security/auth.h"
 #include "server/security/listen_policy.h"
 #include "server/security/tls.h"
+#include "server/security/token_command.h"
 #include "server/service/service.h"
 #include "server/service/service_metrics.h"
 #include "server/transport/grpc_server.h"
@@ -84,67 +85,6 @@ const CLI::Validator& Finite() {
 int UsageError(const std::string& message) {
   std::cerr << "rbmrec-server: " << message
             << "\n(run rbmrec-server --help for usage)\n";
-  return 1;
-}
-
-constexpr char kTokenUsage[] =
-    "usage: rbmrec-server token new NAME ROLE   (ROLE: read, write or admin)\n"
-    "       rbmrec-server token hash            (reads the token on stdin)\n";
-
-// `rbmrec-server token ...` (argv[1] == "token").
-int TokenCommand(int argc, char** argv) {
-  using rbmrec::server::Role;
-  const std::string sub = argc >= 3 ? argv[2] : "";
-  if (sub == "new" && argc == 5) {
-    const std::string name = argv[3];
-    Role role;
-    if (!rbmrec::server::ValidClientName(name)) {
-      std::cerr << "rbmrec-server token new: NAME must be 1-64 characters of "
-                   "A-Z a-z 0-9 . _ @ -, got '"
-                << name << "'\n";
-      return 1;
-    }
-    if (!rbmrec::server::ParseRole(argv[4], &role)) {
-      std::cerr << "rbmrec-server token new: ROLE must be read, write or "
-                   "admin, got '"
-                << argv[4] << "'\n";
-      return 1;
-    }
-    absl::StatusOr<std::string> token = rbmrec::server::NewToken();
-    if (!token.ok()) {
-      std::cerr << "rbmrec-server token new: " << token.status().message()
-                << "\n";
-      return 1;
-    }
-    std::cout << *token << "\n"
-              << name << " " << rbmrec::server::RoleName(role) << " "
-              << rbmrec::server::TokenHashText(*token) << "\n";
-    std::cerr << "Line 1 is the token: give it to the client '" << name
-              << "' (rbmrec --token-file, or RBMREC_TOKEN); it is shown only "
-                 "this once.\nLine 2 goes into the server's --auth-tokens "
-                 "file; send the server SIGHUP to load it.\n";
-    return 0;
-  }
-  if (sub == "hash" && argc == 3) {
-    std::string token;
-    std::getline(std::cin, token);
-    absl::string_view trimmed = absl::StripAsciiWhitespace(token);
-    if (trimmed.empty()) {
-      std::cerr << "rbmrec-server token hash: no token on stdin\n";
-      return 1;
-    }
-    // A token the server would refuse in the authorization header must not
-    // get a token-file line that looks usable.
-    if (!rbmrec::server::ValidTokenSyntax(trimmed)) {
-      std::cerr << "rbmrec-server token hash: not a token a client can send "
-                   "(1 or more of A-Z a-z 0-9 - . _ ~ + / then any number of "
-                   "'='; 'rbmrec-server token new' makes one)\n";
-      return 1;
-    }
-    std::cout << rbmrec::server::TokenHashText(trimmed) << "\n";
-    return 0;
-  }
-  std::cerr << kTokenUsage;
   return 1;
 }
 
@@ -784,7 +724,7 @@ int Serve(Flags& f, Security& sec, const sigset_t& signals) {
 
 int main(int argc, char** argv) {
   if (argc >= 2 && std::strcmp(argv[1], "token") == 0) {
-    return TokenCommand(argc, argv);
+    return rbmrec::server::TokenCommand(argc, argv);
   }
   if (!rbmrec::CpuSupported("rbmrec-server")) return 1;
   // Debian's Abseil is built without NDEBUG, so every absl::Mutex lock
