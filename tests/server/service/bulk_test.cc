@@ -125,11 +125,12 @@ TEST_F(BulkTest, EveryUserInIdOrderWithTheAnswersOfRecommend) {
   // A user whose ratings were all deleted stays listed: a cold start when
   // the model does not know them either ("late", stored after training),
   // answered from the model's parameters when it does (u7).
-  ASSERT_TRUE(service_->AddRatings({[] {
-                         v1::AddRatingsRequest b;
-                         *b.add_ratings() = Row("late", I(1), 4);
-                         return b;
-                       }()})
+  ASSERT_TRUE(service_
+                  ->AddRatings({[] {
+                    v1::AddRatingsRequest b;
+                    *b.add_ratings() = Row("late", I(1), 4);
+                    return b;
+                  }()})
                   .ok());
   for (const std::string& user : {std::string("late"), U(7)}) {
     v1::DeleteRatingsRequest del;
