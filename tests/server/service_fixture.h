@@ -46,6 +46,15 @@ inline v1::AddRatingsRequest SyntheticBatch() {
   return req;
 }
 
+// The item ids of a Recommend answer, best first.
+inline std::vector<std::string> Ids(const v1::RecommendResponse& r) {
+  std::vector<std::string> out;
+  for (const v1::Recommendation& x : r.recommendations()) {
+    out.push_back(x.item_id());
+  }
+  return out;
+}
+
 inline v1::Rating Row(const std::string& u, const std::string& i, double r) {
   v1::Rating row;
   row.set_user_id(u);

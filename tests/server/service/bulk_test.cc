@@ -41,14 +41,6 @@ class BulkTest : public ServiceFixture {
     return r.ok() ? *r : v1::RecommendResponse();
   }
 
-  static std::vector<std::string> Ids(const v1::RecommendResponse& r) {
-    std::vector<std::string> ids;
-    for (const v1::Recommendation& rec : r.recommendations()) {
-      ids.push_back(rec.item_id());
-    }
-    return ids;
-  }
-
   // Every message of a RecommendAll stream.
   absl::StatusOr<std::vector<v1::RecommendAllResponse>> All(
       const v1::RecommendAllRequest& request) {

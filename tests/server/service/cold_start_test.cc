@@ -36,13 +36,6 @@ v1::PutItemsRequest Categories() {
   return req;
 }
 
-std::vector<std::string> Ids(const v1::RecommendResponse& r) {
-  std::vector<std::string> out;
-  for (const v1::Recommendation& x : r.recommendations())
-    out.push_back(x.item_id());
-  return out;
-}
-
 class ColdStartTest : public ServiceFixture {
  protected:
   void StartWith(ColdStart mode) {

@@ -29,13 +29,6 @@ v1::PutItemsRequest Catalogue() {
 
 int Index(const std::string& id) { return std::stoi(id.substr(1)); }
 
-std::vector<std::string> Ids(const v1::RecommendResponse& r) {
-  std::vector<std::string> out;
-  for (const v1::Recommendation& x : r.recommendations())
-    out.push_back(x.item_id());
-  return out;
-}
-
 class FiltersTest : public ServiceFixture {
  protected:
   void SetUp() override {
