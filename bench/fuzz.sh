@@ -61,9 +61,7 @@ fi
 
 # Build.
 if [ ! -f "$build/CMakeCache.txt" ]; then
-  # ccache when there is one; precompiled headers otherwise (a build from
-  # scratch, as in CI).
-  launcher=(-DRBMREC_PCH=ON)
+  launcher=()
   if command -v ccache >/dev/null; then
     launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
   fi

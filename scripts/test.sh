@@ -34,7 +34,7 @@ export RBMREC_REQUIRE_BROWSER=1
 
 phase "Release build (-Werror) and tests"
 rm -rf build-test
-cmake -S . -B build-test -DCMAKE_BUILD_TYPE=Release -DRBMREC_WERROR=ON -DRBMREC_PCH=ON >/dev/null
+cmake -S . -B build-test -DCMAKE_BUILD_TYPE=Release -DRBMREC_WERROR=ON >/dev/null
 cmake --build build-test -j"$jobs"
 phase "waiting for the browser packages"
 wait "$browser_pid" || { cat "$browser_log"; echo "browser packages failed" >&2; exit 1; }
@@ -52,7 +52,7 @@ rm -rf build-test-asan
 # whole step's build took 414 s instead of ~800, with the same 344 tests.
 # ASan's reports keep their file:line frames; -O1 is what its docs advise.
 cmake -S . -B build-test-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRBMREC_WERROR=ON \
-  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" -DRBMREC_SANITIZE=ON -DRBMREC_PCH=ON >/dev/null
+  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" -DRBMREC_SANITIZE=ON >/dev/null
 asan_targets=$(cmake --build build-test-asan --target help | sed -n -E \
   's/^\.\.\. ((core|store)_[a-z_]*_test|rbmrec_(service|model_registry|training_jobs|online_updater|read_caches|limits|erasure)_test)$/\1/p')
 cmake --build build-test-asan -j"$jobs" --target $asan_targets
