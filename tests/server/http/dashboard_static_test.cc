@@ -132,13 +132,9 @@ TEST(DashboardStatic, UnknownPathsAndTraversal) {
 
 // Through the listener with tokens on: the files need none, the API does.
 TEST(DashboardStatic, ServedByTheHttpListener) {
-  absl::StatusOr<TokenTable> parsed = TokenTable::Parse(
-      absl::StrCat("reader read ", TokenHashText("tok-read"), "\n"), "tokens");
-  ASSERT_TRUE(parsed.ok()) << parsed.status();
   InProcessHttp http;
-  HttpServerOptions o;
-  o.authorizer = std::make_shared<Authorizer>(std::move(*parsed));
-  http.Start(o);
+  http.StartWithTokens(
+      absl::StrCat("reader read ", TokenHashText("tok-read"), "\n"));
   HttpReply index = Call(http.port(), "GET", "/");
   ASSERT_EQ(index.status, 200) << index.body;
   EXPECT_EQ(index.headers["content-type"], "text/html; charset=utf-8");

@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "server/http/http_server.h"
+#include "server/security/auth.h"
 #include "server/service/service.h"
 #include "store/store.h"
 #include "tests/server/http_client.h"
@@ -56,6 +57,14 @@ struct InProcessHttp {
         HttpServer::Start(service.get(), std::move(options));
     ASSERT_TRUE(started.ok()) << started.status();
     server = std::move(*started);
+  }
+  // Start with client tokens on: `table` in the --auth-tokens format.
+  void StartWithTokens(const std::string& table,
+                       HttpServerOptions options = {}) {
+    absl::StatusOr<TokenTable> parsed = TokenTable::Parse(table, "tokens");
+    ASSERT_TRUE(parsed.ok()) << parsed.status();
+    options.authorizer = std::make_shared<Authorizer>(std::move(*parsed));
+    Start(std::move(options));
   }
   int port() const { return server->port(); }
 

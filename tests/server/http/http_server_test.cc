@@ -258,12 +258,8 @@ TEST(HttpAuth, RolesAsOnGrpc) {
   const std::string table =
       absl::StrCat("reader read ", TokenHashText("tok-read"), "\nadmin admin ",
                    TokenHashText("tok-admin"), "\n");
-  absl::StatusOr<TokenTable> parsed = TokenTable::Parse(table, "tokens");
-  ASSERT_TRUE(parsed.ok()) << parsed.status();
   InProcessHttp http;
-  HttpServerOptions o;
-  o.authorizer = std::make_shared<Authorizer>(std::move(*parsed));
-  http.Start(o);
+  http.StartWithTokens(table);
   HttpReply none = Call(http.port(), "GET", "/v1/stats");
   EXPECT_EQ(none.status, 401);
   EXPECT_EQ(none.headers["www-authenticate"], "Bearer");
