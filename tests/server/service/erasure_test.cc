@@ -88,7 +88,10 @@ TEST_F(ErasureTest, DeletedUserIsAnsweredLikeANeverSeenUser) {
   absl::StatusOr<v1::PredictRatingsResponse> never = PredictS("nobody", I(1));
   EXPECT_EQ(gone.status().code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(never.status().code(), absl::StatusCode::kNotFound);
-  // Recommend: the cold start, as for any user without ratings.
+  // Recommend: the cold start, as for any user without ratings. The
+  // popularity order counts the deleted ratings out once the online updater
+  // has applied them (asynchronously, as for any write).
+  service_->FlushOnlineForTest();
   v1::RecommendRequest rec;
   rec.set_user_id(user);
   rec.set_n(5);
