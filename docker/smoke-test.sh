@@ -23,6 +23,8 @@
 # env:   RBMREC_SMOKE_PORT (default 50091; the HTTP listener on the next port),
 #        RBMREC_SMOKE_IMAGE (default localhost/rbmrec:smoke),
 #        RBMREC_SMOKE_TESTS (the image's RBMREC_TESTS build argument; default: the Dockerfile's),
+#        RBMREC_SMOKE_PREBUILT (a directory with rbmrec-server and rbmrec built on this host: the
+#        image's build stage copies them instead of compiling; .ci/run sets build-test/bin),
 #        RBMREC_CLI (host rbmrec binary; default build-test/bin/rbmrec or build/bin/rbmrec,
 #        built into build/ when neither exists), RBMREC_SERVER_BIN (host rbmrec-server, used
 #        for `token new`; default beside RBMREC_CLI, built when missing), STOP_MAX_SECONDS
@@ -209,7 +211,29 @@ if [ -n "${RBMREC_SMOKE_TESTS:-}" ]; then
   grep -q "^ARG RBMREC_TESTS=$RBMREC_SMOKE_TESTS\$" "$dockerfile" ||
     fail "docker/Dockerfile has no ARG RBMREC_TESTS line to set"
 fi
-bash "$SMOKE_TOOL" . "$dockerfile" "$IMAGE" -- \
+# RBMREC_SMOKE_PREBUILT=DIR: the build stage copies DIR's rbmrec-server and rbmrec instead
+# of compiling them (the runtime stage is the Dockerfile's, unchanged). For CI only, where
+# scripts/test.sh has just built these binaries from the same sources with the same Debian 12
+# compiler (and -Werror); a released image is always built by the Dockerfile itself.
+ctx=.
+if [ -n "${RBMREC_SMOKE_PREBUILT:-}" ]; then
+  ctx=$SMOKE_DIR/context
+  mkdir -p "$ctx/docker" "$ctx/prebuilt"
+  for b in rbmrec-server rbmrec; do
+    [ -x "$RBMREC_SMOKE_PREBUILT/$b" ] || fail "RBMREC_SMOKE_PREBUILT: no $RBMREC_SMOKE_PREBUILT/$b"
+    strip -o "$ctx/prebuilt/$b" "$RBMREC_SMOKE_PREBUILT/$b"
+  done
+  cp docker/healthcheck.sh "$ctx/docker/"
+  awk '/^FROM debian:bookworm-slim AS build$/ {
+         print; print "COPY prebuilt/rbmrec-server prebuilt/rbmrec /src/build/bin/"; skip = 1; next }
+       skip && /^# -+ runtime stage/ { skip = 0 }
+       !skip { print }' docker/Dockerfile >"$ctx/Dockerfile"
+  grep -q '^COPY prebuilt/' "$ctx/Dockerfile" && grep -q '^COPY --from=build ' "$ctx/Dockerfile" ||
+    fail "docker/Dockerfile: no build stage / runtime stage to split for RBMREC_SMOKE_PREBUILT"
+  dockerfile=$ctx/Dockerfile
+  echo "=== image from prebuilt binaries ($RBMREC_SMOKE_PREBUILT): the Dockerfile's runtime stage"
+fi
+bash "$SMOKE_TOOL" "$ctx" "$dockerfile" "$IMAGE" -- \
   -e RBMREC_LISTEN="$ADDR" -e RBMREC_HTTP_LISTEN="$HTTP_ADDR" -v "$DATA:/data" \
   "${TLS_RUN[@]}" "$IMAGE" --- bash "$root/docker/smoke-test.sh" --phase1 2>&1 | tee "$SMOKE_DIR/smoke1.log"
 [ -f "$SMOKE_DIR/stats1.json" ] || fail "container 1 checks did not complete"
