@@ -15,7 +15,9 @@
 //     (the rated RBM) was trained: with --topn, --save-model or
 //     --rated-hidden; its seconds are part of train_seconds;
 //   with --topn N: topn {n, relevant, users, and per ranking NAME
-//     {precision, recall, ndcg} at N};
+//     {precision, recall, ndcg} at N, and known {precision, recall, ndcg,
+//     users}: the same in ../shared/tools/peer-ease.py's protocol, where
+//     relevant test items unknown to training are dropped, not misses};
 //   reliability {bins, values: [the K rating values], model: [K entries,
 //     one per value, each {count: [bins], predicted: [bins], observed:
 //     [bins]}], hist: [the same for the baseline]}: the tables behind ece
@@ -280,15 +282,30 @@ std::vector<TopNResult> TopNSection(const Model& model,
   (*json)["relevant"] = General(a.relevant);
   (*json)["users"] = users;
   for (const TopNResult& r : topn) {
-    (*json)[r.name] = Json{{"precision", Fixed(r.mean.precision, 6)},
-                           {"recall", Fixed(r.mean.recall, 6)},
-                           {"ndcg", Fixed(r.mean.ndcg, 6)}};
+    (*json)[r.name] =
+        Json{{"precision", Fixed(r.mean.precision, 6)},
+             {"recall", Fixed(r.mean.recall, 6)},
+             {"ndcg", Fixed(r.mean.ndcg, 6)},
+             {"known", Json{{"precision", Fixed(r.known.precision, 6)},
+                            {"recall", Fixed(r.known.recall, 6)},
+                            {"ndcg", Fixed(r.known.ndcg, 6)},
+                            {"users", r.known_users}}}};
     absl::StrAppendFormat(text,
                           "\n%stop %d (%d users, relevant >= %g) %-16s "
                           "precision %.4f  recall %.4f  ndcg %.4f",
                           cold_start ? "cold start " : "", a.topn, users,
                           a.relevant, r.name.c_str(), r.mean.precision,
                           r.mean.recall, r.mean.ndcg);
+  }
+  // The same lists in peer-ease.py's protocol (relevant items unknown to
+  // training dropped), comparable with its EASE and popularity lines.
+  for (const TopNResult& r : topn) {
+    absl::StrAppendFormat(
+        text,
+        "\n%stop %d known items (%d users, peer-ease.py protocol) %-16s "
+        "precision %.4f  recall %.4f  ndcg %.4f",
+        cold_start ? "cold start " : "", a.topn, r.known_users, r.name.c_str(),
+        r.known.precision, r.known.recall, r.known.ndcg);
   }
   return topn;
 }

@@ -733,6 +733,16 @@ std::vector<TopNResult> AverageTopN(
       out[static_cast<size_t>(way)].mean.ndcg += s.ndcg;
       AddTopNCurve(hit_ranks[x * kWays + static_cast<size_t>(way)],
                    num_relevant, &out[static_cast<size_t>(way)].at);
+      if (!rel[u].empty()) {  // the known-items protocol at n
+        std::vector<TopNScores> known(static_cast<size_t>(n));
+        AddTopNCurve(hit_ranks[x * kWays + static_cast<size_t>(way)],
+                     static_cast<int64_t>(rel[u].size()), &known);
+        TopNResult& r = out[static_cast<size_t>(way)];
+        r.known.precision += known.back().precision;
+        r.known.recall += known.back().recall;
+        r.known.ndcg += known.back().ndcg;
+        ++r.known_users;
+      }
     }
   }
   for (TopNResult& r : out) {
@@ -745,6 +755,10 @@ std::vector<TopNResult> AverageTopN(
       s.recall /= d;
       s.ndcg /= d;
     }
+    const double dk = std::max<double>(1, static_cast<double>(r.known_users));
+    r.known.precision /= dk;
+    r.known.recall /= dk;
+    r.known.ndcg /= dk;
   }
   return out;
 }

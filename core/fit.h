@@ -87,6 +87,11 @@ struct TopNResult {
   // The same averages at every cut-off: at[j] at N = j + 1 (n entries;
   // at.back() == mean).
   std::vector<TopNScores> at;
+  // The same at n in the protocol of ../shared/tools/peer-ease.py: relevant
+  // test items unknown to training are dropped (not counted as misses),
+  // users left with none are skipped; `known_users` counts the others.
+  TopNScores known;
+  int64_t known_users = 0;
 };
 
 // For every test user with at least one relevant test rating, the

@@ -136,6 +136,56 @@ TEST(Trainer, TopNMetricsAreInRangeAndDoNotDependOnThreads) {
   EXPECT_GT(a[3].mean.recall, 0);
 }
 
+TEST(Trainer, TopNKnownItemsProtocolDropsRelevantItemsUnknownToTraining) {
+  auto s = testing_data::PlantedRatings(120, 40, 3, 0.3, 21);
+  auto model = FitModel(s.train, SmallOptions());
+  ASSERT_TRUE(model.ok()) << model.status();
+  const SparseRatings by_user = s.train.ByUser();
+  for (const TestRating& t : s.test) ASSERT_GE(t.item, 0);
+  int64_t users = 0;
+  const std::vector<TopNResult> a =
+      EvaluateTopN(*model, by_user, s.test, 4.0, 5, 2, &users);
+  // Every relevant item known: both protocols agree.
+  for (const TopNResult& r : a) {
+    EXPECT_EQ(r.known_users, users) << r.name;
+    EXPECT_EQ(r.known.precision, r.mean.precision) << r.name;
+    EXPECT_EQ(r.known.recall, r.mean.recall) << r.name;
+    EXPECT_EQ(r.known.ndcg, r.mean.ndcg) << r.name;
+  }
+  // Relevant items unknown to training: for every user that has relevant
+  // items, and for one user who has only such an item.
+  std::vector<char> relevant(static_cast<size_t>(model->users().size()), 0);
+  for (const TestRating& t : s.test) {
+    if (t.rating >= 4) relevant[static_cast<size_t>(t.user)] = 1;
+  }
+  std::vector<TestRating> test = s.test;
+  int32_t only_unknown = -1;
+  for (size_t u = 0; u < relevant.size(); ++u) {
+    const int32_t user = static_cast<int32_t>(u);
+    if (relevant[u]) test.push_back({user, -1, 5.0});
+    if (!relevant[u] && only_unknown < 0) only_unknown = user;
+  }
+  ASSERT_GE(only_unknown, 0);
+  test.push_back({only_unknown, -1, 5.0});
+  int64_t users_b = 0;
+  const std::vector<TopNResult> b =
+      EvaluateTopN(*model, by_user, test, 4.0, 5, 2, &users_b);
+  EXPECT_EQ(users_b, users + 1);
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t w = 0; w < a.size(); ++w) {
+    // peer-ease.py's protocol does not see them ...
+    EXPECT_EQ(b[w].known_users, users) << a[w].name;
+    EXPECT_EQ(b[w].known.precision, a[w].known.precision) << a[w].name;
+    EXPECT_EQ(b[w].known.recall, a[w].known.recall) << a[w].name;
+    EXPECT_EQ(b[w].known.ndcg, a[w].known.ndcg) << a[w].name;
+    // ... the full one counts them as misses.
+    if (a[w].mean.recall > 0) {
+      EXPECT_LT(b[w].mean.recall, a[w].mean.recall) << a[w].name;
+      EXPECT_LT(b[w].mean.ndcg, a[w].mean.ndcg) << a[w].name;
+    }
+  }
+}
+
 // The model FitModel trains from `o` at 1, 2 and 3 threads; expects the
 // three user-based and item-based RBMs to be the same bits and returns them.
 std::vector<Model> FitAtOneTwoThreeThreads(const Dataset& train,
