@@ -20,12 +20,8 @@ namespace rbmrec {
 namespace {
 
 TrainOptions SmallOptions() {
-  TrainOptions o;
-  o.hidden = 16;
-  o.max_epochs = 40;
-  o.batch_size = 10;
-  o.seed = 7;
-  o.rated_hidden = 0;
+  TrainOptions o = testing_data::SmallTrainOptions();
+  o.rated_hidden = 0;  // the rating model alone
   return o;
 }
 
