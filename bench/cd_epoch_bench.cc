@@ -31,6 +31,9 @@
 //               threads x 32 FLOPs/cycle (two 8-lane FMA ports) x the clock
 //               /proc/cpuinfo reports (0 when it reports none).
 //
+// With conditional:1 the RBM is conditional (r = the user's rated items):
+// the same FLOPs are counted, so its rates show D's cost.
+//
 //   rbmrec-cd-bench [--benchmark_repetitions=3] [--benchmark_filter=...]
 
 #include <benchmark/benchmark.h>
@@ -149,6 +152,7 @@ void BM_CdEpoch(benchmark::State& state) {
   o.threads = static_cast<int>(state.range(0));
   o.batch_size = static_cast<int>(state.range(1));
   o.factors = static_cast<int>(state.range(2));
+  o.conditional = state.range(3) != 0;  // r = the user's rated items
   o.item_based = false;
   // Two epochs per iteration; the second is measured (the first includes
   // the trainer's set-up in its CPU time).
@@ -189,8 +193,16 @@ void BM_CdEpoch(benchmark::State& state) {
   state.counters["ratings"] = static_cast<double>(train.nnz());
 }
 BENCHMARK(BM_CdEpoch)
-    ->ArgsProduct({{1, 2}, {20, 100}, {32, 0}})
-    ->ArgNames({"threads", "batch", "factors"})
+    ->ArgsProduct({{1, 2}, {20, 100}, {32, 0}, {0}})
+    ->ArgNames({"threads", "batch", "factors", "conditional"})
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond)
+    ->MinTime(1.5);
+// The conditional RBM (TrainOptions::conditional, r = the rated items): its
+// cost against the conditional=0 rows above.
+BENCHMARK(BM_CdEpoch)
+    ->ArgsProduct({{1, 2}, {100}, {32, 0}, {1}})
+    ->ArgNames({"threads", "batch", "factors", "conditional"})
     ->UseManualTime()
     ->Unit(benchmark::kMillisecond)
     ->MinTime(1.5);

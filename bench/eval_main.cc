@@ -73,9 +73,23 @@ struct Args {
   bool cold_start = false;  // --cold-start: topn_cold too
   std::string similar;      // movies.dat for --similar; empty: off
   float similar_popularity = SimilarityOptions().popularity_weight;
-  double relevant = 4.0;  // test ratings >= this are relevant
+  double relevant = 4.0;         // test ratings >= this are relevant
+  std::string crbm_r = "train";  // --crbm-r: the conditional RBM's r
   TrainOptions o;
 };
+
+// The conditional RBM's extra items for --crbm-r train+test (the seed
+// paper's set-up): each training user's test items known to the model,
+// once each, as rows of the model's users.
+SparseRatings TestExtras(const Dataset& train,
+                         const std::vector<TestRating>& test) {
+  std::vector<Rating> pairs;
+  for (const TestRating& t : test) {
+    if (t.user >= 0 && t.item >= 0) pairs.push_back({t.user, t.item, 0});
+  }
+  return SparseRatings::FromRatings(train.users.size(), train.items.size(),
+                                    pairs);
+}
 
 // A finite number (CLI11 would also take "nan" and "inf").
 const CLI::Validator& Finite() {
@@ -162,6 +176,16 @@ void AddFlags(CLI::App* app, Args* a) {
                   "use A = average * A + (1 - average) * params after every "
                   "epoch (0 = off)")
       ->check(Finite());
+  app->add_flag("--conditional", o.conditional,
+                "conditional RBM: the user-based RBMs' hidden units also see "
+                "r, which items the user rated (or is asked about), through "
+                "weights D (default false)");
+  app->add_option("--crbm-r", a->crbm_r,
+                  "with --conditional: r = the user's training items "
+                  "(train), or those plus the user's test items (train+test, "
+                  "the seed paper's set-up: the test items are in r in "
+                  "training and prediction)")
+      ->check(CLI::IsMember({"train", "train+test"}));
   app->add_option("--ensemble", o.ensemble,
                   "number of user-based RBMs averaged")
       ->check(NonNegative());
@@ -456,27 +480,34 @@ int Run(int argc, char** argv) {
                  train->items.size(), test.size(), scale.ToString().c_str(),
                  scale.K());
   }
+  SparseRatings extra;
+  const bool test_in_r = a.o.conditional && a.crbm_r == "train+test";
+  if (test_in_r) extra = TestExtras(*train, test);
+  const SparseRatings* extra_ptr = test_in_r ? &extra : nullptr;
   const auto t0 = std::chrono::steady_clock::now();
-  auto model = FitModel(*train, a.o, [&](int member, const EpochStats& st) {
-    if (!a.quiet && st.valid_ndcg >= -0.5) {
-      std::fprintf(stderr, "rated RBM epoch %3d  valid ndcg %.4f\n", st.epoch,
-                   st.valid_ndcg);
-    } else if (!a.quiet) {
-      std::fprintf(stderr,
-                   "member %d epoch %3d  T=%d  lr=%.4f  train %.4f  valid "
-                   "%.4f  %.3fs\n",
-                   member, st.epoch, st.cd_steps, st.learning_rate,
-                   st.train_rmse, st.valid_rmse, st.seconds);
-    }
-    return true;
-  });
+  auto model = FitModel(
+      *train, a.o,
+      [&](int member, const EpochStats& st) {
+        if (!a.quiet && st.valid_ndcg >= -0.5) {
+          std::fprintf(stderr, "rated RBM epoch %3d  valid ndcg %.4f\n",
+                       st.epoch, st.valid_ndcg);
+        } else if (!a.quiet) {
+          std::fprintf(stderr,
+                       "member %d epoch %3d  T=%d  lr=%.4f  train %.4f  valid "
+                       "%.4f  %.3fs\n",
+                       member, st.epoch, st.cd_steps, st.learning_rate,
+                       st.train_rmse, st.valid_rmse, st.seconds);
+        }
+        return true;
+      },
+      extra_ptr);
   if (!model.ok()) return Fail(model.status());
   const double train_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
           .count();
   const SparseRatings train_by_user = train->ByUser();
-  const EvalMetrics m =
-      Evaluate(*model, train_by_user, test, a.o.predict, a.o.threads);
+  const EvalMetrics m = Evaluate(*model, train_by_user, test, a.o.predict,
+                                 a.o.threads, extra_ptr);
   std::vector<TopNResult> topn;
   Json topn_json = Json::object(), cold_json = Json::object();
   std::string topn_text;
@@ -555,6 +586,8 @@ int Run(int argc, char** argv) {
         {"average", General(o.average)},
         {"ensemble", o.ensemble},
         {"item_based", o.item_based},
+        {"conditional", o.conditional},
+        {"crbm_r", a.crbm_r},
         {"user_weight", General(model->params().user_weight)},
         {"user_weight_per_log_user",
          General(model->params().user_weight_per_log_user)},

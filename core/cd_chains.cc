@@ -39,7 +39,7 @@ void CdTrainer::BatchChains(int epoch, const int32_t* users, size_t nb,
       [&](int, int64_t b, int64_t e) {
         for (int64_t s = b; s < e; ++s) {
           float* h0 = h0_.row(static_cast<Eigen::Index>(s)).data();
-          HiddenInput(p_, RowOf(train_, users[s]), h0);
+          HiddenInput(p_, UserSet(users[s]), h0);
           SigmoidInPlace(h0, F);
           SampleHidden(nb, static_cast<size_t>(s), h0);
         }
@@ -126,14 +126,14 @@ void CdTrainer::RehideUsers(const int32_t* users, size_t nb, int step,
     const size_t s = static_cast<size_t>(s64);
     const int32_t u = users[s];
     float* ht = ht_.row(static_cast<Eigen::Index>(s)).data();
-    const VisibleSet v = RowOf(train_, u);
+    const VisibleSet v = UserSet(u);
     // The user's samples, from the item-major order of step 2.
     uint8_t* vt = vt_.data() + train_.offsets[u];
     for (int64_t l = local_start_[s]; l < local_start_[s + 1]; ++l) {
       vt[l - local_start_[s]] =
           vt_entry_[static_cast<size_t>(entry_of_[static_cast<size_t>(l)])];
     }
-    HiddenInput(p_, VisibleSet{v.items, vt, v.n}, ht);
+    HiddenInput(p_, VisibleSet{v.items, vt, v.n, v.extra, v.n_extra}, ht);
     SigmoidInPlace(ht, F);
     if (step == 0) {
       double sq = 0;
@@ -174,7 +174,15 @@ void CdTrainer::FactoredChains(int epoch, const int32_t* users, size_t nb,
           const size_t s = static_cast<size_t>(w - 1);
           const Eigen::Index si = static_cast<Eigen::Index>(s);
           const int32_t u = users[s];
-          const VisibleSet v = RowOf(train_, u);
+          const VisibleSet v = UserSet(u);
+          // The hidden inputs' fixed part: c, plus the D rows of r for the
+          // conditional RBM.
+          const float* base = p_.c.data();
+          if (p_.conditional()) {
+            ConditionalSum(p_, v, base, sc.x.data());
+            base = sc.x.data();
+          }
+          const Eigen::Map<const Eigen::RowVectorXf> fixed(base, F);
           const size_t need = static_cast<size_t>(v.n * K);
           if (sc.probs.size() < need) sc.probs.resize(need);
           if (sc.rows.size() < static_cast<size_t>(v.n)) {
@@ -195,7 +203,7 @@ void CdTrainer::FactoredChains(int epoch, const int32_t* users, size_t nb,
           auto a0 = a0_.row(si);
           kernels::SumRows(zeros_.data(), rows, v.n, C_, a0.data());
           auto h0 = h0_.row(si);
-          h0 = p_.c.transpose();
+          h0 = fixed;
           h0.noalias() += a0 * bm_;
           SigmoidInPlace(h0.data(), F);
           SampleHidden(nb, s, h0.data());
@@ -225,7 +233,7 @@ void CdTrainer::FactoredChains(int epoch, const int32_t* users, size_t nb,
               }
               sq_err_[s] = sq;
             }
-            ht = p_.c.transpose();
+            ht = fixed;
             ht.noalias() += at * bm_;
             SigmoidInPlace(ht.data(), F);
             if (step + 1 < cd_steps) SampleHidden(nb, s, ht.data());

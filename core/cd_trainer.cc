@@ -18,10 +18,11 @@ namespace internal {
 
 CdTrainer::CdTrainer(const SparseRatings& train, const SparseRatings& valid,
                      int K, const TrainOptions& o, int threads,
-                     int pool_threads)
+                     int pool_threads, const SparseRatings* extra)
     : train_(train),
       valid_(valid),
       o_(o),
+      extra_(extra),
       C_(o.factors > 0 && o.factors < o.hidden ? o.factors : 0),
       pool_(std::max(threads, pool_threads)) {
   pool_.SetWidth(threads);
@@ -55,6 +56,10 @@ CdTrainer::CdTrainer(const SparseRatings& train, const SparseRatings& valid,
   InitVisibleBiases(train, &p_);
   vel_b_.setZero(p_.b.size());
   vel_c_.setZero(p_.F);
+  if (o.conditional) {
+    p_.D.setZero(train.cols, p_.F);
+    vel_d_.setZero(train.cols, p_.F);
+  }
   for (int t = 0; t < pool_.size(); ++t) {
     scratch_.emplace_back(p_.F, K, C_ > 0 ? C_ : p_.F, C_);
   }
@@ -105,6 +110,7 @@ double CdTrainer::Epoch(int epoch, int cd_steps, float lr) {
     }
     for (size_t s = 0; s < nb; ++s) sse += sq_err_[s];
     Update(nb, lr);
+    if (p_.conditional()) ConditionalStep(users, nb, lr);
   }
   if (C_ > 0) MultiplyFactors();
   return std::sqrt(sse /

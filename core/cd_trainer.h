@@ -59,6 +59,7 @@ struct Scratch : GibbsScratch {
   std::vector<int64_t> ee;
   std::vector<float> grad;
   std::vector<const float*> rows;  // a case's rows of A (factored chains)
+  std::vector<float> gd;           // ConditionalStep: an item's D gradient
   // The chains' expected reconstructions, and uniforms (BatchChains).
   std::vector<double> means;
   std::vector<float> uniforms;
@@ -70,15 +71,20 @@ struct Scratch : GibbsScratch {
         em(static_cast<size_t>(K)),
         el(static_cast<size_t>(K)),
         ee(static_cast<size_t>(K)),
-        grad(static_cast<size_t>(width) * K) {}
+        grad(static_cast<size_t>(width) * K),
+        gd(static_cast<size_t>(F)) {}
 };
 
 class CdTrainer {
  public:
   // A pool of `pool_threads` workers, of which the first `threads` are
-  // used until SetThreads says otherwise.
+  // used until SetThreads says otherwise. With o.conditional the RBM is
+  // conditional (D, zero at the start), each case's set r being its
+  // training items plus its row of `extra` (rows and cols as train's;
+  // nullptr: none), which must outlive the trainer.
   CdTrainer(const SparseRatings& train, const SparseRatings& valid, int K,
-            const TrainOptions& o, int threads, int pool_threads);
+            const TrainOptions& o, int threads, int pool_threads,
+            const SparseRatings* extra = nullptr);
 
   RbmParams& params() { return p_; }
   // Threads used from the next parallel loop on (at most the pool's size).
@@ -248,6 +254,24 @@ class CdTrainer {
   // fast that training stalled at the biases' RMSE or diverged on ML-1M).
   void Update(size_t nb, float lr);
 
+  // The conditional RBM's step of D (after Update): for every item in the
+  // r of some batch user, the gradient sum over those users, in batch
+  // order, of h0 - hT, then W's momentum and weight-decay step (sparse
+  // momentum: rows outside the batch's r keep their velocity). Items in
+  // parallel, so the same bits at any thread count. Its cost: ~4 F per
+  // entry of the batch's r sets, plus their sort.
+  void ConditionalStep(const int32_t* users, size_t nb, float lr);
+
+  // Case u's visible set with its extra items (r = both).
+  VisibleSet UserSet(int32_t u) const {
+    VisibleSet v = RowOf(train_, u);
+    if (extra_ != nullptr) {
+      v.extra = extra_->col.data() + extra_->offsets[u];
+      v.n_extra = extra_->RowSize(u);
+    }
+    return v;
+  }
+
   // Update's step of B (factored) and of the hidden biases, which no
   // item's step reads or writes: factored, it is the update loop's last
   // piece of work, so it runs beside the items' steps (its cost: ~nb * F /
@@ -263,6 +287,7 @@ class CdTrainer {
   const SparseRatings& train_;
   const SparseRatings& valid_;
   const TrainOptions& o_;
+  const SparseRatings* const extra_;  // the cases' extra items in r, or null
   // TrainOptions::factors: C > 0 trains W = A B (a_ is A, bm_ is B; vel_w_
   // is then A's velocity, and p_.W is set to A B after every epoch).
   const int C_;
@@ -284,6 +309,11 @@ class CdTrainer {
   std::vector<int32_t> hi_slot_;
   std::vector<int64_t> work_cost_;  // cumulative costs of a parallel loop
   Eigen::VectorXf vel_b_, vel_c_, gc_;
+  // ConditionalStep: D's velocity, the batch's h0 - hT, its (item, batch
+  // position) pairs of r sorted, and the start of each item's run in them.
+  RowMatrixXf vel_d_, dh_;
+  std::vector<uint64_t> cond_pairs_;
+  std::vector<int64_t> cond_start_;
   std::vector<Scratch> scratch_;
   std::vector<uint8_t> vt_;
   std::vector<double> sq_err_;

@@ -54,6 +54,61 @@ void CdTrainer::Update(size_t nb, float lr) {
   if (!factored) GlobalStep(nb, lr);
 }
 
+void CdTrainer::ConditionalStep(const int32_t* users, size_t nb, float lr) {
+  // The (item, batch position) pairs of the batch's r sets, sorted: each
+  // item's run lists its users in batch order.
+  cond_pairs_.clear();
+  for (size_t s = 0; s < nb; ++s) {
+    const VisibleSet v = UserSet(users[s]);
+    for (int64_t r = 0; r < v.n + v.n_extra; ++r) {
+      const int32_t item = r < v.n ? v.items[r] : v.extra[r - v.n];
+      cond_pairs_.push_back(static_cast<uint64_t>(item) << 32 | s);
+    }
+  }
+  std::sort(cond_pairs_.begin(), cond_pairs_.end());
+  cond_start_.clear();
+  for (size_t q = 0; q < cond_pairs_.size(); ++q) {
+    if (q == 0 || cond_pairs_[q] >> 32 != cond_pairs_[q - 1] >> 32) {
+      cond_start_.push_back(static_cast<int64_t>(q));
+    }
+  }
+  const int64_t n_items = static_cast<int64_t>(cond_start_.size());
+  cond_start_.push_back(static_cast<int64_t>(cond_pairs_.size()));
+  const int F = p_.F;
+  const float mom = o_.momentum, decay = lr * o_.weight_decay;
+  // Each user's h0 - hT once: the items' sums then read one row a term.
+  const Eigen::Index nbi = static_cast<Eigen::Index>(nb);
+  dh_ = h0_.topRows(nbi) - ht_.topRows(nbi);
+  pool_.ParallelFor(
+      n_items,
+      [&](int thread, int64_t b, int64_t e) {
+        float* g = scratch_[static_cast<size_t>(thread)].gd.data();
+        for (int64_t x = b; x < e; ++x) {
+          const int64_t q0 = cond_start_[static_cast<size_t>(x)];
+          const int64_t q1 = cond_start_[static_cast<size_t>(x) + 1];
+          std::fill(g, g + F, 0.0f);
+          for (int64_t q = q0; q < q1; ++q) {
+            const Eigen::Index s = static_cast<Eigen::Index>(
+                cond_pairs_[static_cast<size_t>(q)] & 0xffffffffu);
+            const float* dr = dh_.row(s).data();
+            for (int j = 0; j < F; ++j) g[j] += dr[j];
+          }
+          const float n = o_.per_item_normalize ? static_cast<float>(q1 - q0)
+                                                : static_cast<float>(nb);
+          const float scale = lr / n;
+          const Eigen::Index item = static_cast<Eigen::Index>(
+              cond_pairs_[static_cast<size_t>(q0)] >> 32);
+          float* d = p_.D.row(item).data();
+          float* vd = vel_d_.row(item).data();
+          for (int j = 0; j < F; ++j) {
+            vd[j] = mom * vd[j] + scale * g[j] - decay * d[j];
+            d[j] += vd[j];
+          }
+        }
+      },
+      cond_start_.data());
+}
+
 void CdTrainer::GlobalStep(size_t nb, float lr) {
   const bool factored = C_ > 0;
   const float mom = o_.momentum, decay = lr * o_.weight_decay;

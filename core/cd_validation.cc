@@ -16,7 +16,7 @@ namespace internal {
 
 double CdTrainer::ValidationRmse(const RbmParams& p) {
   return ValidationPass(
-      p, [&](int32_t u, float* x) { HiddenInput(p, RowOf(train_, u), x); });
+      p, [&](int32_t u, float* x) { HiddenInput(p, UserSet(u), x); });
 }
 
 double CdTrainer::AveragedValidationRmse(const RbmParams& avg, float a,
@@ -29,7 +29,7 @@ double CdTrainer::AveragedValidationRmse(const RbmParams& avg, float a,
     for (int64_t u64 = b; u64 < e; ++u64) {
       const int32_t u = static_cast<int32_t>(u64);
       if (valid_.RowSize(u) == 0) continue;
-      const VisibleSet v = RowOf(train_, u);
+      const VisibleSet v = UserSet(u);
       if (sc.rows.size() < static_cast<size_t>(v.n)) {
         sc.rows.resize(static_cast<size_t>(v.n));
       }
@@ -42,9 +42,13 @@ double CdTrainer::AveragedValidationRmse(const RbmParams& avg, float a,
       if (first) {
         x = p_.c.transpose();
         x.noalias() += sc.z.transpose() * bm_;
+        if (p_.conditional()) ConditionalSum(p_, v, x.data(), x.data());
       } else {
         sc.x = p_.c;
         sc.x.noalias() += bm_.transpose() * sc.z;
+        if (p_.conditional()) {
+          ConditionalSum(p_, v, sc.x.data(), sc.x.data());
+        }
         x = a * x + (1 - a) * sc.x.transpose();
       }
     }

@@ -11,7 +11,6 @@
 #include "absl/strings/str_cat.h"
 #include "core/metrics.h"
 #include "core/rated_rbm.h"
-#include "core/recommend.h"
 #include "core/thread_pool.h"
 
 namespace rbmrec {
@@ -45,6 +44,18 @@ VisibleSet Row(const SparseRatings& s, int32_t r) {
                     s.RowSize(r)};
 }
 
+// Row(s, r) with row r of `extra` (when not null and r is one of its rows)
+// as its extra items: the conditional RBM's r.
+VisibleSet RowWithExtra(const SparseRatings& s, const SparseRatings* extra,
+                        int32_t r) {
+  VisibleSet v = Row(s, r);
+  if (extra != nullptr && r < extra->rows) {
+    v.extra = extra->col.data() + extra->offsets[r];
+    v.n_extra = extra->RowSize(r);
+  }
+  return v;
+}
+
 // item_x.row(i) = I-RBM hidden input of item i's ratings in `by_item`,
 // items in parallel on `pool` (each row is its own: the same bits at any
 // thread count).
@@ -74,8 +85,8 @@ void ComputeItemInputs(const SparseRatings& by_item, ThreadPool* pool,
 // from `params` (restored before returning); their predictions run on
 // `pool`, users in parallel (each writes its own ratings' rows).
 void PickUserWeight(ModelParams* params, const SparseRatings& train_part,
-                    const SparseRatings& valid, PredictMethod method,
-                    ThreadPool* pool, double* rmse) {
+                    const SparseRatings& valid, const SparseRatings* extra,
+                    PredictMethod method, ThreadPool* pool, double* rmse) {
   const int K = params->scale.K();
   const size_t n_rows = static_cast<size_t>(valid.nnz()) * K;
   std::vector<float> pu(n_rows), pi(n_rows);
@@ -91,7 +102,7 @@ void PickUserWeight(ModelParams* params, const SparseRatings& train_part,
         const absl::Span<const int32_t> query(
             valid.col.data() + valid.offsets[u],
             static_cast<size_t>(valid.RowSize(u)));
-        model.Predict(u, Row(train_part, u), query, method,
+        model.Predict(u, RowWithExtra(train_part, extra, u), query, method,
                       part.data() + static_cast<size_t>(valid.offsets[u]) * K,
                       nullptr);
       }
@@ -198,8 +209,8 @@ class RatingRbmRunner {
   // The best parameters of RBM `index` trained on `tr` with validation
   // part `va`; Cancelled when the progress callback stops it.
   absl::StatusOr<RbmParams> Run(int index, const SparseRatings& tr,
-                                const SparseRatings& va,
-                                const TrainOptions& o) {
+                                const SparseRatings& va, const TrainOptions& o,
+                                const SparseRatings* extra = nullptr) {
     ProgressFn fn;
     if (progress_) {
       fn = [this, index](const EpochStats& st) {
@@ -211,7 +222,8 @@ class RatingRbmRunner {
         return progress_(index, scaled);
       };
     }
-    absl::StatusOr<TrainResult> r = TrainRbmSplit(tr, va, K_, o, fn, share_);
+    absl::StatusOr<TrainResult> r =
+        TrainRbmSplit(tr, va, K_, o, fn, share_, extra);
     if (!r.ok()) return r.status();
     if (r->cancelled) return absl::CancelledError("training cancelled");
     Done& d = done_[static_cast<size_t>(index)];
@@ -236,10 +248,36 @@ class RatingRbmRunner {
 
 // The training data of FitModel's rating RBMs: the by-user training and
 // validation parts and, for the item-based RBM, their transposes.
+// With extra items (the conditional RBM's), `extra` holds each user's
+// extra items in training: the caller's plus the user's validation items.
 struct FitParts {
   SparseRatings train, valid;
   SparseRatings train_by_item, valid_by_item;
+  SparseRatings extra;
+  bool has_extra = false;
+  const SparseRatings* Extra() const { return has_extra ? &extra : nullptr; }
 };
+
+// parts->extra = row by row, `extra`'s items then the validation part's
+// (the items asked about in validation are in r as the test items are).
+void TrainingExtras(const SparseRatings& extra, FitParts* parts) {
+  SparseRatings& x = parts->extra;
+  const SparseRatings& va = parts->valid;
+  x.rows = va.rows;
+  x.cols = va.cols;
+  x.offsets.assign(1, 0);
+  for (int32_t u = 0; u < va.rows; ++u) {
+    if (u < extra.rows) {
+      x.col.insert(x.col.end(), extra.col.begin() + extra.offsets[u],
+                   extra.col.begin() + extra.offsets[u + 1]);
+    }
+    x.col.insert(x.col.end(), va.col.begin() + va.offsets[u],
+                 va.col.begin() + va.offsets[u + 1]);
+    x.offsets.push_back(static_cast<int64_t>(x.col.size()));
+  }
+  x.k.assign(x.col.size(), 0);
+  parts->has_extra = true;
+}
 
 // Trains the ensemble's user-based RBMs into params->members and, with
 // options.item_based, the item-based RBM into params->item_rbm. The
@@ -258,6 +296,7 @@ absl::Status TrainRatingRbms(const TrainOptions& options, int threads,
     TrainOptions item = options;
     item.seed = options.seed + 0x17e4;
     item.threads = item_threads;
+    item.conditional = false;  // D is the user-based members' alone
     item_params = runner->Run(options.ensemble, parts.train_by_item,
                               parts.valid_by_item, item);
     thread_share->spare.fetch_add(item_threads);
@@ -269,7 +308,7 @@ absl::Status TrainRatingRbms(const TrainOptions& options, int threads,
     member.seed = options.seed + static_cast<uint64_t>(e);
     member.threads = side_by_side ? threads - threads / 2 : threads;
     absl::StatusOr<RbmParams> p =
-        runner->Run(e, parts.train, parts.valid, member);
+        runner->Run(e, parts.train, parts.valid, member, parts.Extra());
     if (p.ok()) {
       params->members.push_back(*std::move(p));
     } else {
@@ -298,8 +337,8 @@ double MixItemRbm(const TrainOptions& options, int threads,
   ThreadPool pool(threads);
   ComputeItemInputs(parts.train_by_item, &pool, params);
   if (parts.valid.nnz() > 0) {
-    PickUserWeight(params, parts.train, parts.valid, options.predict, &pool,
-                   &mixed_valid_rmse);
+    PickUserWeight(params, parts.train, parts.valid, parts.Extra(),
+                   options.predict, &pool, &mixed_valid_rmse);
   } else {
     params->user_weight = 0.3f;
   }
@@ -365,7 +404,8 @@ void Summarize(const std::vector<RatingRbmRunner::Done>& done,
 
 absl::StatusOr<Model> FitModel(const Dataset& train,
                                const TrainOptions& requested,
-                               const FitProgressFn& progress) {
+                               const FitProgressFn& progress,
+                               const SparseRatings* extra) {
   if (absl::Status s = ValidateTrainOptions(requested); !s.ok()) return s;
   // The size rule once for the whole data set: every RBM trains with, and
   // the model records, the same batch size and learning rate.
@@ -382,6 +422,16 @@ absl::StatusOr<Model> FitModel(const Dataset& train,
   FitParts parts;
   CarveValidation(by_user, options.validation_fraction, options.seed,
                   &parts.train, &parts.valid);
+  if (options.conditional && extra != nullptr) {
+    if (extra->rows > by_user.rows || extra->cols != by_user.cols ||
+        std::any_of(extra->col.begin(), extra->col.end(),
+                    [&](int32_t i) { return i < 0 || i >= by_user.cols; })) {
+      return absl::InvalidArgumentError(
+          "extra: the conditional RBM's extra items must be over the "
+          "training data's users and items");
+    }
+    TrainingExtras(*extra, &parts);
+  }
   if (options.item_based) {
     parts.train_by_item = parts.train.Transpose();
     parts.valid_by_item = parts.valid.Transpose();
@@ -444,6 +494,7 @@ void GroupByUser(const std::vector<TestRating>& test,
 // it is a fallback (fell) and the distribution behind it (dist, K per
 // rating), users in parallel.
 void PredictTests(const Model& model, const SparseRatings& train_by_user,
+                  const SparseRatings* extra,
                   const std::vector<TestRating>& test, PredictMethod method,
                   int threads, std::vector<double>* pred_out,
                   std::vector<char>* fell_out, std::vector<float>* dist_out) {
@@ -474,9 +525,7 @@ void PredictTests(const Model& model, const SparseRatings& train_by_user,
           const int32_t u = test[order[gb]].user;
           VisibleSet v;
           if (u >= 0 && u < train_by_user.rows) {
-            v.items = train_by_user.col.data() + train_by_user.offsets[u];
-            v.ks = train_by_user.k.data() + train_by_user.offsets[u];
-            v.n = train_by_user.RowSize(u);
+            v = RowWithExtra(train_by_user, extra, u);
           }
           query.clear();
           for (size_t t = gb; t < ge; ++t) query.push_back(test[order[t]].item);
@@ -560,14 +609,14 @@ void AddDistributionMetrics(const Model& model,
 
 EvalMetrics Evaluate(const Model& model, const SparseRatings& train_by_user,
                      const std::vector<TestRating>& test, PredictMethod method,
-                     int threads) {
+                     int threads, const SparseRatings* extra) {
   const int K = model.K();
   std::vector<double> pred(test.size(), 0.0);
   std::vector<char> fell(test.size(), 0);
   // The distribution behind each prediction (test order), for the
   // likelihood and calibration metrics.
   std::vector<float> dist(test.size() * static_cast<size_t>(K), 0.0f);
-  PredictTests(model, train_by_user, test, method, threads, &pred, &fell,
+  PredictTests(model, train_by_user, extra, test, method, threads, &pred, &fell,
                &dist);
   EvalMetrics m;
   double se = 0, ae = 0;
@@ -584,208 +633,6 @@ EvalMetrics Evaluate(const Model& model, const SparseRatings& train_by_user,
   }
   AddDistributionMetrics(model, test, dist, &m);
   return m;
-}
-
-namespace {
-
-// Relevant test items per model user, sorted (rel), and the relevant test
-// items unknown to the model per user (they cannot be ranked but still
-// count in recall); returns the users with at least one relevant item.
-std::vector<int32_t> RelevantItems(const Model& model,
-                                   const std::vector<TestRating>& test,
-                                   double relevant,
-                                   std::vector<std::vector<int32_t>>* rel_out,
-                                   std::vector<int64_t>* unknown_rel_out) {
-  std::vector<std::vector<int32_t>>& rel = *rel_out;
-  std::vector<int64_t>& unknown_rel = *unknown_rel_out;
-  rel.assign(static_cast<size_t>(model.users().size()), {});
-  unknown_rel.assign(rel.size(), 0);
-  for (const TestRating& t : test) {
-    if (t.user < 0 || t.rating < relevant - 1e-9) continue;
-    if (t.item >= 0) {
-      rel[static_cast<size_t>(t.user)].push_back(t.item);
-    } else {
-      ++unknown_rel[static_cast<size_t>(t.user)];
-    }
-  }
-  std::vector<int32_t> users;
-  for (size_t u = 0; u < rel.size(); ++u) {
-    if (!rel[u].empty() || unknown_rel[u] > 0) {
-      std::sort(rel[u].begin(), rel[u].end());
-      users.push_back(static_cast<int32_t>(u));
-    }
-  }
-  return users;
-}
-
-// One of EvaluateTopN's rankings: Recommend's by `by`, or the most-popular
-// list.
-struct TopNWay {
-  const char* name;
-  RankBy by;
-  bool popularity;
-};
-
-// The rankings: Recommend's for every RankBy the model supports, then the
-// most-popular list.
-std::vector<TopNWay> TopNWays(const Model& model) {
-  std::vector<TopNWay> ways = {{"expected_rating", RankBy::kExpected, false},
-                               {"p_at_least", RankBy::kAtLeast, false}};
-  if (model.HasRatedRbm()) {
-    ways.push_back({"p_rated", RankBy::kRated, false});
-    ways.push_back({"p_rated_at_least", RankBy::kRatedAtLeast, false});
-  }
-  ways.push_back({"popularity", RankBy::kExpected, true});
-  return ways;
-}
-
-// Per user x and way: the top-n scores and hit ranks of the way's list
-// (entries x * ways.size() + way), users in parallel.
-void RankTopN(const Model& model, const SparseRatings& train_by_user,
-              const std::vector<int32_t>& users,
-              const std::vector<std::vector<int32_t>>& rel,
-              const std::vector<int64_t>& unknown_rel,
-              const std::vector<int32_t>& popular,
-              const std::vector<TopNWay>& ways, int k0, int n, int threads,
-              bool cold_start, std::vector<TopNScores>* per_user_out,
-              std::vector<std::vector<int32_t>>* hit_ranks_out) {
-  const int kWays = static_cast<int>(ways.size());
-  std::vector<TopNScores>& per_user = *per_user_out;
-  std::vector<std::vector<int32_t>>& hit_ranks = *hit_ranks_out;
-  per_user.resize(users.size() * kWays);
-  hit_ranks.resize(per_user.size());
-  ThreadPool pool(threads > 0
-                      ? threads
-                      : static_cast<int>(std::thread::hardware_concurrency()));
-  std::vector<ScoringScratch> scratch(static_cast<size_t>(pool.size()));
-  pool.ParallelFor(
-      static_cast<int64_t>(users.size()),
-      [&](int thread, int64_t b, int64_t e) {
-        ScoringScratch* sc = &scratch[static_cast<size_t>(thread)];
-        std::vector<int32_t> list;
-        std::vector<uint8_t> rated(static_cast<size_t>(model.num_items()), 0);
-        for (int64_t x = b; x < e; ++x) {
-          const int32_t u = users[static_cast<size_t>(x)];
-          std::vector<int32_t> relevant_items = rel[static_cast<size_t>(u)];
-          // Unknown relevant items: ids no list can contain.
-          for (int64_t j = 0; j < unknown_rel[static_cast<size_t>(u)]; ++j) {
-            relevant_items.push_back(-1 - static_cast<int32_t>(j));
-          }
-          std::sort(relevant_items.begin(), relevant_items.end());
-          VisibleSet v;
-          if (!cold_start && u < train_by_user.rows) {
-            v.items = train_by_user.col.data() + train_by_user.offsets[u];
-            v.ks = train_by_user.k.data() + train_by_user.offsets[u];
-            v.n = train_by_user.RowSize(u);
-          }
-          const std::vector<int32_t> excluded(v.items, v.items + v.n);
-          for (int way = 0; way < kWays; ++way) {
-            list.clear();
-            if (!ways[static_cast<size_t>(way)].popularity) {
-              RankOptions ro;
-              ro.method = PredictMethod::kExact;
-              ro.n = n;
-              ro.by = ways[static_cast<size_t>(way)].by;
-              ro.k0 = k0;
-              for (const Ranked& r :
-                   RankItems(model, cold_start ? -1 : u, v, excluded, ro, sc)) {
-                list.push_back(r.item);
-              }
-            } else {
-              for (int32_t i : excluded) rated[static_cast<size_t>(i)] = 1;
-              for (int32_t i : popular) {
-                if (static_cast<int>(list.size()) >= n) break;
-                if (!rated[static_cast<size_t>(i)]) list.push_back(i);
-              }
-              for (int32_t i : excluded) rated[static_cast<size_t>(i)] = 0;
-            }
-            per_user[static_cast<size_t>(x) * kWays + way] =
-                ScoreTopN(list, relevant_items, n);
-            hit_ranks[static_cast<size_t>(x) * kWays + way] =
-                HitRanks(list, relevant_items, n);
-          }
-        }
-      });
-}
-
-// The per-user scores averaged over the users, per way, and the curves at
-// every cut-off.
-std::vector<TopNResult> AverageTopN(
-    const std::vector<int32_t>& users,
-    const std::vector<std::vector<int32_t>>& rel,
-    const std::vector<int64_t>& unknown_rel, const std::vector<TopNWay>& ways,
-    int n, const std::vector<TopNScores>& per_user,
-    const std::vector<std::vector<int32_t>>& hit_ranks) {
-  const int kWays = static_cast<int>(ways.size());
-  std::vector<TopNResult> out(static_cast<size_t>(kWays));
-  for (int way = 0; way < kWays; ++way) {
-    out[static_cast<size_t>(way)].name = ways[static_cast<size_t>(way)].name;
-  }
-  for (TopNResult& r : out) r.at.resize(static_cast<size_t>(n));
-  for (size_t x = 0; x < users.size(); ++x) {
-    const size_t u = static_cast<size_t>(users[x]);
-    const int64_t num_relevant =
-        static_cast<int64_t>(rel[u].size()) + unknown_rel[u];
-    for (int way = 0; way < kWays; ++way) {
-      const TopNScores& s = per_user[x * kWays + static_cast<size_t>(way)];
-      out[static_cast<size_t>(way)].mean.precision += s.precision;
-      out[static_cast<size_t>(way)].mean.recall += s.recall;
-      out[static_cast<size_t>(way)].mean.ndcg += s.ndcg;
-      AddTopNCurve(hit_ranks[x * kWays + static_cast<size_t>(way)],
-                   num_relevant, &out[static_cast<size_t>(way)].at);
-      if (!rel[u].empty()) {  // the known-items protocol at n
-        std::vector<TopNScores> known(static_cast<size_t>(n));
-        AddTopNCurve(hit_ranks[x * kWays + static_cast<size_t>(way)],
-                     static_cast<int64_t>(rel[u].size()), &known);
-        TopNResult& r = out[static_cast<size_t>(way)];
-        r.known.precision += known.back().precision;
-        r.known.recall += known.back().recall;
-        r.known.ndcg += known.back().ndcg;
-        ++r.known_users;
-      }
-    }
-  }
-  for (TopNResult& r : out) {
-    const double d = std::max<double>(1, static_cast<double>(users.size()));
-    r.mean.precision /= d;
-    r.mean.recall /= d;
-    r.mean.ndcg /= d;
-    for (TopNScores& s : r.at) {
-      s.precision /= d;
-      s.recall /= d;
-      s.ndcg /= d;
-    }
-    const double dk = std::max<double>(1, static_cast<double>(r.known_users));
-    r.known.precision /= dk;
-    r.known.recall /= dk;
-    r.known.ndcg /= dk;
-  }
-  return out;
-}
-
-}  // namespace
-
-std::vector<TopNResult> EvaluateTopN(const Model& model,
-                                     const SparseRatings& train_by_user,
-                                     const std::vector<TestRating>& test,
-                                     double relevant, int n, int threads,
-                                     int64_t* n_users, bool cold_start) {
-  std::vector<std::vector<int32_t>> rel;
-  std::vector<int64_t> unknown_rel;
-  const std::vector<int32_t> users =
-      RelevantItems(model, test, relevant, &rel, &unknown_rel);
-  *n_users = static_cast<int64_t>(users.size());
-  const std::vector<int32_t> popular = MostRatedItems(model);
-  const int k0 = std::clamp(
-      static_cast<int>(std::ceil(
-          (relevant - model.scale().min()) / model.scale().step() - 1e-6)),
-      0, model.K() - 1);
-  const std::vector<TopNWay> ways = TopNWays(model);
-  std::vector<TopNScores> per_user;
-  std::vector<std::vector<int32_t>> hit_ranks;
-  RankTopN(model, train_by_user, users, rel, unknown_rel, popular, ways, k0, n,
-           threads, cold_start, &per_user, &hit_ranks);
-  return AverageTopN(users, rel, unknown_rel, ways, n, per_user, hit_ranks);
 }
 
 }  // namespace rbmrec

@@ -39,10 +39,19 @@ using FitProgressFn = std::function<bool(int member, const EpochStats&)>;
 // histogram. Then, when RatedHiddenUnits(options, ...) > 0, the rated RBM
 // (core/rated_rbm.h) on the training part's rated sets, its epochs chosen by
 // NDCG on the validation part's.
+// With options.conditional the user-based members are conditional RBMs
+// (TrainOptions::conditional) whose set r is the user's training ratings'
+// items plus `extra`'s row (the items the user viewed, or is asked about,
+// without a rating; rows the users, at most train's, cols its items; no
+// item in both; nullptr: none): in training, a user's validation items
+// join those extra items when `extra` is given (they are the items asked
+// about there), else r is the training part's items alone.
+// InvalidArgument for an `extra` of the wrong shape.
 // Returns Cancelled if `progress` returns false. Thread-safe.
 absl::StatusOr<Model> FitModel(const Dataset& train,
                                const TrainOptions& options,
-                               const FitProgressFn& progress = nullptr);
+                               const FitProgressFn& progress = nullptr,
+                               const SparseRatings* extra = nullptr);
 
 // A held-out rating with external ids mapped to the training data:
 // user/item = -1 when unknown to the training data.
@@ -75,10 +84,11 @@ struct EvalMetrics {
 // the model's user map). Fallback per docs/benchmarks.md: a user with no
 // training ratings gets the item's mean; an item without training data gets
 // the user's mean, else the global mean. Parallel over users; the result
-// does not depend on `threads`.
+// does not depend on `threads`. `extra` (rows as train_by_user's, or null):
+// each user's extra items for a conditional model's r (FitModel).
 EvalMetrics Evaluate(const Model& model, const SparseRatings& train_by_user,
                      const std::vector<TestRating>& test, PredictMethod method,
-                     int threads);
+                     int threads, const SparseRatings* extra = nullptr);
 
 // Top-N metrics of one way of ranking, averaged over the test users.
 struct TopNResult {

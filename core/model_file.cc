@@ -166,12 +166,34 @@ absl::Status Corrupt(absl::string_view what) {
   return absl::DataLossError(absl::StrCat("model file is corrupt: ", what));
 }
 
+// Version 5's part: the conditional option and each member's D (none
+// before: plain RBMs).
+absl::Status GetConditional(Reader* r, ModelParams* m) {
+  uint8_t conditional;
+  if (!r->Get(&conditional) || conditional > 1) {
+    return Corrupt("bad training options (conditional)");
+  }
+  m->options.conditional = conditional != 0;
+  for (RbmParams& p : m->members) {
+    int32_t rows;
+    if (!r->Get(&rows) || (rows != 0 && rows != p.num_items)) {
+      return Corrupt("bad conditional RBM weights (D) shape");
+    }
+    p.D.setZero(rows, rows == 0 ? 0 : p.F);
+    if (!r->GetFloats(p.D.data(), static_cast<size_t>(p.D.size())) ||
+        !p.D.allFinite()) {
+      return Corrupt("bad conditional RBM weights (D)");
+    }
+  }
+  return absl::OkStatus();
+}
+
 // An upper bound on SerializeModel's size within a few hundred bytes: the
 // bulk is the parameters, the ids and the histogram.
 size_t SerializedSizeBound(const ModelParams& m) {
   auto params = [](const RbmParams& p) {
-    return 12 + sizeof(float) *
-                    static_cast<size_t>(p.W.size() + p.b.size() + p.c.size());
+    return 16 + sizeof(float) * static_cast<size_t>(p.W.size() + p.b.size() +
+                                                    p.c.size() + p.D.size());
   };
   auto ids = [](const IdMap& map) {
     size_t n = 4;
@@ -238,6 +260,13 @@ std::string SerializeModel(const Model& model) {
   // Version 4: parameter averaging and ordinal sharing.
   file.Put<float>(m.options.average);
   file.Put<uint8_t>(m.options.ordinal ? 1 : 0);
+  // Version 5: the conditional RBM (each member's D: its rows, 0 or the
+  // number of items, then the floats).
+  file.Put<uint8_t>(m.options.conditional ? 1 : 0);
+  for (const RbmParams& p : m.members) {
+    file.Put<int32_t>(static_cast<int32_t>(p.D.rows()));
+    file.PutFloats(p.D.data(), static_cast<size_t>(p.D.size()));
+  }
   std::string& out = file.str();
   const uint64_t length = out.size() - kHeaderSize;
   std::memcpy(out.data() + kHeaderSize - sizeof(length), &length,
@@ -400,6 +429,9 @@ absl::StatusOr<Model> DeserializeModel(std::string_view bytes) {
   } else {
     m.options.average = 0;  // trained before parameter averaging
     m.options.ordinal = false;
+  }
+  if (version >= 5) {
+    if (absl::Status s = GetConditional(&r, &m); !s.ok()) return s;
   }
   if (!r.done()) return Corrupt("unexpected bytes at the end of the payload");
   return Model(std::move(m));

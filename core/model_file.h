@@ -18,7 +18,10 @@
 //                       and parameters (m, K = 1, F; F = 0: absent); since
 //                       version 3 the U/I weight's two slopes (f32); since
 //                       version 4 options.average (f32) and
-//                       options.ordinal (u8)
+//                       options.ordinal (u8); since version 5
+//                       options.conditional (u8) and per member the
+//                       conditional RBM's D (i32 rows: 0 = none, or m;
+//                       then rows x F float32)
 //     24 + P   u64      FNV-1a 64 checksum of bytes [0, 24 + P)
 //
 // Loading fails with DataLoss for a wrong magic, truncation, trailing bytes,
@@ -27,7 +30,8 @@
 // Version 1 files (no rated RBM) load with options.rated_hidden = 0;
 // version 1 and 2 files (one global U/I weight) with zero weight slopes;
 // files before version 4 (trained without parameter averaging and ordinal
-// sharing) with options.average = 0 and options.ordinal = false.
+// sharing) with options.average = 0 and options.ordinal = false; files
+// before version 5 as plain RBMs (D empty, options.conditional = false).
 
 #include <string>
 #include <string_view>
@@ -37,7 +41,7 @@
 
 namespace rbmrec {
 
-inline constexpr uint32_t kModelFormatVersion = 4;
+inline constexpr uint32_t kModelFormatVersion = 5;
 
 // Serialises a model to bytes. Thread-safe.
 std::string SerializeModel(const Model& model);

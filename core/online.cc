@@ -86,6 +86,12 @@ int AddItems(Model* model, const std::vector<std::string>& item_ids,
     }
     p.W = std::move(w);
     p.b = std::move(b);
+    if (p.conditional()) {
+      // A new item in r shifts no hidden unit until the next training.
+      RowMatrixXf d = RowMatrixXf::Zero(m, p.F);
+      d.topRows(p.D.rows()) = p.D;
+      p.D = std::move(d);
+    }
     p.num_items = m;
   }
   return static_cast<int>(fresh.size());
@@ -218,7 +224,8 @@ bool SameShape(const Model& a, const Model& b) {
     const RbmParams& p = a.params().members[e];
     const RbmParams& q = b.params().members[e];
     if (p.W.rows() != q.W.rows() || p.W.cols() != q.W.cols() ||
-        p.b.size() != q.b.size() || p.c.size() != q.c.size()) {
+        p.b.size() != q.b.size() || p.c.size() != q.c.size() ||
+        p.D.rows() != q.D.rows() || p.D.cols() != q.D.cols()) {
       return false;
     }
   }
@@ -235,6 +242,7 @@ void CopyItemState(const Model& src, const std::vector<int32_t>& items,
       const Eigen::Index row = static_cast<Eigen::Index>(p.Row(i, 0));
       q.W.middleRows(row, K) = p.W.middleRows(row, K);
       q.b.segment(row, K) = p.b.segment(row, K);
+      if (p.conditional()) q.D.row(i) = p.D.row(i);
     }
     q.c = p.c;
   }

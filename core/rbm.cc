@@ -15,11 +15,12 @@ void RbmParams::Resize(int32_t m, int32_t k, int32_t f) {
   W.setZero(static_cast<Eigen::Index>(m) * k, f);
   b.setZero(static_cast<Eigen::Index>(m) * k);
   c.setZero(f);
+  D.resize(0, 0);
 }
 
 bool RbmParams::operator==(const RbmParams& o) const {
   return num_items == o.num_items && K == o.K && F == o.F && W == o.W &&
-         b == o.b && c == o.c;
+         b == o.b && c == o.c && D == o.D;
 }
 
 void HiddenInput(const RbmParams& p, const VisibleSet& v, float* x) {
@@ -38,6 +39,26 @@ void HiddenInput(const RbmParams& p, const VisibleSet& v, float* x) {
     base = x;
     r += n;
   } while (r < v.n);
+  if (p.conditional()) ConditionalSum(p, v, x, x);
+}
+
+void ConditionalSum(const RbmParams& p, const VisibleSet& v, const float* base,
+                    float* x) {
+  constexpr int64_t kChunk = 64;
+  const float* rows[kChunk];
+  // The rated items, then the extra ones, in chunks as HiddenInput's.
+  int64_t r = 0;
+  const int64_t total = v.n + v.n_extra;
+  do {
+    const int64_t n = std::min<int64_t>(kChunk, total - r);
+    for (int64_t t = 0; t < n; ++t) {
+      const int64_t at = r + t;
+      rows[t] = p.D.row(at < v.n ? v.items[at] : v.extra[at - v.n]).data();
+    }
+    kernels::SumRows(base, rows, n, p.F, x);
+    base = x;
+    r += n;
+  } while (r < total);
 }
 
 void SigmoidInPlace(float* x, int F) {

@@ -28,25 +28,45 @@ struct RbmParams {
   RowMatrixXf W;          // (m*K) x F; row i*K+k is W_i^k (over j)
   Eigen::VectorXf b;      // m*K visible biases; b[i*K+k] = b_i^k
   Eigen::VectorXf c;      // F hidden biases
+  // The conditional RBM's weights (the seed paper's section 5): row i is
+  // D_i (over j), added to the hidden input of every user whose set r holds
+  // item i, rating known or not. m x F, or empty (0 x 0): the plain RBM,
+  // whose arithmetic is then exactly as without this member.
+  RowMatrixXf D;
 
   int64_t Row(int32_t item, int k) const {
     return static_cast<int64_t>(item) * K + k;
   }
-  // Resizes to m x K x F, all zero.
+  bool conditional() const { return D.rows() > 0; }
+  // Resizes to m x K x F, all zero (D empty).
   void Resize(int32_t m, int32_t k, int32_t f);
   bool operator==(const RbmParams& o) const;
 };
 
-// A user's visible set: items[n] with rating indices ks[n].
+// A user's visible set: items[n] with rating indices ks[n]. For the
+// conditional RBM also extra[n_extra]: the items in the user's set r whose
+// rating is not known (viewed, or asked about), r being the rated items
+// plus these (the caller keeps them apart from the rated ones). Ignored by
+// a plain RBM (RbmParams::D empty).
 struct VisibleSet {
   const int32_t* items = nullptr;
   const uint8_t* ks = nullptr;
   int64_t n = 0;
+  const int32_t* extra = nullptr;
+  int64_t n_extra = 0;
 };
 
-// x_j = c_j + sum_i W_{i,k_i,j}: the total input to each hidden unit.
+// x_j = c_j + sum_i W_{i,k_i,j}: the total input to each hidden unit; for a
+// conditional RBM (p.D not empty) plus sum over r of D_ij, the rated items'
+// rows in rating order, then the extra items' in their order.
 // REQUIRES: x has size F; every item < m and k < K.
 void HiddenInput(const RbmParams& p, const VisibleSet& v, float* x);
+
+// x = base + sum over r of D_i: the conditional part of HiddenInput, in
+// its order (base may be x). REQUIRES p.conditional(); x and base have F
+// entries; every item of v and v.extra < m.
+void ConditionalSum(const RbmParams& p, const VisibleSet& v, const float* base,
+                    float* x);
 
 // p(h_j = 1 | V) = sigmoid(x_j), computed in place from the input x.
 void SigmoidInPlace(float* x, int F);

@@ -60,6 +60,14 @@ struct TrainOptions {
   // its parameter average). 0 (or C >= hidden) = train W itself; -1 = the
   // size rule (ResolveTrainOptions).
   int factors = -1;
+  // The conditional RBM (the seed paper's section 5) for the user-based
+  // members: the hidden units also see r, which items the user rated or
+  // viewed (or is asked about) without their ratings, through weights D
+  // (RbmParams::D, zero at the start, learned by CD with W's learning rate,
+  // momentum and weight decay). r is the user's rated items plus the
+  // `extra` items given to training and prediction (core/fit.h). Off: the
+  // plain RBM, bit for bit.
+  bool conditional = false;
   CdSchedule cd;                    // CD-T schedule
   bool per_item_normalize = false;  // divide item rows' gradients by the
                                     // number of batch users who rated the item

@@ -128,6 +128,7 @@ void UpdateAverage(const RbmParams& p, float a, bool first, RbmParams* avg) {
   avg->W = a * avg->W + fresh * p.W;
   avg->b = a * avg->b + fresh * p.b;
   avg->c = a * avg->c + fresh * p.c;
+  if (p.conditional()) avg->D = a * avg->D + fresh * p.D;
 }
 
 }  // namespace
@@ -136,10 +137,17 @@ absl::StatusOr<TrainResult> TrainRbmSplit(const SparseRatings& train,
                                           const SparseRatings& valid, int K,
                                           const TrainOptions& options,
                                           const ProgressFn& progress,
-                                          ThreadShare* share) {
+                                          ThreadShare* share,
+                                          const SparseRatings* extra) {
   if (absl::Status s = ValidateTrainOptions(options); !s.ok()) return s;
   const TrainOptions o = ResolveTrainOptions(options, train.nnz());
   if (absl::Status s = CheckParts(train, valid, K); !s.ok()) return s;
+  if (extra != nullptr &&
+      (extra->rows != train.rows || extra->cols != train.cols)) {
+    return absl::InvalidArgumentError(
+        "extra: the conditional RBM's extra items differ in shape from the "
+        "training part");
+  }
   const auto t0 = Clock::now();
   TrainResult result;
   result.train_ratings = train.nnz();
@@ -149,7 +157,8 @@ absl::StatusOr<TrainResult> TrainRbmSplit(const SparseRatings& train,
           ? o.threads
           : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   internal::CdTrainer trainer(train, valid, K, o, threads,
-                              share != nullptr ? share->total : threads);
+                              share != nullptr ? share->total : threads,
+                              o.conditional ? extra : nullptr);
   const bool have_valid = valid.nnz() > 0;
   double best = std::numeric_limits<double>::infinity();
   // Early stopping counts epochs since the validation RMSE last fell by at
@@ -248,6 +257,7 @@ int64_t EstimateModelBytes(const DataShape& shape,
   const double n = static_cast<double>(std::max<int64_t>(0, shape.users));
   const double ensemble = std::max(1, options.ensemble);
   double floats = ensemble * RbmFloats(m, K, F);
+  if (options.conditional) floats += ensemble * m * F;  // D
   if (options.item_based) floats += RbmFloats(n, K, F) + m * F;
   floats +=
       RbmFloats(m, 1, RatedHiddenUnits(options, shape.users, shape.items));
@@ -289,6 +299,8 @@ int64_t EstimateTrainingBytes(const DataShape& shape,
   };
   const double ensemble = std::max(1, options.ensemble);
   double bytes = ensemble * trainer(m, n);
+  // The conditional RBM's D: parameters, velocity, best copy and average.
+  if (options.conditional) bytes += ensemble * 4 * m * F * 4;
   if (options.item_based) bytes += trainer(n, m);
   // The rated RBM: parameters, momentum, best copy and gradient rows, and
   // its dense mini-batch (visible data and reconstruction, 100 users).

@@ -96,11 +96,16 @@ struct ThreadShare {
 // the trainer keeps a pool of share->total threads and uses options.threads
 // of them plus share->spare (see ThreadShare), read at the start of every
 // epoch; the caller adds to share->spare when its other work finishes.
+// With options.conditional the RBM is conditional (TrainOptions), case u's
+// set r being its items in `train` plus row u of `extra` (the items in r
+// without a known rating; rows and cols as train's, InvalidArgument
+// otherwise; nullptr: none); without, `extra` is ignored.
 absl::StatusOr<TrainResult> TrainRbmSplit(const SparseRatings& train,
                                           const SparseRatings& valid, int K,
                                           const TrainOptions& options,
                                           const ProgressFn& progress = nullptr,
-                                          ThreadShare* share = nullptr);
+                                          ThreadShare* share = nullptr,
+                                          const SparseRatings* extra = nullptr);
 
 // Holds out about `fraction` of each row's entries (at least one kept),
 // seeded per row from `seed`.

@@ -41,6 +41,7 @@ void ExpectSameModel(const Model& a, const Model& b) {
   EXPECT_EQ(a.params().user_weight_per_log_item,
             b.params().user_weight_per_log_item);
   EXPECT_EQ(a.options().item_based, b.options().item_based);
+  EXPECT_EQ(a.options().conditional, b.options().conditional);
   EXPECT_EQ(a.summary().rating_epochs, b.summary().rating_epochs);
   EXPECT_EQ(a.options().hidden, b.options().hidden);
   EXPECT_EQ(a.options().seed, b.options().seed);
@@ -133,8 +134,11 @@ std::string AsOlderVersion(const std::string& current, uint32_t version,
 }
 
 // Version 3 added the U/I weight's two slopes (2 floats), version 4 the
-// parameter averaging and ordinal sharing options (a float and a byte).
-constexpr size_t kVersion4Tail = 4 + 1;
+// parameter averaging and ordinal sharing options (a float and a byte),
+// version 5 the conditional option (a byte) and each member's D (its rows,
+// 0 in SmallModel's two members, and no floats).
+constexpr size_t kVersion5Tail = 1 + 2 * 4;
+constexpr size_t kVersion4Tail = 4 + 1 + kVersion5Tail;
 constexpr size_t kVersion3Tail = 2 * 4 + kVersion4Tail;
 
 // A version 1 file (before the rated RBM): a model without it, minus the
@@ -220,6 +224,45 @@ TEST(ModelFile, MissingFileAndUnwritablePath) {
   EXPECT_EQ(LoadModelFile("/nonexistent/dir/m.rbm").status().code(),
             absl::StatusCode::kNotFound);
   EXPECT_FALSE(SaveModelFile(SmallModel(), "/nonexistent/dir/m.rbm").ok());
+}
+
+// A conditional model's D (and the option) survive the file bit for bit;
+// a D of the wrong shape is corrupt.
+TEST(ModelFile, ConditionalRoundTrip) {
+  auto s = testing_data::PlantedRatings(30, 12, 2, 0.5, 4);
+  TrainOptions o;
+  o.hidden = 6;
+  o.max_epochs = 2;
+  o.ensemble = 2;
+  o.conditional = true;
+  auto m = FitModel(s.train, o);
+  ASSERT_TRUE(m.ok()) << m.status();
+  ASSERT_TRUE(m->members()[1].conditional());
+  EXPECT_GT(m->members()[1].D.norm(), 0);
+  const std::string bytes = SerializeModel(*m);
+  auto back = DeserializeModel(bytes);
+  ASSERT_TRUE(back.ok()) << back.status();
+  ExpectSameModel(*m, *back);
+  EXPECT_TRUE(back->options().conditional);
+  EXPECT_TRUE(back->members()[1].D == m->members()[1].D);
+  ModelParams params = std::move(*m).TakeParams();
+  params.members[0].D.resize(3, params.members[0].F);
+  params.members[0].D.setZero();
+  auto bad = DeserializeModel(SerializeModel(Model(std::move(params))));
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("(D)"), std::string::npos);
+}
+
+// A version 4 file (before the conditional RBM) loads as plain RBMs, the
+// same model as the current file says.
+TEST(ModelFile, VersionFourLoadsAsPlainRbms) {
+  const Model model = SmallModel();
+  const std::string v5 = SerializeModel(model);
+  auto back = DeserializeModel(AsOlderVersion(v5, 4, kVersion5Tail));
+  ASSERT_TRUE(back.ok()) << back.status();
+  ExpectSameModel(model, *back);
+  EXPECT_FALSE(back->options().conditional);
+  for (const RbmParams& p : back->members()) EXPECT_FALSE(p.conditional());
 }
 
 }  // namespace

@@ -46,6 +46,17 @@ inline Split PlantedRatings(int users, int items, int groups, double density,
   return s;
 }
 
+// Small, quick training options for the synthetic sets: F = 16, up to 40
+// epochs, batches of 10, seed 7.
+inline TrainOptions SmallTrainOptions() {
+  TrainOptions o;
+  o.hidden = 16;
+  o.max_epochs = 40;
+  o.batch_size = 10;
+  o.seed = 7;
+  return o;
+}
+
 }  // namespace rbmrec::testing_data
 
 namespace rbmrec {

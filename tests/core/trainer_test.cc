@@ -14,14 +14,7 @@
 namespace rbmrec {
 namespace {
 
-TrainOptions SmallOptions() {
-  TrainOptions o;
-  o.hidden = 16;
-  o.max_epochs = 40;
-  o.batch_size = 10;
-  o.seed = 7;
-  return o;
-}
+TrainOptions SmallOptions() { return testing_data::SmallTrainOptions(); }
 
 // RMSE of predicting each test rating by its item's training mean.
 double ItemMeanRmse(const testing_data::Split& s) {
