@@ -322,8 +322,22 @@ std::vector<TopNResult> TopNSection(const Model& model,
                           r.mean.recall, r.mean.ndcg);
   }
   // The same lists in peer-ease.py's protocol (relevant items unknown to
-  // training dropped), comparable with its EASE and popularity lines.
+  // training dropped), comparable with its EASE and popularity lines; one
+  // note when no relevant test item is unknown (the figures are the same).
+  bool same = true;
   for (const TopNResult& r : topn) {
+    same = same && r.known_users == users && r.known.ndcg == r.mean.ndcg &&
+           r.known.recall == r.mean.recall;
+  }
+  if (same) {
+    absl::StrAppendFormat(text,
+                          "\n%stop %d: every relevant test item is known to "
+                          "training, so peer-ease.py's protocol gives the "
+                          "same figures",
+                          cold_start ? "cold start " : "", a.topn);
+  }
+  for (const TopNResult& r : topn) {
+    if (same) continue;
     absl::StrAppendFormat(
         text,
         "\n%stop %d known items (%d users, peer-ease.py protocol) %-16s "
