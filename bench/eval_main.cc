@@ -54,6 +54,7 @@
 #include "bench/similar_eval.h"
 #include "core/cpu_check.h"
 #include "core/fit.h"
+#include "core/interned_ratings.h"
 #include "core/model_file.h"
 #include "core/readers.h"
 #include "core/rng.h"
@@ -310,6 +311,81 @@ Json TopNCurvesJson(const std::vector<TopNResult>& topn) {
   return out;
 }
 
+// The scale: --scale, or inferred from the training and test ratings'
+// distinct values (RatingScale::Infer looks at nothing else).
+absl::StatusOr<RatingScale> PickScale(const Args& a,
+                                      const InternedRatings& train,
+                                      const InternedRatings* test) {
+  if (a.scale != "auto") return RatingScale::Parse(a.scale);
+  std::vector<double> values = train.values;
+  if (test != nullptr) {
+    values.insert(values.end(), test->values.begin(), test->values.end());
+  }
+  return RatingScale::Infer(values);
+}
+
+void PrintProblems(const ReadResult& read) {
+  for (const auto& p : read.problems) {
+    std::fprintf(stderr, "skipped %s\n", p.c_str());
+  }
+}
+
+// Reads the training Dataset and the test ratings (--train and --test, or
+// --ratings shuffled with --seed and split), held as InternedRatings (12
+// bytes a rating) until the Dataset is built, never as RawRatings. Ids are
+// numbered in order of first appearance in the training ratings.
+absl::Status LoadData(const Args& a, const ReadOptions& ro, Dataset* train,
+                      std::vector<TestRating>* test) {
+  const bool split_mode = !a.ratings.empty();
+  auto rows = ReadRatingsInterned(split_mode ? a.ratings : a.train, ro);
+  if (!rows.ok()) return rows.status();
+  PrintProblems(rows->read);
+  absl::StatusOr<InternedRatings> test_rows;
+  if (!split_mode) {
+    test_rows = ReadRatingsInterned(a.test, ro);
+    if (!test_rows.ok()) return test_rows.status();
+    PrintProblems(test_rows->read);
+  }
+  auto scale = PickScale(a, *rows, split_mode ? nullptr : &test_rows.value());
+  if (!scale.ok()) return scale.status();
+  auto k = ValueIndices(*rows, *scale, split_mode ? a.ratings : a.train);
+  if (!k.ok()) return k.status();
+  size_t n_train = rows->size();
+  if (split_mode) {
+    // Seeded shuffle, then the first `split` fraction trains.
+    Rng rng(StreamSeed(a.o.seed, 0x5b117));
+    for (size_t i = rows->size(); i > 1; --i) {
+      const size_t j = rng.Below(i);
+      std::swap(rows->user[i - 1], rows->user[j]);
+      std::swap(rows->item[i - 1], rows->item[j]);
+      std::swap(rows->value[i - 1], rows->value[j]);
+    }
+    n_train = static_cast<size_t>(
+        std::llround(a.split * static_cast<double>(rows->size())));
+  }
+  std::vector<int32_t> user_map, item_map;
+  *train =
+      DatasetFromInterned(*rows, 0, n_train, *scale, *k, &user_map, &item_map);
+  const InternedRatings* t = &*rows;
+  size_t begin = n_train;
+  if (!split_mode) {
+    *rows = InternedRatings();  // the Dataset holds the training ratings
+    t = &test_rows.value();
+    begin = 0;
+    user_map = MapIds(t->users, train->users);
+    item_map = MapIds(t->items, train->items);
+    auto tk = ValueIndices(*t, *scale, a.test);
+    if (!tk.ok()) return tk.status();
+  }
+  test->reserve(t->size() - begin);
+  for (size_t i = begin; i < t->size(); ++i) {
+    test->push_back({user_map[static_cast<size_t>(t->user[i])],
+                     item_map[static_cast<size_t>(t->item[i])],
+                     t->values[t->value[i]]});
+  }
+  return absl::OkStatus();
+}
+
 int Fail(const absl::Status& s) {
   std::fprintf(stderr, "rbmrec-eval: %s\n", std::string(s.message()).c_str());
   return 1;
@@ -373,64 +449,13 @@ int Run(int argc, char** argv) {
   ro.format = *format;
   ro.lenient = a.lenient;
 
-  std::vector<RawRating> train_rows, test_rows;
-  std::string train_name = a.train, test_name = a.test;
-  if (split_mode) {
-    auto all = ReadRatingsFile(a.ratings, ro);
-    if (!all.ok()) return Fail(all.status());
-    for (const auto& p : all->problems)
-      std::fprintf(stderr, "skipped %s\n", p.c_str());
-    // Seeded shuffle, then the first `split` fraction trains.
-    std::vector<RawRating>& rows = all->rows;
-    Rng rng(StreamSeed(a.o.seed, 0x5b117));
-    for (size_t i = rows.size(); i > 1; --i) {
-      std::swap(rows[i - 1], rows[rng.Below(i)]);
-    }
-    const size_t n_train = static_cast<size_t>(
-        std::llround(a.split * static_cast<double>(rows.size())));
-    train_rows.assign(rows.begin(),
-                      rows.begin() + static_cast<std::ptrdiff_t>(n_train));
-    test_rows.assign(rows.begin() + static_cast<std::ptrdiff_t>(n_train),
-                     rows.end());
-    train_name = test_name = a.ratings;
-  } else {
-    auto tr = ReadRatingsFile(a.train, ro);
-    if (!tr.ok()) return Fail(tr.status());
-    auto te = ReadRatingsFile(a.test, ro);
-    if (!te.ok()) return Fail(te.status());
-    for (const auto& p : tr->problems)
-      std::fprintf(stderr, "skipped %s\n", p.c_str());
-    for (const auto& p : te->problems)
-      std::fprintf(stderr, "skipped %s\n", p.c_str());
-    train_rows = std::move(tr->rows);
-    test_rows = std::move(te->rows);
-  }
-  RatingScale scale;
-  if (a.scale == "auto") {
-    std::vector<double> values;
-    values.reserve(train_rows.size() + test_rows.size());
-    for (const auto& r : train_rows) values.push_back(r.rating);
-    for (const auto& r : test_rows) values.push_back(r.rating);
-    auto s = RatingScale::Infer(values);
-    if (!s.ok()) return Fail(s.status());
-    scale = *s;
-  } else {
-    auto s = RatingScale::Parse(a.scale);
-    if (!s.ok()) return Fail(s.status());
-    scale = *s;
-  }
-  auto train = DatasetFromRaw(train_rows, scale, train_name);
-  if (!train.ok()) return Fail(train.status());
+  Dataset train_set;
   std::vector<TestRating> test;
-  test.reserve(test_rows.size());
-  for (const auto& r : test_rows) {
-    if (auto k = scale.Index(r.rating); !k.ok()) {
-      return Fail(absl::InvalidArgumentError(
-          absl::StrCat(test_name, ":", r.line, ": ", k.status().message())));
-    }
-    test.push_back(
-        {train->users.Find(r.user), train->items.Find(r.item), r.rating});
+  if (absl::Status s = LoadData(a, ro, &train_set, &test); !s.ok()) {
+    return Fail(s);
   }
+  const Dataset* train = &train_set;
+  const RatingScale& scale = train->scale;
   if (!a.quiet) {
     std::fprintf(stderr,
                  "data: %zu training ratings (%d users, %d items), %zu test "
@@ -458,6 +483,8 @@ int Run(int argc, char** argv) {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
           .count();
   const SparseRatings train_by_user = train->ByUser();
+  // Only the by-user view is needed from here on.
+  std::vector<Rating>().swap(train_set.ratings);
   const EvalMetrics m =
       Evaluate(*model, train_by_user, test, a.o.predict, a.o.threads);
   std::vector<TopNResult> topn;
