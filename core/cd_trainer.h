@@ -80,7 +80,17 @@ class CdTrainer {
   CdTrainer(const SparseRatings& train, const SparseRatings& valid, int K,
             const TrainOptions& o, int threads, int pool_threads);
 
+  // The trained parameters. Factored with parameter averaging
+  // (TrainOptions::average > 0) W is left empty: only the average is
+  // served and validated, and Average builds it from A and B block by
+  // block, so no full-size W is held beside the average and the best copy.
   RbmParams& params() { return p_; }
+  // The running average of the parameters (TrainOptions::average) after an
+  // epoch: *avg = a * *avg + (1 - a) * params, or params itself when
+  // `first`. Factored without W, each block of kFactorRows rows of A B is
+  // made in a thread's scratch and averaged in: the same bits as averaging
+  // the full W, at any thread count.
+  void Average(float a, bool first, RbmParams* avg);
   // Threads used from the next parallel loop on (at most the pool's size).
   // Results do not depend on it.
   void SetThreads(int threads) { pool_.SetWidth(threads); }
@@ -266,6 +276,8 @@ class CdTrainer {
   // TrainOptions::factors: C > 0 trains W = A B (a_ is A, bm_ is B; vel_w_
   // is then A's velocity, and p_.W is set to A B after every epoch).
   const int C_;
+  // Whether p_.W is kept (see params()): unfactored, or without averaging.
+  const bool keep_w_;
   ThreadPool pool_;
   RbmParams p_;
   RowMatrixXf vel_w_, h0_, ht_, hs_;
