@@ -454,18 +454,27 @@ int Run(int argc, char** argv) {
   if (absl::Status s = LoadData(a, ro, &train_set, &test); !s.ok()) {
     return Fail(s);
   }
-  const Dataset* train = &train_set;
-  const RatingScale& scale = train->scale;
   if (!a.quiet) {
     std::fprintf(stderr,
                  "data: %zu training ratings (%d users, %d items), %zu test "
                  "ratings, scale %s (K=%d)\n",
-                 train->ratings.size(), train->users.size(),
-                 train->items.size(), test.size(), scale.ToString().c_str(),
-                 scale.K());
+                 train_set.ratings.size(), train_set.users.size(),
+                 train_set.items.size(), test.size(),
+                 train_set.scale.ToString().c_str(), train_set.scale.K());
   }
+  // Trained from the ratings by user alone: the Dataset's rating list (12
+  // bytes a rating) is dropped first.
+  FitData train;
+  train.scale = train_set.scale;
+  train.by_user = train_set.ByUser();
+  train.users = std::move(train_set.users);
+  train.items = std::move(train_set.items);
+  train.ratings = static_cast<int64_t>(train_set.ratings.size());
+  train_set = Dataset();
+  const RatingScale& scale = train.scale;
+  const SparseRatings& train_by_user = train.by_user;
   const auto t0 = std::chrono::steady_clock::now();
-  auto model = FitModel(*train, a.o, [&](int member, const EpochStats& st) {
+  auto model = FitModel(train, a.o, [&](int member, const EpochStats& st) {
     if (!a.quiet && st.valid_ndcg >= -0.5) {
       std::fprintf(stderr, "rated RBM epoch %3d  valid ndcg %.4f\n", st.epoch,
                    st.valid_ndcg);
@@ -482,9 +491,6 @@ int Run(int argc, char** argv) {
   const double train_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
           .count();
-  const SparseRatings train_by_user = train->ByUser();
-  // Only the by-user view is needed from here on.
-  std::vector<Rating>().swap(train_set.ratings);
   const EvalMetrics m =
       Evaluate(*model, train_by_user, test, a.o.predict, a.o.threads);
   std::vector<TopNResult> topn;

@@ -367,17 +367,29 @@ absl::StatusOr<Model> FitModel(const Dataset& train,
                                const TrainOptions& requested,
                                const FitProgressFn& progress) {
   if (absl::Status s = ValidateTrainOptions(requested); !s.ok()) return s;
+  FitData data;
+  data.scale = train.scale;
+  data.users = train.users;
+  data.items = train.items;
+  data.by_user = train.ByUser();
+  data.ratings = static_cast<int64_t>(train.ratings.size());
+  return FitModel(data, requested, progress);
+}
+
+absl::StatusOr<Model> FitModel(const FitData& train,
+                               const TrainOptions& requested,
+                               const FitProgressFn& progress) {
+  if (absl::Status s = ValidateTrainOptions(requested); !s.ok()) return s;
   // The size rule once for the whole data set: every RBM trains with, and
   // the model records, the same batch size and learning rate.
-  const TrainOptions options = ResolveTrainOptions(
-      requested, static_cast<int64_t>(train.ratings.size()));
+  const TrainOptions options = ResolveTrainOptions(requested, train.ratings);
   ModelParams params;
   params.scale = train.scale;
   params.users = train.users;
   params.items = train.items;
   params.options = options;
   const int K = train.scale.K();
-  const SparseRatings by_user = train.ByUser();
+  const SparseRatings& by_user = train.by_user;
   params.item_hist = ItemHistogramCounts(by_user, K);
   FitParts parts;
   CarveValidation(by_user, options.validation_fraction, options.seed,
