@@ -153,9 +153,11 @@ class CdTrainer {
   // (hi_ . w) is added. A user with a non-finite input, or a row beyond
   // the limits, takes SoftplusSum instead (ExpMean, SlowMean). The squared
   // errors are summed per item, then in item order: the same bits at any
-  // thread count.
+  // thread count. With `inputs` (rows the cases) the hidden inputs are
+  // read from it instead of written by `input` into xv_.
   template <typename Input>
-  double ExactValidation(const RbmParams& p, const Input& input);
+  double ExactValidation(const RbmParams& p, const Input& input,
+                         const RowMatrixXf* inputs = nullptr);
 
  private:
   // The batch's index, shared by both chains and both updates: each batch
