@@ -474,7 +474,7 @@ int Run(int argc, char** argv) {
   const RatingScale& scale = train.scale;
   const SparseRatings& train_by_user = train.by_user;
   const auto t0 = std::chrono::steady_clock::now();
-  auto model = FitModel(train, a.o, [&](int member, const EpochStats& st) {
+  auto model = FitModel(&train, a.o, [&](int member, const EpochStats& st) {
     if (!a.quiet && st.valid_ndcg >= -0.5) {
       std::fprintf(stderr, "rated RBM epoch %3d  valid ndcg %.4f\n", st.epoch,
                    st.valid_ndcg);

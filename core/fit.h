@@ -49,7 +49,7 @@ absl::StatusOr<Model> FitModel(const Dataset& train,
 // number of ratings given, duplicates included (what the size rules of
 // ResolveTrainOptions count: a Dataset's ratings.size()). A caller that
 // builds this and drops its Dataset's ratings (12 bytes each) trains with
-// ~17 bytes a rating less held than FitModel(Dataset) needs.
+// ~22 bytes a rating less held than FitModel(Dataset) needs.
 struct FitData {
   RatingScale scale;
   IdMap users, items;
@@ -58,9 +58,11 @@ struct FitData {
 };
 
 // The same model as FitModel of the Dataset `train` with
-// train.ByUser() == train.by_user and train.ratings.size() == train.ratings.
-absl::StatusOr<Model> FitModel(const FitData& train,
-                               const TrainOptions& options,
+// train.ByUser() == data->by_user and train.ratings.size() ==
+// data->ratings. data->by_user is released while the rating RBMs train (it
+// is split into training and validation parts, which is all they need) and
+// rebuilt, the same, from those parts before this returns.
+absl::StatusOr<Model> FitModel(FitData* data, const TrainOptions& options,
                                const FitProgressFn& progress = nullptr);
 
 // A held-out rating with external ids mapped to the training data:
