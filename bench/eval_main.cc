@@ -56,6 +56,7 @@
 #include "bench/similar_eval.h"
 #include "core/cpu_check.h"
 #include "core/fit.h"
+#include "core/interned_ratings.h"
 #include "core/model_file.h"
 #include "core/readers.h"
 #include "core/rng.h"
@@ -81,7 +82,7 @@ struct Args {
 // The conditional RBM's extra items for --crbm-r train+test (the seed
 // paper's set-up): each training user's test items known to the model,
 // once each, as rows of the model's users.
-SparseRatings TestExtras(const Dataset& train,
+SparseRatings TestExtras(const FitData& train,
                          const std::vector<TestRating>& test) {
   std::vector<Rating> pairs;
   for (const TestRating& t : test) {
@@ -365,6 +366,81 @@ Json TopNCurvesJson(const std::vector<TopNResult>& topn) {
   return out;
 }
 
+// The scale: --scale, or inferred from the training and test ratings'
+// distinct values (RatingScale::Infer looks at nothing else).
+absl::StatusOr<RatingScale> PickScale(const Args& a,
+                                      const InternedRatings& train,
+                                      const InternedRatings* test) {
+  if (a.scale != "auto") return RatingScale::Parse(a.scale);
+  std::vector<double> values = train.values;
+  if (test != nullptr) {
+    values.insert(values.end(), test->values.begin(), test->values.end());
+  }
+  return RatingScale::Infer(values);
+}
+
+void PrintProblems(const ReadResult& read) {
+  for (const auto& p : read.problems) {
+    std::fprintf(stderr, "skipped %s\n", p.c_str());
+  }
+}
+
+// Reads the training Dataset and the test ratings (--train and --test, or
+// --ratings shuffled with --seed and split), held as InternedRatings (12
+// bytes a rating) until the Dataset is built, never as RawRatings. Ids are
+// numbered in order of first appearance in the training ratings.
+absl::Status LoadData(const Args& a, const ReadOptions& ro, Dataset* train,
+                      std::vector<TestRating>* test) {
+  const bool split_mode = !a.ratings.empty();
+  auto rows = ReadRatingsInterned(split_mode ? a.ratings : a.train, ro);
+  if (!rows.ok()) return rows.status();
+  PrintProblems(rows->read);
+  absl::StatusOr<InternedRatings> test_rows;
+  if (!split_mode) {
+    test_rows = ReadRatingsInterned(a.test, ro);
+    if (!test_rows.ok()) return test_rows.status();
+    PrintProblems(test_rows->read);
+  }
+  auto scale = PickScale(a, *rows, split_mode ? nullptr : &test_rows.value());
+  if (!scale.ok()) return scale.status();
+  auto k = ValueIndices(*rows, *scale, split_mode ? a.ratings : a.train);
+  if (!k.ok()) return k.status();
+  size_t n_train = rows->size();
+  if (split_mode) {
+    // Seeded shuffle, then the first `split` fraction trains.
+    Rng rng(StreamSeed(a.o.seed, 0x5b117));
+    for (size_t i = rows->size(); i > 1; --i) {
+      const size_t j = rng.Below(i);
+      std::swap(rows->user[i - 1], rows->user[j]);
+      std::swap(rows->item[i - 1], rows->item[j]);
+      std::swap(rows->value[i - 1], rows->value[j]);
+    }
+    n_train = static_cast<size_t>(
+        std::llround(a.split * static_cast<double>(rows->size())));
+  }
+  std::vector<int32_t> user_map, item_map;
+  *train =
+      DatasetFromInterned(*rows, 0, n_train, *scale, *k, &user_map, &item_map);
+  const InternedRatings* t = &*rows;
+  size_t begin = n_train;
+  if (!split_mode) {
+    *rows = InternedRatings();  // the Dataset holds the training ratings
+    t = &test_rows.value();
+    begin = 0;
+    user_map = MapIds(t->users, train->users);
+    item_map = MapIds(t->items, train->items);
+    auto tk = ValueIndices(*t, *scale, a.test);
+    if (!tk.ok()) return tk.status();
+  }
+  test->reserve(t->size() - begin);
+  for (size_t i = begin; i < t->size(); ++i) {
+    test->push_back({user_map[static_cast<size_t>(t->user[i])],
+                     item_map[static_cast<size_t>(t->item[i])],
+                     t->values[t->value[i]]});
+  }
+  return absl::OkStatus();
+}
+
 int Fail(const absl::Status& s) {
   std::fprintf(stderr, "rbmrec-eval: %s\n", std::string(s.message()).c_str());
   return 1;
@@ -428,79 +504,37 @@ int Run(int argc, char** argv) {
   ro.format = *format;
   ro.lenient = a.lenient;
 
-  std::vector<RawRating> train_rows, test_rows;
-  std::string train_name = a.train, test_name = a.test;
-  if (split_mode) {
-    auto all = ReadRatingsFile(a.ratings, ro);
-    if (!all.ok()) return Fail(all.status());
-    for (const auto& p : all->problems)
-      std::fprintf(stderr, "skipped %s\n", p.c_str());
-    // Seeded shuffle, then the first `split` fraction trains.
-    std::vector<RawRating>& rows = all->rows;
-    Rng rng(StreamSeed(a.o.seed, 0x5b117));
-    for (size_t i = rows.size(); i > 1; --i) {
-      std::swap(rows[i - 1], rows[rng.Below(i)]);
-    }
-    const size_t n_train = static_cast<size_t>(
-        std::llround(a.split * static_cast<double>(rows.size())));
-    train_rows.assign(rows.begin(),
-                      rows.begin() + static_cast<std::ptrdiff_t>(n_train));
-    test_rows.assign(rows.begin() + static_cast<std::ptrdiff_t>(n_train),
-                     rows.end());
-    train_name = test_name = a.ratings;
-  } else {
-    auto tr = ReadRatingsFile(a.train, ro);
-    if (!tr.ok()) return Fail(tr.status());
-    auto te = ReadRatingsFile(a.test, ro);
-    if (!te.ok()) return Fail(te.status());
-    for (const auto& p : tr->problems)
-      std::fprintf(stderr, "skipped %s\n", p.c_str());
-    for (const auto& p : te->problems)
-      std::fprintf(stderr, "skipped %s\n", p.c_str());
-    train_rows = std::move(tr->rows);
-    test_rows = std::move(te->rows);
-  }
-  RatingScale scale;
-  if (a.scale == "auto") {
-    std::vector<double> values;
-    values.reserve(train_rows.size() + test_rows.size());
-    for (const auto& r : train_rows) values.push_back(r.rating);
-    for (const auto& r : test_rows) values.push_back(r.rating);
-    auto s = RatingScale::Infer(values);
-    if (!s.ok()) return Fail(s.status());
-    scale = *s;
-  } else {
-    auto s = RatingScale::Parse(a.scale);
-    if (!s.ok()) return Fail(s.status());
-    scale = *s;
-  }
-  auto train = DatasetFromRaw(train_rows, scale, train_name);
-  if (!train.ok()) return Fail(train.status());
+  Dataset train_set;
   std::vector<TestRating> test;
-  test.reserve(test_rows.size());
-  for (const auto& r : test_rows) {
-    if (auto k = scale.Index(r.rating); !k.ok()) {
-      return Fail(absl::InvalidArgumentError(
-          absl::StrCat(test_name, ":", r.line, ": ", k.status().message())));
-    }
-    test.push_back(
-        {train->users.Find(r.user), train->items.Find(r.item), r.rating});
+  if (absl::Status s = LoadData(a, ro, &train_set, &test); !s.ok()) {
+    return Fail(s);
   }
   if (!a.quiet) {
     std::fprintf(stderr,
                  "data: %zu training ratings (%d users, %d items), %zu test "
                  "ratings, scale %s (K=%d)\n",
-                 train->ratings.size(), train->users.size(),
-                 train->items.size(), test.size(), scale.ToString().c_str(),
-                 scale.K());
+                 train_set.ratings.size(), train_set.users.size(),
+                 train_set.items.size(), test.size(),
+                 train_set.scale.ToString().c_str(), train_set.scale.K());
   }
+  // Trained from the ratings by user alone: the Dataset's rating list (12
+  // bytes a rating) is dropped first.
+  FitData train;
+  train.scale = train_set.scale;
+  train.by_user = train_set.ByUser();
+  train.users = std::move(train_set.users);
+  train.items = std::move(train_set.items);
+  train.ratings = static_cast<int64_t>(train_set.ratings.size());
+  train_set = Dataset();
+  const RatingScale& scale = train.scale;
+  const SparseRatings& train_by_user = train.by_user;
   SparseRatings extra;
   const bool test_in_r = a.o.conditional && a.crbm_r == "train+test";
-  if (test_in_r) extra = TestExtras(*train, test);
+  if (test_in_r) extra = TestExtras(train, test);
   const SparseRatings* extra_ptr = test_in_r ? &extra : nullptr;
   const auto t0 = std::chrono::steady_clock::now();
   auto model = FitModel(
-      *train, a.o,
+      &train, a.o,
       [&](int member, const EpochStats& st) {
         if (!a.quiet && st.valid_ndcg >= -0.5) {
           std::fprintf(stderr, "rated RBM epoch %3d  valid ndcg %.4f\n",
@@ -519,7 +553,6 @@ int Run(int argc, char** argv) {
   const double train_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
           .count();
-  const SparseRatings train_by_user = train->ByUser();
   const EvalMetrics m = Evaluate(*model, train_by_user, test, a.o.predict,
                                  a.o.threads, extra_ptr);
   std::vector<TopNResult> topn;

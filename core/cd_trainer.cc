@@ -24,15 +24,22 @@ CdTrainer::CdTrainer(const SparseRatings& train, const SparseRatings& valid,
       o_(o),
       extra_(extra),
       C_(o.factors > 0 && o.factors < o.hidden ? o.factors : 0),
+      keep_w_(C_ == 0 || !(o.average > 0)),
       pool_(std::max(threads, pool_threads)) {
   pool_.SetWidth(threads);
-  p_.Resize(train.cols, K, o.hidden);
+  if (keep_w_) {
+    p_.Resize(train.cols, K, o.hidden);
+  } else {
+    p_.Resize(0, K, o.hidden);  // W stays empty
+    p_.num_items = train.cols;
+    p_.b.setZero(static_cast<Eigen::Index>(train.cols) * K);
+  }
   Rng rng(StreamSeed(o.seed, 0x1417));
   if (C_ > 0) {
     // W = A B with the entries of A and B ~ N(0, s^2), s^2 = init_std /
     // sqrt(C): the entries of W then have W's own init_std.
     const double sd = std::sqrt(o.init_std / std::sqrt(double{1.0} * C_));
-    a_.resize(p_.W.rows(), C_);
+    a_.resize(static_cast<Eigen::Index>(p_.num_items) * K, C_);
     bm_.resize(C_, p_.F);
     for (RowMatrixXf* m : {&a_, &bm_}) {
       for (Eigen::Index r = 0; r < m->rows(); ++r) {
@@ -117,8 +124,12 @@ double CdTrainer::Epoch(int epoch, int cd_steps, float lr) {
                    static_cast<double>(std::max<int64_t>(1, train_.nnz())));
 }
 
+namespace {
+constexpr Eigen::Index kFactorRows = 480;  // a multiple of Eigen's 24
+}  // namespace
+
 void CdTrainer::MultiplyFactors() {
-  constexpr Eigen::Index kFactorRows = 480;  // a multiple of Eigen's 24
+  if (!keep_w_) return;
   const Eigen::Index rows = a_.rows();
   const int64_t blocks = (rows + kFactorRows - 1) / kFactorRows;
   pool_.ParallelFor(
@@ -131,6 +142,62 @@ void CdTrainer::MultiplyFactors() {
         }
       },
       nullptr, kPiecesPerThread);
+}
+
+void CdTrainer::Average(float a, bool first, RbmParams* avg) {
+  const float fresh = 1 - a;
+  if (keep_w_) {
+    if (first) {
+      *avg = p_;
+      return;
+    }
+    avg->W = a * avg->W + fresh * p_.W;
+    avg->b = a * avg->b + fresh * p_.b;
+    avg->c = a * avg->c + fresh * p_.c;
+    if (p_.conditional()) avg->D = a * avg->D + fresh * p_.D;
+    return;
+  }
+  const Eigen::Index rows = a_.rows();
+  if (first) {
+    avg->num_items = p_.num_items;
+    avg->K = p_.K;
+    avg->F = p_.F;
+    avg->W.resize(rows, p_.F);
+  }
+  // Each block's product as MultiplyFactors makes it, then the average's
+  // arithmetic over the block's contiguous entries: kFactorRows rows of F
+  // floats are a whole number of SIMD packets, so every entry takes the
+  // same path (packet or scalar tail) as in one pass over the full W.
+  std::vector<RowMatrixXf> w(static_cast<size_t>(pool_.size()));
+  const int64_t blocks = (rows + kFactorRows - 1) / kFactorRows;
+  pool_.ParallelFor(
+      blocks,
+      [&](int t, int64_t b, int64_t e) {
+        RowMatrixXf& wt = w[static_cast<size_t>(t)];
+        for (int64_t k = b; k < e; ++k) {
+          const Eigen::Index r0 = k * kFactorRows;
+          const Eigen::Index n = std::min(kFactorRows, rows - r0);
+          if (first) {
+            avg->W.middleRows(r0, n).noalias() = a_.middleRows(r0, n) * bm_;
+            continue;
+          }
+          wt.resize(n, p_.F);
+          wt.noalias() = a_.middleRows(r0, n) * bm_;
+          Eigen::Map<Eigen::ArrayXf> dst(avg->W.row(r0).data(), n * p_.F);
+          const Eigen::Map<const Eigen::ArrayXf> fresh_w(wt.data(), n * p_.F);
+          dst = a * dst + fresh * fresh_w;
+        }
+      },
+      nullptr, kPiecesPerThread);
+  if (first) {
+    avg->b = p_.b;
+    avg->c = p_.c;
+    avg->D = p_.D;
+    return;
+  }
+  avg->b = a * avg->b + fresh * p_.b;
+  avg->c = a * avg->c + fresh * p_.c;
+  if (p_.conditional()) avg->D = a * avg->D + fresh * p_.D;
 }
 
 void CdTrainer::IndexBatch(int epoch, const int32_t* users, size_t nb) {

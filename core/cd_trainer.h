@@ -86,7 +86,17 @@ class CdTrainer {
             const TrainOptions& o, int threads, int pool_threads,
             const SparseRatings* extra = nullptr);
 
+  // The trained parameters. Factored with parameter averaging
+  // (TrainOptions::average > 0) W is left empty: only the average is
+  // served and validated, and Average builds it from A and B block by
+  // block, so no full-size W is held beside the average and the best copy.
   RbmParams& params() { return p_; }
+  // The running average of the parameters (TrainOptions::average) after an
+  // epoch: *avg = a * *avg + (1 - a) * params, or params itself when
+  // `first`. Factored without W, each block of kFactorRows rows of A B is
+  // made in a thread's scratch and averaged in: the same bits as averaging
+  // the full W, at any thread count.
+  void Average(float a, bool first, RbmParams* avg);
   // Threads used from the next parallel loop on (at most the pool's size).
   // Results do not depend on it.
   void SetThreads(int threads) { pool_.SetWidth(threads); }
@@ -149,9 +159,11 @@ class CdTrainer {
   // (hi_ . w) is added. A user with a non-finite input, or a row beyond
   // the limits, takes SoftplusSum instead (ExpMean, SlowMean). The squared
   // errors are summed per item, then in item order: the same bits at any
-  // thread count.
+  // thread count. With `inputs` (rows the cases) the hidden inputs are
+  // read from it instead of written by `input` into xv_.
   template <typename Input>
-  double ExactValidation(const RbmParams& p, const Input& input);
+  double ExactValidation(const RbmParams& p, const Input& input,
+                         const RowMatrixXf* inputs = nullptr);
 
  private:
   // The batch's index, shared by both chains and both updates: each batch
@@ -291,6 +303,8 @@ class CdTrainer {
   // TrainOptions::factors: C > 0 trains W = A B (a_ is A, bm_ is B; vel_w_
   // is then A's velocity, and p_.W is set to A B after every epoch).
   const int C_;
+  // Whether p_.W is kept (see params()): unfactored, or without averaging.
+  const bool keep_w_;
   ThreadPool pool_;
   RbmParams p_;
   RowMatrixXf vel_w_, h0_, ht_, hs_;

@@ -53,9 +53,14 @@ double CdTrainer::AveragedValidationRmse(const RbmParams& avg, float a,
       }
     }
   });
-  return ValidationPass(avg, [&](int32_t u, float* x) {
+  const auto input = [&](int32_t u, float* x) {
     std::copy_n(x_avg_.row(u).data(), F, x);
-  });
+  };
+  // Exact, the inputs are read where they are kept (no copy in xv_).
+  if (o_.predict == PredictMethod::kExact) {
+    return ExactValidation(avg, input, &x_avg_);
+  }
+  return ValidationPass(avg, input);
 }
 
 template <typename Input>
@@ -142,17 +147,22 @@ double CdTrainer::ExpMean(const RbmParams& p, int64_t row0, int32_t u,
 }
 
 template <typename Input>
-double CdTrainer::ExactValidation(const RbmParams& p, const Input& input) {
+double CdTrainer::ExactValidation(const RbmParams& p, const Input& input,
+                                  const RowMatrixXf* inputs) {
   const int F = p.F, K = p.K;
-  xv_.resize(valid_.rows, F);
+  if (inputs == nullptr) {
+    xv_.resize(valid_.rows, F);
+  } else {
+    xv_.resize(0, F);
+  }
+  const RowMatrixXf& xin = inputs != nullptr ? *inputs : xv_;
   ex_.resize(valid_.rows, F);
   ex_mode_.assign(static_cast<size_t>(valid_.rows), kExpSlow);
   pool_.ParallelFor(valid_.rows, [&](int, int64_t b, int64_t e) {
     for (int64_t u = b; u < e; ++u) {
       if (valid_.RowSize(static_cast<int32_t>(u)) == 0) continue;
-      float* x = xv_.row(u).data();
-      input(static_cast<int32_t>(u), x);
-      const auto xs = xv_.row(u).array();
+      if (inputs == nullptr) input(static_cast<int32_t>(u), xv_.row(u).data());
+      const auto xs = xin.row(u).array();
       const float top = xs.abs().template maxCoeff<Eigen::PropagateNaN>();
       if (top <= kExpSoftplusLimit) {
         ex_mode_[static_cast<size_t>(u)] = kExpPlain;
@@ -172,7 +182,7 @@ double CdTrainer::ExactValidation(const RbmParams& p, const Input& input) {
   for (size_t u = 0; u < ex_mode_.size(); ++u) {
     if (hi_slot_[u] < 0) continue;
     const Eigen::Index ui = static_cast<Eigen::Index>(u);
-    SplitSaturated(xv_.row(ui).data(), F, ex_.row(ui).data(),
+    SplitSaturated(xin.row(ui).data(), F, ex_.row(ui).data(),
                    hi_.row(hi_slot_[u]).data());
   }
   std::vector<double> per_item(static_cast<size_t>(valid_by_item_.rows), 0);
@@ -222,7 +232,7 @@ double CdTrainer::ExactValidation(const RbmParams& p, const Input& input) {
                                                       : false;
             const double mean =
                 fast ? ExpMean(p, row0, u, mode, b_top, &s)
-                     : SlowMean(p, item, xv_.row(u).data(), logits);
+                     : SlowMean(p, item, xin.row(u).data(), logits);
             const double d = mean - valid_by_item_.k[static_cast<size_t>(r)];
             err += d * d;
           }

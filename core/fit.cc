@@ -407,17 +407,30 @@ absl::StatusOr<Model> FitModel(const Dataset& train,
                                const FitProgressFn& progress,
                                const SparseRatings* extra) {
   if (absl::Status s = ValidateTrainOptions(requested); !s.ok()) return s;
+  FitData data;
+  data.scale = train.scale;
+  data.users = train.users;
+  data.items = train.items;
+  data.by_user = train.ByUser();
+  data.ratings = static_cast<int64_t>(train.ratings.size());
+  return FitModel(&data, requested, progress, extra);
+}
+
+absl::StatusOr<Model> FitModel(FitData* data, const TrainOptions& requested,
+                               const FitProgressFn& progress,
+                               const SparseRatings* extra) {
+  if (absl::Status s = ValidateTrainOptions(requested); !s.ok()) return s;
+  const FitData& train = *data;
   // The size rule once for the whole data set: every RBM trains with, and
   // the model records, the same batch size and learning rate.
-  const TrainOptions options = ResolveTrainOptions(
-      requested, static_cast<int64_t>(train.ratings.size()));
+  const TrainOptions options = ResolveTrainOptions(requested, train.ratings);
   ModelParams params;
   params.scale = train.scale;
   params.users = train.users;
   params.items = train.items;
   params.options = options;
   const int K = train.scale.K();
-  const SparseRatings by_user = train.ByUser();
+  SparseRatings& by_user = data->by_user;
   params.item_hist = ItemHistogramCounts(by_user, K);
   FitParts parts;
   CarveValidation(by_user, options.validation_fraction, options.seed,
@@ -432,6 +445,8 @@ absl::StatusOr<Model> FitModel(const Dataset& train,
     }
     TrainingExtras(*extra, &parts);
   }
+  // Not held while the rating RBMs train: rebuilt from the parts after.
+  by_user = SparseRatings();
   if (options.item_based) {
     parts.train_by_item = parts.train.Transpose();
     parts.valid_by_item = parts.valid.Transpose();
@@ -449,8 +464,10 @@ absl::StatusOr<Model> FitModel(const Dataset& train,
   if (absl::Status s = TrainRatingRbms(options, threads, side_by_side, parts,
                                        &runner, &thread_share, &params);
       !s.ok()) {
+    by_user = SparseRatings::Merge(parts.train, parts.valid);
     return s;
   }
+  by_user = SparseRatings::Merge(parts.train, parts.valid);
   double mixed_valid_rmse = -1;  // of the served (mixed) prediction
   if (options.item_based) {
     mixed_valid_rmse = MixItemRbm(options, threads, by_user, parts, &params);

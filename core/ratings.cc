@@ -95,4 +95,26 @@ SparseRatings SparseRatings::Transpose() const {
   return out;
 }
 
+SparseRatings SparseRatings::Merge(const SparseRatings& a,
+                                   const SparseRatings& b) {
+  SparseRatings out;
+  out.rows = a.rows;
+  out.cols = a.cols;
+  out.offsets.resize(static_cast<size_t>(a.rows) + 1);
+  out.col.resize(static_cast<size_t>(a.nnz() + b.nnz()));
+  out.k.resize(out.col.size());
+  int64_t w = 0;
+  for (int32_t r = 0; r < a.rows; ++r) {
+    int64_t i = a.offsets[r], j = b.offsets[r];
+    const int64_t ie = a.offsets[r + 1], je = b.offsets[r + 1];
+    while (i < ie || j < je) {
+      const bool from_a = j >= je || (i < ie && a.col[i] < b.col[j]);
+      out.col[w] = from_a ? a.col[i] : b.col[j];
+      out.k[w++] = from_a ? a.k[i++] : b.k[j++];
+    }
+    out.offsets[static_cast<size_t>(r) + 1] = w;
+  }
+  return out;
+}
+
 }  // namespace rbmrec

@@ -35,6 +35,10 @@ struct SparseRatings {
   static SparseRatings FromRatings(int32_t rows, int32_t cols,
                                    const std::vector<Rating>& ratings);
   SparseRatings Transpose() const;
+  // The rows of `a` and `b` merged: row r holds both parts' entries, by col.
+  // REQUIRES: the same shape, rows sorted by col, no col in both parts of a
+  // row (e.g. CarveValidation's parts; merged, they give back the whole).
+  static SparseRatings Merge(const SparseRatings& a, const SparseRatings& b);
 };
 
 // A rating data set with its id maps and scale.

@@ -241,9 +241,10 @@ std::string_view RatingFormatName(RatingFormat format) {
   return "unknown";
 }
 
-absl::StatusOr<ReadResult> ParseRatings(std::string_view text,
-                                        std::string_view name,
-                                        const ReadOptions& options) {
+absl::StatusOr<ReadResult> ParseRatingsTo(std::string_view text,
+                                          std::string_view name,
+                                          const ReadOptions& options,
+                                          const RatingSink& sink) {
   const size_t bom = text.size() - StripBom(text).size();
   text = StripBom(text);
   // Most files are valid UTF-8 throughout: then no line needs checking.
@@ -263,8 +264,6 @@ absl::StatusOr<ReadResult> ParseRatings(std::string_view text,
     format = DetectRatingFormat(line, &fields);
   }
   result.format = format;
-  result.rows.reserve(
-      static_cast<size_t>(std::count(text.begin(), text.end(), '\n')) + 1);
 
   const bool csv =
       format == RatingFormat::kCsv || format == RatingFormat::kMovieLensCsv;
@@ -349,13 +348,27 @@ absl::StatusOr<ReadResult> ParseRatings(std::string_view text,
       }
       continue;
     }
-    RawRating& row = result.rows.emplace_back();
-    row.user.assign(fields[0].data(), fields[0].size());
-    row.item.assign(fields[1].data(), fields[1].size());
-    row.rating = rating;
-    row.timestamp = timestamp;
-    row.line = start;
+    sink(RatingView{fields[0], fields[1], rating, timestamp, start});
   }
+  return result;
+}
+
+absl::StatusOr<ReadResult> ParseRatings(std::string_view text,
+                                        std::string_view name,
+                                        const ReadOptions& options) {
+  std::vector<RawRating> rows;
+  rows.reserve(static_cast<size_t>(std::count(text.begin(), text.end(), '\n')) +
+               1);
+  absl::StatusOr<ReadResult> result =
+      ParseRatingsTo(text, name, options, [&](const RatingView& v) {
+        RawRating& row = rows.emplace_back();
+        row.user.assign(v.user.data(), v.user.size());
+        row.item.assign(v.item.data(), v.item.size());
+        row.rating = v.rating;
+        row.timestamp = v.timestamp;
+        row.line = v.line;
+      });
+  if (result.ok()) result->rows = std::move(rows);
   return result;
 }
 
@@ -364,6 +377,14 @@ absl::StatusOr<ReadResult> ReadRatingsFile(const std::string& path,
   absl::StatusOr<std::string> text = ReadWholeFile(path);
   if (!text.ok()) return text.status();
   return ParseRatings(*text, path, options);
+}
+
+absl::StatusOr<ReadResult> ReadRatingsFileTo(const std::string& path,
+                                             const ReadOptions& options,
+                                             const RatingSink& sink) {
+  absl::StatusOr<std::string> text = ReadWholeFile(path);
+  if (!text.ok()) return text.status();
+  return ParseRatingsTo(*text, path, options, sink);
 }
 
 }  // namespace rbmrec

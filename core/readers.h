@@ -2,6 +2,7 @@
 #define RBMREC_CORE_READERS_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -100,6 +101,33 @@ absl::StatusOr<ReadResult> ParseRatings(std::string_view text,
 // Reads a file; NotFound / PermissionDenied naming the path when it can't.
 absl::StatusOr<ReadResult> ReadRatingsFile(const std::string& path,
                                            const ReadOptions& options);
+
+// A rating as ParseRatingsTo hands it over: user and item view the text (or
+// a copy of a quoted CSV field) and are valid only during the call.
+struct RatingView {
+  std::string_view user;
+  std::string_view item;
+  double rating = 0;
+  int64_t timestamp = 0;
+  int64_t line = 0;
+};
+using RatingSink = std::function<void(const RatingView&)>;
+
+// ParseRatings with each accepted rating handed to `sink`, in file order,
+// instead of kept in ReadResult::rows (left empty): the same checks,
+// messages, header and lenient counting. For readers that hold the ratings
+// more compactly than RawRating (two id strings, a double and two int64s a
+// rating). Not lenient, a malformed line ends the parse with its error
+// (the ratings before it have been passed).
+absl::StatusOr<ReadResult> ParseRatingsTo(std::string_view text,
+                                          std::string_view name,
+                                          const ReadOptions& options,
+                                          const RatingSink& sink);
+
+// ReadRatingsFile through ParseRatingsTo.
+absl::StatusOr<ReadResult> ReadRatingsFileTo(const std::string& path,
+                                             const ReadOptions& options,
+                                             const RatingSink& sink);
 
 // Item titles: ML-100k u.item ("id|title|..."; latin-1, converted to UTF-8),
 // ML-1M movies.dat ("id::title::genres"), ml-latest movies.csv (quoted CSV

@@ -117,20 +117,6 @@ absl::Status CheckParts(const SparseRatings& train, const SparseRatings& valid,
   return absl::OkStatus();
 }
 
-// The running average of the parameters (TrainOptions::average) after an
-// epoch: avg = a * avg + (1 - a) * p, or p itself after the first.
-void UpdateAverage(const RbmParams& p, float a, bool first, RbmParams* avg) {
-  if (first) {
-    *avg = p;
-    return;
-  }
-  const float fresh = 1 - a;
-  avg->W = a * avg->W + fresh * p.W;
-  avg->b = a * avg->b + fresh * p.b;
-  avg->c = a * avg->c + fresh * p.c;
-  if (p.conditional()) avg->D = a * avg->D + fresh * p.D;
-}
-
 }  // namespace
 
 absl::StatusOr<TrainResult> TrainRbmSplit(const SparseRatings& train,
@@ -184,7 +170,7 @@ absl::StatusOr<TrainResult> TrainRbmSplit(const SparseRatings& train,
     st.train_seconds = Seconds(te);
     const RbmParams* served = &trainer.params();
     if (o.average > 0) {
-      UpdateAverage(trainer.params(), o.average, epoch == 1, &avg);
+      trainer.Average(o.average, epoch == 1, &avg);
       served = &avg;
     }
     st.valid_rmse = !have_valid     ? st.train_rmse

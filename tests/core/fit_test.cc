@@ -103,6 +103,29 @@ TEST(FitModel, SameSeedSameBitsAtOneAndTwoThreads) {
 // Progress numbers the RBMs 0..ensemble-1 (user-based), ensemble (the
 // item-based one) and ensemble + 1 (the rated RBM, with its NDCG and no
 // RMSEs); the summary adds up the rating RBMs' epochs.
+// FitModel from FitData trains the same model as from the Dataset, and
+// gives back the ratings by user it releases while training.
+TEST(FitModel, FitDataTrainsTheSameModelAndKeepsTheRatingsByUser) {
+  auto s = testing_data::PlantedRatings(60, 25, 2, 0.4, 5);
+  const TrainOptions o = SmallOptions();
+  absl::StatusOr<Model> from_dataset = FitModel(s.train, o);
+  FitData data;
+  data.scale = s.train.scale;
+  data.users = s.train.users;
+  data.items = s.train.items;
+  data.by_user = s.train.ByUser();
+  data.ratings = static_cast<int64_t>(s.train.ratings.size());
+  absl::StatusOr<Model> from_data = FitModel(&data, o);
+  ASSERT_TRUE(from_dataset.ok() && from_data.ok());
+  EXPECT_TRUE(from_data->members()[0] == from_dataset->members()[0]);
+  EXPECT_TRUE(from_data->params().item_rbm == from_dataset->params().item_rbm);
+  EXPECT_TRUE(from_data->rated_rbm() == from_dataset->rated_rbm());
+  const SparseRatings whole = s.train.ByUser();
+  EXPECT_EQ(data.by_user.offsets, whole.offsets);
+  EXPECT_EQ(data.by_user.col, whole.col);
+  EXPECT_EQ(data.by_user.k, whole.k);
+}
+
 TEST(FitModel, ProgressNumbersTheRbmsAndTheSummaryAddsUp) {
   auto s = testing_data::PlantedRatings(60, 24, 2, 0.4, 6);
   TrainOptions o = SmallOptions();

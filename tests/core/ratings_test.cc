@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/trainer.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -167,6 +168,26 @@ TEST(SparseRatingsTest, DatasetByUser) {
   EXPECT_EQ(s.cols, 3);
   EXPECT_THAT(Row(s, 0), ElementsAre(Entry(0, 1)));
   EXPECT_THAT(Row(s, 1), ElementsAre(Entry(0, 3), Entry(2, 4)));
+}
+
+// Merge gives back what CarveValidation split.
+TEST(SparseRatings, MergeOfTheValidationSplitIsTheWhole) {
+  std::vector<Rating> ratings;
+  std::mt19937 gen(5);
+  for (int n = 0; n < 400; ++n) {
+    ratings.push_back(R(static_cast<int32_t>(gen() % 30),
+                        static_cast<int32_t>(gen() % 40),
+                        static_cast<int>(gen() % 5)));
+  }
+  const SparseRatings whole = SparseRatings::FromRatings(30, 40, ratings);
+  SparseRatings train, valid;
+  CarveValidation(whole, 0.3, 9, &train, &valid);
+  ASSERT_GT(valid.nnz(), 0);
+  const SparseRatings merged = SparseRatings::Merge(train, valid);
+  ExpectWellFormed(merged);
+  EXPECT_EQ(merged.offsets, whole.offsets);
+  EXPECT_EQ(merged.col, whole.col);
+  EXPECT_EQ(merged.k, whole.k);
 }
 
 }  // namespace

@@ -299,6 +299,35 @@ TEST(Trainer, AveragedParametersAreTheRunningAverageOfTheEpochs) {
   EXPECT_FALSE(a.W.isApprox(p2->params.W, 1e-3f));
 }
 
+// Factored with averaging the trainer keeps no W of its own and builds the
+// average from A B block by block: the same bits as averaging the full W
+// of unaveraged runs (W = A B after each epoch), a scalar tail and more
+// than one 480-row block included (101 items x K = 5 rows of 10 floats).
+TEST(Trainer, FactoredAverageIsTheRunningAverageBitForBit) {
+  auto s = testing_data::PlantedRatings(300, 101, 3, 0.4, 2);
+  TrainOptions o = SmallOptions();
+  o.hidden = 10;
+  o.factors = 4;
+  o.average = 0;
+  o.max_epochs = 1;
+  auto p1 = TrainRbm(s.train.ByUser(), 5, o);
+  o.max_epochs = 2;
+  auto p2 = TrainRbm(s.train.ByUser(), 5, o);
+  o.average = 0.75f;
+  o.threads = 2;
+  auto avg = TrainRbm(s.train.ByUser(), 5, o);
+  ASSERT_TRUE(p1.ok() && p2.ok() && avg.ok());
+  ASSERT_EQ(avg->best_epoch, 2);
+  const RbmParams& a = avg->params;
+  ASSERT_EQ(a.W.rows(), 505);
+  const RowMatrixXf w = 0.75f * p1->params.W + 0.25f * p2->params.W;
+  const Eigen::VectorXf b = 0.75f * p1->params.b + 0.25f * p2->params.b;
+  const Eigen::VectorXf c = 0.75f * p1->params.c + 0.25f * p2->params.c;
+  EXPECT_TRUE(a.W == w);
+  EXPECT_TRUE(a.b == b);
+  EXPECT_TRUE(a.c == c);
+}
+
 // Ordinal sharing steps U, W^k = U^0 + ... + U^k, with dU^j = dW^j + ... +
 // dW^(K-1). Over one batch with no momentum and no weight decay, from the
 // same start and with the same random draws, the step of W^k under sharing
