@@ -55,6 +55,55 @@ void ServingRatedLogits(const Model& model, const VisibleSet& v, float* out,
 }
 }  // namespace
 
+void RatedLogitsBatch(const Model& model, const VisibleSet* const* v, int n,
+                      float* const* out, ScoringScratch* scratch) {
+#ifdef RBMREC_AVX2
+  // ServingRatedLogits' steps, the products of all n users in one pass
+  // (what SharedMatVec*'s batches compute).
+  const RbmParams& p = model.rated_rbm();
+  const size_t F = static_cast<size_t>(p.F);
+  scratch->batch_h.resize(static_cast<size_t>(n) * F);
+  const float* hs[kMaxScoreBatch];
+  scratch->x.resize(p.F);
+  for (int b = 0; b < n; ++b) {
+    // Into x first, as ServingRatedLogits (the same buffer alignment).
+    RatedHidden(p, v[b]->items, v[b]->n, scratch->x.data());
+    float* h = scratch->batch_h.data() + static_cast<size_t>(b) * F;
+    std::copy(scratch->x.data(), scratch->x.data() + p.F, h);
+    hs[b] = h;
+  }
+  if (model.rated_w_half() != nullptr) {
+    kernels::MatVecRowsHalf(model.rated_w_half(), p.W.rows(), p.F, hs, out, n);
+  } else {
+    kernels::MatVecRows(p.W.data(), p.W.rows(), p.F, hs, out, n);
+  }
+  for (int b = 0; b < n; ++b) {
+    for (int32_t i = 0; i < p.num_items; ++i) out[b][i] += p.b[i];
+  }
+#else
+  for (int b = 0; b < n; ++b) ServingRatedLogits(model, *v[b], out[b], scratch);
+#endif
+}
+
+void RankValues(const Model& model, const RankOptions& opt,
+                std::vector<float>* values) {
+  const int K = model.K();
+  const bool by_prob = UsesThreshold(opt.by);
+  values->resize(static_cast<size_t>(K));
+  for (int k = 0; k < K; ++k) {
+    (*values)[static_cast<size_t>(k)] =
+        by_prob ? (k >= opt.k0 ? 1.0f : 0.0f)
+                : static_cast<float>(model.scale().Value(k));
+  }
+}
+
+bool RanksByMeanField(const RankOptions& opt) {
+  const bool exact_all =
+      opt.method == PredictMethod::kExact && opt.candidates == 0;
+  return (opt.by == RankBy::kExpected || opt.by == RankBy::kAtLeast) &&
+         !exact_all;
+}
+
 // ServingRatedLogits of the items `filter` allows (the others get NaN), for
 // a filter that allows few items: their rows only, each through the same
 // row kernel as the full pass (kernels::MatVecRows*, whose rows do not
@@ -218,9 +267,11 @@ Ranker::Ranker(const Model& model, int32_t user, const VisibleSet& v,
     p_rated_.resize(static_cast<size_t>(m_));
     // A narrow filter (e.g. a candidate set): only the allowed items'
     // logits; the others are never ranked.
-    if (!FewAllowed(opt, m_) ||
-        !ServingRatedLogitsOf(model, v, *opt.filter, p_rated_.data(),
-                              scratch)) {
+    if (opt.rated_logits != nullptr) {
+      std::copy(opt.rated_logits, opt.rated_logits + m_, p_rated_.begin());
+    } else if (!FewAllowed(opt, m_) ||
+               !ServingRatedLogitsOf(model, v, *opt.filter, p_rated_.data(),
+                                     scratch)) {
       ServingRatedLogits(model, v, p_rated_.data(), scratch);
     }
     if (opt.by == RankBy::kRated) {
@@ -230,14 +281,7 @@ Ranker::Ranker(const Model& model, int32_t user, const VisibleSet& v,
     // (the sigmoid is monotone) and takes the sigmoid of the few items it
     // scores.
   }
-  const bool by_prob = UsesThreshold(opt.by);
-  std::vector<float>& values = scratch->values;
-  values.resize(static_cast<size_t>(K_));
-  for (int k = 0; k < K_; ++k) {
-    values[static_cast<size_t>(k)] =
-        by_prob ? (k >= opt.k0 ? 1.0f : 0.0f)
-                : static_cast<float>(model.scale().Value(k));
-  }
+  RankValues(model, opt, &scratch->values);
   excluded_.assign(static_cast<size_t>(m_), 0);
   for (const int32_t idx : excluded_items) {
     if (idx >= 0 && idx < m_) excluded_[static_cast<size_t>(idx)] = 1;
@@ -417,6 +461,9 @@ std::vector<Ranked> Ranker::RankByDistribution() {
   first.resize(static_cast<size_t>(m_));
   if (ExactAll()) {
     ExactFirstScores(&first);
+  } else if (opt_.mean_field_scores != nullptr) {
+    std::copy(opt_.mean_field_scores, opt_.mean_field_scores + m_,
+              first.begin());
   } else {
     ScoreAllMeanField(model_, user_, v_, scratch_->values.data(), first.data(),
                       scratch_);

@@ -46,6 +46,15 @@ struct RankOptions {
   // every item with training data. REQUIRES filter->num_items() ==
   // model.num_items().
   const ItemFilter* filter = nullptr;
+  // Optional, for several users ranked together (e.g. a bulk answer): the
+  // user's all-item passes computed beforehand, in one pass over W for a
+  // batch of users; each must be what RankItems computes alone, so the
+  // ranking is the same bit for bit. null: RankItems computes them.
+  // NeedsRatedRbm(by): RatedLogitsBatch's logits of this user.
+  const float* rated_logits = nullptr;
+  // kExpected / kAtLeast (stage 1 by mean field): ScoreAllMeanFieldBatch's
+  // scores of this user with RankValues(model, *this).
+  const float* mean_field_scores = nullptr;
 };
 struct Ranked {
   int32_t item = 0;     // model index
@@ -65,6 +74,26 @@ int DefaultThresholdIndex(const Model& model);
 // REQUIRES model.HasRatedRbm(); out has num_items() entries.
 void RatedProbabilities(const Model& model, const VisibleSet& v, float* out,
                         ScoringScratch* scratch);
+
+// The per-rating values whose expectation is the mean-field score of
+// RankItems' stage 1 for `opt` (K entries): the rating values for
+// kExpected, 1 from k0 up (else 0) for kAtLeast.
+void RankValues(const Model& model, const RankOptions& opt,
+                std::vector<float>* values);
+
+// True when RankItems with `opt` computes every item's mean-field score
+// (ScoreAllMeanField) in stage 1, i.e. opt.mean_field_scores would be used.
+bool RanksByMeanField(const RankOptions& opt);
+
+// The rated RBM's logits b_i + W_i . h(v) of n users at once (*v[b] into
+// out[b], num_items() entries each), as RankItems computes them for the
+// p(rated) rankings (over W's half-precision copy where the model has
+// one): one pass over W for all of them (kernels::MatVecRows*, whose rows
+// do not depend on the batch), so out[b] is bit for bit that user's alone.
+// Builds without AVX2 compute the users one by one.
+// REQUIRES model.HasRatedRbm(); 1 <= n <= kMaxScoreBatch.
+void RatedLogitsBatch(const Model& model, const VisibleSet* const* v, int n,
+                      float* const* out, ScoringScratch* scratch);
 
 // The best opt.n items with training data (Model::Trained) that are not in
 // `excluded`, best first (ties by item id). Two stages: (1) every item gets

@@ -180,6 +180,44 @@ void PredictAll(const Model& model, int32_t user, const VisibleSet& v,
   }
 }
 
+namespace {
+
+// scores += inv x the scores of one member's logits z (m x K, item-major).
+void AddMemberScores(const float* z, int32_t m, int K, const float* values,
+                     float inv, float* scores, ScoringScratch* s) {
+  SoftmaxDotRows(z, m, K, values, s->part.data());
+  for (int32_t i = 0; i < m; ++i) scores[i] += inv * s->part[i];
+}
+
+// The U/I mix of the item-based RBM and NaN for the untrained items.
+void FinishMeanFieldScores(const Model& model, int32_t user,
+                           const VisibleSet& v, const float* values,
+                           float* scores, ScoringScratch* s) {
+  const int K = model.K();
+  const int32_t m = model.num_items();
+  if (model.ItemRbmServes(user)) {
+    model.ItemRbmMeanFieldLogits(user, &s->logits);
+    SoftmaxDotRows(s->logits.data(), m, K, values, s->part.data());
+    for (int32_t i = 0; i < m; ++i) {
+      if (model.UsesItemRbm(user, i)) {
+        const float w = model.UserWeight(v.n, i);
+        scores[i] = w * scores[i] + (1 - w) * s->part[i];
+      }
+    }
+  }
+  for (int32_t i = 0; i < m; ++i) {
+    if (!model.Trained(i) || model.members().empty()) scores[i] = NAN;
+  }
+}
+
+float MemberWeight(const Model& model) {
+  return model.members().empty()
+             ? 0.f
+             : 1.0f / static_cast<float>(model.members().size());
+}
+
+}  // namespace
+
 void ScoreAllMeanField(const Model& model, int32_t user, const VisibleSet& v,
                        const float* values, float* scores,
                        ScoringScratch* scratch) {
@@ -190,27 +228,57 @@ void ScoreAllMeanField(const Model& model, int32_t user, const VisibleSet& v,
   s.part.resize(static_cast<size_t>(m));
   // The score is linear in the distribution, so the ensemble average and
   // the U/I mix apply to the per-RBM scores.
-  const float inv = model.members().empty()
-                        ? 0.f
-                        : 1.0f / static_cast<float>(model.members().size());
+  const float inv = MemberWeight(model);
   for (const RbmParams& p : model.members()) {
     MemberLogits(p, v, PredictMethod::kMeanField, &s);
-    SoftmaxDotRows(s.scores.data(), m, K, values, s.part.data());
-    for (int32_t i = 0; i < m; ++i) scores[i] += inv * s.part[i];
+    AddMemberScores(s.scores.data(), m, K, values, inv, scores, &s);
   }
-  if (model.ItemRbmServes(user)) {
-    model.ItemRbmMeanFieldLogits(user, &s.logits);
-    SoftmaxDotRows(s.logits.data(), m, K, values, s.part.data());
-    for (int32_t i = 0; i < m; ++i) {
-      if (model.UsesItemRbm(user, i)) {
-        const float w = model.UserWeight(v.n, i);
-        scores[i] = w * scores[i] + (1 - w) * s.part[i];
-      }
+  FinishMeanFieldScores(model, user, v, values, scores, &s);
+}
+
+void ScoreAllMeanFieldBatch(const Model& model, const int32_t* users,
+                            const VisibleSet* const* v, int n,
+                            const float* values, float* const* scores,
+                            ScoringScratch* scratch) {
+#ifdef RBMREC_AVX2
+  ScoringScratch& s = *scratch;
+  const int K = model.K();
+  const int32_t m = model.num_items();
+  for (int b = 0; b < n; ++b) std::fill(scores[b], scores[b] + m, 0.0f);
+  s.part.resize(static_cast<size_t>(m));
+  const float inv = MemberWeight(model);
+  for (const RbmParams& p : model.members()) {
+    // Each user's sigmoid(x) as MemberLogits computes it, then one pass
+    // over W for all of them (what SharedMatVec's batches compute).
+    const size_t F = static_cast<size_t>(p.F);
+    const size_t rows = static_cast<size_t>(p.W.rows());
+    s.batch_h.resize(static_cast<size_t>(n) * F);
+    s.batch_out.resize(static_cast<size_t>(n) * rows);
+    const float* hs[kMaxScoreBatch];
+    float* outs[kMaxScoreBatch];
+    s.x.resize(p.F);
+    for (int b = 0; b < n; ++b) {
+      HiddenInput(p, *v[b], s.x.data());
+      SigmoidInPlace(s.x.data(), p.F);
+      float* h = s.batch_h.data() + static_cast<size_t>(b) * F;
+      std::copy(s.x.data(), s.x.data() + p.F, h);
+      hs[b] = h;
+      outs[b] = s.batch_out.data() + static_cast<size_t>(b) * rows;
+    }
+    kernels::MatVecRows(p.W.data(), p.W.rows(), p.F, hs, outs, n);
+    for (int b = 0; b < n; ++b) {
+      Eigen::Map<Eigen::VectorXf>(outs[b], p.W.rows()) += p.b;
+      AddMemberScores(outs[b], m, K, values, inv, scores[b], &s);
     }
   }
-  for (int32_t i = 0; i < m; ++i) {
-    if (!model.Trained(i) || model.members().empty()) scores[i] = NAN;
+  for (int b = 0; b < n; ++b) {
+    FinishMeanFieldScores(model, users[b], *v[b], values, scores[b], &s);
   }
+#else
+  for (int b = 0; b < n; ++b) {
+    ScoreAllMeanField(model, users[b], *v[b], values, scores[b], scratch);
+  }
+#endif
 }
 
 }  // namespace rbmrec

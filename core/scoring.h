@@ -37,6 +37,9 @@ struct ScoringScratch {
   std::vector<int32_t> query;
   std::vector<std::pair<float, int32_t>> cand;
   RowMatrixXf all;
+  // The batched passes' inputs and products (ScoreAllMeanFieldBatch,
+  // RatedLogitsBatch in core/recommend.h).
+  std::vector<float> batch_h, batch_out;
 };
 
 }  // namespace rbmrec
@@ -71,6 +74,20 @@ void PredictAll(const Model& model, int32_t user, const VisibleSet& v,
 void ScoreAllMeanField(const Model& model, int32_t user, const VisibleSet& v,
                        const float* values, float* scores,
                        ScoringScratch* scratch);
+
+// Users per batched pass over W (kernels::MatVecRows' most vectors).
+inline constexpr int kMaxScoreBatch = 8;
+
+// ScoreAllMeanField of n users at once (users[b] with ratings *v[b] into
+// scores[b], each num_items() entries): each member RBM's W is read once
+// for all of them (kernels::MatVecRows, whose rows do not depend on the
+// batch), so scores[b] is bit for bit ScoreAllMeanField's for that user.
+// Builds without AVX2 score the users one by one.
+// REQUIRES: 1 <= n <= kMaxScoreBatch; values has K entries.
+void ScoreAllMeanFieldBatch(const Model& model, const int32_t* users,
+                            const VisibleSet* const* v, int n,
+                            const float* values, float* const* scores,
+                            ScoringScratch* scratch);
 
 }  // namespace rbmrec
 

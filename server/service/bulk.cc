@@ -94,10 +94,13 @@ absl::StatusOr<v1::RecommendAllResponse> RecommendAllJob::Answer(
   v1::RecommendAllResponse out;
   out.set_model_version(model_version_);
   out.mutable_users()->Reserve(static_cast<int>(users.size()));
-  v1::RecommendRequest one = template_;
-  for (const std::string& user : users) {
-    one.set_user_id(user);
-    absl::StatusOr<v1::RecommendResponse> r = answer_(one);
+  std::vector<v1::RecommendRequest> requests(users.size(), template_);
+  for (size_t i = 0; i < users.size(); ++i) requests[i].set_user_id(users[i]);
+  std::vector<absl::StatusOr<v1::RecommendResponse>> answers =
+      answer_(requests);
+  for (size_t i = 0; i < users.size(); ++i) {
+    const std::string& user = users[i];
+    absl::StatusOr<v1::RecommendResponse>& r = answers[i];
     if (!r.ok()) {
       absl::Status named(r.status().code(),
                          absl::StrCat("RecommendAll: user '", user,
@@ -150,8 +153,8 @@ RbmrecService::StartRecommendAll(const v1::RecommendAllRequest& request) {
   return std::make_unique<RecommendAllJob>(
       request, served->version, store_.get(),
       [this, checked = *checked,
-       served = *served](const v1::RecommendRequest& one) {
-        return RecommendServed(one, checked, served);
+       served = *served](const std::vector<v1::RecommendRequest>& users) {
+        return RecommendServedBatch(users, checked, served);
       });
 }
 

@@ -5,7 +5,9 @@
 // one stream. A job walks the stream's users in order, a message's worth at
 // a time (NextUsers), and answers a message's users (Answer) with the
 // service's Recommend on one model snapshot, so that each answer equals a
-// Recommend of the template with the user's id and the snapshot's version.
+// Recommend of the template with the user's id and the snapshot's version
+// (bit for bit: the service ranks a message's users in batches whose
+// all-item passes over W are shared, RbmrecService::RecommendServedBatch).
 // Memory is bounded by the caller: a job holds the request's user_ids (or
 // one page of stored users), never answers it has handed out.
 //
@@ -48,10 +50,13 @@ absl::StatusOr<RecommendCheck> CheckRecommendAll(
 // threads at once.
 class RecommendAllJob {
  public:
-  // Recommend of one user (user_id set, the template's other fields) on the
-  // pinned snapshot. Must be thread-safe.
-  using AnswerFn = std::function<absl::StatusOr<v1::RecommendResponse>(
-      const v1::RecommendRequest&)>;
+  // Recommend of each request (one per user: user_id set, the template's
+  // other fields) on the pinned snapshot, one answer or error per request,
+  // in order (the service answers them in batches that share their passes
+  // over the model). Must be thread-safe.
+  using AnswerFn =
+      std::function<std::vector<absl::StatusOr<v1::RecommendResponse>>(
+          const std::vector<v1::RecommendRequest>&)>;
 
   // REQUIRES: CheckRecommendAll(request) is OK; `store` outlives the job;
   // users_per_message >= 1.

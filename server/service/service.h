@@ -82,6 +82,7 @@
 #include "absl/strings/string_view.h"
 #include "core/model.h"
 #include "core/rating_scale.h"
+#include "core/recommend.h"
 #include "core/scoring.h"
 #include "core/trainer.h"
 #include "proto/rbmrec.pb.h"
@@ -232,6 +233,27 @@ class RbmrecService {
   absl::StatusOr<v1::RecommendResponse> RecommendServed(
       const v1::RecommendRequest& request, const RecommendCheck& checked,
       const Served& served);
+  // RecommendServed of each request (RecommendAll's users, the same
+  // template), in order: the same answers bit for bit, the users' all-item
+  // passes over W shared kMaxScoreBatch users at a time (RatedLogitsBatch,
+  // ScoreAllMeanFieldBatch). Memory: one batch's passes at a time.
+  std::vector<absl::StatusOr<v1::RecommendResponse>> RecommendServedBatch(
+      const std::vector<v1::RecommendRequest>& requests,
+      const RecommendCheck& checked, const Served& served);
+  // One Recommend between its user's resolution and its ranking
+  // (service_predictions.cc): Prepare, Rank, Respond make RecommendServed.
+  struct PreparedRecommend;
+  absl::Status PrepareRecommend(const v1::RecommendRequest& request,
+                                const RecommendCheck& checked,
+                                const Served& served, PreparedRecommend* out);
+  // The ranking of `prep` (rated_logits, mean_field_scores: RankOptions').
+  std::vector<Ranked> RankPrepared(PreparedRecommend& prep, const Model& model,
+                                   const float* rated_logits,
+                                   const float* mean_field_scores);
+  v1::RecommendResponse RespondRecommend(const PreparedRecommend& prep,
+                                         std::vector<Ranked> ranked,
+                                         const RecommendCheck& checked,
+                                         const Served& served);
 
   const std::unique_ptr<store::Store> store_;
   const ServiceOptions options_;

@@ -129,45 +129,71 @@ absl::StatusOr<v1::RecommendResponse> RbmrecService::Recommend(
   return RecommendServed(request, *checked, *served);
 }
 
-absl::StatusOr<v1::RecommendResponse> RbmrecService::RecommendServed(
+struct RbmrecService::PreparedRecommend {
+  RankPlan plan;
+  UserView user;
+  std::shared_ptr<const Catalogue> catalogue;
+  ItemFilter filter;
+  bool cold = false;     // no rating the model can use, no parameters
+  bool popular = false;  // cold, answered by the most-popular list
+  // RankItems ranks this user (else the most-popular list, or nothing).
+  bool ranks() const { return filter.count() > 0 && !popular; }
+};
+
+absl::Status RbmrecService::PrepareRecommend(
     const v1::RecommendRequest& request, const RecommendCheck& checked,
-    const Served& served) {
+    const Served& served, PreparedRecommend* out) {
   const Model& model = *served.model;
   absl::StatusOr<RankPlan> plan = ToRankOptions(
       request, checked, model, served.version, options_.recommend_candidates,
       [&] { return caches_->DefaultThreshold(served.model); });
   if (!plan.ok()) return plan.status();
-  RankOptions& ro = plan->options;
+  out->plan = *std::move(plan);
   absl::StatusOr<UserView> user =
       caches_->Resolve(served.model, request.user_id(), request.ratings());
   if (absl::IsNotFound(user.status()) && request.ratings().empty()) {
     user = ReadCaches::EmptyUser(served.model);  // the cold start
   }
   if (!user.ok()) return user.status();
+  out->user = *std::move(user);
   // The allowed items: the catalogue (trained, not hidden) and the
   // request's filters, minus the user's rated items.
-  const std::shared_ptr<const Catalogue> catalogue =
-      caches_->CatalogueFor(served.model);
-  const ItemFilter filter = ItemFilter::Build(
-      *catalogue, ToFilterSpec(request, model, user->rated_items()));
-  ro.filter = &filter;
+  out->catalogue = caches_->CatalogueFor(served.model);
+  out->filter = ItemFilter::Build(
+      *out->catalogue, ToFilterSpec(request, model, out->user.rated_items()));
   // No rating the model can use and no parameters: the cold start, answered
   // by the most-popular list or the empty user's ranking (--cold-start).
-  const bool cold = user->model_user < 0 && user->rated_items().empty() &&
-                    user->resolved->ratings.items.empty();
-  const bool popular = cold && options_.cold_start == ColdStart::kPopular;
-  ro.member_x = user->member_x();  // cached with the user's ratings
-  std::vector<Ranked> ranked;
-  if (filter.count() > 0 && popular) {
+  out->cold = out->user.model_user < 0 && out->user.rated_items().empty() &&
+              out->user.resolved->ratings.items.empty();
+  out->popular = out->cold && options_.cold_start == ColdStart::kPopular;
+  out->plan.options.member_x = out->user.member_x();  // cached per user
+  return absl::OkStatus();
+}
+
+std::vector<Ranked> RbmrecService::RankPrepared(
+    PreparedRecommend& prep, const Model& model, const float* rated_logits,
+    const float* mean_field_scores) {
+  RankOptions& ro = prep.plan.options;
+  ro.filter = &prep.filter;
+  ro.rated_logits = rated_logits;
+  ro.mean_field_scores = mean_field_scores;
+  if (prep.filter.count() == 0) return {};
+  if (prep.popular) {
     ScratchPool<PredictScratch>::Lease scratch = predict_scratch_.Acquire();
-    ranked =
-        MostRatedRanking(model, *user, *catalogue, filter, ro, &scratch->model);
-  } else if (filter.count() > 0) {
-    // Leased scoring buffers, sized to the model after their first use.
-    ScratchPool<ScoringScratch>::Lease scratch = scoring_scratch_.Acquire();
-    ranked = RankItems(model, user->model_user, user->ratings(),
-                       user->rated_items(), ro, scratch.get());
+    return MostRatedRanking(model, prep.user, *prep.catalogue, prep.filter, ro,
+                            &scratch->model);
   }
+  // Leased scoring buffers, sized to the model after their first use.
+  ScratchPool<ScoringScratch>::Lease scratch = scoring_scratch_.Acquire();
+  return RankItems(model, prep.user.model_user, prep.user.ratings(),
+                   prep.user.rated_items(), ro, scratch.get());
+}
+
+v1::RecommendResponse RbmrecService::RespondRecommend(
+    const PreparedRecommend& prep, std::vector<Ranked> ranked,
+    const RecommendCheck& checked, const Served& served) {
+  const Model& model = *served.model;
+  const RankOptions& ro = prep.plan.options;
   // The page: ranks offset + 1 .. offset + n.
   const size_t offset = static_cast<size_t>(checked.offset);
   ranked.erase(ranked.begin(),
@@ -179,12 +205,12 @@ absl::StatusOr<v1::RecommendResponse> RbmrecService::RecommendServed(
   const std::vector<std::string> titles = caches_->Titles(ids);
   v1::RecommendResponse resp;
   resp.set_model_version(served.version);
-  resp.set_rank_by(plan->rank_by);
-  resp.set_threshold(plan->threshold);
-  resp.set_candidates(filter.count());
-  resp.set_fallback(popular ? v1::FALLBACK_POPULAR
-                    : cold  ? v1::FALLBACK_EMPTY_USER
-                            : v1::FALLBACK_NONE);
+  resp.set_rank_by(prep.plan.rank_by);
+  resp.set_threshold(prep.plan.threshold);
+  resp.set_candidates(prep.filter.count());
+  resp.set_fallback(prep.popular ? v1::FALLBACK_POPULAR
+                    : prep.cold  ? v1::FALLBACK_EMPTY_USER
+                                 : v1::FALLBACK_NONE);
   for (size_t r = 0; r < ranked.size(); ++r) {
     v1::Recommendation* rec = resp.add_recommendations();
     rec->set_item_id(ids[r]);
@@ -197,6 +223,89 @@ absl::StatusOr<v1::RecommendResponse> RbmrecService::RecommendServed(
     rec->set_rank(static_cast<int32_t>(offset + r + 1));
   }
   return resp;
+}
+
+absl::StatusOr<v1::RecommendResponse> RbmrecService::RecommendServed(
+    const v1::RecommendRequest& request, const RecommendCheck& checked,
+    const Served& served) {
+  PreparedRecommend prep;
+  if (absl::Status s = PrepareRecommend(request, checked, served, &prep);
+      !s.ok()) {
+    return s;
+  }
+  std::vector<Ranked> ranked =
+      RankPrepared(prep, *served.model, nullptr, nullptr);
+  return RespondRecommend(prep, std::move(ranked), checked, served);
+}
+
+std::vector<absl::StatusOr<v1::RecommendResponse>>
+RbmrecService::RecommendServedBatch(
+    const std::vector<v1::RecommendRequest>& requests,
+    const RecommendCheck& checked, const Served& served) {
+  const Model& model = *served.model;
+  const size_t m = static_cast<size_t>(model.num_items());
+  std::vector<absl::StatusOr<v1::RecommendResponse>> out;
+  out.reserve(requests.size());
+  std::vector<PreparedRecommend> preps;
+  std::vector<float> passes;  // one batch's rated logits or scores
+  std::vector<float> values;
+  for (size_t g = 0; g < requests.size(); g += kMaxScoreBatch) {
+    const size_t e = std::min(requests.size(), g + kMaxScoreBatch);
+    preps.assign(e - g, PreparedRecommend());
+    std::vector<absl::Status> prepared(e - g);
+    // The users RankItems ranks, and the pass they share (every request
+    // has the template's ranking).
+    std::vector<size_t> shared;
+    std::vector<VisibleSet> v;
+    std::vector<int32_t> model_users;
+    for (size_t i = 0; i < e - g; ++i) {
+      prepared[i] =
+          PrepareRecommend(requests[g + i], checked, served, &preps[i]);
+      if (prepared[i].ok() && preps[i].ranks()) {
+        shared.push_back(i);
+        v.push_back(preps[i].user.ratings());
+        model_users.push_back(preps[i].user.model_user);
+      }
+    }
+    const int n = static_cast<int>(shared.size());
+    const RankOptions* ro = n > 0 ? &preps[shared[0]].plan.options : nullptr;
+    const bool rated = ro != nullptr && NeedsRatedRbm(ro->by);
+    const bool mean_field = ro != nullptr && RanksByMeanField(*ro);
+    if (rated || mean_field) {
+      passes.resize(static_cast<size_t>(n) * m);
+      const VisibleSet* vs[kMaxScoreBatch];
+      float* outs[kMaxScoreBatch];
+      for (int b = 0; b < n; ++b) {
+        vs[b] = &v[static_cast<size_t>(b)];
+        outs[b] = passes.data() + static_cast<size_t>(b) * m;
+      }
+      ScratchPool<ScoringScratch>::Lease scratch = scoring_scratch_.Acquire();
+      if (rated) {
+        RatedLogitsBatch(model, vs, n, outs, scratch.get());
+      } else {
+        RankValues(model, *ro, &values);
+        ScoreAllMeanFieldBatch(model, model_users.data(), vs, n, values.data(),
+                               outs, scratch.get());
+      }
+    }
+    size_t next = 0;  // the next of `shared`
+    for (size_t i = 0; i < e - g; ++i) {
+      if (!prepared[i].ok()) {
+        out.push_back(prepared[i]);
+        continue;
+      }
+      const float* pass = nullptr;
+      if (next < shared.size() && shared[next] == i) {
+        if (rated || mean_field) pass = passes.data() + next * m;
+        ++next;
+      }
+      std::vector<Ranked> ranked = RankPrepared(
+          preps[i], model, rated ? pass : nullptr, mean_field ? pass : nullptr);
+      out.push_back(
+          RespondRecommend(preps[i], std::move(ranked), checked, served));
+    }
+  }
+  return out;
 }
 
 absl::StatusOr<v1::SimilarItemsResponse> RbmrecService::SimilarItems(

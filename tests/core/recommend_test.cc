@@ -6,6 +6,7 @@
 
 #include "core/fit.h"
 #include "core/rated_rbm.h"
+#include "core/scoring.h"
 #include "gtest/gtest.h"
 #include "tests/core/synthetic.h"
 
@@ -155,6 +156,95 @@ TEST(Recommend, RatedAtLeastIsTheBruteForceTopN) {
 // need the items below its first cut too.
 TEST(Recommend, RatedAtLeastIsTheBruteForceTopNBeyondTheFirstCut) {
   ExpectBruteForceTopN(Trained(120, 300, 3), {10, 70, 150, 290});
+}
+
+// The batched passes (a bulk answer's) give every user exactly what the
+// per-user ones give: RatedLogitsBatch against RatedProbabilities,
+// ScoreAllMeanFieldBatch against ScoreAllMeanField, and RankItems handed
+// them against RankItems alone, for batches of 1 to 8 users.
+TEST(Recommend, BatchedPassesAreEachUsersOwnBitForBit) {
+  const Model m = Trained();
+  ASSERT_TRUE(m.HasRatedRbm());
+  const size_t items = static_cast<size_t>(m.num_items());
+  std::vector<UserRatings> users(kMaxScoreBatch);
+  std::vector<int32_t> model_users(kMaxScoreBatch);
+  for (int b = 0; b < kMaxScoreBatch; ++b) {
+    model_users[static_cast<size_t>(b)] = b % 3 == 2 ? -1 : b;  // some -1
+    UserRatings& r = users[static_cast<size_t>(b)];
+    for (int32_t i = b; i < m.num_items(); i += 2 + b % 3) {
+      r.items.push_back(i);
+      r.ks.push_back(static_cast<uint8_t>((i + b) % m.K()));
+    }
+  }
+  ScoringScratch scratch, alone;
+  std::vector<float> want(items), want_scores(items);
+  for (int n = 1; n <= kMaxScoreBatch; ++n) {
+    std::vector<VisibleSet> views;
+    for (int b = 0; b < n; ++b) views.push_back(users[b].view());
+    const VisibleSet* vs[kMaxScoreBatch];
+    for (int b = 0; b < n; ++b) vs[b] = &views[static_cast<size_t>(b)];
+    std::vector<std::vector<float>> logits(n, std::vector<float>(items));
+    std::vector<std::vector<float>> scores(n, std::vector<float>(items));
+    float* lo[kMaxScoreBatch];
+    float* so[kMaxScoreBatch];
+    for (int b = 0; b < n; ++b) {
+      lo[b] = logits[static_cast<size_t>(b)].data();
+      so[b] = scores[static_cast<size_t>(b)].data();
+    }
+    RatedLogitsBatch(m, vs, n, lo, &scratch);
+    RankOptions by_value;
+    by_value.by = RankBy::kExpected;
+    std::vector<float> values;
+    RankValues(m, by_value, &values);
+    ScoreAllMeanFieldBatch(m, model_users.data(), vs, n, values.data(), so,
+                           &scratch);
+    for (int b = 0; b < n; ++b) {
+      SCOPED_TRACE(::testing::Message() << "n " << n << ", user " << b);
+      const size_t ub = static_cast<size_t>(b);
+      RatedProbabilities(m, views[ub], want.data(), &alone);
+      ScoreAllMeanField(m, model_users[ub], views[ub], values.data(),
+                        want_scores.data(), &alone);
+      for (size_t i = 0; i < items; ++i) {
+        ASSERT_EQ(StableSigmoid(logits[ub][i]), want[i]) << "item " << i;
+        if (std::isnan(want_scores[i])) {
+          ASSERT_TRUE(std::isnan(scores[ub][i])) << "item " << i;
+        } else {
+          ASSERT_EQ(scores[ub][i], want_scores[i]) << "item " << i;
+        }
+      }
+      for (const RankBy by : {RankBy::kExpected, RankBy::kAtLeast,
+                              RankBy::kRated, RankBy::kRatedAtLeast}) {
+        RankOptions o;
+        o.by = by;
+        o.k0 = 3;
+        o.n = 7;
+        const std::vector<Ranked> own = RankItems(m, model_users[ub], views[ub],
+                                                  users[ub].items, o, &alone);
+        std::vector<float> pass(items);
+        if (NeedsRatedRbm(by)) {
+          o.rated_logits = logits[ub].data();
+        } else {
+          ASSERT_TRUE(RanksByMeanField(o));
+          std::vector<float> by_values;
+          RankValues(m, o, &by_values);
+          float* po = pass.data();
+          ScoreAllMeanFieldBatch(m, &model_users[ub], &vs[b], 1,
+                                 by_values.data(), &po, &scratch);
+          o.mean_field_scores = pass.data();
+        }
+        const std::vector<Ranked> handed = RankItems(
+            m, model_users[ub], views[ub], users[ub].items, o, &scratch);
+        ASSERT_EQ(handed.size(), own.size());
+        for (size_t r = 0; r < own.size(); ++r) {
+          EXPECT_EQ(handed[r].item, own[r].item);
+          EXPECT_EQ(handed[r].score, own[r].score);
+          EXPECT_EQ(handed[r].expected, own[r].expected);
+          EXPECT_EQ(handed[r].at_least, own[r].at_least);
+          EXPECT_EQ(handed[r].p_rated, own[r].p_rated);
+        }
+      }
+    }
+  }
 }
 
 TEST(Recommend, DefaultThresholdIsTheFirstValueAtOrAboveTheMean) {

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "tests/server/service_fixture.h"
 
@@ -55,6 +56,31 @@ class BulkTest : public ServiceFixture {
         });
     if (!s.ok()) return s;
     return out;
+  }
+
+  // Runs `request` as a RecommendAll stream and compares every user's
+  // answer with Recommend of the template and the user's id, bit for bit
+  // (serialized). Returns the users answered.
+  int ExpectSameAsRecommend(const v1::RecommendAllRequest& request) {
+    absl::StatusOr<std::vector<v1::RecommendAllResponse>> messages =
+        All(request);
+    EXPECT_TRUE(messages.ok()) << messages.status();
+    if (!messages.ok()) return 0;
+    int users = 0;
+    for (const v1::RecommendAllResponse& m : *messages) {
+      for (const v1::UserRecommendations& u : m.users()) {
+        v1::RecommendRequest one = request.template_();
+        one.set_user_id(u.user_id());
+        absl::StatusOr<v1::RecommendResponse> r = service_->Recommend(one);
+        EXPECT_TRUE(r.ok()) << u.user_id() << ": " << r.status();
+        if (!r.ok()) continue;
+        EXPECT_EQ(u.response().SerializeAsString(), r->SerializeAsString())
+            << u.user_id() << " with "
+            << request.template_().ShortDebugString();
+        ++users;
+      }
+    }
+    return users;
   }
 
   static std::vector<std::string> Users(
@@ -189,6 +215,148 @@ TEST_F(BulkTest, ListsInRequestOrderAndResumes) {
   messages = All(all);
   ASSERT_TRUE(messages.ok()) << messages.status();
   EXPECT_TRUE(messages->empty());
+}
+
+// Item i: categories "mod4-<i % 4>"; item 3 hidden.
+v1::PutItemsRequest BulkCatalogue() {
+  v1::PutItemsRequest req;
+  for (int i = 0; i < kItems; ++i) {
+    v1::Item* item = req.add_items();
+    item->set_item_id(I(i));
+    item->add_categories(absl::StrCat("mod4-", i % 4));
+    item->set_hidden(i == 3);
+  }
+  return req;
+}
+
+// Every ranking and method, with and without each filter and a page: the
+// batched answers (shared passes over W, up to 8 users at a time) equal
+// Recommend's for every stored user and for listed ones (a cold start).
+TEST_F(BulkTest, EveryRankingFilterAndPageEqualsRecommend) {
+  ASSERT_TRUE(service_->PutItems(BulkCatalogue()).ok());
+  const std::vector<v1::RankBy> rankings = {
+      v1::RANK_BY_UNSPECIFIED, v1::EXPECTED_RATING, v1::PROBABILITY_AT_LEAST,
+      v1::PROBABILITY_RATED, v1::PROBABILITY_RATED_AT_LEAST};
+  for (const v1::RankBy by : rankings) {
+    for (const v1::Method method : {v1::METHOD_UNSPECIFIED, v1::MEAN_FIELD}) {
+      for (int filter = 0; filter < 5; ++filter) {
+        v1::RecommendAllRequest request;
+        v1::RecommendRequest& t = *request.mutable_template_();
+        t.set_n(5);
+        t.set_rank_by(by);
+        t.set_method(method);
+        if (by == v1::PROBABILITY_AT_LEAST) t.set_threshold(4);
+        switch (filter) {
+          case 1:
+            t.add_categories("mod4-1");
+            break;
+          case 2:
+            for (int i : {0, 1, 2, 5, 8}) t.add_exclude_item_ids(I(i));
+            break;
+          case 3:
+            for (int i : {4, 6, 7, 9, 11}) t.add_candidate_item_ids(I(i));
+            break;
+          case 4:
+            t.set_offset(3);
+            break;
+        }
+        EXPECT_EQ(ExpectSameAsRecommend(request), kUsers)
+            << t.ShortDebugString();
+        // Listed users, with a cold start and a repeat in one batch.
+        for (const char* u : {"u5", "nobody", "u1", "u5", "u42"}) {
+          request.add_user_ids(u);
+        }
+        EXPECT_EQ(ExpectSameAsRecommend(request), 5) << t.ShortDebugString();
+      }
+    }
+  }
+}
+
+// Without the rated RBM the default ranking and the distribution rankings
+// still equal Recommend's; the p(rated) rankings fail up front.
+TEST_F(BulkTest, ModelWithoutTheRatedRbm) {
+  v1::TrainRequest train;
+  train.mutable_options()->set_rated_hidden(0);
+  TrainDone(train);
+  for (const v1::RankBy by : {v1::RANK_BY_UNSPECIFIED, v1::EXPECTED_RATING,
+                              v1::PROBABILITY_AT_LEAST}) {
+    v1::RecommendAllRequest request;
+    request.mutable_template_()->set_n(4);
+    request.mutable_template_()->set_rank_by(by);
+    if (by == v1::PROBABILITY_AT_LEAST) {
+      request.mutable_template_()->set_threshold(4);
+    }
+    EXPECT_EQ(ExpectSameAsRecommend(request), kUsers) << by;
+  }
+  v1::RecommendAllRequest rated;
+  rated.mutable_template_()->set_rank_by(v1::PROBABILITY_RATED_AT_LEAST);
+  EXPECT_EQ(service_->StartRecommendAll(rated).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+// A user deleted while the stream runs (after its first message), one the
+// model does not know (stored after training): every stored user's stream
+// skips them (their id leaves the store), a listed one is answered as a
+// cold start; every later answer equals Recommend's on the stream's model.
+TEST_F(BulkTest, UserDeletedMidStreamIsSkippedOrAColdStart) {
+  ServiceOptions o = DefaultOptions();
+  o.registry.activation = Activation::kAlways;
+  o.online.enabled = false;
+  o.limits.max_bulk_users = kUsers + 1;
+  o.cold_start = ColdStart::kEmptyUser;
+  Start(nullptr, o);
+  LoadSynthetic();
+  TrainDone();
+  const std::string late = "zz-late";  // after every "u.." id
+  std::vector<std::string> ids;
+  for (int u = 0; u < kUsers; ++u) ids.push_back(U(u));
+  std::sort(ids.begin(), ids.end());
+  ids.push_back(late);
+  v1::RecommendAllRequest stored;
+  stored.mutable_template_()->set_n(5);
+  v1::RecommendAllRequest listed = stored;
+  for (const std::string& id : ids) listed.add_user_ids(id);
+  for (const bool list : {false, true}) {
+    SCOPED_TRACE(list ? "listed users" : "every stored user");
+    ASSERT_TRUE(service_
+                    ->AddRatings({[&] {
+                      v1::AddRatingsRequest b;
+                      *b.add_ratings() = Row(late, I(1), 4);
+                      return b;
+                    }()})
+                    .ok());
+    absl::StatusOr<std::unique_ptr<RecommendAllJob>> job =
+        service_->StartRecommendAll(list ? listed : stored);
+    ASSERT_TRUE(job.ok()) << job.status();
+    const int64_t version = (*job)->model_version();
+    std::vector<v1::UserRecommendations> later;
+    int messages = 0;
+    ASSERT_TRUE(
+        DrainRecommendAll(**job, [&](const v1::RecommendAllResponse& m) {
+          if (++messages > 1) {
+            later.insert(later.end(), m.users().begin(), m.users().end());
+            return true;
+          }
+          v1::DeleteUserRequest del;
+          del.set_user_id(late);
+          EXPECT_TRUE(service_->DeleteUser(del).ok());
+          service_->FlushOnlineForTest();
+          return true;
+        }).ok());
+    ASSERT_GT(messages, 1);
+    ASSERT_FALSE(later.empty());
+    if (list) {
+      EXPECT_EQ(later.back().user_id(), late);
+      EXPECT_EQ(later.back().response().fallback(), v1::FALLBACK_EMPTY_USER);
+    } else {
+      EXPECT_EQ(later.back().user_id(), U(9));  // skipped
+    }
+    for (const v1::UserRecommendations& u : later) {
+      EXPECT_EQ(u.response().SerializeAsString(),
+                Rec(u.user_id(), 5, version).SerializeAsString())
+          << u.user_id();
+    }
+  }
 }
 
 TEST_F(BulkTest, OneModelSnapshotForTheWholeStream) {
