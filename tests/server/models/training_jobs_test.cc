@@ -163,6 +163,11 @@ TEST_F(TrainingJobsTest, CancelledMessageHasNoRbmAndStatsAlwaysHaveTraining) {
   ASSERT_TRUE(idle.ok());
   EXPECT_TRUE(idle->has_training());
   EXPECT_FALSE(idle->training().running());
+  // Training that only the cancel below ends (no early stop on a converged
+  // training RMSE, which a loaded machine could reach before the cancel).
+  ServiceOptions options = DefaultOptions();
+  options.train_defaults.patience = 1000000;
+  Start(nullptr, options);
   LoadSynthetic();
   v1::TrainRequest req;
   req.mutable_options()->set_epochs(100000);

@@ -446,6 +446,11 @@ TEST_F(ServiceTest, RatedFactorsReachTheRatedRbm) {
 }
 
 TEST_F(ServiceTest, SecondTrainFailsWhileOneRunsAndCancelStopsIt) {
+  // Training that only the cancel below ends (no early stop on a converged
+  // training RMSE, which a loaded machine could reach before the cancel).
+  ServiceOptions options = DefaultOptions();
+  options.train_defaults.patience = 1000000;
+  Start(nullptr, options);
   LoadSynthetic();
   v1::TrainRequest req;
   req.mutable_options()->set_epochs(100000);
