@@ -331,8 +331,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (!f::Parse(data, size, &req)) return 0;
       absl::StatusOr<v1::PutItemsResponse> r = svc->PutItems(req);
       if (r.ok()) {
-        f::Check(r->stored() <= req.items_size(),
-                 "PutItems: stored more items than sent");
+        f::Check(r->stored() == req.items_size() + req.hide_item_ids_size() +
+                                    req.unhide_item_ids_size(),
+                 "PutItems: stored != items + hide + unhide entries sent");
       }
       break;
     }
