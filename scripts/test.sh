@@ -3,11 +3,13 @@
 #   1. installs the Debian packages (scripts/install-deps.sh; needs root),
 #   2. builds everything from scratch in Release with -Werror and runs ctest,
 #   3. builds the core engine, the store and the transport-free service with
-#      AddressSanitizer + UndefinedBehaviorSanitizer and runs their tests again
-#      (the gRPC, CLI and end-to-end suites only in step 2),
+#      clang, AddressSanitizer + UndefinedBehaviorSanitizer and runs their
+#      tests again (the gRPC, CLI and end-to-end suites only in step 2); the
+#      same build makes the libFuzzer targets,
 #   4. runs the long suites in their short CI modes: fault injection
 #      (bench/faults.sh --ci), soak (bench/soak.sh --ci) and fuzzing
-#      (bench/fuzz.sh --ci, 30 s per libFuzzer target). Their full modes are
+#      (bench/fuzz.sh --ci on step 3's targets, 30 s per libFuzzer target).
+#      Their full modes are
 #      run from bench/ (see docs/operations.md, "Robustness suites").
 # Usage: scripts/test.sh            (from anywhere; build dirs under build-test*)
 set -euo pipefail
@@ -44,17 +46,22 @@ ctest --test-dir build-test --output-on-failure -j"$jobs"
 phase "sizes: no function over 120 lines, no file over 800 in core/ server/ store/ client/"
 bash scripts/check_sizes.sh --strict
 
-phase "ASan+UBSan build of the core, store and service suites"
+phase "ASan+UBSan build (clang) of the core, store and service suites and the fuzz targets"
+# One instrumented build serves both the sanitizer suites and the libFuzzer
+# targets (bench/fuzz.sh --ci below): clang, AddressSanitizer +
+# UndefinedBehaviorSanitizer, the libraries also instrumented for libFuzzer's
+# coverage (-fsanitize=fuzzer-no-link, inert outside a fuzz target), -O1 with
+# line tables (-g1): ASan's reports keep their file:line frames. -Werror is
+# the gcc Release build's job above. bench/fuzz.sh without --ci keeps its own
+# build (build-fuzz/, RelWithDebInfo) for long runs.
+mapfile -t fuzz_packages < <(grep -v '^\s*#' tests/fuzz/packages.txt | grep -v '^\s*$')
+bash scripts/install-deps.sh "${fuzz_packages[@]}"
 rm -rf build-test-asan
-# -O1 -g1 (line tables only) instead of RelWithDebInfo's -O2 -g: the
-# instrumented build was CI's longest step (13 min of ~28 on 2 cores), and
-# one heavy file (core/rated_rbm.cc) compiles in 23 s instead of 58 s; the
-# whole step's build took 414 s instead of ~800, with the same 344 tests.
-# ASan's reports keep their file:line frames; -O1 is what its docs advise.
-cmake -S . -B build-test-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRBMREC_WERROR=ON \
-  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" -DRBMREC_SANITIZE=ON >/dev/null
+CC=clang CXX=clang++ cmake -S . -B build-test-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" -DRBMREC_SANITIZE=ON \
+  -DRBMREC_FUZZ=ON >/dev/null
 asan_targets=$(cmake --build build-test-asan --target help | sed -n -E \
-  's/^\.\.\. ((core|store)_[a-z_]*_test|rbmrec_(service|model_registry|training_jobs|online_updater|read_caches|limits|erasure)_test)$/\1/p')
+  's/^\.\.\. ((core|store)_[a-z_]*_test|rbmrec_(service|model_registry|training_jobs|online_updater|read_caches|limits|erasure)_test|fuzz_(readers|model_file|requests|http))$/\1/p')
 cmake --build build-test-asan -j"$jobs" --target $asan_targets
 # Suites of targets not built here are listed by ctest as *_NOT_BUILT.
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
@@ -64,6 +71,6 @@ phase "fault injection (short mode)"
 BUILD="$root/build-test" bash bench/faults.sh --ci
 phase "soak (short mode)"
 BUILD="$root/build-test" bash bench/soak.sh --ci
-phase "fuzzing (short mode)"
-bash bench/fuzz.sh --ci
+phase "fuzzing (short mode, on the ASan build's fuzz targets)"
+FUZZ_BUILD_DIR="$root/build-test-asan" bash bench/fuzz.sh --ci
 phase "all tests passed"
