@@ -282,9 +282,9 @@ void BindSecurityFlags(CLI::App& app, Flags& f) {
                  "serve the HTTP/JSON API (docs/http.md) on HOST:PORT (empty "
                  "= off; the same TLS, token and loopback policy as --listen)");
   app.add_option("--http-threads", f.http.threads,
-                 "polling threads of the HTTP listener (each serves many "
-                 "connections)")
-      ->check(CLI::Range(1, 256));
+                 "polling threads of the HTTP listener, each serving many "
+                 "connections (0 = one per hardware thread)")
+      ->check(CLI::Range(0, 256));
   app.add_option("--http-max-connections", f.http.max_connections,
                  "open connections of the HTTP listener at most")
       ->check(CLI::Range(1, 100000));

@@ -2,8 +2,10 @@
 
 #include <microhttpd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <thread>
 #include <utility>
 
 #include "absl/strings/numbers.h"
@@ -348,17 +350,21 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(
     return absl::InternalError("no descriptor for rbmrec.v1.Rbmrec");
   }
   if (absl::Status s = CheckRoleTable(*descriptor); !s.ok()) return s;
-  if (options.threads < 1 || options.max_connections < 1 ||
+  if (options.threads < 0 || options.max_connections < 1 ||
       options.timeout_seconds < 1) {
     return absl::InvalidArgumentError(
-        "--http-threads, --http-max-connections and --http-timeout-seconds "
-        "must be at least 1");
+        "--http-threads must be at least 0, --http-max-connections and "
+        "--http-timeout-seconds at least 1");
   }
   absl::StatusOr<ListenAddress> address =
       ResolveListen("--http-listen", options.listen);
   if (!address.ok()) return address.status();
   std::unique_ptr<HttpServer> server(new HttpServer(service));
   server->options_ = std::move(options);
+  if (server->options_.threads == 0) {
+    server->options_.threads =
+        static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  }
   if (absl::Status s = server->dispatcher_.Check(*descriptor); !s.ok()) {
     return s;
   }

@@ -61,7 +61,10 @@ struct HttpServerOptions {
   std::string listen;  // HOST:PORT; port 0 picks a free one
   // Null: tokens are off and every call is allowed.
   std::shared_ptr<const Authorizer> authorizer;
-  int threads = 4;
+  // Polling threads; 0 = one per hardware thread (a pool larger than the
+  // cores only adds scheduling delay to the tail: each unary call runs on
+  // the polling thread that read it).
+  int threads = 0;
   int max_connections = 256;
   int timeout_seconds = 30;
   size_t max_body_bytes = 4u << 20;
