@@ -16,6 +16,9 @@
 // and, for Recommend's two-stage ranking (mean field for all items, exact
 // for the best C), how many of the exact top 10 each C recovers.
 //
+// rank_candidates500 / rank_tenth: the default ranking among a fixed
+// pseudo-random 500 items / tenth of the items (Recommend's filters).
+//
 //   rbmrec-scoring-bench --train u1.base [--model FILE] [--users 200]
 //                        [--rounds 5] [--json]
 
@@ -23,6 +26,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -31,6 +35,7 @@
 #include "absl/strings/str_format.h"
 #include "core/cpu_check.h"
 #include "core/fit.h"
+#include "core/item_filter.h"
 #include "core/model_file.h"
 #include "core/rbm.h"
 #include "core/readers.h"
@@ -211,10 +216,13 @@ int Main(int argc, char** argv) {
   // Recommend's whole ranking (core/recommend.h), top 10, exact: by
   // expected rating (two stages) and by the default p(rated) x p(>= t)
   // (bounded search over items in decreasing p(rated)); and p(rated) alone.
-  auto rank = [&](RankBy by) {
-    return [&, by](const User& u) {
+  // `filter` (may be null): Recommend's filters (core/item_filter.h), e.g.
+  // a candidate set; the same ranking restricted to the items it allows.
+  auto rank = [&](RankBy by, const ItemFilter* filter = nullptr) {
+    return [&, by, filter](const User& u) {
       RankOptions ro;
       ro.by = by;
+      ro.filter = filter;
       ro.k0 = DefaultThresholdIndex(*model);
       const std::vector<Ranked> r = RankItems(*model, u.index, u.ratings.view(),
                                               u.ratings.items, ro, &scratch);
@@ -225,6 +233,28 @@ int Main(int argc, char** argv) {
   const bool has_rated = model->HasRatedRbm();
   const double rank_rated_at_least =
       has_rated ? TimeUs(users, rounds, rank(RankBy::kRatedAtLeast)) : 0;
+  // The default ranking among a fixed pseudo-random sample of items: 500
+  // (a candidate set, as `service_bench.sh --ml1m` sends) and a tenth of
+  // the items (about one genre's share).
+  auto sample_filter = [&](int32_t count) {
+    std::vector<uint8_t> mask(static_cast<size_t>(m), 0);
+    std::mt19937 rng(7);
+    std::vector<int32_t> order(static_cast<size_t>(m));
+    for (int32_t i = 0; i < m; ++i) order[static_cast<size_t>(i)] = i;
+    std::shuffle(order.begin(), order.end(), rng);
+    for (int32_t i = 0; i < std::min(count, m); ++i) {
+      mask[static_cast<size_t>(order[static_cast<size_t>(i)])] = 1;
+    }
+    return ItemFilter::FromMask(mask);
+  };
+  const ItemFilter cand500 = sample_filter(500);
+  const ItemFilter tenth = sample_filter(std::max<int32_t>(1, m / 10));
+  const double rank_cand500 =
+      has_rated ? TimeUs(users, rounds, rank(RankBy::kRatedAtLeast, &cand500))
+                : 0;
+  const double rank_tenth =
+      has_rated ? TimeUs(users, rounds, rank(RankBy::kRatedAtLeast, &tenth))
+                : 0;
   std::vector<float> p_rated(static_cast<size_t>(m));
   const double rated_probs =
       has_rated ? TimeUs(users, rounds,
@@ -282,11 +312,13 @@ int Main(int argc, char** argv) {
         "\"all_exact_us\":%.2f,"
         "\"rescore50_exact_us\":%.2f,\"urbm_matvec_us\":%.2f,"
         "\"irbm_logits_us\":%.2f,\"rank_expected_us\":%.2f,"
-        "\"rank_rated_at_least_us\":%.2f,\"rated_probabilities_us\":%.2f,"
+        "\"rank_rated_at_least_us\":%.2f,\"rank_candidates500_us\":%.2f,"
+        "\"rank_tenth_us\":%.2f,\"rated_probabilities_us\":%.2f,"
         "\"top10_recall_by_candidates\":{%s}}\n",
         m, K, model->members().empty() ? 0 : model->members()[0].F,
         static_cast<int>(users.size()), p10e, p10m, allm, scorem, alle, r50,
-        urbm, irbm, rank_expected, rank_rated_at_least, rated_probs,
+        urbm, irbm, rank_expected, rank_rated_at_least, rank_cand500,
+        rank_tenth, rated_probs,
         rec.c_str());
   } else {
     std::printf("model: %d items, K %d, %zu users timed (best of %d rounds)\n",
@@ -307,6 +339,10 @@ int Main(int argc, char** argv) {
     std::printf(
         "  rank_rated_at_least  %9.2f us  (Recommend top 10, default)\n",
         rank_rated_at_least);
+    std::printf("  rank_candidates500   %9.2f us  (the same among 500 items)\n",
+                rank_cand500);
+    std::printf("  rank_tenth           %9.2f us  (the same among a tenth)\n",
+                rank_tenth);
     std::printf("  rated_probabilities  %9.2f us  (in rank_rated_at_least)\n",
                 rated_probs);
     std::printf(
