@@ -19,6 +19,7 @@
 #include "server/security/auth.h"
 #include "server/security/call_guard.h"
 #include "server/security/listen_policy.h"
+#include "server/transport/arena_allocator.h"
 #include "server/transport/blocking_executor.h"
 #include "server/transport/bulk_stream.h"
 #include "server/transport/reflection_v1.h"
@@ -69,6 +70,8 @@ class GrpcServer::Handler final : public HandlerBase {
               return handler->AddRatingsRaw(context, reader, response);
             },
             this));
+    SetMessageAllocatorFor_PredictRatings(&predict_allocator_);
+    SetMessageAllocatorFor_Recommend(&recommend_allocator_);
   }
 
   grpc::Status DeleteRatings(grpc::ServerContext* context,
@@ -386,6 +389,12 @@ class GrpcServer::Handler final : public HandlerBase {
       static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   static constexpr size_t kMaxQueuedBulk = 1024;
 
+  // Requests parsed into arenas (arena_allocator.h); declared before
+  // everything that runs calls, so they outlive them.
+  ArenaRequestAllocator<v1::PredictRatingsRequest, v1::PredictRatingsResponse>
+      predict_allocator_;
+  ArenaRequestAllocator<v1::RecommendRequest, v1::RecommendResponse>
+      recommend_allocator_;
   RbmrecService* service_;
   GrpcServer* owner_;       // for RefreshHealth after a publish
   const CallGuard* guard_;  // owned by owner_

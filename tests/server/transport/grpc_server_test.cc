@@ -16,6 +16,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
+#include "google/protobuf/util/message_differencer.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/impl/rpc_method.h"
 #include "grpcpp/support/byte_buffer.h"
@@ -315,6 +316,58 @@ TEST_F(GrpcServerTest, AStoredVersionThatIsNotLoadedIsServedFromALoaderThread) {
   grpc::Status s = stub_->Recommend(&context, request, &response);
   ASSERT_TRUE(s.ok()) << s.error_message();
   EXPECT_EQ(response.model_version(), 1);
+}
+
+// PredictRatings and Recommend parse their requests into arenas
+// (server/transport/arena_allocator.h): a request larger than the arena's
+// inline block (a long candidate list) answers exactly as the service does
+// in process, and so does a small one.
+TEST_F(GrpcServerTest, ArenaParsedRequestsAnswerAsTheServiceDoes) {
+  Start();
+  AddSomeRatings();
+  ASSERT_EQ(TrainOnce(), 1);
+  for (const int padding : {0, 400}) {
+    v1::RecommendRequest request;
+    request.set_user_id("u3");
+    request.set_n(5);
+    for (int i = 0; i < 15; i += 2) {
+      request.add_candidate_item_ids(absl::StrCat("i", i));
+    }
+    // Unknown ids are no candidates; 400 of 100 bytes make the request
+    // about 40 KB.
+    for (int i = 0; i < padding; ++i) {
+      request.add_candidate_item_ids(
+          absl::StrCat("unknown-", i, "-", std::string(80, 'x')));
+    }
+    grpc::ClientContext context;
+    v1::RecommendResponse response;
+    grpc::Status s = stub_->Recommend(&context, request, &response);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+    absl::StatusOr<v1::RecommendResponse> direct = service_->Recommend(request);
+    ASSERT_TRUE(direct.ok()) << direct.status();
+    // The 8 known candidates less the user's rated ones.
+    EXPECT_GT(response.candidates(), 0);
+    EXPECT_LE(response.candidates(), 8);
+    ASSERT_GT(response.recommendations_size(), 0);
+    EXPECT_TRUE(
+        google::protobuf::util::MessageDifferencer::Equals(response, *direct))
+        << response.DebugString() << "\nvs\n"
+        << direct->DebugString();
+
+    v1::PredictRatingsRequest predict;
+    predict.set_user_id("u3");
+    for (int i = 0; i < 15; ++i) predict.add_item_ids(absl::StrCat("i", i));
+    grpc::ClientContext predict_context;
+    v1::PredictRatingsResponse predicted;
+    s = stub_->PredictRatings(&predict_context, predict, &predicted);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+    absl::StatusOr<v1::PredictRatingsResponse> predicted_direct =
+        service_->PredictRatings(predict);
+    ASSERT_TRUE(predicted_direct.ok()) << predicted_direct.status();
+    EXPECT_EQ(predicted.predictions_size(), 15);
+    EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(
+        predicted, *predicted_direct));
+  }
 }
 
 // RecommendAll over the network: every user in id order, several messages
