@@ -318,8 +318,7 @@ int Main(int argc, char** argv) {
         m, K, model->members().empty() ? 0 : model->members()[0].F,
         static_cast<int>(users.size()), p10e, p10m, allm, scorem, alle, r50,
         urbm, irbm, rank_expected, rank_rated_at_least, rank_cand500,
-        rank_tenth, rated_probs,
-        rec.c_str());
+        rank_tenth, rated_probs, rec.c_str());
   } else {
     std::printf("model: %d items, K %d, %zu users timed (best of %d rounds)\n",
                 m, K, users.size(), rounds);
