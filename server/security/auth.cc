@@ -47,6 +47,10 @@ constexpr MethodRole kMethodRoles[] = {
     {"CancelTraining", Role::kAdmin}, {"ActivateModel", Role::kAdmin},
     {"DeleteModel", Role::kAdmin},    {"PinModel", Role::kAdmin},
     {"PruneModels", Role::kAdmin},
+    {"GetItem", Role::kRead},
+    // A named user's stored ratings: write (read-role privacy, as for
+    // ad-hoc ratings merged over a stored user's).
+    {"GetUserRatings", Role::kWrite},
 };
 
 bool ParseDigest(absl::string_view text, Sha256Digest* out) {
