@@ -9,14 +9,18 @@ item titles through the HTTP API, trains once, then in the browser:
   - a wrong token is refused on the login form;
   - with the admin token: the overview shows the store counts; the user page
     shows recommendation rows, each with its predicted-distribution bars
-    (one per rating value); the item page lists similar items; the models
+    (one per rating value), and the user's stored ratings as GetUserRatings
+    returns them; the item page shows the item's title, its ratings
+    histogram (one bar per rating value, the counts GetItem returns) and
+    lists similar items; the models
     page has the admin actions; a training run started from the training
     page draws its validation-RMSE chart point by point (every redraw of the
     chart is recorded in the page, and the point count must grow through at
     least two redraws before the job ends);
-  - with the read token: no admin action on the models and training pages;
+  - with the read token: no admin action on the models and training pages,
+    no stored ratings on the user page (a line says the role cannot see them);
   - no console error (except the expected refusals: 401 before login, the
-    403/400 of the role probe) and no Content-Security-Policy report.
+    403/400 of the role probes) and no Content-Security-Policy report.
 Screenshots and the browser console go to --artifacts (ctest:
 build/artifacts/dashboard; default $RBMREC_ARTIFACTS, else
 ./dashboard-artifacts). --full (bench/browser.sh --full) loads three times
@@ -180,7 +184,8 @@ class Browser:
 
 
 # Console messages that are expected: the browser logs every non-2xx fetch.
-EXPECTED_NETWORK = ["/v1/models/0:pin", "/v1/stats - Failed to load resource: the server "
+EXPECTED_NETWORK = ["/v1/models/0:pin", "/v1/rbmrec.v1.Rbmrec/GetUserRatings",
+                    "/v1/stats - Failed to load resource: the server "
                     "responded with a status of 401"]
 
 
@@ -223,6 +228,13 @@ def admin_pass(b, api, tokens, n_ratings, full):
         rows = b.count("tr.rec-row")
         bars = b.count("tr.rec-row svg.dist rect.bar")
         assert bars == rows * 5, f"{bars} bars for {rows} rows (5 rating values each)"
+    # The stored ratings (admin: may see them), as GetUserRatings has them.
+    stored = json.loads(api.call("GET", f"/v1/users/{users[-1]}/ratings?limit=100"))
+    want = [r["itemId"] for r in stored["ratings"]]
+    b.wait("stored ratings", lambda: b.count("tr.rating-row") == len(want) > 0)
+    got = b.js("return [...document.querySelectorAll('tr.rating-row')].map(r => r.dataset.item)")
+    assert got == want, f"ratings table {got[:5]}.. != GetUserRatings {want[:5]}.."
+    assert f"{int(stored['total']):,} stored ratings" in b.text("#ratings-total")
     b.shot("user")
     # Filters: odd items only, 3 of them, the first excluded.
     b.go("#/user")
@@ -238,6 +250,16 @@ def admin_pass(b, api, tokens, n_ratings, full):
     for item in (["2", "5", "10"] if full else ["2"]):
         b.go(f"#/item/{item}")
         b.wait(f"similar items of {item}", lambda: b.count("tr.similar-row") >= 3)
+        # The catalogue row and the ratings histogram: one bar per value.
+        title = f"Item {item} ({'odd' if int(item) % 2 else 'even'})"
+        assert b.text("#item-title dd") == title, b.text("#item-title dd")
+        assert b.count("#item-hist rect.bar") == 5, b.count("#item-hist rect.bar")
+        got = json.loads(api.call("GET", f"/v1/items/{item}"))
+        tips = b.js("return [...document.querySelectorAll('#item-hist rect.bar title')]"
+                    ".map(t => t.textContent)")
+        counts = [int(c) for c in got["ratingCounts"]]
+        assert [t.split(":")[1].split()[0] for t in tips] == [f"{c:,}" for c in counts], tips
+        assert sum(counts) > 0
     b.shot("item")
     b.go("#/models")
     b.wait("models", lambda: b.count("tr.model-row") >= 1)
@@ -329,6 +351,8 @@ def reader_pass(b, tokens):
     assert b.count("#train-start") == 0 and b.count(".admin-action") == 0
     b.go("#/user/3")
     b.wait("recommendations as reader", lambda: b.count("tr.rec-row") >= 5)
+    b.wait("no stored ratings for a reader", lambda: b.count("#ratings-denied") == 1)
+    assert b.count("tr.rating-row") == 0, "a read token sees stored ratings"
     b.collect_logs()
 
 
