@@ -30,19 +30,15 @@ namespace {
 // of repeating it. A method of the service that is missing here fails the test.
 const std::map<std::string, Role>& ExpectedRoles() {
   static const auto* roles = new std::map<std::string, Role>{
-      {"PredictRatings", Role::kRead},  {"Recommend", Role::kRead},
-      {"GetStats", Role::kRead},        {"ListModels", Role::kRead},
-      {"SimilarItems", Role::kRead},    {"RecommendAll", Role::kRead},
-      {"AddRatings", Role::kWrite},
-      {"DeleteRatings", Role::kWrite},  {"DeleteUser", Role::kWrite},
-      {"PutItems", Role::kWrite},       {"Train", Role::kAdmin},
-      {"CancelTraining", Role::kAdmin}, {"ActivateModel", Role::kAdmin},
-      {"DeleteModel", Role::kAdmin},    {"PinModel", Role::kAdmin},
-      {"PruneModels", Role::kAdmin},
-      {"GetItem", Role::kRead},
-      // A named user's stored ratings: write (read-role privacy, as for
-      // ad-hoc ratings merged over a stored user's).
-      {"GetUserRatings", Role::kWrite},
+      {"PredictRatings", Role::kRead}, {"Recommend", Role::kRead},
+      {"GetStats", Role::kRead},       {"ListModels", Role::kRead},
+      {"SimilarItems", Role::kRead},   {"RecommendAll", Role::kRead},
+      {"AddRatings", Role::kWrite},    {"DeleteRatings", Role::kWrite},
+      {"DeleteUser", Role::kWrite},    {"PutItems", Role::kWrite},
+      {"Train", Role::kAdmin},         {"CancelTraining", Role::kAdmin},
+      {"ActivateModel", Role::kAdmin}, {"DeleteModel", Role::kAdmin},
+      {"PinModel", Role::kAdmin},      {"PruneModels", Role::kAdmin},
+      {"GetItem", Role::kRead},        {"GetUserRatings", Role::kWrite},
   };
   return *roles;
 }
