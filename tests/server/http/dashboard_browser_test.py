@@ -3,7 +3,7 @@
 chromium-driver) driven by Selenium (python3-selenium).
 
 Starts rbmrec-server on free ports with a temporary database and an
---auth-tokens file with an admin and a read token (`rbmrec-server token
+--auth-tokens file with an admin, a write and a read token (`rbmrec-server token
 new`), loads the synthetic ratings of tests/server/synthetic_ratings.py and
 item titles through the HTTP API, trains once, then in the browser:
   - a wrong token is refused on the login form;
@@ -17,6 +17,8 @@ item titles through the HTTP API, trains once, then in the browser:
     page draws its validation-RMSE chart point by point (every redraw of the
     chart is recorded in the page, and the point count must grow through at
     least two redraws before the job ends);
+  - with a write token: the role shown is write, the user page lists the
+    stored ratings;
   - with the read token: no admin action on the models and training pages,
     no stored ratings on the user page (a line says the role cannot see them);
   - no console error (except the expected refusals: 401 before login, the
@@ -78,7 +80,7 @@ class Api:
 
 def make_tokens(server_bin, tmp):
     lines, tokens = [], {}
-    for name, role in [("admin", "admin"), ("reader", "read")]:
+    for name, role in [("admin", "admin"), ("writer", "write"), ("reader", "read")]:
         out = subprocess.run([server_bin, "token", "new", name, role], check=True,
                              capture_output=True, text=True).stdout.splitlines()
         tokens[role] = out[0].strip()
@@ -338,6 +340,18 @@ def full_admin_extras(b, api):
     job.join(timeout=60)
 
 
+def writer_pass(b, tokens):
+    """A write token: told apart from read by the role probe; it sees a
+    user's stored ratings but no admin action."""
+    b.js("document.getElementById('logout').click()")
+    b.login(tokens["write"])
+    b.wait("write role", lambda: b.text("#role") == "role: write")
+    b.go("#/user/3")
+    b.wait("stored ratings as writer", lambda: b.count("tr.rating-row") > 0)
+    assert b.count("#ratings-denied") == 0 and b.count(".admin-action") == 0
+    b.collect_logs()
+
+
 def reader_pass(b, tokens):
     b.js("document.getElementById('logout').click()")
     b.login(tokens["read"])
@@ -416,6 +430,7 @@ def main():
         print(f"server up, {n_ratings} ratings, one model: {time.time() - started:.1f} s")
         browser = Browser(base, args.artifacts)
         admin_pass(browser, api, tokens, n_ratings, args.full)
+        writer_pass(browser, tokens)
         reader_pass(browser, tokens)
         check_logs(browser.logs)
         csp_control(browser)
