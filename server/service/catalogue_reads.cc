@@ -113,10 +113,13 @@ absl::StatusOr<v1::GetItemResponse> RbmrecService::GetItem(
   const std::vector<uint32_t>& hist = model.item_hist();
   double sum = 0;
   int64_t n = 0;
+  // The item's row of item_hist; K zeros for an item the model lacks.
+  const size_t first =
+      static_cast<size_t>(std::max(index, 0)) * static_cast<size_t>(K);
+  const bool known =
+      index >= 0 && first + static_cast<size_t>(K) <= hist.size();
   for (int k = 0; k < K; ++k) {
-    const size_t at = static_cast<size_t>(index) * static_cast<size_t>(K) +
-                      static_cast<size_t>(k);
-    const int64_t c = index >= 0 && at < hist.size() ? hist[at] : 0;
+    const int64_t c = known ? hist[first + static_cast<size_t>(k)] : 0;
     resp.add_rating_counts(c);
     n += c;
     sum += static_cast<double>(c) * model.scale().Value(k);
