@@ -187,6 +187,10 @@ absl::StatusOr<v1::SimilarItemsRequest> BuildSimilarRequest(
     const ParsedArgs& args);
 absl::StatusOr<v1::RecommendRequest> BuildRecommendRequest(
     const ParsedArgs& args);
+// `ratings USER [--offset N] [--limit N]`: offset >= 0 (default 0), limit
+// >= 1 (default 0 = the server's page of 100).
+absl::StatusOr<v1::GetUserRatingsRequest> BuildUserRatingsRequest(
+    const ParsedArgs& args);
 
 }  // namespace rbmrec::client
 

@@ -380,6 +380,23 @@ absl::StatusOr<v1::SimilarItemsRequest> BuildSimilarRequest(
   return request;
 }
 
+absl::StatusOr<v1::GetUserRatingsRequest> BuildUserRatingsRequest(
+    const ParsedArgs& args) {
+  v1::GetUserRatingsRequest request;
+  absl::StatusOr<std::string> user =
+      IdArgument(args.positional.empty() ? "" : args.positional[0], "USER");
+  if (!user.ok()) return user.status();
+  request.set_user_id(*std::move(user));
+  absl::StatusOr<int64_t> offset =
+      GetInt(args, "offset", 0, 0, std::numeric_limits<int64_t>::max());
+  if (!offset.ok()) return offset.status();
+  request.set_offset(*offset);
+  absl::StatusOr<int64_t> limit = GetInt(args, "limit", 0, 1, kInt32Max);
+  if (!limit.ok()) return limit.status();
+  request.set_limit(static_cast<int32_t>(*limit));
+  return request;
+}
+
 absl::StatusOr<v1::RecommendRequest> BuildRecommendRequest(
     const ParsedArgs& args) {
   v1::RecommendRequest request;

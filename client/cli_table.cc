@@ -214,6 +214,40 @@ void AddItemToItemCommands(std::vector<CommandSpec>& c) {
       RunSimilar});
 }
 
+// Reads of stored data: ratings, item.
+void AddReadCommands(std::vector<CommandSpec>& c) {
+  c.push_back(CommandSpec{
+      {"ratings"},
+      "USER",
+      1,
+      1,
+      "a user's stored ratings",
+      "Lists USER's stored ratings (item, title, rating, time), a page at a "
+      "time in the store's order (the order the items were first stored); "
+      "the first line says which ratings of how many are shown. Needs the "
+      "write role when the server checks tokens.",
+      {Value("offset", "N", "skip the first N ratings (default 0)"),
+       Value("limit", "N",
+             "at most N ratings (default: the server's page, 100; at most "
+             "the server's --max-batch)")},
+      {{"rbmrec ratings 196", "user 196's first 100 stored ratings"},
+       {"rbmrec ratings 196 --offset 100 --limit 100", "the next 100"}},
+      RunRatings});
+  c.push_back(CommandSpec{
+      {"item"},
+      "ITEM",
+      1,
+      1,
+      "an item's metadata and ratings histogram",
+      "Shows ITEM's stored metadata (title, categories, hidden, attributes) "
+      "and, when a model is served, the histogram of the item's ratings the "
+      "model holds (its training ratings plus online updates) as bars, with "
+      "their number and mean.",
+      {},
+      {{"rbmrec item 50", "item 50's title and ratings histogram"}},
+      RunItem});
+}
+
 // Commands that train and use a model: train, predict, recommend, evaluate.
 void AddModelUseCommands(std::vector<CommandSpec>& c) {
   c.push_back(CommandSpec{
@@ -441,6 +475,7 @@ std::vector<CommandSpec> MakeCommands() {
   AddImportCommands(c);
   AddModelUseCommands(c);
   AddItemToItemCommands(c);
+  AddReadCommands(c);
   AddModelsCommands(c);
   AddServerCommands(c);
   return c;

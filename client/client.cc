@@ -335,6 +335,28 @@ absl::StatusOr<v1::SimilarItemsResponse> RbmrecClient::SimilarItems(
   return response;
 }
 
+absl::StatusOr<v1::GetUserRatingsResponse> RbmrecClient::GetUserRatings(
+    const v1::GetUserRatingsRequest& request) {
+  grpc::ClientContext context;
+  SetUnaryDeadline(&context);
+  v1::GetUserRatingsResponse response;
+  grpc::Status status = stub_->GetUserRatings(&context, request, &response);
+  if (!status.ok()) return FromGrpcStatus(status, "GetUserRatings", &context);
+  return response;
+}
+
+absl::StatusOr<v1::GetItemResponse> RbmrecClient::GetItem(
+    const std::string& item_id) {
+  grpc::ClientContext context;
+  SetUnaryDeadline(&context);
+  v1::GetItemRequest request;
+  request.set_item_id(item_id);
+  v1::GetItemResponse response;
+  grpc::Status status = stub_->GetItem(&context, request, &response);
+  if (!status.ok()) return FromGrpcStatus(status, "GetItem", &context);
+  return response;
+}
+
 absl::StatusOr<v1::ListModelsResponse> RbmrecClient::ListModels(
     const v1::ListModelsRequest& request) {
   grpc::ClientContext context;

@@ -160,6 +160,11 @@ class RbmrecClient {
       const v1::RecommendRequest& request);
   absl::StatusOr<v1::SimilarItemsResponse> SimilarItems(
       const v1::SimilarItemsRequest& request);
+  // A page of a user's stored ratings (write role) and one item's row and
+  // ratings histogram (read role).
+  absl::StatusOr<v1::GetUserRatingsResponse> GetUserRatings(
+      const v1::GetUserRatingsRequest& request);
+  absl::StatusOr<v1::GetItemResponse> GetItem(const std::string& item_id);
 
   // RecommendAll: calls `message` with every message of the stream, in
   // order; `message` returning false cancels the call (CANCELLED). The

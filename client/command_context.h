@@ -208,6 +208,8 @@ int RunTrain(Context& ctx);        // commands_train.cc
 int RunPredict(Context& ctx);      // commands.cc
 int RunRecommend(Context& ctx);    // commands.cc
 int RunSimilar(Context& ctx);      // commands.cc
+int RunRatings(Context& ctx);      // commands.cc (a user's stored ratings)
+int RunItem(Context& ctx);         // commands.cc (an item and its histogram)
 // recommend --all-users (commands_bulk.cc; RunRecommend dispatches).
 int RunRecommendAll(Context& ctx);
 int RunEvaluate(Context& ctx);     // commands_evaluate.cc

@@ -82,6 +82,29 @@ int RunSimilar(Context& ctx) {
                                   : FormatSimilar(*response, ctx.style()));
 }
 
+int RunRatings(Context& ctx) {
+  absl::StatusOr<v1::GetUserRatingsRequest> request =
+      BuildUserRatingsRequest(ctx.args());
+  if (!request.ok()) return ctx.UsageError(request.status());
+  absl::StatusOr<v1::GetUserRatingsResponse> response =
+      ctx.client().GetUserRatings(*request);
+  if (!response.ok()) return ctx.RpcError(response.status());
+  return ctx.Print(*response,
+                   ctx.json()
+                       ? std::string()
+                       : FormatUserRatings(*response, *request, ctx.style()));
+}
+
+int RunItem(Context& ctx) {
+  absl::StatusOr<std::string> item =
+      IdArgument(ctx.args().positional[0], "ITEM");
+  if (!item.ok()) return ctx.UsageError(item.status());
+  absl::StatusOr<v1::GetItemResponse> response = ctx.client().GetItem(*item);
+  if (!response.ok()) return ctx.RpcError(response.status());
+  return ctx.Print(*response, ctx.json() ? std::string()
+                                         : FormatItem(*response, ctx.style()));
+}
+
 int64_t SourceLine(const std::vector<RawRating>& rows, int batch_size,
                    int64_t batch, int32_t row) {
   if (batch < 0 || row < 0 || row >= batch_size) return 0;

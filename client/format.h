@@ -101,6 +101,18 @@ std::string FormatPredictions(const v1::PredictRatingsResponse& response,
 // The `similar` table: rank, item, title, score.
 std::string FormatSimilar(const v1::SimilarItemsResponse& response,
                           const TextStyle& style);
+// The `ratings` output (format_reads.cc): a line with the user, the page
+// and the total, then the table item, title, rating, time (UTC; "-" when
+// none was stored); a note when the page is empty.
+std::string FormatUserRatings(const v1::GetUserRatingsResponse& response,
+                              const v1::GetUserRatingsRequest& request,
+                              const TextStyle& style);
+// The `item` output (format_reads.cc): the id and title, its categories,
+// hidden state and attributes, then the served model's ratings histogram:
+// one line per rating value with a bar (its share of the ratings), the
+// count and the percentage, and the total and mean.
+std::string FormatItem(const v1::GetItemResponse& response,
+                       const TextStyle& style);
 // The `recommend` table: rank, item, title, expected rating, and
 // P(>= threshold) when ranked by it.
 std::string FormatRecommendations(const v1::RecommendResponse& response,

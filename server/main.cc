@@ -201,7 +201,8 @@ void BindServingFlags(CLI::App& app, Flags& f) {
   rbmrec::server::ServiceOptions& so = f.so;
   rbmrec::server::GrpcServerOptions& go = f.go;
   app.add_option("--max-batch", so.limits.max_batch_rows,
-                 "max rows per AddRatings batch / PutItems call")
+                 "max rows per AddRatings batch / PutItems call / "
+                 "GetUserRatings page")
       ->check(CLI::Range(1, 10000000));
   app.add_option("--max-predict-items", so.limits.max_predict_items,
                  "max item_ids per PredictRatings")

@@ -1,6 +1,8 @@
-// PostgresStore's reads of item metadata: GetTitles and ReadCatalogue
+// PostgresStore's reads of item metadata: GetTitles, GetItem and
+// ReadCatalogue
 // (store/postgres_store.h).
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,6 +38,28 @@ absl::StatusOr<std::vector<std::string>> PostgresStore::GetTitles(
     }
   }
   return titles;
+}
+
+absl::StatusOr<std::optional<ItemRow>> PostgresStore::GetItem(
+    std::string_view item) const {
+  ReaderLease conn(this);
+  RBMREC_STORE_RETURN_IF_ERROR(conn.Acquire());
+  RBMREC_STORE_ASSIGN_OR_RETURN(
+      PgResult r,
+      (*conn).Exec("reading an item",
+                   "SELECT title, attributes, categories, hidden FROM items "
+                   "WHERE ext_id = $1",
+                   {PgParam::Text(item)}));
+  std::optional<ItemRow> out;
+  if (r.rows() == 0) return out;
+  out.emplace();
+  out->item = std::string(item);
+  if (!r.IsNull(0, 0)) out->title = std::string(r.Text(0, 0));
+  if (!r.IsNull(0, 1)) out->attributes_json = std::string(r.Text(0, 1));
+  if (!r.IsNull(0, 2))
+    out->categories = internal::SplitCategories(r.Text(0, 2));
+  out->hidden = r.Bool(0, 3);
+  return out;
 }
 
 absl::StatusOr<std::vector<CatalogueRow>> PostgresStore::ReadCatalogue() const {

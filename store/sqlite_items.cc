@@ -1,8 +1,9 @@
-// SqliteStore's item metadata: PutItems, SetItemsHidden, GetTitles and
-// ReadCatalogue (store/sqlite_store.h).
+// SqliteStore's item metadata: PutItems, SetItemsHidden, GetTitles, GetItem
+// and ReadCatalogue (store/sqlite_store.h).
 
 #include <sqlite3.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -123,6 +124,34 @@ absl::StatusOr<std::vector<std::string>> SqliteStore::GetTitles(
   }
   RBMREC_STORE_RETURN_IF_ERROR(txn.Commit());
   return titles;
+}
+
+absl::StatusOr<std::optional<ItemRow>> SqliteStore::GetItem(
+    std::string_view item) const {
+  absl::MutexLock lock(&reader_->mu);
+  Connection& conn = *reader_->conn;
+  RBMREC_STORE_ASSIGN_OR_RETURN(
+      sqlite3_stmt * stmt,
+      conn.Prepare("SELECT title, attributes, categories, hidden FROM items "
+                   "WHERE ext_id=?1"));
+  Txn txn(conn);
+  RBMREC_STORE_RETURN_IF_ERROR(txn.Begin(Txn::kRead));
+  std::optional<ItemRow> out;
+  {
+    Stmt s(conn, stmt);
+    s.BindText(1, item);
+    RBMREC_STORE_ASSIGN_OR_RETURN(bool row, s.Next());
+    if (row) {
+      out.emplace();
+      out->item = std::string(item);
+      out->title = std::string(ColumnText(stmt, 0));
+      out->attributes_json = std::string(ColumnText(stmt, 1));
+      out->categories = internal::SplitCategories(ColumnText(stmt, 2));
+      out->hidden = sqlite3_column_int64(stmt, 3) != 0;
+    }
+  }
+  RBMREC_STORE_RETURN_IF_ERROR(txn.Commit());
+  return out;
 }
 
 absl::StatusOr<std::vector<CatalogueRow>> SqliteStore::ReadCatalogue() const {

@@ -114,6 +114,8 @@ class SqliteStore final : public Store {
   absl::StatusOr<std::vector<CatalogueRow>> ReadCatalogue() const override;
   absl::StatusOr<std::vector<std::string>> GetTitles(
       absl::Span<const std::string> items) const override;
+  absl::StatusOr<std::optional<ItemRow>> GetItem(
+      std::string_view item) const override;
   absl::StatusOr<std::vector<UserRating>> GetUserRatings(
       std::string_view user) const override;
   absl::StatusOr<std::vector<std::string>> ListUsers(std::string_view after,

@@ -324,6 +324,13 @@ class Store {
   virtual absl::StatusOr<std::vector<std::string>> GetTitles(
       absl::Span<const std::string> items) const = 0;
 
+  // The stored row of one item (title, attributes_json, categories,
+  // hidden; empty fields are "none"), or nullopt when the store does not
+  // know the item. An item known only from ratings has a row with empty
+  // fields. One indexed read. Thread-safe (read connection).
+  virtual absl::StatusOr<std::optional<ItemRow>> GetItem(
+      std::string_view item) const = 0;
+
   // --- Reads ---------------------------------------------------------------
 
   // Returns the ratings of `user` (with the timestamps stored by the last

@@ -100,6 +100,8 @@ Dispatcher::Dispatcher(RbmrecService* s) {
       {"PinModel", Unary(s, &RbmrecService::PinModel)},
       {"PruneModels", Unary(s, &RbmrecService::PruneModels)},
       {"GetStats", Unary(s, &RbmrecService::GetStats)},
+      {"GetUserRatings", Unary(s, &RbmrecService::GetUserRatings)},
+      {"GetItem", Unary(s, &RbmrecService::GetItem)},
   };
 }
 

@@ -32,21 +32,23 @@ constexpr absl::string_view kBearerScheme = "bearer ";
 constexpr size_t kMaxTokenFileBytes = 1 << 20;
 
 // The role table: every method of rbmrec.v1.Rbmrec (checked against the
-// service descriptor by CheckRoleTable at start).
+// service descriptor by CheckRoleTable at start). GetUserRatings hands out
+// a named user's stored ratings: write, as ad-hoc ratings merged over a
+// stored user's (read-role privacy, docs/security.md).
 struct MethodRole {
   absl::string_view method;
   Role role;
 };
 constexpr MethodRole kMethodRoles[] = {
-    {"PredictRatings", Role::kRead},  {"Recommend", Role::kRead},
-    {"GetStats", Role::kRead},        {"ListModels", Role::kRead},
-    {"SimilarItems", Role::kRead},    {"RecommendAll", Role::kRead},
-    {"AddRatings", Role::kWrite},
-    {"DeleteRatings", Role::kWrite},  {"DeleteUser", Role::kWrite},
-    {"PutItems", Role::kWrite},       {"Train", Role::kAdmin},
-    {"CancelTraining", Role::kAdmin}, {"ActivateModel", Role::kAdmin},
-    {"DeleteModel", Role::kAdmin},    {"PinModel", Role::kAdmin},
-    {"PruneModels", Role::kAdmin},
+    {"PredictRatings", Role::kRead}, {"Recommend", Role::kRead},
+    {"GetStats", Role::kRead},       {"ListModels", Role::kRead},
+    {"SimilarItems", Role::kRead},   {"RecommendAll", Role::kRead},
+    {"AddRatings", Role::kWrite},    {"DeleteRatings", Role::kWrite},
+    {"DeleteUser", Role::kWrite},    {"PutItems", Role::kWrite},
+    {"Train", Role::kAdmin},         {"CancelTraining", Role::kAdmin},
+    {"ActivateModel", Role::kAdmin}, {"DeleteModel", Role::kAdmin},
+    {"PinModel", Role::kAdmin},      {"PruneModels", Role::kAdmin},
+    {"GetItem", Role::kRead},        {"GetUserRatings", Role::kWrite},
 };
 
 bool ParseDigest(absl::string_view text, Sha256Digest* out) {

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "google/protobuf/util/json_util.h"
 
 namespace rbmrec::server {
 
@@ -50,6 +51,23 @@ std::string AttributesJson(
     absl::StrAppend(&json, quote(k), ":", quote(v));
   }
   return json + "}";
+}
+
+absl::Status ParseAttributesJson(const std::string& json, v1::Item* item) {
+  if (json.empty()) return absl::OkStatus();
+  // The stored object is what AttributesJson wrote: parsed as the
+  // attributes map of an Item in protobuf's JSON mapping.
+  v1::Item parsed;
+  const auto s = google::protobuf::util::JsonStringToMessage(
+      absl::StrCat("{\"attributes\":", json, "}"), &parsed);
+  if (!s.ok()) {
+    return absl::InternalError(absl::StrCat("item '", item->item_id(),
+                                            "': stored attributes are not a "
+                                            "JSON object of strings: ",
+                                            s.ToString()));
+  }
+  item->mutable_attributes()->swap(*parsed.mutable_attributes());
+  return absl::OkStatus();
 }
 
 void FillStats(const store::Stats& stats, v1::GetStatsResponse* out) {

@@ -8,6 +8,7 @@
 
 #include <string>
 
+#include "absl/status/status.h"
 #include "core/rating_scale.h"
 #include "proto/rbmrec.pb.h"
 #include "server/models/training_jobs.h"
@@ -24,6 +25,10 @@ void FillScale(const RatingScale& scale, v1::RatingScale* out);
 bool SaneDistribution(const float* p, int K);
 // The JSON object of item attributes (keys sorted, '"', '\' and control
 // characters escaped), "" when empty.
+// The inverse of AttributesJson: `json` (a stored attributes object, or ""
+// for none) into item->attributes. Internal when the stored text is not a
+// JSON object of strings.
+absl::Status ParseAttributesJson(const std::string& json, v1::Item* item);
 std::string AttributesJson(
     const google::protobuf::Map<std::string, std::string>& attributes);
 // The store's counts and sizes into GetStats' fields.

@@ -32,7 +32,8 @@ namespace v1 = ::rbmrec::v1;
 
 // The per-request limits of the API (each bound to a flag by main.cc).
 struct RequestLimits {
-  // Rows per AddRatings batch and items per PutItems call (--max-batch).
+  // Rows per AddRatings batch, items per PutItems call and ratings per
+  // GetUserRatings page (--max-batch).
   int max_batch_rows = 10000;
   // item_ids per PredictRatings and per DeleteRatings request
   // (--max-predict-items).

@@ -205,6 +205,19 @@ class RbmrecService {
   absl::StatusOr<v1::GetStatsResponse> GetStats(
       const v1::GetStatsRequest& request);
 
+  // Reads for one user or item (server/service/catalogue_reads.cc; errors
+  // as in proto/rbmrec.proto). GetUserRatings: one page of the user's
+  // stored ratings in the store's order (by item idx), titled; the limit
+  // (0: kDefaultRatingsPage) is checked against --max-batch before the one
+  // read of the user's ratings (through the ratings cache). GetItem: the
+  // item's stored row (one indexed read) and the served snapshot's
+  // item_hist row; without a served model, the row alone.
+  static constexpr int kDefaultRatingsPage = 100;
+  absl::StatusOr<v1::GetUserRatingsResponse> GetUserRatings(
+      const v1::GetUserRatingsRequest& request);
+  absl::StatusOr<v1::GetItemResponse> GetItem(
+      const v1::GetItemRequest& request);
+
   // For tests: blocks until the online queue is empty and applied.
   void FlushOnlineForTest();
   // For tests: persists the online snapshot now if it changed.

@@ -232,6 +232,20 @@ class GrpcServer::Handler final : public HandlerBase {
     if (grpc::Status s = Guard(context, "GetStats"); !s.ok()) return s;
     return Reply(context, service_->GetStats(*request), response);
   }
+  // One bounded store read each (a user's ratings, an item's row): on the
+  // sync threads, like GetStats.
+  grpc::Status GetUserRatings(grpc::ServerContext* context,
+                              const v1::GetUserRatingsRequest* request,
+                              v1::GetUserRatingsResponse* response) override {
+    if (grpc::Status s = Guard(context, "GetUserRatings"); !s.ok()) return s;
+    return Reply(context, service_->GetUserRatings(*request), response);
+  }
+  grpc::Status GetItem(grpc::ServerContext* context,
+                       const v1::GetItemRequest* request,
+                       v1::GetItemResponse* response) override {
+    if (grpc::Status s = Guard(context, "GetItem"); !s.ok()) return s;
+    return Reply(context, service_->GetItem(*request), response);
+  }
 
  private:
   // Runs `call` (which loads a stored model version, a blocking read and

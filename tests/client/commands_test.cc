@@ -214,6 +214,47 @@ class FakeRbmrec final : public v1::Rbmrec::Service {
     return grpc::Status::OK;
   }
 
+  // 5 stored ratings of user "196" (items 50..54, the first with a time).
+  grpc::Status GetUserRatings(grpc::ServerContext*,
+                              const v1::GetUserRatingsRequest* req,
+                              v1::GetUserRatingsResponse* response) override {
+    last_user_ratings = *req;
+    if (req->user_id() != "196") {
+      return grpc::Status(grpc::StatusCode::NOT_FOUND,
+                          absl::StrCat("user_id '", req->user_id(),
+                                       "' not found: no stored ratings"));
+    }
+    const int64_t limit = req->limit() == 0 ? 100 : req->limit();
+    for (int64_t i = req->offset(); i < 5 && i < req->offset() + limit; ++i) {
+      v1::UserRatingEntry* e = response->add_ratings();
+      e->set_item_id(absl::StrCat(50 + i));
+      e->set_title(i == 0 ? "Star Wars (1977)" : "");
+      e->set_rating(i == 0 ? 5 : 3.5);
+      e->set_timestamp(i == 0 ? 881250949 : 0);
+    }
+    response->set_total(5);
+    return grpc::Status::OK;
+  }
+
+  grpc::Status GetItem(grpc::ServerContext*, const v1::GetItemRequest* req,
+                       v1::GetItemResponse* response) override {
+    if (req->item_id() != "50") {
+      return grpc::Status(grpc::StatusCode::NOT_FOUND, "item_id unknown");
+    }
+    v1::Item* item = response->mutable_item();
+    item->set_item_id("50");
+    item->set_title("Star Wars (1977)");
+    item->add_categories("Action");
+    item->add_categories("Sci-Fi");
+    (*item->mutable_attributes())["year"] = "1977";
+    for (int64_t c : {0, 10, 20, 30, 40}) response->add_rating_counts(c);
+    response->set_ratings(100);
+    response->set_mean_rating(4.0);
+    response->set_model_version(7);
+    for (double v : {1, 2, 3, 4, 5}) response->mutable_scale()->add_values(v);
+    return grpc::Status::OK;
+  }
+
   grpc::Status ListModels(grpc::ServerContext*, const v1::ListModelsRequest*,
                           v1::ListModelsResponse* response) override {
     v1::ModelInfo* m = response->add_models();
@@ -328,6 +369,7 @@ class FakeRbmrec final : public v1::Rbmrec::Service {
   int put_items_calls = 0;
   int put_items_fail_at_call = 0;  // > 0: that PutItems call fails
   v1::RecommendRequest last_recommend;
+  v1::GetUserRatingsRequest last_user_ratings;
   std::vector<v1::PredictRatingsRequest> predict_requests;
   bool fail_training = false;
   std::string fail_message = "disk full";  // of a FAILED training job
@@ -676,6 +718,49 @@ TEST_F(CommandsTest, RecommendTable) {
   EXPECT_EQ(Run({"recommend", "196", "-n", "3", "--by", "prob"}), kExitOk);
   EXPECT_THAT(out_.str(), HasSubstr("rank  item  title    expected  P(>=4)\n"));
   EXPECT_THAT(out_.str(), HasSubstr("   3  102   Movie 2      4.30   70.0%\n"));
+}
+
+TEST_F(CommandsTest, RatingsTablePagesAndErrors) {
+  EXPECT_EQ(Run({"ratings", "196"}), kExitOk);
+  EXPECT_THAT(out_.str(), StartsWith("user 196: 5 stored ratings\n"));
+  EXPECT_THAT(out_.str(), HasSubstr("item  title             rating  time\n"));
+  EXPECT_THAT(out_.str(),
+              HasSubstr("50    Star Wars (1977)       5  1997-12-04 15:55:49 "
+                        "UTC\n"));
+  EXPECT_THAT(out_.str(), HasSubstr("51                         3.5  -\n"));
+  EXPECT_EQ(service_.last_user_ratings.limit(), 0);  // the server's page
+  EXPECT_EQ(Run({"ratings", "196", "--offset", "1", "--limit", "2"}), kExitOk);
+  EXPECT_EQ(service_.last_user_ratings.offset(), 1);
+  EXPECT_EQ(service_.last_user_ratings.limit(), 2);
+  EXPECT_THAT(out_.str(), StartsWith("user 196: 5 stored ratings, showing "
+                                     "2-3\n"));
+  EXPECT_EQ(Run({"ratings", "196", "--offset", "9"}), kExitOk);
+  EXPECT_EQ(out_.str(), "user 196: 5 stored ratings, none from offset 9\n");
+  EXPECT_EQ(Run({"--json", "ratings", "196", "--limit", "1"}), kExitOk);
+  EXPECT_EQ(Json().fields().at("total").number_value(), 5);
+  EXPECT_EQ(Run({"ratings", "196", "--limit", "0"}), kExitUsage);
+  EXPECT_THAT(err_.str(), HasSubstr("--limit"));
+  EXPECT_EQ(Run({"ratings", "196", "--offset", "-1"}), kExitUsage);
+  EXPECT_EQ(Run({"ratings", "nobody"}), kExitRpc);
+  EXPECT_THAT(err_.str(), HasSubstr("NOT_FOUND"));
+}
+
+TEST_F(CommandsTest, ItemShowsTheRowAndTheHistogram) {
+  EXPECT_EQ(Run({"item", "50"}), kExitOk);
+  const std::string out = out_.str();
+  EXPECT_THAT(out, StartsWith("item 50  Star Wars (1977)\n"
+                              "  categories  Action, Sci-Fi\n"
+                              "  hidden      no\n"
+                              "  year: 1977\n"
+                              "model v7: 100 ratings, mean 4.00\n"));
+  // One bar line per rating value: the label, the count, the share.
+  EXPECT_THAT(out, HasSubstr("      40   40.0%\n"));
+  EXPECT_THAT(out, HasSubstr("       0    0.0%\n"));
+  EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 10);
+  EXPECT_EQ(Run({"--json", "item", "50"}), kExitOk);
+  EXPECT_EQ(Json().fields().at("ratings").number_value(), 100);
+  EXPECT_EQ(Run({"item", "99"}), kExitRpc);
+  EXPECT_EQ(Run({"item"}), kExitUsage);
 }
 
 TEST_F(CommandsTest, EvaluateSkipsUsersTheServerCannotPredict) {

@@ -6,7 +6,8 @@ Calls grpc.health.v1.Health/Check and rbmrec.v1.Rbmrec/PredictRatings (after
 loading a small synthetic data set with a catalogue and training), the
 product calls (Recommend with categories, required categories, exclusions,
 a candidate set and an offset; SimilarItems, also filtered; the RecommendAll
-stream; the cold-start fallback of a user without ratings), checks an error
+stream; the cold-start fallback of a user without ratings), GetItem and
+GetUserRatings, checks an error
 code, then stops the server with SIGTERM and expects exit code 0.
 
 With --server-bin this runs twice: a plain server, then one with TLS and
@@ -16,7 +17,8 @@ grpc.ssl_channel_credentials and the admin token as gRPC call credentials
 (`authorization: Bearer TOKEN`). That pass also checks that health needs no
 token, a call without a token (or with an unknown one) fails with
 UNAUTHENTICATED, the reader token predicts but cannot train
-(PERMISSION_DENIED), and a client without TLS cannot connect.
+(PERMISSION_DENIED) nor read a user's stored ratings, and a client without
+TLS cannot connect.
 
   python_client_test.py --server-bin build/bin/rbmrec-server [--proto-dir .]
                         [--passes plain,tls]
@@ -210,6 +212,20 @@ def run_pass(args, tmp, tls):
         assert all(s.item_id != "m0" for s in sim.items), sim
         assert [s.rank for s in sim.items] == list(range(1, len(sim.items) + 1))
         print(f"[{name}] similar to m0: {[s.item_id for s in sim.items]}")
+
+        # GetItem (the catalogue row and the model's ratings histogram) and
+        # GetUserRatings (a page of stored ratings; the admin token or none).
+        item = stub.GetItem(pb.GetItemRequest(item_id="m0"), timeout=5)
+        assert item.item.item_id == "m0" and item.model_version > 0, item
+        assert len(item.rating_counts) == len(item.scale.values), item
+        assert item.ratings == sum(item.rating_counts) > 0, item
+        page = stub.GetUserRatings(pb.GetUserRatingsRequest(
+            user_id="py0", limit=2), timeout=5)
+        assert page.total >= len(page.ratings) and len(page.ratings) <= 2
+        assert page.ratings and all(r.rating in item.scale.values
+                                    for r in page.ratings), page
+        print(f"[{name}] item m0: {item.ratings} ratings, mean "
+              f"{item.mean_rating:.2f}; py0: {page.total} stored ratings")
         if proc is not None:
             # One filtered, paged Recommend: only "even" items, never m4.
             rec = stub.Recommend(pb.RecommendRequest(
@@ -316,6 +332,18 @@ def run_pass(args, tmp, tls):
                                             metadata=md).folded_in
             print("[tls] reader token: ad-hoc ratings over py0 "
                   "PERMISSION_DENIED, anonymous ad-hoc ok")
+            # Nor may it read the stored ratings themselves.
+            try:
+                bare_stub.GetUserRatings(pb.GetUserRatingsRequest(
+                    user_id="py0"), timeout=5, metadata=md)
+                raise AssertionError("the reader read stored ratings")
+            except grpc.RpcError as e:
+                assert e.code() == grpc.StatusCode.PERMISSION_DENIED, e
+                assert "write" in e.details(), e.details()
+            assert bare_stub.GetItem(pb.GetItemRequest(item_id="m0"),
+                                     timeout=5, metadata=md).ratings > 0
+            print("[tls] reader token: GetUserRatings PERMISSION_DENIED, "
+                  "GetItem ok")
             bare.close()
         channel.close()
 

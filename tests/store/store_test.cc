@@ -394,6 +394,29 @@ TEST_P(StoreTest, ItemsAndTitles) {
   ASSERT_OK_AND_ASSIGN(Stats stats, store_->GetStats());
   EXPECT_EQ(stats.items, 3);
 
+  // GetItem: the whole row; an item known only from a rating has empty
+  // fields; an unknown one none.
+  const std::vector<ItemRow> full = {
+      {"full", "Full", R"({"a":"1"})", {"X", "Y"}, true}};
+  ASSERT_OK(store_->PutItems(full));
+  ASSERT_OK_AND_ASSIGN(std::optional<ItemRow> got, store_->GetItem("full"));
+  ASSERT_TRUE(got.has_value());
+  EXPECT_EQ(got->item, "full");
+  EXPECT_EQ(got->title, "Full");
+  EXPECT_EQ(got->attributes_json, R"({"a":"1"})");
+  EXPECT_THAT(got->categories, ElementsAre("X", "Y"));
+  EXPECT_TRUE(got->hidden);
+  const std::vector<RatingRow> rated_only = {R("u", "bare", 3)};
+  ASSERT_TRUE(store_->UpsertRatings(rated_only).ok());
+  ASSERT_OK_AND_ASSIGN(got, store_->GetItem("bare"));
+  ASSERT_TRUE(got.has_value());
+  EXPECT_EQ(got->title, "");
+  EXPECT_EQ(got->attributes_json, "");
+  EXPECT_TRUE(got->categories.empty());
+  EXPECT_FALSE(got->hidden);
+  ASSERT_OK_AND_ASSIGN(got, store_->GetItem("nope"));
+  EXPECT_FALSE(got.has_value());
+
   // A rating for an item created by PutItems reuses it.
   const std::vector<RatingRow> more = {R("u", "fresh", 2)};
   ASSERT_OK_AND_ASSIGN(UpsertResult r, store_->UpsertRatings(more));

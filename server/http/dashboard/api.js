@@ -110,17 +110,26 @@ export async function stream(path, body, onEvent) {
   }
 }
 
-// Whether the token may call admin methods. There is no "who am I" call:
-// PinModel (admin only) of version 0 is refused by the token check (403)
-// for a read or write token and by its argument check (400, nothing
-// changes) for an admin, or when the server checks no tokens.
-export async function learnRole() {
+// Whether `probe` passes the token check: false when it is refused with
+// 403, true when it succeeds or fails for another reason; 401 rejects.
+async function allowed(probe) {
   try {
-    await post('/v1/models/0:pin', { pinned: false });
-    return 'admin';
+    await probe();
+    return true;
   } catch (e) {
-    if (e.status === 403) return 'read';
     if (e.status === 401) throw e;
-    return 'admin';
+    return e.status !== 403;
   }
+}
+
+// The token's role: 'admin', 'write' or 'read'. There is no "who am I"
+// call: PinModel (admin only) of version 0 is refused by the token check
+// (403) for a read or write token and by its argument check (400, nothing
+// changes) for an admin, or when the server checks no tokens; then
+// GetUserRatings (write) without a user: 403 for a read token, 400 (the
+// empty user_id, nothing read) for a write token.
+export async function learnRole() {
+  if (await allowed(() => post('/v1/models/0:pin', { pinned: false }))) return 'admin';
+  if (await allowed(() => post('/v1/rbmrec.v1.Rbmrec/GetUserRatings', {}))) return 'write';
+  return 'read';
 }

@@ -22,6 +22,7 @@ function context() {
   return {
     role: session.role,
     isAdmin: session.role === 'admin',
+    canWrite: session.role === 'admin' || session.role === 'write',
     every(ms, fn) {
       const id = setInterval(fn, ms);
       session.cleanups.push(() => clearInterval(id));
@@ -85,8 +86,7 @@ async function start() {
   $('login').hidden = true;
   $('nav').hidden = false;
   $('logout').hidden = !token();
-  $('role').textContent = token() ? `role: ${session.role === 'admin' ? 'admin' : 'read'}`
-    : 'no token needed';
+  $('role').textContent = token() ? `role: ${session.role}` : 'no token needed';
   $('role').dataset.role = session.role;
   await route();
 }

@@ -89,24 +89,30 @@ export function lineChart(series, opts = {}) {
 }
 
 // A predicted rating distribution: one <rect class="bar"> per rating
-// value, its height the probability, the value below.
-export function distribution(probabilities, values) {
+// value, its height the probability, the value below. opts (for other
+// shares per rating value, e.g. a ratings histogram): {id, label (the
+// aria-label), title(i, label, p) (each bar's tooltip), scale (the
+// drawing's size factor, default 1.5)}.
+export function distribution(probabilities, values, opts = {}) {
   const n = probabilities.length;
   const bw = 16;
   const height = 44;
+  const k = opts.scale || 1.5;
   const svg = s('svg', {
+    id: opts.id,
     class: 'dist',
     viewBox: `0 0 ${n * bw} ${height}`,
-    width: n * bw * 1.5,
-    height: height * 1.5,
+    width: n * bw * k,
+    height: height * k,
     role: 'img',
-    'aria-label': 'predicted rating distribution',
+    'aria-label': opts.label || 'predicted rating distribution',
   });
   probabilities.forEach((p, i) => {
     const bh = Math.max(0.5, p * 30);
     const label = values && values[i] !== undefined ? String(values[i]) : String(i + 1);
+    const title = opts.title ? opts.title(i, label, p) : `P(${label}) = ${(p * 100).toFixed(1)}%`;
     svg.append(s('rect', { class: 'bar', x: i * bw + 2, y: 32 - bh, width: bw - 4, height: bh },
-      s('title', {}, `P(${label}) = ${(p * 100).toFixed(1)}%`)));
+      s('title', {}, title)));
     svg.append(s('text', { x: i * bw + bw / 2, y: 42, 'text-anchor': 'middle' }, label));
   });
   return svg;

@@ -1,12 +1,16 @@
 // A user: their recommendations (GET /v1/users/{id}/recommendations with
 // Recommend's filters: n, offset, categories, excluded items) and, for the
 // items recommended, the predicted rating distribution (POST
-// /v1/users/{id}:predict) drawn as bars. The API has no call that returns a
-// user's stored ratings, so the page cannot list them.
+// /v1/users/{id}:predict) drawn as bars; then their stored ratings (GET
+// /v1/users/{id}/ratings, the first page) for a write or admin token. A
+// read token may not see stored ratings (the server refuses it: 403), so
+// the page says so instead of asking.
 
 import { get, post, query } from './api.js';
 import { distribution } from './chart.js';
-import { errorBox, h, list, num, table } from './dom.js';
+import { count, errorBox, h, list, num, table, when } from './dom.js';
+
+const RATINGS_PAGE = 100;
 
 const filters = { n: '10', offset: '0', categories: '', exclude: '' };
 
@@ -65,6 +69,23 @@ async function recommendations(userId) {
   ];
 }
 
+async function storedRatings(userId) {
+  const page = await get(`/v1/users/${encodeURIComponent(userId)}/ratings${query({
+    limit: RATINGS_PAGE,
+  })}`);
+  const rows = (page.ratings || []).map((r) => h('tr', { class: 'rating-row', 'data-item': r.itemId },
+    h('td', {}, h('a', { href: `#/item/${encodeURIComponent(r.itemId)}` }, r.itemId)),
+    h('td', {}, r.title || ''),
+    h('td', { class: 'num' }, String(r.rating)),
+    h('td', {}, when(Number(r.timestamp) * 1000))));
+  const total = Number(page.total) || 0;
+  return [
+    h('p', { class: 'note', id: 'ratings-total' }, `${count(total)} stored ratings` +
+      (total > rows.length ? `; the first ${rows.length} shown (in the order the items were first stored)` : '')),
+    rows.length === 0 ? '' : table(['item', 'title', 'rating', 'time (UTC)'], rows, { id: 'ratings-table' }),
+  ];
+}
+
 export async function render(main, ctx, arg) {
   const userId = arg || '';
   main.append(h('h2', {}, userId ? `User ${userId}` : 'User'), form(userId));
@@ -79,7 +100,15 @@ export async function render(main, ctx, arg) {
   } catch (e) {
     box.append(errorBox(e));
   }
-  box.append(h('h3', {}, 'Ratings'),
-    h('p', { class: 'note' }, "The API has no call that returns a user's stored ratings " +
-      '(the store keeps them for training and folding in), so they are not listed here.'));
+  box.append(h('h3', {}, 'Ratings'));
+  if (!ctx.canWrite) {
+    box.append(h('p', { class: 'note', id: 'ratings-denied' },
+      "A read token cannot see a user's stored ratings: that needs a write or admin token."));
+    return;
+  }
+  try {
+    box.append(...(await storedRatings(userId)));
+  } catch (e) {
+    box.append(errorBox(e));
+  }
 }

@@ -3,20 +3,26 @@
 chromium-driver) driven by Selenium (python3-selenium).
 
 Starts rbmrec-server on free ports with a temporary database and an
---auth-tokens file with an admin and a read token (`rbmrec-server token
+--auth-tokens file with an admin, a write and a read token (`rbmrec-server token
 new`), loads the synthetic ratings of tests/server/synthetic_ratings.py and
 item titles through the HTTP API, trains once, then in the browser:
   - a wrong token is refused on the login form;
   - with the admin token: the overview shows the store counts; the user page
     shows recommendation rows, each with its predicted-distribution bars
-    (one per rating value); the item page lists similar items; the models
+    (one per rating value), and the user's stored ratings as GetUserRatings
+    returns them; the item page shows the item's title, its ratings
+    histogram (one bar per rating value, the counts GetItem returns) and
+    lists similar items; the models
     page has the admin actions; a training run started from the training
     page draws its validation-RMSE chart point by point (every redraw of the
     chart is recorded in the page, and the point count must grow through at
     least two redraws before the job ends);
-  - with the read token: no admin action on the models and training pages;
+  - with a write token: the role shown is write, the user page lists the
+    stored ratings;
+  - with the read token: no admin action on the models and training pages,
+    no stored ratings on the user page (a line says the role cannot see them);
   - no console error (except the expected refusals: 401 before login, the
-    403/400 of the role probe) and no Content-Security-Policy report.
+    403/400 of the role probes) and no Content-Security-Policy report.
 Screenshots and the browser console go to --artifacts (ctest:
 build/artifacts/dashboard; default $RBMREC_ARTIFACTS, else
 ./dashboard-artifacts). --full (bench/browser.sh --full) loads three times
@@ -74,7 +80,7 @@ class Api:
 
 def make_tokens(server_bin, tmp):
     lines, tokens = [], {}
-    for name, role in [("admin", "admin"), ("reader", "read")]:
+    for name, role in [("admin", "admin"), ("writer", "write"), ("reader", "read")]:
         out = subprocess.run([server_bin, "token", "new", name, role], check=True,
                              capture_output=True, text=True).stdout.splitlines()
         tokens[role] = out[0].strip()
@@ -180,7 +186,8 @@ class Browser:
 
 
 # Console messages that are expected: the browser logs every non-2xx fetch.
-EXPECTED_NETWORK = ["/v1/models/0:pin", "/v1/stats - Failed to load resource: the server "
+EXPECTED_NETWORK = ["/v1/models/0:pin", "/v1/rbmrec.v1.Rbmrec/GetUserRatings",
+                    "/v1/stats - Failed to load resource: the server "
                     "responded with a status of 401"]
 
 
@@ -223,6 +230,13 @@ def admin_pass(b, api, tokens, n_ratings, full):
         rows = b.count("tr.rec-row")
         bars = b.count("tr.rec-row svg.dist rect.bar")
         assert bars == rows * 5, f"{bars} bars for {rows} rows (5 rating values each)"
+    # The stored ratings (admin: may see them), as GetUserRatings has them.
+    stored = json.loads(api.call("GET", f"/v1/users/{users[-1]}/ratings?limit=100"))
+    want = [r["itemId"] for r in stored["ratings"]]
+    b.wait("stored ratings", lambda: b.count("tr.rating-row") == len(want) > 0)
+    got = b.js("return [...document.querySelectorAll('tr.rating-row')].map(r => r.dataset.item)")
+    assert got == want, f"ratings table {got[:5]}.. != GetUserRatings {want[:5]}.."
+    assert f"{int(stored['total']):,} stored ratings" in b.text("#ratings-total")
     b.shot("user")
     # Filters: odd items only, 3 of them, the first excluded.
     b.go("#/user")
@@ -238,6 +252,16 @@ def admin_pass(b, api, tokens, n_ratings, full):
     for item in (["2", "5", "10"] if full else ["2"]):
         b.go(f"#/item/{item}")
         b.wait(f"similar items of {item}", lambda: b.count("tr.similar-row") >= 3)
+        # The catalogue row and the ratings histogram: one bar per value.
+        title = f"Item {item} ({'odd' if int(item) % 2 else 'even'})"
+        assert b.text("#item-title dd") == title, b.text("#item-title dd")
+        assert b.count("#item-hist rect.bar") == 5, b.count("#item-hist rect.bar")
+        got = json.loads(api.call("GET", f"/v1/items/{item}"))
+        tips = b.js("return [...document.querySelectorAll('#item-hist rect.bar title')]"
+                    ".map(t => t.textContent)")
+        counts = [int(c) for c in got["ratingCounts"]]
+        assert [t.split(":")[1].split()[0] for t in tips] == [f"{c:,}" for c in counts], tips
+        assert sum(counts) > 0
     b.shot("item")
     b.go("#/models")
     b.wait("models", lambda: b.count("tr.model-row") >= 1)
@@ -316,6 +340,18 @@ def full_admin_extras(b, api):
     job.join(timeout=60)
 
 
+def writer_pass(b, tokens):
+    """A write token: told apart from read by the role probe; it sees a
+    user's stored ratings but no admin action."""
+    b.js("document.getElementById('logout').click()")
+    b.login(tokens["write"])
+    b.wait("write role", lambda: b.text("#role") == "role: write")
+    b.go("#/user/3")
+    b.wait("stored ratings as writer", lambda: b.count("tr.rating-row") > 0)
+    assert b.count("#ratings-denied") == 0 and b.count(".admin-action") == 0
+    b.collect_logs()
+
+
 def reader_pass(b, tokens):
     b.js("document.getElementById('logout').click()")
     b.login(tokens["read"])
@@ -329,6 +365,8 @@ def reader_pass(b, tokens):
     assert b.count("#train-start") == 0 and b.count(".admin-action") == 0
     b.go("#/user/3")
     b.wait("recommendations as reader", lambda: b.count("tr.rec-row") >= 5)
+    b.wait("no stored ratings for a reader", lambda: b.count("#ratings-denied") == 1)
+    assert b.count("tr.rating-row") == 0, "a read token sees stored ratings"
     b.collect_logs()
 
 
@@ -392,6 +430,7 @@ def main():
         print(f"server up, {n_ratings} ratings, one model: {time.time() - started:.1f} s")
         browser = Browser(base, args.artifacts)
         admin_pass(browser, api, tokens, n_ratings, args.full)
+        writer_pass(browser, tokens)
         reader_pass(browser, tokens)
         check_logs(browser.logs)
         csp_control(browser)

@@ -68,6 +68,10 @@ TEST(Router, FindsAnnotatedAndGenericRoutes) {
       {"PUT", "/v1/items", "PutItems"},
       {"POST", "/v1/items", "PutItems"},
       {"POST", "/v1/train", "Train"},
+      {"GET", "/v1/users/u1/ratings", "GetUserRatings"},
+      {"POST", "/v1/users/u1/ratings:delete", "DeleteRatings"},
+      {"GET", "/v1/items/i1", "GetItem"},
+      {"GET", "/v1/items/i1/similar", "SimilarItems"},
       {"POST", "/v1/rbmrec.v1.Rbmrec/GetStats", "GetStats"},
       {"POST", "/v1/rbmrec.v1.Rbmrec/PruneModels", "PruneModels"},
   };

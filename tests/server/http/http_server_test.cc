@@ -108,6 +108,55 @@ TEST_F(HttpServerTest, EveryRouteShape) {
   EXPECT_EQ(ErrorField(del, "status"), "FAILED_PRECONDITION");
 }
 
+// GetUserRatings and GetItem: the resource routes, their query parameters
+// and errors.
+TEST_F(HttpServerTest, UserRatingsAndItemRoutes) {
+  Seed();
+  HttpReply items = Call(http_.port(), "PUT", "/v1/items",
+                         R"({"items":[{"itemId":"i1","title":"One",)"
+                         R"("attributes":{"year":"1995"},)"
+                         R"("categories":["Drama"]}]})");
+  ASSERT_EQ(items.status, 200) << items.body;
+  HttpReply page = Get("/v1/users/u1/ratings?offset=2&limit=3");
+  ASSERT_EQ(page.status, 200) << page.body;
+  Struct p = Parse(page.body);
+  EXPECT_EQ(p.fields().at("ratings").list_value().values_size(), 3);
+  // u1 rated 5 distinct items (SomeRatingsJson); int64 is a JSON string.
+  EXPECT_EQ(p.fields().at("total").string_value(), "5");
+  const auto& first =
+      p.fields().at("ratings").list_value().values(0).struct_value().fields();
+  EXPECT_EQ(first.count("itemId"), 1u) << page.body;
+  EXPECT_EQ(first.count("rating"), 1u) << page.body;
+
+  HttpReply item = Get("/v1/items/i1");
+  ASSERT_EQ(item.status, 200) << item.body;
+  Struct it = Parse(item.body);
+  const auto& row = it.fields().at("item").struct_value().fields();
+  EXPECT_EQ(row.at("title").string_value(), "One");
+  EXPECT_EQ(
+      row.at("attributes").struct_value().fields().at("year").string_value(),
+      "1995");
+  const auto& counts = it.fields().at("ratingCounts").list_value();
+  ASSERT_EQ(counts.values_size(), 5);
+  int64_t n = 0;
+  for (const auto& c : counts.values()) n += std::stoll(c.string_value());
+  EXPECT_GT(n, 0);
+  EXPECT_EQ(it.fields().at("ratings").string_value(), absl::StrCat(n));
+  EXPECT_EQ(it.fields().at("modelVersion").string_value(), "1");
+
+  HttpReply no_item = Get("/v1/items/nope");
+  EXPECT_EQ(no_item.status, 404) << no_item.body;
+  EXPECT_TRUE(absl::StrContains(ErrorField(no_item, "message"), "item_id"));
+  HttpReply no_user = Get("/v1/users/nobody/ratings");
+  EXPECT_EQ(no_user.status, 404) << no_user.body;
+  HttpReply too_many = Get("/v1/users/u1/ratings?limit=100000000");
+  EXPECT_EQ(too_many.status, 429) << too_many.body;
+  EXPECT_EQ(ErrorField(too_many, "reason"), "LIMIT_EXCEEDED");
+  EXPECT_TRUE(absl::StrContains(ErrorField(too_many, "message"), "limit"));
+  HttpReply negative = Get("/v1/users/u1/ratings?offset=-1");
+  EXPECT_EQ(negative.status, 400) << negative.body;
+}
+
 TEST_F(HttpServerTest, StatusCodesCarryReasonsInJsonBodies) {
   // No model yet: FAILED_PRECONDITION.
   HttpReply early = Post("/v1/users/u1:predict", R"({"itemIds":["i1"]})");
@@ -161,7 +210,9 @@ TEST_F(HttpServerTest, OpenApiDocumentListsTheRoutes) {
         "/v1/models", "/v1/stats", "/v1/ratings", "/v1/train",
         "/v1/models/{version}:activate", "/v1/models/{version}:pin",
         "/v1/models/{version}", "/v1/users/{user_id}", "/v1/items",
-        "/v1/rbmrec.v1.Rbmrec/PredictRatings"}) {
+        "/v1/users/{user_id}/ratings", "/v1/items/{item_id}",
+        "/v1/rbmrec.v1.Rbmrec/PredictRatings",
+        "/v1/rbmrec.v1.Rbmrec/GetUserRatings"}) {
     EXPECT_EQ(paths.count(p), 1u) << p;
   }
 }
@@ -277,9 +328,20 @@ TEST(HttpAuth, RolesAsOnGrpc) {
   HttpReply generic = Call(http.port(), "POST", "/v1/rbmrec.v1.Rbmrec/Train",
                            kTinyTrainJson, "tok-read");
   EXPECT_EQ(generic.status, 403);
+  // A user's stored ratings need the write role; an item's counts read.
+  HttpReply ratings =
+      Call(http.port(), "GET", "/v1/users/u1/ratings", "", "tok-read");
+  EXPECT_EQ(ratings.status, 403) << ratings.body;
+  EXPECT_TRUE(absl::StrContains(ErrorField(ratings, "message"),
+                                "GetUserRatings needs the write role"));
+  EXPECT_EQ(Call(http.port(), "GET", "/v1/items/i1", "", "tok-read").status,
+            404);  // allowed; no such item yet
   EXPECT_EQ(
       Call(http.port(), "POST", "/v1/ratings", SomeRatingsJson(), "tok-admin")
           .status,
+      200);
+  EXPECT_EQ(
+      Call(http.port(), "GET", "/v1/users/u1/ratings", "", "tok-admin").status,
       200);
 }
 

@@ -8,7 +8,7 @@
 // and PutItems (a catalogue with categories), the Train server stream to
 // SUCCEEDED, PredictRatings (distributions that sum to 1), Recommend with
 // categories, required categories, exclusions and an offset, SimilarItems,
-// the RecommendAll stream (listed users in order, every stored user in id
+// GetItem and GetUserRatings, the RecommendAll stream (listed users in order, every stored user in id
 // order, the cold-start fallback), and error statuses with their messages
 // (NOT_FOUND naming the user; RESOURCE_EXHAUSTED with the
 // rbmrec-error-reason trailer LIMIT_EXCEEDED); then SIGTERM and exit code 0.
@@ -179,6 +179,21 @@ async function main() {
         similar.items.map((_, i) => i + 1));
     console.log('SimilarItems m0: ' +
                 similar.items.map((s) => s.item_id).join(' '));
+
+    // GetItem: the row and the served model's ratings histogram (int64
+    // as strings); GetUserRatings: a page of n0's stored ratings.
+    const item = await unary(rbmrec, 'GetItem', {item_id: 'm0'});
+    assert.equal(item.item.item_id, 'm0');
+    assert.equal(item.rating_counts.length, item.scale.values.length);
+    const counted = item.rating_counts.reduce((a, c) => a + Number(c), 0);
+    assert.ok(counted > 0);
+    assert.equal(Number(item.ratings), counted);
+    const page = await unary(rbmrec, 'GetUserRatings',
+        {user_id: 'n0', offset: 1, limit: 2});
+    assert.equal(page.ratings.length, 2);
+    assert.ok(Number(page.total) >= 3);
+    console.log(`GetItem m0: ${counted} ratings; GetUserRatings n0: ` +
+                `${page.total} stored`);
 
     // RecommendAll: listed users in request order (one without ratings:
     // the cold-start fallback), then every stored user in id order.

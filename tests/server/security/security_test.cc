@@ -30,15 +30,15 @@ namespace {
 // of repeating it. A method of the service that is missing here fails the test.
 const std::map<std::string, Role>& ExpectedRoles() {
   static const auto* roles = new std::map<std::string, Role>{
-      {"PredictRatings", Role::kRead},  {"Recommend", Role::kRead},
-      {"GetStats", Role::kRead},        {"ListModels", Role::kRead},
-      {"SimilarItems", Role::kRead},    {"RecommendAll", Role::kRead},
-      {"AddRatings", Role::kWrite},
-      {"DeleteRatings", Role::kWrite},  {"DeleteUser", Role::kWrite},
-      {"PutItems", Role::kWrite},       {"Train", Role::kAdmin},
-      {"CancelTraining", Role::kAdmin}, {"ActivateModel", Role::kAdmin},
-      {"DeleteModel", Role::kAdmin},    {"PinModel", Role::kAdmin},
-      {"PruneModels", Role::kAdmin},
+      {"PredictRatings", Role::kRead}, {"Recommend", Role::kRead},
+      {"GetStats", Role::kRead},       {"ListModels", Role::kRead},
+      {"SimilarItems", Role::kRead},   {"RecommendAll", Role::kRead},
+      {"AddRatings", Role::kWrite},    {"DeleteRatings", Role::kWrite},
+      {"DeleteUser", Role::kWrite},    {"PutItems", Role::kWrite},
+      {"Train", Role::kAdmin},         {"CancelTraining", Role::kAdmin},
+      {"ActivateModel", Role::kAdmin}, {"DeleteModel", Role::kAdmin},
+      {"PinModel", Role::kAdmin},      {"PruneModels", Role::kAdmin},
+      {"GetItem", Role::kRead},        {"GetUserRatings", Role::kWrite},
   };
   return *roles;
 }
@@ -133,8 +133,8 @@ TEST_F(SecurityTest, EveryMethodEveryRoleEveryToken) {
     read += role == Role::kRead;
     write += role != Role::kAdmin;
   }
-  EXPECT_EQ(read, 6);  // PredictRatings, Recommend, GetStats, ListModels,
-                       // SimilarItems, RecommendAll
+  EXPECT_EQ(read, 7);  // PredictRatings, Recommend, GetStats, ListModels,
+                       // SimilarItems, RecommendAll, GetItem
   EXPECT_EQ(allowed, read + write + service.method_count());
 }
 
@@ -237,6 +237,28 @@ TEST_F(SecurityTest, ReadTokenCannotProbeStoredRatingsWithAdHocRatings) {
   v1::PredictRatingsResponse anonymous;
   grpc::Status s = predict(kReadToken, "", 5, &anonymous);
   EXPECT_TRUE(s.ok()) << s.error_message();
+
+  // GetUserRatings, which hands out the stored ratings themselves: the
+  // same rule, write role; the write token reads the stored rating.
+  auto user_ratings = [&](const char* token, v1::GetUserRatingsResponse* out) {
+    grpc::ClientContext context;
+    context.AddMetadata("authorization", Bearer(token));
+    v1::GetUserRatingsRequest req;
+    req.set_user_id("u0");
+    return stub->GetUserRatings(&context, req, out);
+  };
+  v1::GetUserRatingsResponse page;
+  s = user_ratings(kReadToken, &page);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_TRUE(absl::StrContains(s.error_message(),
+                                "GetUserRatings needs the write role"))
+      << s.error_message();
+  EXPECT_EQ(page.ratings_size(), 0);
+  s = user_ratings(kWriteToken, &page);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  ASSERT_GT(page.ratings_size(), 0);
+  EXPECT_EQ(page.ratings(0).item_id(), testing::I(0));
+  EXPECT_EQ(page.ratings(0).rating(), stored);
 }
 
 TEST_F(SecurityTest, HealthNeedsNoToken) {
