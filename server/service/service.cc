@@ -101,6 +101,12 @@ Placement RbmrecService::PlacePredict(
   return p;
 }
 
+Placement RbmrecService::PlaceSimilar(const v1::SimilarItemsRequest& request) {
+  Placement p;
+  p.resident = registry_->Resident(request.model_version());
+  return p;
+}
+
 Placement RbmrecService::PlaceRecommend(const v1::RecommendRequest& request) {
   Placement p;
   p.resident = registry_->Resident(request.model_version());

@@ -132,12 +132,14 @@ class RbmrecService {
   // True when PredictRatings / Recommend for `model_version` answer from
   // memory; false when they would first read and decode a stored version.
   bool ModelResident(int64_t model_version);
-  // Where PredictRatings(request) / Recommend(request) should run
+  // Where PredictRatings(request) / Recommend(request) / SimilarItems(request)
+  // should run
   // (server/service/request_plan.h): decided once per request; the gRPC layer
   // runs non-resident ones off its event threads and the rankings that share
   // all-item passes on its ranking threads. Cheap, never blocks.
   Placement PlacePredict(const v1::PredictRatingsRequest& request);
   Placement PlaceRecommend(const v1::RecommendRequest& request);
+  Placement PlaceSimilar(const v1::SimilarItemsRequest& request);
 
   // --- AddRatings: one session per stream. --------------------------------
   class AddRatingsSession {

@@ -29,25 +29,27 @@ namespace rbmrec::server {
 
 // Each handler: call the service, copy the response, map the status.
 //
-// PredictRatings and Recommend use the callback API: with a resident model
-// they never block (model snapshot + in-memory caches; at most one short
-// point query on the read connection on a cache miss), so they run inline on
-// gRPC's event threads - no hand-off to a sync-server worker thread, which on
-// 2 cores cost more CPU than the prediction itself. A request for a stored
-// version that is not loaded (reading and decoding it takes milliseconds to
-// seconds) runs on a loader thread instead (Offload). Recommend with a
-// resident model runs inline too when it ranks by p(rated) (a few dozen
-// items scored), else on a small pool of ranking threads, where concurrent
-// calls share the passes over the weights (core/scoring.cc). Everything that
-// writes SQLite (fsync) or streams for a long time stays on the synchronous
-// thread pool.
+// PredictRatings, Recommend and SimilarItems use the callback API: with a
+// resident model they never block (model snapshot + in-memory caches; at
+// most one short point query on the read connection on a cache miss, and
+// SimilarItems' index once per snapshot, about a millisecond), so they run
+// inline on gRPC's event threads - no hand-off to a sync-server worker
+// thread, which on 2 cores cost more CPU (and tail latency) than the answer
+// itself. A request for a stored version that is not loaded
+// (reading and decoding it takes milliseconds to seconds) runs on a loader
+// thread instead (Offload). Recommend with a resident model runs inline too
+// when it ranks by p(rated) (a few dozen items scored), else on a small pool
+// of ranking threads, where concurrent calls share the passes over the weights
+// (core/scoring.cc). Everything that writes SQLite (fsync) or streams for a
+// long time stays on the synchronous thread pool.
 //
 // RecommendAll streams on the callback API too (server/transport/
 // bulk_stream.h): its messages are computed on the bulk threads, several at
 // once, and written in order as the stream's flow control allows.
 using HandlerBase = v1::Rbmrec::WithCallbackMethod_PredictRatings<
     v1::Rbmrec::WithCallbackMethod_Recommend<
-        v1::Rbmrec::WithCallbackMethod_RecommendAll<v1::Rbmrec::Service>>>;
+        v1::Rbmrec::WithCallbackMethod_SimilarItems<
+            v1::Rbmrec::WithCallbackMethod_RecommendAll<v1::Rbmrec::Service>>>>;
 
 class GrpcServer::Handler final : public HandlerBase {
  public:
@@ -72,6 +74,7 @@ class GrpcServer::Handler final : public HandlerBase {
             this));
     SetMessageAllocatorFor_PredictRatings(&predict_allocator_);
     SetMessageAllocatorFor_Recommend(&recommend_allocator_);
+    SetMessageAllocatorFor_SimilarItems(&similar_allocator_);
   }
 
   grpc::Status DeleteRatings(grpc::ServerContext* context,
@@ -176,11 +179,20 @@ class GrpcServer::Handler final : public HandlerBase {
       return Reply(context, service_->Recommend(*request), response);
     });
   }
-  grpc::Status SimilarItems(grpc::ServerContext* context,
-                            const v1::SimilarItemsRequest* request,
-                            v1::SimilarItemsResponse* response) override {
-    if (grpc::Status s = Guard(context, "SimilarItems"); !s.ok()) return s;
-    return Reply(context, service_->SimilarItems(*request), response);
+  grpc::ServerUnaryReactor* SimilarItems(
+      grpc::CallbackServerContext* context,
+      const v1::SimilarItemsRequest* request,
+      v1::SimilarItemsResponse* response) override {
+    if (grpc::Status s = Guard(context, "SimilarItems"); !s.ok()) {
+      return FinishNow(context, s);
+    }
+    if (service_->PlaceSimilar(*request).resident) {
+      return FinishNow(
+          context, Reply(context, service_->SimilarItems(*request), response));
+    }
+    return Offload(context, [=] {
+      return Reply(context, service_->SimilarItems(*request), response);
+    });
   }
   grpc::ServerWriteReactor<v1::RecommendAllResponse>* RecommendAll(
       grpc::CallbackServerContext* context,
@@ -409,6 +421,8 @@ class GrpcServer::Handler final : public HandlerBase {
       predict_allocator_;
   ArenaRequestAllocator<v1::RecommendRequest, v1::RecommendResponse>
       recommend_allocator_;
+  ArenaRequestAllocator<v1::SimilarItemsRequest, v1::SimilarItemsResponse>
+      similar_allocator_;
   RbmrecService* service_;
   GrpcServer* owner_;       // for RefreshHealth after a publish
   const CallGuard* guard_;  // owned by owner_

@@ -295,6 +295,20 @@ TEST_F(GrpcServerTest, AStoredVersionThatIsNotLoadedIsServedFromALoaderThread) {
   // Version 1 is stored, not active and not cached: answering it means a
   // store read and a decode, which the handler hands to the loader.
   EXPECT_FALSE(service_->ModelResident(1));
+  {
+    // SimilarItems of a version that is not loaded: from the loader too.
+    grpc::ClientContext context;
+    v1::SimilarItemsRequest request;
+    request.add_item_ids("i1");
+    request.set_n(3);
+    request.set_model_version(1);
+    v1::SimilarItemsResponse response;
+    grpc::Status s = stub_->SimilarItems(&context, request, &response);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+    EXPECT_EQ(response.model_version(), 1);
+    EXPECT_EQ(response.items_size(), 3);
+    EXPECT_TRUE(service_->ModelResident(1));
+  }
   for (int version : {1, 1, 2, 0}) {
     grpc::ClientContext context;
     v1::PredictRatingsRequest request;
