@@ -218,11 +218,11 @@ class Ranker {
   // Stage 2: the best of the stage-1 scores `first` scored again with the
   // requested method, best opt.n first.
   std::vector<Ranked> RankFromFirstScores(const std::vector<float>& first);
-  // kRatedAtLeast's candidates (logit, item), the items at or above
-  // cut_ sorted by Better; n_eligible_ counts all the eligible items.
+  // kRatedAtLeast's candidates (logit, item): every eligible item, those at
+  // or above cut_ first and sorted by Better (ordered_ of them), the rest
+  // after them unordered; n_eligible_ counts them all.
   void RatedAtLeastCandidates();
-  // Orders kRatedAtLeast's candidates up to position `upto`, adding the
-  // items below cut_ the first time it is needed.
+  // Orders kRatedAtLeast's candidates up to position `upto`.
   void OrderUpto(size_t upto);
   bool Eligible(int32_t i) const {
     return !excluded_[static_cast<size_t>(i)] &&
@@ -230,9 +230,9 @@ class Ranker {
   }
 
   // Only the first few dozen of kRatedAtLeast's candidates are usually
-  // needed: a cut that at least the kFirst best logits reach is found on a
-  // plain float copy, and only the items at or above it are sorted; the
-  // rest join, ordered kFirst at a time, if the search gets that far.
+  // needed: a cut that at least the kFirst best logits reach is estimated
+  // from a sample, and only the items at or above it are sorted; the rest
+  // are ordered kFirst at a time, if the search gets that far.
   static constexpr size_t kFirst = 64;
 
   const Model& model_;
@@ -248,7 +248,6 @@ class Ranker {
   float cut_ = -std::numeric_limits<float>::infinity();
   size_t n_eligible_ = 0;
   size_t ordered_ = 0;
-  bool rest_added_ = false;
 };
 
 Ranker::Ranker(const Model& model, int32_t user, const VisibleSet& v,
@@ -294,15 +293,16 @@ Ranker::Ranker(const Model& model, int32_t user, const VisibleSet& v,
 }
 
 void Ranker::RatedAtLeastCandidates() {
-  // Candidates: the items not excluded with a finite logit. Untrained
-  // items are skipped when their block is scored (their logit still
-  // bounds the items after them, so the stop test stays exact).
-  std::vector<float>& logits = scratch_->first;
-  logits.clear();
+  // Candidates: the items not excluded with a finite logit, collected in
+  // one pass. Untrained items are skipped when their block is scored
+  // (their logit still bounds the items after them, so the stop test stays
+  // exact).
+  std::vector<Scored>& cand = scratch_->cand;
+  cand.clear();
   for (int32_t i = 0; i < m_; ++i) {
-    if (Eligible(i)) logits.push_back(p_rated_[static_cast<size_t>(i)]);
+    if (Eligible(i)) cand.emplace_back(p_rated_[static_cast<size_t>(i)], i);
   }
-  n_eligible_ = logits.size();
+  n_eligible_ = cand.size();
   cut_ = -std::numeric_limits<float>::infinity();
   bool have_cut = n_eligible_ <= kFirst;  // all of them
   if (n_eligible_ > 4 * kFirst) {
@@ -313,7 +313,7 @@ void Ranker::RatedAtLeastCandidates() {
     constexpr size_t kSample = 256;
     std::array<float, kSample> sample;
     const size_t stride = n_eligible_ / kSample;
-    for (size_t j = 0; j < kSample; ++j) sample[j] = logits[j * stride];
+    for (size_t j = 0; j < kSample; ++j) sample[j] = cand[j * stride].first;
     const size_t rank =
         std::clamp<size_t>(2 * kFirst * kSample / n_eligible_, 1, kSample);
     std::nth_element(sample.begin(),
@@ -321,44 +321,36 @@ void Ranker::RatedAtLeastCandidates() {
                      sample.end(), std::greater<float>());
     const float estimate = sample[rank - 1];
     size_t reach = 0;
-    for (const float x : logits) reach += x >= estimate;
+    for (const Scored& c : cand) reach += c.first >= estimate;
     if (reach >= kFirst && reach <= 8 * kFirst) {
       cut_ = estimate;
       have_cut = true;
     }
   }
   if (!have_cut) {
+    std::vector<float>& logits = scratch_->first;
+    logits.clear();
+    for (const Scored& c : cand) logits.push_back(c.first);
     std::nth_element(logits.begin(),
                      logits.begin() + static_cast<std::ptrdiff_t>(kFirst - 1),
                      logits.end(), std::greater<float>());
     cut_ = logits[kFirst - 1];
   }
-  std::vector<Scored>& cand = scratch_->cand;
-  cand.clear();
-  for (int32_t i = 0; i < m_; ++i) {
-    if (Eligible(i) && p_rated_[static_cast<size_t>(i)] >= cut_) {
-      cand.emplace_back(p_rated_[static_cast<size_t>(i)], i);
-    }
-  }
+  // The items at or above the cut first, sorted; the rest after them,
+  // unordered (OrderUpto orders them kFirst at a time when needed).
+  const auto above =
+      std::partition(cand.begin(), cand.end(),
+                     [this](const Scored& c) { return c.first >= cut_; });
   auto better = [this](const Scored& a, const Scored& b) {
     return Better(a, b);
   };
-  std::sort(cand.begin(), cand.end(), better);
-  ordered_ = cand.size();
-  rest_added_ = cand.size() == n_eligible_;
+  std::sort(cand.begin(), above, better);
+  ordered_ = static_cast<size_t>(above - cand.begin());
 }
 
 void Ranker::OrderUpto(size_t upto) {
   if (upto <= ordered_) return;
   std::vector<Scored>& cand = scratch_->cand;
-  if (!rest_added_) {  // the items below the cut, unordered
-    for (int32_t i = 0; i < m_; ++i) {
-      if (Eligible(i) && p_rated_[static_cast<size_t>(i)] < cut_) {
-        cand.emplace_back(p_rated_[static_cast<size_t>(i)], i);
-      }
-    }
-    rest_added_ = true;
-  }
   auto better = [this](const Scored& a, const Scored& b) {
     return Better(a, b);
   };
@@ -392,7 +384,7 @@ std::vector<Ranked> Ranker::RankRatedAtLeast() {
     member_x = scratch_->member_x.data();
   }
   for (size_t b = 0;; b += kBlock) {
-    OrderUpto(b + kBlock);  // may add the items below the cut
+    OrderUpto(b + kBlock);  // may order items below the cut
     if (b >= cand.size()) break;
     if (scored.size() >= n) {
       best.clear();
