@@ -41,8 +41,28 @@ enum class Rpc : unsigned char {
   kDeleteModel = 11,
   kPinModel = 12,
   kPruneModels = 13,
+  // Selected by a first byte >= kLaterRpcsFrom, so that the inputs kept for
+  // the first 14 (the corpus, the regressions) keep their meaning.
+  kSimilarItems = 14,
+  kGetUserRatings = 15,
+  kGetItem = 16,
 };
-inline constexpr int kNumRpcs = 14;
+inline constexpr int kNumRpcs = 14;  // selected by byte % kNumRpcs
+inline constexpr int kLaterRpcsFrom = 224;
+inline constexpr int kNumLaterRpcs = 3;
+
+// The RPC an input's first byte selects: below kLaterRpcsFrom, byte %
+// kNumRpcs; from it, the later RPCs in turn.
+inline Rpc SelectRpc(unsigned char byte) {
+  if (byte < kLaterRpcsFrom) return static_cast<Rpc>(byte % kNumRpcs);
+  return static_cast<Rpc>(kNumRpcs + (byte - kLaterRpcsFrom) % kNumLaterRpcs);
+}
+// The first byte that selects `rpc` (seeds).
+inline unsigned char RpcByte(Rpc rpc) {
+  const int r = static_cast<int>(rpc);
+  return static_cast<unsigned char>(
+      r < kNumRpcs ? r : kLaterRpcsFrom + r - kNumRpcs);
+}
 
 }  // namespace rbmrec::fuzz
 

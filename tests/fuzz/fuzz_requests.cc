@@ -1,10 +1,10 @@
 // libFuzzer target: serialized rbmrec.v1 request messages, decoded with
 // ParseFromArray and handled by RbmrecService.
 //
-// Input: byte 0 % kNumRpcs picks the RPC (tests/fuzz/fuzz_data.h), the rest
-// is the serialized request. The service runs on a ":memory:" store holding
-// the synthetic data set and a tiny trained model (hidden 5, 2 epochs); it is
-// rebuilt every kResetEvery inputs so that what fuzzed writes accumulate
+// Input: byte 0 picks the RPC (SelectRpc in tests/fuzz/fuzz_data.h), the
+// rest is the serialized request. The service runs on a ":memory:" store
+// holding the synthetic data set and a tiny trained model (hidden 5, 2 epochs);
+// it is rebuilt every kResetEvery inputs so that what fuzzed writes accumulate
 // (rows, items, model versions) stays bounded.
 //
 // Train: hidden, epochs, batch_size, cd_steps and ensemble values >= 1 are
@@ -22,7 +22,10 @@
 // 1 (1e-5) and an expected rating on the scale; every OK Recommend answer has
 // at most n items, ranked 1.., expected ratings on the scale and
 // probabilities in [0, 1]; a Train request with an out-of-range option is
-// refused.
+// refused; SimilarItems answers at most n items, ranked 1.., with finite
+// scores and never a queried item; GetUserRatings at most a page of
+// ratings on the scale, no more than the total; GetItem K counts (or none)
+// that sum to `ratings`, with a mean on the scale.
 
 #include <chrono>
 #include <cmath>
@@ -260,6 +263,51 @@ void CheckRecommendations(const v1::RecommendRequest& request,
   }
 }
 
+void CheckSimilar(const v1::SimilarItemsRequest& request,
+                  const v1::SimilarItemsResponse& resp) {
+  if (request.n() > 0) {
+    Check(resp.items_size() <= request.n(), "SimilarItems: more than n items");
+  }
+  for (int i = 0; i < resp.items_size(); ++i) {
+    const v1::SimilarItem& item = resp.items(i);
+    Check(item.rank() == i + 1, "SimilarItems: ranks not 1, 2, ...");
+    Check(std::isfinite(item.score()), "SimilarItems: a score not finite");
+    for (const std::string& q : request.item_ids()) {
+      Check(item.item_id() != q, "SimilarItems: answered a queried item");
+    }
+    Check(item.item_id() != request.item_id() || request.item_id().empty(),
+          "SimilarItems: answered the queried item");
+  }
+}
+
+void CheckUserRatings(const v1::GetUserRatingsRequest& request,
+                      const v1::GetUserRatingsResponse& resp) {
+  Check(resp.ratings_size() <= (request.limit() > 0 ? request.limit() : 100),
+        "GetUserRatings: more than a page");
+  Check(resp.ratings_size() <= resp.total(),
+        "GetUserRatings: more ratings than the total");
+  for (const v1::UserRatingEntry& r : resp.ratings()) {
+    Check(std::isfinite(r.rating()) && r.rating() >= kMin - 1e-6 &&
+              r.rating() <= kMax + 1e-6,
+          "GetUserRatings: a rating off the scale");
+  }
+}
+
+void CheckItem(const v1::GetItemResponse& resp) {
+  Check(resp.rating_counts_size() == 0 || resp.rating_counts_size() == 5,
+        "GetItem: neither K counts nor none");
+  int64_t sum = 0;
+  for (const int64_t c : resp.rating_counts()) {
+    Check(c >= 0, "GetItem: a negative count");
+    sum += c;
+  }
+  Check(sum == resp.ratings(), "GetItem: counts do not sum to ratings");
+  Check(resp.ratings() == 0 ? resp.mean_rating() == 0
+                            : resp.mean_rating() >= kMin - 1e-6 &&
+                                  resp.mean_rating() <= kMax + 1e-6,
+        "GetItem: mean off the scale");
+}
+
 template <typename Message>
 bool Parse(const uint8_t* data, size_t size, Message* m) {
   return m->ParseFromArray(data, static_cast<int>(size));
@@ -287,7 +335,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   f::State& st = f::GetState();
   if (++st.runs % f::kResetEvery == 0) st.Reset();
   rbmrec::server::RbmrecService* svc = st.service.get();
-  const auto rpc = static_cast<f::Rpc>(data[0] % f::kNumRpcs);
+  const f::Rpc rpc = f::SelectRpc(data[0]);
   ++data;
   --size;
   switch (rpc) {
@@ -404,6 +452,27 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         f::Check(r->version() == req.version() && r->pinned() == req.pinned(),
                  "PinModel: answered another version or pin state");
       }
+      break;
+    }
+    case f::Rpc::kSimilarItems: {
+      v1::SimilarItemsRequest req;
+      if (!f::Parse(data, size, &req)) return 0;
+      absl::StatusOr<v1::SimilarItemsResponse> r = svc->SimilarItems(req);
+      if (r.ok()) f::CheckSimilar(req, *r);
+      break;
+    }
+    case f::Rpc::kGetUserRatings: {
+      v1::GetUserRatingsRequest req;
+      if (!f::Parse(data, size, &req)) return 0;
+      absl::StatusOr<v1::GetUserRatingsResponse> r = svc->GetUserRatings(req);
+      if (r.ok()) f::CheckUserRatings(req, *r);
+      break;
+    }
+    case f::Rpc::kGetItem: {
+      v1::GetItemRequest req;
+      if (!f::Parse(data, size, &req)) return 0;
+      absl::StatusOr<v1::GetItemResponse> r = svc->GetItem(req);
+      if (r.ok()) f::CheckItem(*r);
       break;
     }
     case f::Rpc::kPruneModels: {

@@ -126,7 +126,8 @@ bool ModelSeeds(const std::string& dir) {
 
 #ifdef RBMREC_FUZZ_SEEDS_REQUESTS
 std::string Request(Rpc rpc, const google::protobuf::Message& m) {
-  return std::string(1, static_cast<char>(rpc)) + m.SerializeAsString();
+  return std::string(1, static_cast<char>(RpcByte(rpc))) +
+         m.SerializeAsString();
 }
 
 bool RequestSeeds(const std::string& dir) {
@@ -259,6 +260,25 @@ bool RequestSeeds(const std::string& dir) {
     r.set_keep_full(1);
     r.set_keep_online(0);
     seeds.emplace_back("prune_models", Request(Rpc::kPruneModels, r));
+  }
+  {
+    v1::SimilarItemsRequest r;
+    r.add_item_ids(I(1));
+    r.set_n(5);
+    r.set_user_id(U(0));
+    seeds.emplace_back("similar_items", Request(Rpc::kSimilarItems, r));
+  }
+  {
+    v1::GetUserRatingsRequest r;
+    r.set_user_id(U(0));
+    r.set_offset(1);
+    r.set_limit(3);
+    seeds.emplace_back("get_user_ratings", Request(Rpc::kGetUserRatings, r));
+  }
+  {
+    v1::GetItemRequest r;
+    r.set_item_id(I(1));
+    seeds.emplace_back("get_item", Request(Rpc::kGetItem, r));
   }
   for (const auto& [name, bytes] : seeds) {
     if (!Write(dir, name, bytes)) return false;
