@@ -212,8 +212,8 @@ int RunRatings(Context& ctx);      // commands.cc (a user's stored ratings)
 int RunItem(Context& ctx);         // commands.cc (an item and its histogram)
 // recommend --all-users (commands_bulk.cc; RunRecommend dispatches).
 int RunRecommendAll(Context& ctx);
-int RunEvaluate(Context& ctx);     // commands_evaluate.cc
-int RunModels(Context& ctx);       // commands_models.cc
+int RunEvaluate(Context& ctx);  // commands_evaluate.cc
+int RunModels(Context& ctx);    // commands_models.cc
 int RunModelsActivate(Context& ctx);
 int RunModelsDelete(Context& ctx);
 int RunModelsPinTrue(Context& ctx);
