@@ -58,6 +58,24 @@ Model::Model(ModelParams params) : p_(std::move(params)) {
   RefreshItemHidden();
   RefreshItemWeights(0, num_items());
   RefreshRatedHalf(0, num_items());
+  member_exp_.resize(p_.members.size());
+  for (size_t e = 0; e < p_.members.size(); ++e) {
+    RefreshExp(static_cast<int>(e), 0, p_.members[e].W.rows());
+  }
+  RefreshExp(-1, 0, p_.item_rbm.W.rows());
+}
+
+void Model::RefreshExp(int e, int64_t from, int64_t to) {
+  const RbmParams& p = e < 0 ? p_.item_rbm : p_.members[static_cast<size_t>(e)];
+  ExpWeights& table =
+      e < 0 ? item_rbm_exp_ : member_exp_[static_cast<size_t>(e)];
+  if (p.F <= 0 || p.W.size() == 0 ||
+      static_cast<int64_t>(p.W.size()) * static_cast<int64_t>(sizeof(float)) >
+          kMaxExpTableBytes) {
+    table = ExpWeights();
+    return;
+  }
+  RefreshExpWeights(p, from, to, &table);
 }
 
 void Model::RefreshRatedHalf(int32_t from, int32_t to) {
@@ -105,20 +123,44 @@ void Model::RefreshItemHidden() {
   if (item_hT_.size() > 0) {
     SigmoidInPlace(item_hT_.data(), static_cast<int>(item_hT_.size()));
   }
+  RefreshItemExp(0, static_cast<int32_t>(p_.item_x.rows()));
+}
+
+void Model::RefreshItemExp(int32_t from, int32_t to) {
+  const RowMatrixXf& x = p_.item_x;
+  if (item_ex_.rows() != x.rows() || item_ex_.cols() != x.cols()) {
+    item_ex_.resize(x.rows(), x.cols());
+    item_ex_ok_.assign(static_cast<size_t>(x.rows()), 0);
+  }
+  ExpInput in;
+  for (int32_t i = std::max(0, from);
+       i < std::min(to, static_cast<int32_t>(x.rows())); ++i) {
+    SetExpInput(x.row(i).data(), static_cast<int>(x.cols()), &in);
+    std::copy(in.ex.begin(), in.ex.end(), item_ex_.row(i).data());
+    item_ex_ok_[static_cast<size_t>(i)] = in.hi.empty() ? 1 : 0;
+  }
 }
 
 namespace {
 
 // p_I(v_user | item's training ratings) from the I-RBM.
 void ItemRbmDistribution(const Model& m, int32_t user, int32_t item,
-                         PredictMethod method, float* h, float* probs) {
+                         PredictMethod method, float* h, ExpInput* in,
+                         float* probs) {
   const RbmParams& p = m.item_rbm();
   const float* x = m.item_x().row(item).data();
   if (method == PredictMethod::kMeanField) {
     for (int j = 0; j < p.F; ++j) h[j] = m.item_hT()(j, item);
     PredictMeanField(p, h, user, probs);
-  } else {
+  } else if (m.item_rbm_exp().ok.empty()) {
     PredictExact(p, x, user, probs);
+  } else {
+    ExpInputView view = m.ItemExpInput(item);
+    if (view.ex == nullptr) {
+      SetExpInput(x, p.F, in);
+      view = in->view();
+    }
+    PredictExactFromExp(p, m.item_rbm_exp(), view, x, user, probs);
   }
 }
 
@@ -151,19 +193,27 @@ void Model::PredictWith(int32_t user, const VisibleSet& v,
   const int K = this->K();
   if (fallback) fallback->assign(query.size(), false);
   std::fill(out, out + query.size() * K, 0.0f);
+  const bool exact = method == PredictMethod::kExact;
 #ifdef RBMREC_AVX2
-  // The query items' weight rows are scattered over W (and item_x): ask for
-  // all of them up front so their cache misses overlap.
+  // The query items' weight rows are scattered over W (exp(W) for the
+  // exact rule) and item_x (its exponentials): ask for all of them up front
+  // so their cache misses overlap.
   for (const int32_t q : query) {
     if (!Trained(q)) continue;
-    for (const RbmParams& p : p_.members) {
-      const char* row =
-          reinterpret_cast<const char*>(p.W.row(p.Row(q, 0)).data());
+    for (size_t e = 0; e < p_.members.size(); ++e) {
+      const RbmParams& p = p_.members[e];
+      const bool table = exact && !member_exp_[e].ok.empty();
+      const char* row = reinterpret_cast<const char*>(
+          table ? member_exp_[e].ew.row(p.Row(q, 0)).data()
+                : p.W.row(p.Row(q, 0)).data());
       const size_t bytes = static_cast<size_t>(K) * p.F * sizeof(float);
       for (size_t b = 0; b < bytes; b += 64) _mm_prefetch(row + b, _MM_HINT_T0);
     }
     if (UsesItemRbm(user, q)) {
-      const char* row = reinterpret_cast<const char*>(p_.item_x.row(q).data());
+      const char* row = reinterpret_cast<const char*>(
+          exact && item_ex_ok_[static_cast<size_t>(q)] != 0
+              ? item_ex_.row(q).data()
+              : p_.item_x.row(q).data());
       const size_t bytes = static_cast<size_t>(p_.item_rbm.F) * sizeof(float);
       for (size_t b = 0; b < bytes; b += 64) _mm_prefetch(row + b, _MM_HINT_T0);
     }
@@ -174,16 +224,23 @@ void Model::PredictWith(int32_t user, const VisibleSet& v,
   std::vector<float>& probs = scratch->probs;
   std::vector<float>& x = scratch->x;
   probs.resize(static_cast<size_t>(K));
-  for (const RbmParams& p : p_.members) {
+  for (size_t e = 0; e < p_.members.size(); ++e) {
+    const RbmParams& p = p_.members[e];
+    const ExpWeights& table = member_exp_[e];
     x.assign(member_x, member_x + p.F);
     member_x += p.F;
-    if (method == PredictMethod::kMeanField) SigmoidInPlace(x.data(), p.F);
+    if (!exact) SigmoidInPlace(x.data(), p.F);
+    if (exact && !table.ok.empty())
+      SetExpInput(x.data(), p.F, &scratch->exp_in);
     for (size_t q = 0; q < query.size(); ++q) {
       if (!Trained(query[q])) continue;
-      if (method == PredictMethod::kMeanField) {
+      if (!exact) {
         PredictMeanField(p, x.data(), query[q], probs.data());
-      } else {
+      } else if (table.ok.empty()) {
         PredictExact(p, x.data(), query[q], probs.data());
+      } else {
+        PredictExactFromExp(p, table, scratch->exp_in.view(), x.data(),
+                            query[q], probs.data());
       }
       for (int k = 0; k < K; ++k) out[q * K + k] += inv * probs[k];
     }
@@ -194,7 +251,7 @@ void Model::PredictWith(int32_t user, const VisibleSet& v,
     for (size_t q = 0; q < query.size(); ++q) {
       if (!Trained(query[q]) || !UsesItemRbm(user, query[q])) continue;
       ItemRbmDistribution(*this, user, query[q], method, h.data(),
-                          probs.data());
+                          &scratch->exp_in, probs.data());
       const float w = UserWeight(v.n, query[q]);
       for (int k = 0; k < K; ++k) {
         out[q * K + k] = w * out[q * K + k] + (1 - w) * probs[k];
@@ -248,7 +305,8 @@ void Model::MixItemRbm(int32_t user, int64_t n_user, PredictMethod method,
       probs(static_cast<size_t>(K));
   for (int32_t i = 0; i < num_items(); ++i) {
     if (!UsesItemRbm(user, i)) continue;
-    ItemRbmDistribution(*this, user, i, method, h.data(), probs.data());
+    ItemRbmDistribution(*this, user, i, method, h.data(), &scratch->exp_in,
+                        probs.data());
     const float w = UserWeight(n_user, i);
     for (int k = 0; k < K; ++k) {
       (*out)(i, k) = w * (*out)(i, k) + (1 - w) * probs[static_cast<size_t>(k)];

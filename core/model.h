@@ -111,6 +111,7 @@ class Model {
   struct Scratch {
     RowMatrixXf logits;
     std::vector<float> x, h, probs, fallback;
+    ExpInput exp_in;
   };
 
   Model() = default;
@@ -147,6 +148,22 @@ class Model {
   const uint16_t* rated_w_half() const {
     return rated_w_half_.empty() ? nullptr : rated_w_half_.data();
   }
+  // exp(W) of user-based member e and of the I-RBM (ExpWeights in
+  // core/rbm.h), what exact predictions read instead of an exp per weight;
+  // empty for an RBM whose W is larger than kMaxExpTableBytes (its exact
+  // predictions then take SoftplusSum). Always in step with the weights.
+  const ExpWeights& member_exp(size_t e) const { return member_exp_[e]; }
+  const ExpWeights& item_rbm_exp() const { return item_rbm_exp_; }
+  static constexpr int64_t kMaxExpTableBytes = int64_t{512} << 20;
+  // SetExpInput of item i's I-RBM input item_x.row(i), kept per item (the
+  // I-RBM scores the same item for every user); ex = nullptr where an input
+  // is above kExpSoftplusLimit (the caller computes it then). Always in step
+  // with item_x. REQUIRES 0 <= i < item_x().rows().
+  ExpInputView ItemExpInput(int32_t i) const {
+    if (item_ex_ok_[static_cast<size_t>(i)] == 0) return {};
+    return {item_ex_.row(i).data(), nullptr, 0, 0.0};
+  }
+
   // True when the model has the rated RBM (p(rated) rankings available).
   bool HasRatedRbm() const {
     return p_.rated_rbm.F > 0 && p_.rated_rbm.num_items == num_items();
@@ -229,7 +246,8 @@ class Model {
 
  private:
   // The online functions edit a Model that is not published yet and keep
-  // item_hT_, item_weight_ and rated_w_half_ in step with what they change.
+  // item_hT_, item_weight_, rated_w_half_ and the exp tables in step with
+  // what they change.
   friend int AddItems(Model* model, const std::vector<std::string>& item_ids,
                       uint64_t seed);
   friend void OnlineUserUpdate(Model* model, const VisibleSet& v,
@@ -242,13 +260,20 @@ class Model {
   friend void CopyItemState(const Model& src, const std::vector<int32_t>& items,
                             Model* dst);
 
-  // item_hT_ = sigmoid(item_x)^T.
+  // item_hT_ = sigmoid(item_x)^T, and every row of item_ex_.
   void RefreshItemHidden();
+  // item_ex_ and item_ex_ok_ for items [from, to) (resized to item_x's
+  // shape first).
+  void RefreshItemExp(int32_t from, int32_t to);
   // item_weight_ resized to num_items(), entries [from, to) recomputed.
   void RefreshItemWeights(int32_t from, int32_t to);
   // rated_w_half_ from rated_rbm.W, rows [from, to) (all rows when its size
   // changed).
   void RefreshRatedHalf(int32_t from, int32_t to);
+  // member_exp_[e] (e >= 0) or item_rbm_exp_ (e = -1) from that RBM's W,
+  // rows [from, to) (all rows when the shape changed; none when W is above
+  // kMaxExpTableBytes).
+  void RefreshExp(int e, int64_t from, int64_t to);
 
   ModelParams p_;
   RowMatrixXf item_hT_;
@@ -256,6 +281,10 @@ class Model {
   // log(1 + ItemCount(i)), one per item.
   std::vector<float> item_weight_;
   std::vector<uint16_t> rated_w_half_;  // see rated_w_half()
+  std::vector<ExpWeights> member_exp_;  // see member_exp()
+  ExpWeights item_rbm_exp_;             // see item_rbm_exp()
+  RowMatrixXf item_ex_;                 // see ItemExpInput()
+  std::vector<uint8_t> item_ex_ok_;
 };
 
 // Builds the item histogram from training ratings (rows users, cols items).

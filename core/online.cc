@@ -94,6 +94,12 @@ int AddItems(Model* model, const std::vector<std::string>& item_ids,
     }
     p.num_items = m;
   }
+  for (size_t e = 0; e < model->p_.members.size(); ++e) {
+    const RbmParams& p = model->p_.members[e];
+    model->RefreshExp(static_cast<int>(e),
+                      p.Row(m - static_cast<int32_t>(fresh.size()), 0),
+                      p.W.rows());
+  }
   return static_cast<int>(fresh.size());
 }
 
@@ -139,6 +145,10 @@ void OnlineUserUpdate(Model* model, const VisibleSet& v,
       }
       p.c += lr * (h0 - ht);
     }
+    for (int64_t r = 0; r < v.n; ++r) {
+      const int64_t row = p.Row(v.items[r], 0);
+      model->RefreshExp(static_cast<int>(e), row, row + K);
+    }
   }
 }
 
@@ -176,6 +186,7 @@ void AdjustItemInput(Model* model, int32_t user, int32_t item, int k,
   for (int j = 0; j < p.F; ++j) {
     model->item_hT_(j, item) = 1.0f / (1.0f + std::exp(-x[j]));
   }
+  model->RefreshItemExp(item, item + 1);
 }
 
 std::string ErasedUserId(int32_t index) {
@@ -201,6 +212,7 @@ bool EraseUser(Model* model, std::string_view user_id,
       irbm.W.row(irbm.Row(user, k)).setZero();
       irbm.b[irbm.Row(user, k)] = 0.0f;
     }
+    model->RefreshExp(-1, irbm.Row(user, 0), irbm.Row(user, 0) + irbm.K);
   }
   p.users.Rename(user, ErasedUserId(user));
   return true;
@@ -241,6 +253,7 @@ void CopyItemState(const Model& src, const std::vector<int32_t>& items,
     for (const int32_t i : items) {
       const Eigen::Index row = static_cast<Eigen::Index>(p.Row(i, 0));
       q.W.middleRows(row, K) = p.W.middleRows(row, K);
+      dst->RefreshExp(static_cast<int>(e), row, row + K);
       q.b.segment(row, K) = p.b.segment(row, K);
       if (p.conditional()) q.D.row(i) = p.D.row(i);
     }
@@ -254,6 +267,7 @@ void CopyItemState(const Model& src, const std::vector<int32_t>& items,
     dst->RefreshItemWeights(i, i + 1);
     if (i < src.p_.item_x.rows()) dst->p_.item_x.row(i) = src.p_.item_x.row(i);
     if (i < src.item_hT_.cols()) dst->item_hT_.col(i) = src.item_hT_.col(i);
+    dst->RefreshItemExp(i, i + 1);
     if (i < src.p_.rated_rbm.num_items) {
       dst->p_.rated_rbm.W.row(i) = src.p_.rated_rbm.W.row(i);
       dst->p_.rated_rbm.b[i] = src.p_.rated_rbm.b[i];

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <vector>
 
 #include "core/kernels.h"
@@ -365,6 +366,93 @@ void PredictExact(const RbmParams& p, const float* x, int32_t q, float* probs) {
   for (int k = 0; k < p.K; ++k) {
     probs[k] = p.b[row0 + k] + SoftplusSum(x, p.W.row(row0 + k).data(), p.F);
   }
+  SoftmaxInPlace(probs, p.K);
+}
+
+void RefreshExpWeights(const RbmParams& p, int64_t from, int64_t to,
+                       ExpWeights* e) {
+  if (e->ew.cols() == p.W.cols() && e->ew.rows() < p.W.rows()) {
+    // Rows added (new items): the old ones are kept.
+    const int64_t old_rows = e->ew.rows();
+    e->ew.conservativeResize(p.W.rows(), p.W.cols());
+    e->ok.resize(static_cast<size_t>(p.W.rows()), 0);
+    from = std::min(from, old_rows);
+    to = p.W.rows();
+  } else if (e->ew.rows() != p.W.rows() || e->ew.cols() != p.W.cols()) {
+    e->ew.resize(p.W.rows(), p.W.cols());
+    e->ok.assign(static_cast<size_t>(p.W.rows()), 0);
+    from = 0;
+    to = p.W.rows();
+  }
+  from = std::max<int64_t>(0, from);
+  to = std::min<int64_t>(to, p.W.rows());
+  for (int64_t r = from; r < to; ++r) {
+    const float* w = p.W.row(r).data();
+    float* ew = e->ew.row(r).data();
+    bool ok = true;
+    for (int j = 0; j < p.F; ++j) {
+      ok = ok && std::abs(w[j]) <= kSaturatedRowLimit;
+      ew[j] =
+          std::exp(std::clamp(w[j], -kSaturatedRowLimit, kSaturatedRowLimit));
+    }
+    e->ok[static_cast<size_t>(r)] = ok ? 1 : 0;
+  }
+}
+
+void SetExpInput(const float* x, int F, ExpInput* in) {
+  // exp through an aligned buffer in blocks, so each element's bits depend
+  // only on its value (as SigmoidInPlace's).
+  in->ex.resize(static_cast<size_t>(F));
+  float hi_x = -std::numeric_limits<float>::infinity();
+  for (int j = 0; j < F; ++j) hi_x = std::max(hi_x, x[j]);
+  constexpr int kBlock = 64;
+  alignas(64) float buf[kBlock];
+  for (int j0 = 0; j0 < F; j0 += kBlock) {
+    const int n = std::min(kBlock, F - j0);
+    for (int t = 0; t < n; ++t) {
+      buf[t] = std::clamp(x[j0 + t], -kExpSoftplusLimit, kExpSoftplusLimit);
+    }
+    Eigen::Map<Eigen::ArrayXf, Eigen::Aligned64> a(buf, n);
+    a = a.exp();
+    for (int t = 0; t < n; ++t) {
+      in->ex[static_cast<size_t>(j0 + t)] =
+          std::abs(x[j0 + t]) > kExpSoftplusLimit ? 0.0f : buf[t];
+    }
+  }
+  in->hi_sum = 0;
+  in->hi.clear();
+  if (hi_x <= kExpSoftplusLimit) return;
+  for (int j = 0; j < F; ++j) {
+    if (x[j] > kExpSoftplusLimit) {
+      in->hi.push_back(j);
+      in->hi_sum += x[j];
+    }
+  }
+}
+
+float ExactLogit(const RbmParams& p, const ExpWeights& e,
+                 const ExpInputView& in, const float* x, int64_t r) {
+  const float* w = p.W.row(r).data();
+  if (e.ok[static_cast<size_t>(r)] == 0) {
+    return p.b[r] + SoftplusSum(x, w, p.F);
+  }
+  int64_t exp2 = 0;
+  // The product's mantissa is in [1, 2^8): its log in float is as accurate
+  // as SoftplusSum's.
+  const float mantissa = static_cast<float>(
+      SoftplusProductFromExp(in.ex, e.ew.row(r).data(), p.F, &exp2));
+  double s = static_cast<double>(p.b[r]) + in.hi_sum +
+             static_cast<double>(exp2) * 0.69314718055994531 +
+             static_cast<double>(std::log(mantissa));
+  for (int32_t t = 0; t < in.n_hi; ++t) s += static_cast<double>(w[in.hi[t]]);
+  return static_cast<float>(s);
+}
+
+void PredictExactFromExp(const RbmParams& p, const ExpWeights& e,
+                         const ExpInputView& in, const float* x, int32_t q,
+                         float* probs) {
+  const int64_t row0 = p.Row(q, 0);
+  for (int k = 0; k < p.K; ++k) probs[k] = ExactLogit(p, e, in, x, row0 + k);
   SoftmaxInPlace(probs, p.K);
 }
 

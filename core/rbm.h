@@ -157,6 +157,53 @@ double FreeEnergy(const RbmParams& p, const VisibleSet& v);
 // `x` is HiddenInput(V). REQUIRES: probs has size K.
 void PredictExact(const RbmParams& p, const float* x, int32_t q, float* probs);
 
+// PredictExact's logits from exponentials computed ahead
+// (SoftplusSumFromExp): no exp per weight, ~3x cheaper at F = 200, for
+// serving, where the same W is scored for many users. The weights' side:
+// ew = exp(W), row by row, with ok[r] = 1 where every |W_rj| <=
+// kSaturatedRowLimit (the rows SplitSaturated's identity holds for); other
+// rows take SoftplusSum. Plain value type.
+struct ExpWeights {
+  RowMatrixXf ew;           // W.rows() x F, or empty (no table)
+  std::vector<uint8_t> ok;  // one per row of W
+};
+// Sets e's rows [from, to) from p.W. When p.W has more rows than e (items
+// added), also every added row; when the shape differs otherwise, every row.
+void RefreshExpWeights(const RbmParams& p, int64_t from, int64_t to,
+                       ExpWeights* e);
+// The input's side: SplitSaturated(x)'s ex and hi_sum, and the units
+// with x_j above kExpSoftplusLimit (hi_j = 1) as a list of indices (few,
+// usually none), as pointers into buffers its maker keeps (ExpInput, or a
+// model's per-item table).
+struct ExpInputView {
+  const float* ex = nullptr;
+  const int32_t* hi = nullptr;
+  int32_t n_hi = 0;
+  double hi_sum = 0;
+};
+// Buffers for one input (one per thread): SetExpInput fills them.
+struct ExpInput {
+  std::vector<float> ex;
+  std::vector<int32_t> hi;
+  double hi_sum = 0;
+  ExpInputView view() const {
+    return {ex.data(), hi.data(), static_cast<int32_t>(hi.size()), hi_sum};
+  }
+};
+// SplitSaturated(x, F) into `in`, with a vectorised exp (ex's last bit may
+// differ from SplitSaturated's).
+void SetExpInput(const float* x, int F, ExpInput* in);
+// b_r + sum_j softplus(x_j + W_rj) for row r of p: from e and `in` (made
+// from x) where e.ok[r], else SoftplusSum(x, W_r). Equal to the direct sum
+// up to SoftplusSum's absolute error.
+// REQUIRES: e from p (RefreshExpWeights, all rows); x has p.F entries.
+float ExactLogit(const RbmParams& p, const ExpWeights& e,
+                 const ExpInputView& in, const float* x, int64_t r);
+// PredictExact through ExactLogit: the same distribution up to that error.
+void PredictExactFromExp(const RbmParams& p, const ExpWeights& e,
+                         const ExpInputView& in, const float* x, int32_t q,
+                         float* probs);
+
 // Mean-field prediction (paper Eq. 9): h_hat = sigmoid(x);
 // p(v_q = k) = softmax_k(b_q^k + sum_j h_hat_j W_qj^k).
 // `h_hat` is sigmoid(HiddenInput(V)). REQUIRES: probs has size K.

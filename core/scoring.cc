@@ -127,7 +127,8 @@ namespace {
 // s->scores = the K logits of every item (item-major) of one user-based RBM
 // for the user's ratings v: b + W sigmoid(x) for mean field, b + sum_j
 // softplus(x_j + W_j) for the exact rule, with x = HiddenInput(p, v).
-void MemberLogits(const RbmParams& p, const VisibleSet& v, PredictMethod method,
+void MemberLogits(const RbmParams& p, const ExpWeights& table,
+                  const VisibleSet& v, PredictMethod method,
                   ScoringScratch* s) {
   s->x.resize(p.F);
   HiddenInput(p, v, s->x.data());
@@ -137,9 +138,16 @@ void MemberLogits(const RbmParams& p, const VisibleSet& v, PredictMethod method,
     SigmoidInPlace(s->x.data(), p.F);
     SharedMatVec(p, s->x.data(), s->scores.data());
     s->scores += p.b;
-  } else {
+  } else if (table.ok.empty()) {
     for (Eigen::Index r = 0; r < rows; ++r) {
       s->scores[r] = p.b[r] + SoftplusSum(s->x.data(), p.W.row(r).data(), p.F);
+    }
+  } else {
+    // The same logits Model::PredictWith computes (ExactLogit).
+    SetExpInput(s->x.data(), p.F, &s->model.exp_in);
+    for (Eigen::Index r = 0; r < rows; ++r) {
+      s->scores[r] =
+          ExactLogit(p, table, s->model.exp_in.view(), s->x.data(), r);
     }
   }
 }
@@ -156,8 +164,9 @@ void PredictAll(const Model& model, int32_t user, const VisibleSet& v,
   const float inv = model.members().empty()
                         ? 0.f
                         : 1.0f / static_cast<float>(model.members().size());
-  for (const RbmParams& p : model.members()) {
-    MemberLogits(p, v, method, &s);
+  for (size_t e = 0; e < model.members().size(); ++e) {
+    const RbmParams& p = model.members()[e];
+    MemberLogits(p, model.member_exp(e), v, method, &s);
     SoftmaxRows(s.scores.data(), m, K);
     // out (m x K, row-major) += inv * scores, viewed as the same shape.
     out->array() +=
@@ -230,7 +239,7 @@ void ScoreAllMeanField(const Model& model, int32_t user, const VisibleSet& v,
   // the U/I mix apply to the per-RBM scores.
   const float inv = MemberWeight(model);
   for (const RbmParams& p : model.members()) {
-    MemberLogits(p, v, PredictMethod::kMeanField, &s);
+    MemberLogits(p, ExpWeights(), v, PredictMethod::kMeanField, &s);
     AddMemberScores(s.scores.data(), m, K, values, inv, scores, &s);
   }
   FinishMeanFieldScores(model, user, v, values, scores, &s);

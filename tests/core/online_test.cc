@@ -196,3 +196,65 @@ TEST(Online, NewItemsJoinTheRatedRbmAndRiseWithTheirRatings) {
 
 }  // namespace
 }  // namespace rbmrec
+
+namespace rbmrec {
+namespace {
+
+// The exp(W) tables exact predictions read, after each online edit, are
+// those of a model built afresh from the edited parameters.
+void ExpectTablesAsBuiltAfresh(const Model& m) {
+  const Model fresh(ModelParams(m.params()));
+  for (size_t e = 0; e < m.members().size(); ++e) {
+    EXPECT_TRUE(m.member_exp(e).ew == fresh.member_exp(e).ew) << "member " << e;
+    EXPECT_EQ(m.member_exp(e).ok, fresh.member_exp(e).ok);
+    EXPECT_EQ(m.member_exp(e).ew.rows(), m.members()[e].W.rows());
+  }
+  EXPECT_TRUE(m.item_rbm_exp().ew == fresh.item_rbm_exp().ew);
+  EXPECT_EQ(m.item_rbm_exp().ok, fresh.item_rbm_exp().ok);
+  const int F = m.item_rbm().F;
+  for (int32_t i = 0; i < m.item_x().rows(); ++i) {
+    const ExpInputView a = m.ItemExpInput(i), b = fresh.ItemExpInput(i);
+    ASSERT_EQ(a.ex == nullptr, b.ex == nullptr) << "item " << i;
+    if (a.ex != nullptr) {
+      EXPECT_TRUE(std::equal(a.ex, a.ex + F, b.ex)) << "item " << i;
+    }
+  }
+}
+
+TEST(Online, ExpTablesFollowEveryEdit) {
+  auto s = testing_data::PlantedRatings(30, 12, 2, 0.5, 23);
+  auto model = FitSmall(s);
+  ASSERT_TRUE(model.ok()) << model.status();
+  Model& m = *model;
+  ASSERT_FALSE(m.member_exp(0).ok.empty());
+  ASSERT_FALSE(m.item_rbm_exp().ok.empty());
+  ExpectTablesAsBuiltAfresh(m);
+
+  ASSERT_EQ(AddItems(&m, {"new1", "new2"}, 5), 2);
+  ExpectTablesAsBuiltAfresh(m);
+
+  const std::vector<int32_t> items = {0, 3, m.items().Find("new1")};
+  const std::vector<uint8_t> ks = {4, 0, 2};
+  OnlineOptions o;
+  o.steps = 2;
+  OnlineUserUpdate(&m, VisibleSet{items.data(), ks.data(), 3}, o, 99);
+  ExpectTablesAsBuiltAfresh(m);
+
+  const Model before(ModelParams(m.params()));
+  Model copy(ModelParams(m.params()));
+  OnlineUserUpdate(&m, VisibleSet{items.data(), ks.data(), 2}, o, 7);
+  CopyItemState(m, {0, 3}, &copy);
+  ExpectTablesAsBuiltAfresh(copy);
+  EXPECT_FALSE(copy.member_exp(0).ew == before.member_exp(0).ew);
+
+  const std::string user = m.users().Name(2);
+  const std::vector<int32_t> rated = {1};
+  const std::vector<uint8_t> rk = {3};
+  AdjustItemInput(&m, 1, 4, 2, +1);
+  ExpectTablesAsBuiltAfresh(m);
+  ASSERT_TRUE(EraseUser(&m, user, VisibleSet{rated.data(), rk.data(), 1}));
+  ExpectTablesAsBuiltAfresh(m);
+}
+
+}  // namespace
+}  // namespace rbmrec

@@ -300,6 +300,57 @@ TEST(RbmMath, SplitSaturatedKeepsTheSoftplusSum) {
   }
 }
 
+// ExactLogit through the exp(W) table: the direct softplus sum (in double)
+// on rows within kSaturatedRowLimit, with and without saturated inputs, and
+// SoftplusSum's exact bits on a row beyond the limit (flagged not ok).
+TEST(RbmMath, ExactLogitFromTheExpTableIsTheSoftplusSum) {
+  Rng rng(17);
+  RbmParams p;
+  p.Resize(3, 2, 150);
+  for (int64_t r = 0; r < p.W.rows(); ++r) {
+    for (int j = 0; j < p.F; ++j) {
+      p.W(r, j) = 3.0f * (2 * rng.Uniform() - 1);
+    }
+    p.b[r] = 0.5f * static_cast<float>(r);
+  }
+  p.W(5, 7) = 1.5f * kSaturatedRowLimit;  // row 5 takes SoftplusSum
+  ExpWeights e;
+  RefreshExpWeights(p, 0, p.W.rows(), &e);
+  ASSERT_EQ(e.ok.size(), 6u);
+  for (int64_t r = 0; r < 6; ++r) EXPECT_EQ(e.ok[r], r == 5 ? 0 : 1);
+  for (float x_scale : {2.0f, 30.0f, 300.0f}) {
+    std::vector<float> x(static_cast<size_t>(p.F));
+    for (float& v : x) v = x_scale * (2 * rng.Uniform() - 1);
+    ExpInput in;
+    SetExpInput(x.data(), p.F, &in);
+    for (int64_t r = 0; r < p.W.rows(); ++r) {
+      double ref = p.b[r];
+      for (int j = 0; j < p.F; ++j) {
+        ref += Softplus(static_cast<double>(x[j]) + p.W(r, j));
+      }
+      const float got = ExactLogit(p, e, in.view(), x.data(), r);
+      if (r == 5) {
+        EXPECT_EQ(got, p.b[r] + SoftplusSum(x.data(), p.W.row(r).data(), p.F));
+      }
+      EXPECT_NEAR(got, ref, 3e-4 + 2e-6 * std::abs(ref))
+          << "row " << r << " scale " << x_scale;
+    }
+    float probs[2], want[2];
+    PredictExactFromExp(p, e, in.view(), x.data(), 1, probs);
+    PredictExact(p, x.data(), 1, want);
+    EXPECT_NEAR(probs[0], want[0], 1e-5);
+    EXPECT_NEAR(probs[0] + probs[1], 1.0f, 1e-6);
+  }
+  // Rows added later keep the old ones and fill the new ones.
+  RbmParams q = p;
+  q.W.conservativeResize(8, p.F);
+  q.W.bottomRows(2).setConstant(0.25f);
+  RefreshExpWeights(q, 6, 8, &e);
+  ASSERT_EQ(e.ew.rows(), 8);
+  EXPECT_EQ(e.ew(7, 3), std::exp(0.25f));
+  EXPECT_EQ(e.ew(0, 3), std::exp(p.W(0, 3)));
+}
+
 TEST(RbmMath, SoftmaxRowsIsSoftmaxInPlaceOnEveryRow) {
   Rng rng(11);
   for (int K : {1, 2, 3, 5, 8, 10}) {

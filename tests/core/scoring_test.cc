@@ -178,16 +178,22 @@ TEST(PredictWith, IsPredictAndTheFormulaBitForBit) {
       // The formula with the building blocks of core/rbm.h.
       const float inv = 1.0f / static_cast<float>(model.members().size());
       std::vector<float> probs(static_cast<size_t>(K));
-      for (const RbmParams& p : model.members()) {
+      // The exact rule through the model's exp(W) tables (ExactLogit).
+      ExpInput in;
+      for (size_t e = 0; e < model.members().size(); ++e) {
+        const RbmParams& p = model.members()[e];
+        ASSERT_FALSE(model.member_exp(e).ok.empty());
         std::vector<float> h(static_cast<size_t>(p.F));
         HiddenInput(p, v, h.data());
         if (method == PredictMethod::kMeanField) SigmoidInPlace(h.data(), p.F);
+        SetExpInput(h.data(), p.F, &in);
         for (size_t q = 0; q < query.size(); ++q) {
           if (!model.Trained(query[q])) continue;
           if (method == PredictMethod::kMeanField) {
             PredictMeanField(p, h.data(), query[q], probs.data());
           } else {
-            PredictExact(p, h.data(), query[q], probs.data());
+            PredictExactFromExp(p, model.member_exp(e), in.view(), h.data(),
+                                query[q], probs.data());
           }
           for (int k = 0; k < K; ++k) ref[q * K + k] += inv * probs[k];
         }
@@ -221,8 +227,10 @@ TEST(PredictWith, IsPredictAndTheFormulaBitForBit) {
           for (int j = 0; j < ip.F; ++j) h[j] = model.item_hT()(j, item);
           PredictMeanField(ip, h.data(), model_user, probs.data());
         } else {
-          PredictExact(ip, model.item_x().row(item).data(), model_user,
-                       probs.data());
+          const float* xi = model.item_x().row(item).data();
+          SetExpInput(xi, ip.F, &in);
+          PredictExactFromExp(ip, model.item_rbm_exp(), in.view(), xi,
+                              model_user, probs.data());
         }
         for (int k = 0; k < K; ++k) {
           ref[q * K + k] = w * ref[q * K + k] + (1 - w) * probs[k];
