@@ -29,11 +29,13 @@ std::vector<OnlineEvent> EventsFromUpsert(
   absl::flat_hash_map<std::string, size_t> event_of;
   absl::flat_hash_map<std::pair<std::string, std::string>, Change> change;
   for (size_t i = 0; i < rows.size(); ++i) {
+    if (rows[i].view) continue;  // views change no histogram
     auto [it, fresh] = change.try_emplace({rows[i].user, rows[i].item});
     if (fresh) it->second.before = previous[i];
     it->second.after = rows[i].rating;
   }
   for (const store::RatingRow& r : rows) {
+    if (r.view) continue;
     auto c = change.find({r.user, r.item});
     if (c == change.end()) continue;  // already handled
     auto [e, fresh] = event_of.try_emplace(r.user, events.size());

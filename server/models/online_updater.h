@@ -71,7 +71,8 @@ struct OnlineEvent {
 // before the call (the first row's previous) and the final one (the last
 // row's rating) give the deltas: +1 final when there was none, -1 before
 // and +1 final when they differ. One event per user, in order of first
-// appearance. Empty when the sizes differ.
+// appearance. View rows (RatingRow::view) are skipped: they change no
+// histogram. Empty when the sizes differ.
 std::vector<OnlineEvent> EventsFromUpsert(
     const std::vector<store::RatingRow>& rows,
     const std::vector<std::optional<double>>& previous);
