@@ -162,16 +162,22 @@ absl::Status ReadCaches::AddViews(const Model& model,
       store_->GetUserViews(user_id);
   if (absl::IsNotFound(views.status())) return absl::OkStatus();
   if (!views.ok()) return views.status();
-  const std::vector<int32_t>& rated = resolved->ratings.items;
-  for (const std::string& item : *views) {
-    const int32_t idx = model.items().Find(item);
-    if (idx < 0 || std::binary_search(rated.begin(), rated.end(), idx)) {
-      continue;
-    }
-    resolved->extra.push_back(idx);
-  }
-  std::sort(resolved->extra.begin(), resolved->extra.end());
+  resolved->extra = ExtraItems(model, *views, resolved->ratings.items);
   return absl::OkStatus();
+}
+
+std::vector<int32_t> ExtraItems(const Model& model,
+                                const std::vector<std::string>& viewed,
+                                const std::vector<int32_t>& rated) {
+  std::vector<int32_t> extra;
+  for (const std::string& item : viewed) {
+    const int32_t idx = model.items().Find(item);
+    if (idx >= 0 && !std::binary_search(rated.begin(), rated.end(), idx)) {
+      extra.push_back(idx);
+    }
+  }
+  std::sort(extra.begin(), extra.end());
+  return extra;
 }
 
 absl::StatusOr<UserView> ReadCaches::Resolve(

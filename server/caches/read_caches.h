@@ -85,6 +85,13 @@ struct UserView {
 // their hidden inputs also sum D over the user's extra items.
 bool IsConditional(const Model& model);
 
+// The model indices of the `viewed` items that `model` knows and `rated`
+// (model indices, sorted) does not hold, sorted: a conditional model's
+// extra items (VisibleSet::extra) from a user's stored views.
+std::vector<int32_t> ExtraItems(const Model& model,
+                                const std::vector<std::string>& viewed,
+                                const std::vector<int32_t>& rated);
+
 namespace internal {
 // Estimated bytes of a cache entry (key and value).
 size_t CacheBytes(

@@ -12,7 +12,8 @@
 // Train or ActivateModel) and applies the rest: AddItems for new items,
 // AdjustHistogram / AdjustItemInput per delta, OnlineUserUpdate once per
 // changed user (re-reading the user's ratings from the store, with no lock
-// of ours held).
+// of ours held; for a conditional model also the user's views, the extra
+// items of r, as serving has them).
 //
 // Incremental. An apply does not copy the whole model each time: the
 // updater keeps the model it published before the current one (the

@@ -173,6 +173,19 @@ TEST_F(ImplicitTest, AConditionalModelServesViewsAndTheItemsAskedAbout) {
   EXPECT_EQ(viewed[0], together[0]);
   ASSERT_TRUE(service_->AddRatings({v}).ok());
   EXPECT_EQ(Predict(U(0), {I(1)}), viewed);
+  // A new rating's online update of the conditional model (which sums D
+  // over the user's views too) keeps the answers distributions.
+  v1::AddRatingsRequest rated;
+  *rated.add_ratings() = Row(U(0), I(other), 1);
+  ASSERT_TRUE(service_->AddRatings({rated}).ok());
+  service_->FlushOnlineForTest();
+  const auto after = Predict(U(0), {I(1), I(other)});
+  ASSERT_EQ(after.size(), 2u);
+  for (const auto& dist : after) {
+    float sum = 0;
+    for (float x : dist) sum += x;
+    EXPECT_NEAR(sum, 1.0f, 1e-4);
+  }
 }
 
 TEST_F(ImplicitTest, ConditionalTrainingWithoutViewsServesDistributions) {
