@@ -317,6 +317,7 @@ absl::StatusOr<v1::TrainRequest> BuildTrainRequest(const ParsedArgs& args) {
   for (const absl::Status& s : statuses) {
     if (!s.ok()) return s;
   }
+  if (args.Has("conditional")) o->set_conditional(true);
   if (args.Has("learning-rate") && args.Has("lr")) {
     return absl::InvalidArgumentError(
         "--lr is an alias of --learning-rate; give only one");

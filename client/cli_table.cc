@@ -77,9 +77,15 @@ void AddImportCommands(std::vector<CommandSpec>& c) {
              "the server's --max-message-mb (the error says how far)"),
        Bool("lenient", "skip malformed lines instead of failing"),
        Bool("allow-rejected",
-            "exit 0 even when the server rejected rows (default: exit 3)")},
+            "exit 0 even when the server rejected rows (default: exit 3)"),
+       Value("kind", "KIND",
+             "rating|view (default rating): with view every row is stored "
+             "as a view, an interaction without a rating (the file's rating "
+             "column is read and ignored)")},
       {{"rbmrec import ml-100k/u1.base",
         "80,000 MovieLens ratings, streamed in batches"},
+       {"rbmrec import clicks.tsv --kind view",
+        "user, item, rating, timestamp rows stored as views"},
        {"rbmrec import data.csv --format csv --lenient",
         "a CSV file, skipping its malformed lines"}},
       RunImport});
@@ -278,6 +284,10 @@ void AddModelUseCommands(std::vector<CommandSpec>& c) {
        Value("ordinal", "true|false",
              "ordinal sharing between rating values (default: the "
              "server's, true)"),
+       Bool("conditional",
+            "the conditional RBM: the rating model also sees which items "
+            "each user viewed (import --kind view) and, when predicting, "
+            "the items asked about"),
        Value("average", "X",
              "parameter averaging over epochs, in [0, 1), 0 = off"),
        Value("factors", "N",

@@ -173,7 +173,7 @@ absl::StatusOr<v1::AddRatingsResponse> RbmrecClient::AddRatings(
 
 absl::StatusOr<v1::AddRatingsResponse> RbmrecClient::ImportRatings(
     const std::vector<RawRating>& rows, int batch_size,
-    const ImportProgressCallback& progress) {
+    const ImportProgressCallback& progress, bool views) {
   if (batch_size < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("batch size must be >= 1, got ", batch_size));
@@ -188,7 +188,11 @@ absl::StatusOr<v1::AddRatingsResponse> RbmrecClient::ImportRatings(
       v1::Rating* r = batch->add_ratings();
       r->set_user_id(rows[next].user);
       r->set_item_id(rows[next].item);
-      r->set_rating(rows[next].rating);
+      if (views) {
+        r->set_kind(v1::Rating::VIEW);
+      } else {
+        r->set_rating(rows[next].rating);
+      }
       r->set_timestamp(rows[next].timestamp);
     }
     return true;

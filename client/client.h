@@ -127,11 +127,12 @@ class RbmrecClient {
   // Streams `rows` in batches of `batch_size` rows (the last one may be
   // smaller): batch b holds rows[b * batch_size, (b + 1) * batch_size), so
   // RejectedRow{batch, row} is rows[batch * batch_size + row]. Each row's
-  // timestamp is sent in Rating.timestamp.
+  // timestamp is sent in Rating.timestamp. With `views` every row is sent
+  // as a view (Rating.kind VIEW, its rating unset).
   // REQUIRES: batch_size >= 1.
   absl::StatusOr<v1::AddRatingsResponse> ImportRatings(
       const std::vector<RawRating>& rows, int batch_size,
-      const ImportProgressCallback& progress);
+      const ImportProgressCallback& progress, bool views = false);
 
   absl::StatusOr<v1::DeleteRatingsResponse> DeleteRatings(
       const v1::DeleteRatingsRequest& request);

@@ -50,6 +50,7 @@ bool MessageTooLarge(const absl::Status& status, int64_t* bytes,
 struct ImportRun {
   std::string file;
   int batch_size = 0;
+  bool views = false;  // --kind view
   ReadResult read;
   int64_t rows_sent = 0;
   int64_t batches_expected = 0;
@@ -86,6 +87,13 @@ std::optional<ImportRun> ReadImport(Context& ctx, int* exit_code) {
     return std::nullopt;
   }
   run.batch_size = static_cast<int>(*batch);
+  const std::string kind = args.Get("kind", "rating");
+  if (kind != "rating" && kind != "view") {
+    *exit_code = ctx.UsageError(absl::InvalidArgumentError(
+        absl::StrCat("--kind: expected rating or view, got '", kind, "'")));
+    return std::nullopt;
+  }
+  run.views = kind == "view";
   absl::StatusOr<ReadResult> read = ReadRatingsFile(run.file, *options);
   if (!read.ok()) {
     *exit_code = ctx.InputError(read.status());
@@ -192,6 +200,7 @@ std::string ImportJson(const ImportRun& run,
   j["accepted"] = response.accepted();
   j["rejected"] = response.rejected();
   j["replaced"] = response.replaced();
+  j["views"] = response.views();
   j["batches"] = response.batches();
   j["rejected_rows"] = std::move(rejected_rows);
   j["seconds"] = JsonNumber(run.seconds);
@@ -204,8 +213,11 @@ void PrintImportText(Context& ctx, const ImportRun& run,
                      const v1::AddRatingsResponse& response, double rate) {
   ctx.out() << "accepted " << FormatCount(response.accepted()) << ", rejected "
             << FormatCount(response.rejected()) << ", replaced "
-            << FormatCount(response.replaced()) << " in "
-            << FormatCount(response.batches()) << " batches, "
+            << FormatCount(response.replaced());
+  if (response.views() > 0) {
+    ctx.out() << ", views " << FormatCount(response.views());
+  }
+  ctx.out() << " in " << FormatCount(response.batches()) << " batches, "
             << FormatDuration(run.seconds) << " ("
             << FormatCount(std::llround(rate)) << " rows/s)\n";
   if (response.rejected() == 0) return;
@@ -260,17 +272,20 @@ int RunImport(Context& ctx) {
   std::optional<ImportRun> run = ReadImport(ctx, &exit_code);
   if (!run.has_value()) return exit_code;
   if (!ctx.json()) {
-    ctx.err() << "read " << FormatCount(run->rows_sent) << " ratings from "
+    ctx.err() << "read " << FormatCount(run->rows_sent)
+              << (run->views ? " views from " : " ratings from ")
               << TerminalSafe(run->file) << " ("
               << RatingFormatName(run->read.format) << ")\n";
   }
 
   ProgressLine line(ctx, "import: ");
   absl::StatusOr<v1::AddRatingsResponse> response = ctx.client().ImportRatings(
-      run->read.rows, run->batch_size, [&](const ImportProgress& p) {
+      run->read.rows, run->batch_size,
+      [&](const ImportProgress& p) {
         run->last = p;
         line.Update(FormatImportProgress(p), p.done_sending);
-      });
+      },
+      run->views);
   line.Finish();
   run->seconds = line.elapsed_seconds();
   if (!response.ok()) return ReportImportFailure(ctx, *run, response.status());

@@ -437,6 +437,10 @@ std::string FormatStats(const v1::GetStatsResponse& stats) {
       {"online updates", FormatCount(stats.online_updates())},
       {"model versions", FormatCount(stats.model_versions())},
   };
+  if (stats.views() > 0) {  // interactions without a rating, when any
+    table.rows.insert(table.rows.begin() + 2,
+                      {"views", FormatCount(stats.views())});
+  }
   if (stats.database_file_bytes() > 0) {
     // The file and the WAL apart: the server's --db-max-mb limits the
     // database's pages only, not the write-ahead log next to it.

@@ -61,7 +61,7 @@ CC=clang CXX=clang++ cmake -S . -B build-test-asan -DCMAKE_BUILD_TYPE=RelWithDeb
   -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" -DRBMREC_SANITIZE=ON \
   -DRBMREC_FUZZ=ON >/dev/null
 asan_targets=$(cmake --build build-test-asan --target help | sed -n -E \
-  's/^\.\.\. ((core|store)_[a-z_]*_test|rbmrec_(service|model_registry|training_jobs|online_updater|read_caches|limits|erasure)_test|fuzz_(readers|model_file|requests|http))$/\1/p')
+  's/^\.\.\. ((core|store)_[a-z_]*_test|rbmrec_(service|implicit|model_registry|training_jobs|online_updater|read_caches|limits|erasure)_test|fuzz_(readers|model_file|requests|http))$/\1/p')
 cmake --build build-test-asan -j"$jobs" --target $asan_targets
 # Suites of targets not built here are listed by ctest as *_NOT_BUILT.
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \

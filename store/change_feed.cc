@@ -113,6 +113,7 @@ absl::StatusOr<DecodedChanges> DecodeChanges(std::string_view payload) {
       case 'D':
       case 'X':
       case 'I':
+      case 'V':
         rec.kind = static_cast<ChangeRecord::Kind>(kind);
         break;
       default:

@@ -8,7 +8,8 @@
 //
 // A Store that shares its database publishes, inside the transaction of each
 // write (so a change is announced exactly when it commits, and never when it
-// does not), one ChangeRecord per changed rating, per deleted user and per
+// does not), one ChangeRecord per changed rating, per stored view, per
+// deleted user and per
 // item whose metadata changed, plus a "models" signal when the active model
 // version changed. The records travel as text payloads (EncodeChanges /
 // DecodeChanges, at most kMaxPayloadBytes each); this file holds that
@@ -34,6 +35,7 @@ struct ChangeRecord {
     kDelete = 'D',       // user, item, rating (the deleted one)
     kUserDeleted = 'X',  // user (its ratings come as kDelete records)
     kItem = 'I',         // item (title / attributes changed)
+    kView = 'V',         // user, item (a view stored; no rating)
   };
   Kind kind = Kind::kUpsert;
   std::string user;

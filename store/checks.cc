@@ -107,7 +107,7 @@ absl::Status CheckRatingRows(absl::Span<const RatingRow> rows) {
     const RatingRow& r = rows[i];
     if (absl::Status s = CheckId(r.user, "row", i, "user"); !s.ok()) return s;
     if (absl::Status s = CheckId(r.item, "row", i, "item"); !s.ok()) return s;
-    if (!std::isfinite(r.rating)) {
+    if (!r.view && !std::isfinite(r.rating)) {
       return absl::InvalidArgumentError(absl::StrFormat(
           "row %d: rating is not a finite number (%g)", i, r.rating));
     }
@@ -181,21 +181,41 @@ void SnapshotBuilder::ReserveRatings(int64_t n) {
   snap_.ratings.reserve(static_cast<size_t>(std::max<int64_t>(0, n)));
 }
 
-absl::Status SnapshotBuilder::AddRating(int64_t user_idx, int64_t item_idx,
-                                        double rating) {
+absl::Status SnapshotBuilder::Positions(int64_t user_idx, int64_t item_idx,
+                                        const char* what, int32_t* u,
+                                        int32_t* i) const {
   const auto position = [](const std::vector<int32_t>& pos, int64_t idx) {
     return idx < 0 || static_cast<size_t>(idx) >= pos.size()
                ? -1
                : pos[static_cast<size_t>(idx)];
   };
-  const int32_t u = position(user_pos_, user_idx);
-  const int32_t i = position(item_pos_, item_idx);
-  if (u < 0 || i < 0) {
+  *u = position(user_pos_, user_idx);
+  *i = position(item_pos_, item_idx);
+  if (*u < 0 || *i < 0) {
     return absl::DataLossError(absl::StrFormat(
-        "database '%s': rating (%d, %d) refers to a missing user or item",
-        name_, user_idx, item_idx));
+        "database '%s': %s (%d, %d) refers to a missing user or item", name_,
+        what, user_idx, item_idx));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SnapshotBuilder::AddRating(int64_t user_idx, int64_t item_idx,
+                                        double rating) {
+  int32_t u = 0, i = 0;
+  if (absl::Status s = Positions(user_idx, item_idx, "rating", &u, &i);
+      !s.ok()) {
+    return s;
   }
   snap_.ratings.push_back(Snapshot::Row{u, i, rating});
+  return absl::OkStatus();
+}
+
+absl::Status SnapshotBuilder::AddView(int64_t user_idx, int64_t item_idx) {
+  int32_t u = 0, i = 0;
+  if (absl::Status s = Positions(user_idx, item_idx, "view", &u, &i); !s.ok()) {
+    return s;
+  }
+  snap_.views.push_back(Snapshot::View{u, i});
   return absl::OkStatus();
 }
 

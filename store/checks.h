@@ -109,10 +109,17 @@ class SnapshotBuilder {
   void ReserveRatings(int64_t n);
   // DataLoss when either index names no row added.
   absl::Status AddRating(int64_t user_idx, int64_t item_idx, double rating);
+  // A stored view; DataLoss as AddRating.
+  absl::Status AddView(int64_t user_idx, int64_t item_idx);
 
   Snapshot Take() { return std::move(snap_); }
 
  private:
+  // The positions of (user_idx, item_idx); DataLoss naming `what` when
+  // either is missing.
+  absl::Status Positions(int64_t user_idx, int64_t item_idx, const char* what,
+                         int32_t* u, int32_t* i) const;
+
   const std::string name_;
   Snapshot snap_;
   // idx -> position in snap_.users / items, -1 for gaps.

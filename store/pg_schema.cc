@@ -80,6 +80,16 @@ ALTER TABLE items
   ADD COLUMN categories TEXT,
   ADD COLUMN hidden BOOLEAN NOT NULL DEFAULT FALSE;
 )sql"},
+    // Interactions without a rating (views): one row per (user, item), with
+    // the latest timestamp of its views (no FOREIGN KEYs, as `ratings`).
+    {4, R"sql(
+CREATE TABLE views(
+  user_idx BIGINT NOT NULL,
+  item_idx BIGINT NOT NULL,
+  ts BIGINT NOT NULL DEFAULT 0,
+  PRIMARY KEY(user_idx, item_idx)
+);
+)sql"},
 };
 static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) ==
                   kPostgresSchemaVersion,

@@ -19,6 +19,7 @@
 #include "store/pg_db.h"
 #include "store/pg_models.h"
 #include "store/pg_schema.h"
+#include "store/pg_views.h"
 #include "store/status_macros.h"
 
 namespace rbmrec::store {
@@ -325,16 +326,19 @@ void DistinctIds(absl::Span<const RatingRow> rows,
 }
 
 // The change feed's records of an upsert: one per row, with its previous
-// rating.
+// rating (a kView record for a view row).
 std::vector<ChangeRecord> UpsertChanges(
     absl::Span<const RatingRow> rows,
     const std::vector<std::optional<double>>& previous) {
   std::vector<ChangeRecord> changes;
   changes.reserve(rows.size());
   for (size_t i = 0; i < rows.size(); ++i) {
-    changes.push_back(ChangeRecord::Make(ChangeRecord::Kind::kUpsert,
-                                         rows[i].user, rows[i].item,
-                                         rows[i].rating, previous[i]));
+    changes.push_back(rows[i].view
+                          ? ChangeRecord::Make(ChangeRecord::Kind::kView,
+                                               rows[i].user, rows[i].item)
+                          : ChangeRecord::Make(ChangeRecord::Kind::kUpsert,
+                                               rows[i].user, rows[i].item,
+                                               rows[i].rating, previous[i]));
   }
   return changes;
 }
@@ -376,9 +380,12 @@ absl::StatusOr<UpsertResult> PostgresStore::UpsertRatings(
   std::vector<Keyed> keyed;
   keyed.reserve(rows.size());
   for (size_t i = 0; i < rows.size(); ++i) {
+    if (rows[i].view) continue;
     keyed.push_back({user_idx.find(rows[i].user)->second,
                      item_idx.find(rows[i].item)->second, i});
   }
+  RBMREC_STORE_ASSIGN_OR_RETURN(
+      result.views, internal::PgUpsertViews(conn, rows, user_idx, item_idx));
   // Sorted pairs also make concurrent writers take row locks in one order.
   std::stable_sort(
       keyed.begin(), keyed.end(), [](const Keyed& a, const Keyed& b) {
@@ -498,6 +505,10 @@ absl::StatusOr<int64_t> PostgresStore::DeleteUser(std::string_view user) {
   if (u.rows() == 0) {
     return absl::NotFoundError(absl::StrCat("unknown user: ", AV(user)));
   }
+  RBMREC_STORE_RETURN_IF_ERROR(
+      conn->Exec("deleting a user", "DELETE FROM views WHERE user_idx = $1",
+                 {PgParam::Int(u.Int(0, 0))})
+          .status());
   // LEFT JOIN: a rating whose item row is missing is deleted too.
   RBMREC_STORE_ASSIGN_OR_RETURN(
       PgResult r,
@@ -646,6 +657,26 @@ absl::StatusOr<std::vector<UserRating>> PostgresStore::GetUserRatings(
   return out;
 }
 
+absl::StatusOr<std::vector<std::string>> PostgresStore::GetUserViews(
+    std::string_view user) const {
+  // As GetUserRatings: no row = unknown user; NULL item = no views.
+  RBMREC_STORE_ASSIGN_OR_RETURN(
+      PgResult r, ReadQuery("reading a user's views",
+                            "SELECT i.ext_id FROM users u "
+                            "LEFT JOIN views v ON v.user_idx = u.idx "
+                            "LEFT JOIN items i ON i.idx = v.item_idx "
+                            "WHERE u.ext_id = $1 ORDER BY v.item_idx",
+                            {PgParam::Text(user)}));
+  if (r.rows() == 0) {
+    return absl::NotFoundError(absl::StrCat("unknown user: ", AV(user)));
+  }
+  std::vector<std::string> out;
+  for (int i = 0; i < r.rows(); ++i) {
+    if (!r.IsNull(i, 0)) out.emplace_back(r.Text(i, 0));
+  }
+  return out;
+}
+
 absl::StatusOr<Snapshot> PostgresStore::ReadSnapshot() const {
   ReaderLease lease(this);
   RBMREC_STORE_RETURN_IF_ERROR(lease.Acquire());
@@ -686,6 +717,7 @@ absl::StatusOr<Snapshot> PostgresStore::ReadSnapshot() const {
     }
     if (r.rows() < kSnapshotChunk) break;
   }
+  RBMREC_STORE_RETURN_IF_ERROR(internal::PgReadSnapshotViews(conn, &snap));
   RBMREC_STORE_RETURN_IF_ERROR(txn.Commit());
   return snap.Take();
 }
@@ -698,7 +730,8 @@ absl::StatusOr<Stats> PostgresStore::GetStats() const {
                             "(SELECT count(*) FROM ratings), "
                             "(SELECT count(*) FROM models), "
                             "pg_database_size(current_database()), "
-                            "(SELECT value FROM meta WHERE key = $1)",
+                            "(SELECT value FROM meta WHERE key = $1), "
+                            "(SELECT count(*) FROM views)",
                             {PgParam::Text(kActiveModelKey)}));
   Stats stats;
   stats.users = r.Int(0, 0);
@@ -708,6 +741,7 @@ absl::StatusOr<Stats> PostgresStore::GetStats() const {
   stats.database_bytes = r.Int(0, 4);
   stats.database_file_bytes = stats.database_bytes;
   if (!r.IsNull(0, 5)) stats.active_model_version = r.Int(0, 5);
+  stats.views = r.Int(0, 6);
   return stats;
 }
 

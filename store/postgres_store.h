@@ -119,7 +119,7 @@ namespace rbmrec::store {
 
 // The PostgreSQL schema version this build creates and understands (the row
 // of table schema_version).
-inline constexpr int kPostgresSchemaVersion = 3;
+inline constexpr int kPostgresSchemaVersion = 4;
 
 namespace internal {
 class PgConn;
@@ -165,6 +165,8 @@ class PostgresStore final : public Store {
   absl::StatusOr<std::optional<ItemRow>> GetItem(
       std::string_view item) const override;
   absl::StatusOr<std::vector<UserRating>> GetUserRatings(
+      std::string_view user) const override;
+  absl::StatusOr<std::vector<std::string>> GetUserViews(
       std::string_view user) const override;
   absl::StatusOr<std::vector<std::string>> ListUsers(std::string_view after,
                                                      int limit) const override;

@@ -127,6 +127,16 @@ ALTER TABLE models_v3 RENAME TO models;
 ALTER TABLE items ADD COLUMN categories TEXT;
 ALTER TABLE items ADD COLUMN hidden INTEGER NOT NULL DEFAULT 0;
 )sql"},
+    // Interactions without a rating (views): one row per (user, item), with
+    // the latest timestamp of its views.
+    {5, R"sql(
+CREATE TABLE views(
+  user_idx INTEGER NOT NULL REFERENCES users(idx),
+  item_idx INTEGER NOT NULL REFERENCES items(idx),
+  ts INTEGER NOT NULL DEFAULT 0,
+  PRIMARY KEY(user_idx, item_idx)
+) WITHOUT ROWID;
+)sql"},
 };
 static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) == kSchemaVersion,
               "one migration step per schema version");

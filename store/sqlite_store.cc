@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <limits>
 #include <system_error>
 #include <utility>
@@ -68,6 +69,18 @@ absl::StatusOr<IdxOf> GetOrCreate(Connection& conn, sqlite3_stmt* insert,
   undo.Add(id, idx);
   ++created;
   return IdxOf{idx, true};
+}
+
+// Stores a view of `item` by `user` at `ts` with `upsert` (UpsertStatements:
+// one row per pair, the latest timestamp) and counts it in `*views`.
+absl::Status UpsertView(Connection& conn, sqlite3_stmt* upsert, int64_t user,
+                        int64_t item, int64_t ts, int64_t* views) {
+  Stmt s(conn, upsert);
+  s.BindInt(1, user);
+  s.BindInt(2, item);
+  s.BindInt(3, ts);
+  ++*views;
+  return s.Run();
 }
 
 // A model version as PruneModels / DeleteModel see it.
@@ -302,6 +315,7 @@ struct UpsertStatements {
   sqlite3_stmt* select_rating;
   sqlite3_stmt* insert_rating;
   sqlite3_stmt* update_rating;
+  sqlite3_stmt* upsert_view;
 
   static absl::StatusOr<UpsertStatements> Prepare(Connection& conn) {
     UpsertStatements s{};
@@ -316,6 +330,10 @@ struct UpsertStatements {
         {&s.update_rating,
          "UPDATE ratings SET rating=?3, ts=?4 "
          "WHERE user_idx=?1 AND item_idx=?2"},
+        {&s.upsert_view,
+         "INSERT INTO views(user_idx, item_idx, ts) VALUES(?1, ?2, ?3) "
+         "ON CONFLICT(user_idx, item_idx) DO UPDATE SET ts=max(ts, "
+         "excluded.ts)"},
     };
     for (const auto& [out, text] : sql) {
       RBMREC_STORE_ASSIGN_OR_RETURN(*out, conn.Prepare(text));
@@ -332,25 +350,19 @@ absl::StatusOr<UpsertResult> SqliteStore::UpsertRatings(
   RBMREC_STORE_RETURN_IF_ERROR(internal::CheckRatingRows(rows));
   if (rows.empty()) return UpsertResult();
   UpsertResult result;
-
   absl::MutexLock lock(&writer_.mu);
   Connection& conn = *writer_.conn;
   RBMREC_STORE_ASSIGN_OR_RETURN(const UpsertStatements st,
                                 UpsertStatements::Prepare(conn));
-  sqlite3_stmt* const insert_user = st.insert_user;
-  sqlite3_stmt* const insert_item = st.insert_item;
-  sqlite3_stmt* const select_rating = st.select_rating;
-  sqlite3_stmt* const insert_rating = st.insert_rating;
-  sqlite3_stmt* const update_rating = st.update_rating;
-
   // Declared before the transaction: on failure the transaction rolls back
   // first, then the caches forget the ids it had added.
   CacheUndo user_undo(&user_idx_);
   CacheUndo item_undo(&item_idx_);
   Txn txn(conn);
   RBMREC_STORE_RETURN_IF_ERROR(txn.Begin(Txn::kWrite));
-  // Ids first, in row order (new users and items get their indices in
-  // order of appearance); then the ratings in (user, item) order, which
+  // Ids (and views) first, in row order (new users and items get their
+  // indices in order of appearance); then the ratings in (user, item) order,
+  // which
   // walks the ratings B-tree mostly forward. The sort is stable, so rows of
   // the same (user, item) keep their order and the later one still wins.
   struct Keyed {
@@ -365,13 +377,19 @@ absl::StatusOr<UpsertResult> SqliteStore::UpsertRatings(
   int64_t first_new_item = std::numeric_limits<int64_t>::max();
   for (size_t i = 0; i < rows.size(); ++i) {
     RBMREC_STORE_ASSIGN_OR_RETURN(
-        const IdxOf user, GetOrCreate(conn, insert_user, rows[i].user,
+        const IdxOf user, GetOrCreate(conn, st.insert_user, rows[i].user,
                                       user_idx_, user_undo, result.new_users));
     RBMREC_STORE_ASSIGN_OR_RETURN(
-        const IdxOf item, GetOrCreate(conn, insert_item, rows[i].item,
+        const IdxOf item, GetOrCreate(conn, st.insert_item, rows[i].item,
                                       item_idx_, item_undo, result.new_items));
     if (user.created) first_new_user = std::min(first_new_user, user.idx);
     if (item.created) first_new_item = std::min(first_new_item, item.idx);
+    if (rows[i].view) {
+      RBMREC_STORE_RETURN_IF_ERROR(UpsertView(conn, st.upsert_view, user.idx,
+                                              item.idx, rows[i].timestamp,
+                                              &result.views));
+      continue;
+    }
     keyed.push_back({user.idx, item.idx, i});
   }
   std::stable_sort(
@@ -393,7 +411,7 @@ absl::StatusOr<UpsertResult> SqliteStore::UpsertRatings(
   };
   const auto read =
       [&](const Keyed& k) -> absl::StatusOr<std::optional<double>> {
-    Stmt s(conn, select_rating);
+    Stmt s(conn, st.select_rating);
     s.BindInt(1, k.user);
     s.BindInt(2, k.item);
     RBMREC_STORE_ASSIGN_OR_RETURN(bool row, s.Next());
@@ -419,7 +437,7 @@ absl::StatusOr<UpsertResult> SqliteStore::UpsertRatings(
     }
     if (!previous.has_value()) {
       RBMREC_STORE_ASSIGN_OR_RETURN(bool inserted,
-                                    write(insert_rating, k, row));
+                                    write(st.insert_rating, k, row));
       if (inserted) {
         ++result.inserted;
         expect_stored = false;
@@ -430,7 +448,8 @@ absl::StatusOr<UpsertResult> SqliteStore::UpsertRatings(
       RBMREC_STORE_ASSIGN_OR_RETURN(previous, read(k));
     }
     expect_stored = true;
-    RBMREC_STORE_ASSIGN_OR_RETURN(bool updated, write(update_rating, k, row));
+    RBMREC_STORE_ASSIGN_OR_RETURN(bool updated,
+                                  write(st.update_rating, k, row));
     if (!updated || !previous.has_value()) {
       return absl::InternalError(absl::StrFormat(
           "database '%s': row %d: the rating of (%s, %s) neither inserted nor "
@@ -488,6 +507,9 @@ absl::StatusOr<int64_t> SqliteStore::DeleteUser(std::string_view user) {
   RBMREC_STORE_ASSIGN_OR_RETURN(
       sqlite3_stmt * del_ratings,
       conn.Prepare("DELETE FROM ratings WHERE user_idx=?1"));
+  RBMREC_STORE_ASSIGN_OR_RETURN(
+      sqlite3_stmt * del_views,
+      conn.Prepare("DELETE FROM views WHERE user_idx=?1"));
   RBMREC_STORE_ASSIGN_OR_RETURN(sqlite3_stmt * del_user,
                                 conn.Prepare("DELETE FROM users WHERE idx=?1"));
   Txn txn(conn);
@@ -499,8 +521,8 @@ absl::StatusOr<int64_t> SqliteStore::DeleteUser(std::string_view user) {
     RBMREC_STORE_RETURN_IF_ERROR(s.Run());
     deleted = sqlite3_changes(conn.db());
   }
-  {
-    Stmt s(conn, del_user);
+  for (sqlite3_stmt* del : {del_views, del_user}) {
+    Stmt s(conn, del);
     s.BindInt(1, u->second);
     RBMREC_STORE_RETURN_IF_ERROR(s.Run());
   }
@@ -535,18 +557,15 @@ absl::StatusOr<std::vector<std::string>> SqliteStore::ListUsers(
   return out;
 }
 
-absl::StatusOr<std::vector<UserRating>> SqliteStore::GetUserRatings(
-    std::string_view user) const {
+absl::Status SqliteStore::ReadUserRows(
+    std::string_view user, const char* list_sql,
+    const std::function<void(sqlite3_stmt*)>& add) const {
   absl::MutexLock lock(&reader_->mu);
   Connection& conn = *reader_->conn;
   RBMREC_STORE_ASSIGN_OR_RETURN(
       sqlite3_stmt * find_user,
       conn.Prepare("SELECT idx FROM users WHERE ext_id=?1"));
-  RBMREC_STORE_ASSIGN_OR_RETURN(
-      sqlite3_stmt * list,
-      conn.Prepare("SELECT i.ext_id, r.rating, r.ts FROM ratings r "
-                   "JOIN items i ON i.idx = r.item_idx "
-                   "WHERE r.user_idx=?1 ORDER BY r.item_idx"));
+  RBMREC_STORE_ASSIGN_OR_RETURN(sqlite3_stmt * list, conn.Prepare(list_sql));
   Txn txn(conn);
   RBMREC_STORE_RETURN_IF_ERROR(txn.Begin(Txn::kRead));
   int64_t user_idx = 0;
@@ -559,19 +578,42 @@ absl::StatusOr<std::vector<UserRating>> SqliteStore::GetUserRatings(
           absl::StrCat("unknown user: ", AbslView(user)));
     user_idx = sqlite3_column_int64(find_user, 0);
   }
-  std::vector<UserRating> out;
   {
     Stmt s(conn, list);
     s.BindInt(1, user_idx);
     while (true) {
       RBMREC_STORE_ASSIGN_OR_RETURN(bool row, s.Next());
       if (!row) break;
-      out.push_back(UserRating{std::string(ColumnText(list, 0)),
-                               sqlite3_column_double(list, 1),
-                               sqlite3_column_int64(list, 2)});
+      add(list);
     }
   }
-  RBMREC_STORE_RETURN_IF_ERROR(txn.Commit());
+  return txn.Commit();
+}
+
+absl::StatusOr<std::vector<UserRating>> SqliteStore::GetUserRatings(
+    std::string_view user) const {
+  std::vector<UserRating> out;
+  RBMREC_STORE_RETURN_IF_ERROR(
+      ReadUserRows(user,
+                   "SELECT i.ext_id, r.rating, r.ts FROM ratings r "
+                   "JOIN items i ON i.idx = r.item_idx "
+                   "WHERE r.user_idx=?1 ORDER BY r.item_idx",
+                   [&out](sqlite3_stmt* list) {
+                     out.push_back(UserRating{std::string(ColumnText(list, 0)),
+                                              sqlite3_column_double(list, 1),
+                                              sqlite3_column_int64(list, 2)});
+                   }));
+  return out;
+}
+
+absl::StatusOr<std::vector<std::string>> SqliteStore::GetUserViews(
+    std::string_view user) const {
+  std::vector<std::string> out;
+  RBMREC_STORE_RETURN_IF_ERROR(ReadUserRows(
+      user,
+      "SELECT i.ext_id FROM views v JOIN items i ON i.idx = v.item_idx "
+      "WHERE v.user_idx=?1 ORDER BY v.item_idx",
+      [&out](sqlite3_stmt* list) { out.emplace_back(ColumnText(list, 0)); }));
   return out;
 }
 
@@ -585,6 +627,9 @@ absl::StatusOr<Snapshot> ReadSnapshotOn(Connection& conn) {
       sqlite3_stmt * ratings,
       conn.Prepare("SELECT user_idx, item_idx, rating FROM ratings "
                    "ORDER BY user_idx, item_idx"));
+  RBMREC_STORE_ASSIGN_OR_RETURN(
+      sqlite3_stmt * views, conn.Prepare("SELECT user_idx, item_idx FROM views "
+                                         "ORDER BY user_idx, item_idx"));
   Txn txn(conn);
   RBMREC_STORE_RETURN_IF_ERROR(txn.Begin(Txn::kRead));
   internal::SnapshotBuilder snap(conn.path());
@@ -614,6 +659,14 @@ absl::StatusOr<Snapshot> ReadSnapshotOn(Connection& conn) {
           s.Int(0), s.Int(1), sqlite3_column_double(ratings, 2)));
     }
   }
+  {
+    Stmt s(conn, views);
+    while (true) {
+      RBMREC_STORE_ASSIGN_OR_RETURN(bool row, s.Next());
+      if (!row) break;
+      RBMREC_STORE_RETURN_IF_ERROR(snap.AddView(s.Int(0), s.Int(1)));
+    }
+  }
   RBMREC_STORE_RETURN_IF_ERROR(txn.Commit());
   return snap.Take();
 }
@@ -640,7 +693,8 @@ absl::StatusOr<Stats> SqliteStore::GetStats() const {
                    "(SELECT count(*) FROM ratings), "
                    "(SELECT count(*) FROM models), "
                    "(SELECT page_count FROM pragma_page_count()), "
-                   "(SELECT page_size FROM pragma_page_size())"));
+                   "(SELECT page_size FROM pragma_page_size()), "
+                   "(SELECT count(*) FROM views)"));
   Txn txn(conn);
   RBMREC_STORE_RETURN_IF_ERROR(txn.Begin(Txn::kRead));
   Stats stats;
@@ -652,6 +706,7 @@ absl::StatusOr<Stats> SqliteStore::GetStats() const {
     stats.items = s.Int(1);
     stats.ratings = s.Int(2);
     stats.model_versions = s.Int(3);
+    stats.views = s.Int(6);
     if (!memory()) stats.database_file_bytes = s.Int(4) * s.Int(5);
   }
   {

@@ -55,6 +55,7 @@
 // at any time.
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -68,6 +69,8 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
 #include "store/store.h"
+
+struct sqlite3_stmt;
 
 namespace rbmrec::store {
 
@@ -118,6 +121,8 @@ class SqliteStore final : public Store {
       std::string_view item) const override;
   absl::StatusOr<std::vector<UserRating>> GetUserRatings(
       std::string_view user) const override;
+  absl::StatusOr<std::vector<std::string>> GetUserViews(
+      std::string_view user) const override;
   absl::StatusOr<std::vector<std::string>> ListUsers(std::string_view after,
                                                      int limit) const override;
   absl::StatusOr<Snapshot> ReadSnapshot() const override;
@@ -159,6 +164,12 @@ class SqliteStore final : public Store {
 
   // FailedPrecondition when the store is read-only.
   absl::Status CheckWritable() const;
+  // On the read connection, in one read transaction: runs `list_sql` (with
+  // ?1 the idx of `user`) and calls `add` with the statement at each row.
+  // NotFound ("unknown user: ...") when the user is unknown.
+  absl::Status ReadUserRows(
+      std::string_view user, const char* list_sql,
+      const std::function<void(sqlite3_stmt*)>& add) const;
   // The row of a stored user, NotFound ("unknown user: ...") otherwise.
   absl::StatusOr<absl::flat_hash_map<std::string, int64_t>::iterator> FindUser(
       std::string_view user) ABSL_EXCLUSIVE_LOCKS_REQUIRED(writer_.mu);

@@ -68,7 +68,7 @@ namespace rbmrec::store {
 // The SQLite schema version this build creates and understands (PRAGMA
 // user_version). Older files are migrated at Open. (PostgreSQL has its
 // own: kPostgresSchemaVersion in store/postgres_store.h.)
-inline constexpr int kSchemaVersion = 4;
+inline constexpr int kSchemaVersion = 5;
 
 // Ids (users and items) are at most this many bytes.
 inline constexpr size_t kMaxIdBytes = 256;
@@ -112,17 +112,26 @@ struct StoreOptions {
 
 // One rating to upsert. `timestamp` is opaque to the store (the service uses
 // Unix seconds); 0 means unknown.
+//
+// With `view` set the row is an interaction without a rating (a view, a
+// click): it is stored apart from the ratings, one row per (user, item)
+// holding the latest timestamp of its views (so repeating a view changes
+// nothing but, possibly, that timestamp), and `rating` is ignored. A view
+// of an item the user rated is kept beside the rating (both signals).
 struct RatingRow {
   std::string user;
   std::string item;
   double rating = 0.0;
   int64_t timestamp = 0;
+  bool view = false;
 };
 
 struct UpsertResult {
+  // Of the rating rows (RatingRow::view false):
   int64_t inserted = 0;   // rows that created a new (user, item) rating
   int64_t replaced = 0;   // rows that replaced an existing rating, including
                           // one stored earlier in the same batch
+  int64_t views = 0;      // view rows (stored, new or repeated)
   int64_t new_users = 0;  // users created by the batch
   int64_t new_items = 0;  // items created by the batch
   // One entry per input row, in input order: the rating the row's (user,
@@ -175,12 +184,21 @@ struct Snapshot {
   };
   // Sorted by (user, item); each pair at most once.
   std::vector<Row> ratings;
+  // The stored views (RatingRow::view): positions in `users` / `items`,
+  // sorted by (user, item), each pair at most once; a pair may also be in
+  // `ratings`.
+  struct View {
+    int32_t user = 0;
+    int32_t item = 0;
+  };
+  std::vector<View> views;
 };
 
 struct Stats {
   int64_t users = 0;    // user rows (a user stays until DeleteUser)
   int64_t items = 0;    // item rows
   int64_t ratings = 0;  // rating rows
+  int64_t views = 0;    // view rows (one per viewed (user, item))
   std::optional<int64_t> active_model_version;
   int64_t model_versions = 0;  // stored model versions
   // Size of the database on disk: database_file_bytes plus wal_bytes. 0 for
@@ -270,8 +288,10 @@ class Store {
   // Upserts `rows` in ONE transaction: the whole batch is stored, or nothing.
   // A row for an existing (user, item) replaces its rating and timestamp; so
   // does a later row of the same batch (last wins). Unknown users and items
-  // are created. Validates shape only (the caller checks the rating scale):
-  // ids non-empty and at most kMaxIdBytes bytes, rating finite. Returns the
+  // are created. View rows (RatingRow::view) are stored as views, in the
+  // same transaction. Validates shape only (the caller checks the rating
+  // scale): ids non-empty and at most kMaxIdBytes bytes, a rating row's
+  // rating finite. Returns the
   // counts and each row's previous rating (UpsertResult::previous), read in
   // the same transaction, so a caller needs no read-before-write.
   // Thread-safe (serialized with the other writes).
@@ -286,15 +306,16 @@ class Store {
 
   // Deletes the ratings of `user` for `items` (unknown items and items the
   // user did not rate are skipped) in one transaction and returns how many
-  // ratings were deleted. The user row stays, even with no rating left.
+  // ratings were deleted. The user row stays, even with no rating left; so
+  // do the user's views.
   // Thread-safe. Errors: NotFound if `user` is unknown; FailedPrecondition if
   // read-only; Unavailable when locked.
   virtual absl::StatusOr<int64_t> DeleteRatings(
       std::string_view user, absl::Span<const std::string> items) = 0;
 
-  // Deletes all ratings of `user` and the user row in one transaction and
-  // returns the number of ratings deleted. The user's idx is never reused; an
-  // upsert for the same ext id later creates a new user.
+  // Deletes all ratings and views of `user` and the user row in one
+  // transaction and returns the number of ratings deleted. The user's idx is
+  // never reused; an upsert for the same ext id later creates a new user.
   // Thread-safe. Errors: NotFound if `user` is unknown; FailedPrecondition if
   // read-only; Unavailable when locked.
   virtual absl::StatusOr<int64_t> DeleteUser(std::string_view user) = 0;
@@ -339,6 +360,12 @@ class Store {
   virtual absl::StatusOr<std::vector<UserRating>> GetUserRatings(
       std::string_view user) const = 0;
 
+  // Returns the items `user` viewed (RatingRow::view; rated or not) sorted
+  // by item idx. Thread-safe (read connection). Errors: NotFound if
+  // unknown.
+  virtual absl::StatusOr<std::vector<std::string>> GetUserViews(
+      std::string_view user) const = 0;
+
   // Returns up to `limit` user ids greater than `after` ("" = from the
   // first) in increasing byte order: every user row, including users whose
   // ratings were all deleted (a user stays until DeleteUser). Pages through
@@ -347,8 +374,8 @@ class Store {
   virtual absl::StatusOr<std::vector<std::string>> ListUsers(
       std::string_view after, int limit) const = 0;
 
-  // Reads all users, items and ratings in one read transaction: a consistent
-  // state that includes each committed write entirely or not at all.
+  // Reads all users, items, ratings and views in one read transaction: a
+  // consistent state that includes each committed write entirely or not at all.
   // Thread-safe; it blocks neither writers nor the other reads (except on
   // SQLite's ":memory:", where everything shares one connection).
   virtual absl::StatusOr<Snapshot> ReadSnapshot() const = 0;

@@ -28,6 +28,7 @@ size_t CacheBytes(const std::string& key,
          resolved->ratings.items.capacity() * sizeof(int32_t) +
          resolved->ratings.ks.capacity() +
          resolved->rated_items.capacity() * sizeof(int32_t) +
+         resolved->extra.capacity() * sizeof(int32_t) +
          resolved->member_x.capacity() * sizeof(float);
 }
 
@@ -150,6 +151,35 @@ UserView ReadCaches::EmptyUser(const std::shared_ptr<const Model>& model) {
   return view;
 }
 
+bool IsConditional(const Model& model) {
+  return !model.members().empty() && model.members()[0].conditional();
+}
+
+absl::Status ReadCaches::AddViews(const Model& model,
+                                  const std::string& user_id,
+                                  ResolvedRatings* resolved) const {
+  absl::StatusOr<std::vector<std::string>> views =
+      store_->GetUserViews(user_id);
+  if (absl::IsNotFound(views.status())) return absl::OkStatus();
+  if (!views.ok()) return views.status();
+  resolved->extra = ExtraItems(model, *views, resolved->ratings.items);
+  return absl::OkStatus();
+}
+
+std::vector<int32_t> ExtraItems(const Model& model,
+                                const std::vector<std::string>& viewed,
+                                const std::vector<int32_t>& rated) {
+  std::vector<int32_t> extra;
+  for (const std::string& item : viewed) {
+    const int32_t idx = model.items().Find(item);
+    if (idx >= 0 && !std::binary_search(rated.begin(), rated.end(), idx)) {
+      extra.push_back(idx);
+    }
+  }
+  std::sort(extra.begin(), extra.end());
+  return extra;
+}
+
 absl::StatusOr<UserView> ReadCaches::Resolve(
     const std::shared_ptr<const Model>& model_ptr, const std::string& user_id,
     const google::protobuf::RepeatedPtrField<v1::ItemRating>& ratings) {
@@ -228,7 +258,11 @@ absl::StatusOr<UserView> ReadCaches::Resolve(
     out.items.push_back(merged[i].first);
     out.ks.push_back(merged[i].second);
   }
-  model.MemberInputs(out.view(), &resolved->member_x);
+  if (!user_id.empty() && IsConditional(model)) {
+    absl::Status s = AddViews(model, user_id, resolved.get());
+    if (!s.ok()) return s;
+  }
+  model.MemberInputs(resolved->visible(), &resolved->member_x);
   view.resolved = std::move(resolved);
   if (cacheable) {
     absl::MutexLock lock(&mu_);

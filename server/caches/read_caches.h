@@ -51,6 +51,17 @@ struct ResolvedRatings {
   // Model indices of every item the user rated (stored or ad-hoc, including
   // ratings off the model's scale).
   std::vector<int32_t> rated_items;
+  // A conditional model's extra items (VisibleSet::extra): the items the
+  // user viewed (stored views) that are not in `ratings`, sorted. Empty
+  // for a plain model (its views are not read).
+  std::vector<int32_t> extra;
+  // `ratings` with `extra` as its extra items.
+  VisibleSet visible() const {
+    VisibleSet v = ratings.view();
+    v.extra = extra.data();
+    v.n_extra = static_cast<int64_t>(extra.size());
+    return v;
+  }
   // model->MemberInputs(ratings): the user-based RBMs' hidden inputs, kept
   // with the ratings so a cached user costs no fold-in per request.
   std::vector<float> member_x;
@@ -59,7 +70,8 @@ struct ResolvedRatings {
 // The user of a PredictRatings / Recommend request in one model's indices.
 struct UserView {
   std::shared_ptr<const ResolvedRatings> resolved;
-  VisibleSet ratings() const { return resolved->ratings.view(); }
+  // The ratings, with the conditional model's extra items.
+  VisibleSet ratings() const { return resolved->visible(); }
   const std::vector<int32_t>& rated_items() const {
     return resolved->rated_items;
   }
@@ -68,6 +80,17 @@ struct UserView {
   // Index in Model::users (the item-based RBM's visible unit), -1 if none.
   int32_t model_user = -1;
 };
+
+// Whether `model`'s user-based RBMs are conditional RBMs (RbmParams::D):
+// their hidden inputs also sum D over the user's extra items.
+bool IsConditional(const Model& model);
+
+// The model indices of the `viewed` items that `model` knows and `rated`
+// (model indices, sorted) does not hold, sorted: a conditional model's
+// extra items (VisibleSet::extra) from a user's stored views.
+std::vector<int32_t> ExtraItems(const Model& model,
+                                const std::vector<std::string>& viewed,
+                                const std::vector<int32_t>& rated);
 
 namespace internal {
 // Estimated bytes of a cache entry (key and value).
@@ -93,7 +116,9 @@ class ReadCaches {
   std::vector<std::string> Titles(const std::vector<std::string>& ids);
 
   // The stored ratings of `user_id` merged with the ad-hoc `ratings` (a
-  // later rating of an item wins), in the indices of `model`. A named user
+  // later rating of an item wins), in the indices of `model`; for a
+  // conditional model (RbmParams::conditional) also the user's stored
+  // views as ResolvedRatings::extra. A named user
   // without ad-hoc ratings is resolved once per (user, model snapshot).
   // REQUIRES the ids of `ratings` and user_id were validated by the caller
   // (non-empty item ids, ratings on the model's scale).
@@ -130,6 +155,12 @@ class ReadCaches {
   uint64_t ratings_generation() const;
 
  private:
+  // Appends the items `user_id` viewed (the store's views; none for an
+  // unknown user) that the model knows and resolved->ratings does not hold
+  // to resolved->extra, sorted. Errors: the store's (other than NotFound).
+  absl::Status AddViews(const Model& model, const std::string& user_id,
+                        ResolvedRatings* resolved) const;
+
   const store::Store* const store_;
   CatalogueCache catalogue_;  // its own lock
   mutable absl::Mutex mu_;

@@ -10,10 +10,28 @@
 #include "absl/strings/str_format.h"
 #include "core/model_file.h"
 #include "core/online.h"
+#include "server/caches/read_caches.h"
 #include "server/log.h"
 #include "server/memory.h"
 
 namespace rbmrec::server {
+
+namespace {
+
+// A conditional model's extra items for the online update of `user` (as
+// serving has them, ReadCaches::Resolve): the items of the user's stored
+// views that `model` knows and `rated` does not hold, sorted. Empty for a
+// plain model (no read) or on a store error.
+std::vector<int32_t> ViewedExtra(const store::Store& store, const Model& model,
+                                 const std::string& user,
+                                 const UserRatings& rated) {
+  if (!IsConditional(model)) return {};
+  absl::StatusOr<std::vector<std::string>> views = store.GetUserViews(user);
+  if (!views.ok()) return {};
+  return ExtraItems(model, *views, rated.items);
+}
+
+}  // namespace
 
 std::vector<OnlineEvent> EventsFromUpsert(
     const std::vector<store::RatingRow>& rows,
@@ -29,11 +47,13 @@ std::vector<OnlineEvent> EventsFromUpsert(
   absl::flat_hash_map<std::string, size_t> event_of;
   absl::flat_hash_map<std::pair<std::string, std::string>, Change> change;
   for (size_t i = 0; i < rows.size(); ++i) {
+    if (rows[i].view) continue;  // views change no histogram
     auto [it, fresh] = change.try_emplace({rows[i].user, rows[i].item});
     if (fresh) it->second.before = previous[i];
     it->second.after = rows[i].rating;
   }
   for (const store::RatingRow& r : rows) {
+    if (r.view) continue;
     auto c = change.find({r.user, r.item});
     if (c == change.end()) continue;  // already handled
     auto [e, fresh] = event_of.try_emplace(r.user, events.size());
@@ -224,8 +244,11 @@ void OnlineUpdater::Apply(const std::deque<OnlineEvent>& events) {
         ur.ks.push_back(k);
         touched.insert(idx);
       }
-      OnlineUserUpdate(w.get(), ur.view(), oo,
-                       std::hash<std::string>{}(ev->user));
+      const std::vector<int32_t> extra = ViewedExtra(*store_, *w, ev->user, ur);
+      VisibleSet v = ur.view();
+      v.extra = extra.data();
+      v.n_extra = static_cast<int64_t>(extra.size());
+      OnlineUserUpdate(w.get(), v, oo, std::hash<std::string>{}(ev->user));
       ++updates;
     }
     const uint64_t next_seq = std::max(base.online_seq, live.back()->seq + 1);

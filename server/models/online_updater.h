@@ -12,7 +12,8 @@
 // Train or ActivateModel) and applies the rest: AddItems for new items,
 // AdjustHistogram / AdjustItemInput per delta, OnlineUserUpdate once per
 // changed user (re-reading the user's ratings from the store, with no lock
-// of ours held).
+// of ours held; for a conditional model also the user's views, the extra
+// items of r, as serving has them).
 //
 // Incremental. An apply does not copy the whole model each time: the
 // updater keeps the model it published before the current one (the
@@ -71,7 +72,8 @@ struct OnlineEvent {
 // before the call (the first row's previous) and the final one (the last
 // row's rating) give the deltas: +1 final when there was none, -1 before
 // and +1 final when they differ. One event per user, in order of first
-// appearance. Empty when the sizes differ.
+// appearance. View rows (RatingRow::view) are skipped: they change no
+// histogram. Empty when the sizes differ.
 std::vector<OnlineEvent> EventsFromUpsert(
     const std::vector<store::RatingRow>& rows,
     const std::vector<std::optional<double>>& previous);

@@ -17,7 +17,8 @@ std::vector<OnlineEvent> EventsFromChanges(
   size_t i = 0;
   while (i < records.size()) {
     const Kind kind = records[i].kind;
-    if (kind == Kind::kItem) {
+    if (kind == Kind::kItem || kind == Kind::kView) {
+      // No histogram change (a view's user only has their caches dropped).
       ++i;
       continue;
     }

@@ -75,10 +75,47 @@ void LowerThreadPriority(int nice) {
 #endif
 }
 
-// Step "snapshot": the store's ratings as a Dataset on `scale`. Errors
-// carry the job's failure message.
+// The conditional RBM's extra items (FitModel's `extra`): row u holds the
+// items user u of `ds` viewed in `snap` and did not rate, by item. Views of
+// users or items without training ratings are left out (the model does not
+// know them).
+SparseRatings ViewsAsExtra(const store::Snapshot& snap, const Dataset& ds) {
+  const auto key = [](int32_t u, int32_t i) {
+    return (static_cast<uint64_t>(static_cast<uint32_t>(u)) << 32) |
+           static_cast<uint32_t>(i);
+  };
+  std::vector<uint64_t> rated;
+  rated.reserve(ds.ratings.size());
+  for (const Rating& r : ds.ratings) rated.push_back(key(r.user, r.item));
+  std::sort(rated.begin(), rated.end());
+  std::vector<uint64_t> viewed;
+  for (const store::Snapshot::View& v : snap.views) {
+    const int32_t u = ds.users.Find(snap.users[static_cast<size_t>(v.user)]);
+    const int32_t i = ds.items.Find(snap.items[static_cast<size_t>(v.item)]);
+    if (u < 0 || i < 0) continue;
+    const uint64_t k = key(u, i);
+    if (!std::binary_search(rated.begin(), rated.end(), k)) viewed.push_back(k);
+  }
+  std::sort(viewed.begin(), viewed.end());
+  SparseRatings extra;
+  extra.rows = ds.users.size();
+  extra.cols = ds.items.size();
+  extra.offsets.assign(static_cast<size_t>(extra.rows) + 1, 0);
+  for (uint64_t k : viewed) {
+    ++extra.offsets[(k >> 32) + 1];
+    extra.col.push_back(static_cast<int32_t>(k & 0xffffffffu));
+  }
+  for (size_t r = 1; r < extra.offsets.size(); ++r) {
+    extra.offsets[r] += extra.offsets[r - 1];
+  }
+  return extra;
+}
+
+// Step "snapshot": the store's ratings as a Dataset on `scale` and, when
+// `extra` is not null, the stored views as the conditional RBM's extra
+// items (ViewsAsExtra). Errors carry the job's failure message.
 absl::Status SnapshotDataset(store::Store* store, const RatingScale& scale,
-                             Dataset* ds) {
+                             Dataset* ds, SparseRatings* extra) {
   absl::StatusOr<store::Snapshot> snap = store->ReadSnapshot();
   if (!snap.ok()) {
     return absl::InternalError(
@@ -103,6 +140,7 @@ absl::Status SnapshotDataset(store::Store* store, const RatingScale& scale,
   if (ds->ratings.empty()) {
     return absl::InternalError("there are no ratings to train on");
   }
+  if (extra != nullptr) *extra = ViewsAsExtra(*snap, *ds);
   return absl::OkStatus();
 }
 
@@ -355,7 +393,8 @@ absl::Status TrainingJobs::Run(const TrainOptions& o, Activation policy,
   Log(LogLevel::kInfo, "train_started",
       {F("hidden", resolved.hidden), F("epochs", o.max_epochs),
        F("batch_size", resolved.batch_size), F("lr", resolved.learning_rate),
-       F("threads", o.threads), F("ensemble", o.ensemble)});
+       F("threads", o.threads), F("ensemble", o.ensemble),
+       F("conditional", o.conditional)});
 
   size_t sent = 0;
   while (true) {
@@ -414,7 +453,10 @@ void TrainingJobs::RunJob(std::shared_ptr<Job> job, TrainOptions options,
   const uint64_t snapshot_seq = online_seq_();
   const uint64_t erasure_seq = registry_->ErasureSeq();
   Dataset ds;
-  if (absl::Status s = SnapshotDataset(store_, options_.scale, &ds); !s.ok()) {
+  SparseRatings extra;
+  if (absl::Status s = SnapshotDataset(store_, options_.scale, &ds,
+                                       options.conditional ? &extra : nullptr);
+      !s.ok()) {
     finish(v1::TrainProgress::FAILED, std::string(s.message()), 0);
     return;
   }
@@ -431,7 +473,8 @@ void TrainingJobs::RunJob(std::shared_ptr<Job> job, TrainOptions options,
     job->Push(last, false);
     return !job->cancel.load();
   };
-  absl::StatusOr<Model> model = FitModel(ds, options, progress);
+  absl::StatusOr<Model> model =
+      FitModel(ds, options, progress, options.conditional ? &extra : nullptr);
   if (job->cancel.load() || absl::IsCancelled(model.status())) {
     finish(v1::TrainProgress::CANCELLED,
            job->shutdown.load() ? "cancelled: the server is shutting down"

@@ -74,6 +74,7 @@ void FillStats(const store::Stats& stats, v1::GetStatsResponse* out) {
   out->set_users(stats.users);
   out->set_items(stats.items);
   out->set_ratings(stats.ratings);
+  out->set_views(stats.views);
   out->set_model_versions(stats.model_versions);
   out->set_database_bytes(stats.database_bytes);
   out->set_database_file_bytes(stats.database_file_bytes);

@@ -287,6 +287,7 @@ absl::Status ApplyRealOptions(const v1::TrainOptions& r, TrainOptions* o) {
     }
   }
   if (r.has_ordinal()) o->ordinal = r.ordinal();
+  if (r.has_conditional()) o->conditional = r.conditional();
   if (r.has_seed()) o->seed = r.seed();
   if (r.has_validation_fraction()) {
     if (!(r.validation_fraction() >= 0 && r.validation_fraction() <= 0.5)) {

@@ -158,6 +158,19 @@ absl::Status RbmrecService::AddRatingsSession::AddBatch(
     const v1::Rating& r = request.ratings(i);
     std::string why = IdProblem(r.user_id(), "user_id");
     if (why.empty()) why = IdProblem(r.item_id(), "item_id");
+    if (why.empty() && !v1::Rating::Kind_IsValid(r.kind())) {
+      why = absl::StrCat("kind ", static_cast<int>(r.kind()),
+                         " is not a Rating.Kind (RATING or VIEW)");
+    }
+    const bool view = r.kind() == v1::Rating::VIEW;
+    if (why.empty() && view && r.rating() != 0) {
+      why = absl::StrCat("rating must be unset for a view, got ", r.rating());
+    }
+    if (why.empty() && view) {
+      rows.push_back(store::RatingRow{r.user_id(), r.item_id(), 0.0,
+                                      r.timestamp(), /*view=*/true});
+      continue;
+    }
     int k = 0;
     if (why.empty()) why = RatingProblem(r.rating(), scale, &k);
     if (why.empty()) {
@@ -179,6 +192,7 @@ absl::Status RbmrecService::AddRatingsSession::AddBatch(
     }
   }
   int64_t replaced = 0;
+  int64_t views = 0;
   if (!rows.empty()) {
     const bool online = svc.online_->Active();
     absl::StatusOr<store::UpsertResult> res = svc.store_->UpsertRatings(rows);
@@ -193,6 +207,7 @@ absl::Status RbmrecService::AddRatingsSession::AddBatch(
       return res.status();
     }
     replaced = res->replaced;
+    views = res->views;
     if (online && res->previous.size() == rows.size()) {
       svc.online_->Enqueue(EventsFromUpsert(rows, res->previous));
     }
@@ -201,6 +216,7 @@ absl::Status RbmrecService::AddRatingsSession::AddBatch(
                          static_cast<int64_t>(rows.size()));
   response_.set_rejected(response_.rejected() + rejected);
   response_.set_replaced(response_.replaced() + replaced);
+  response_.set_views(response_.views() + views);
   response_.set_batches(batch + 1);
   return absl::OkStatus();
 }

@@ -52,6 +52,9 @@ class ServiceCollector {
       const v1::GetStatsResponse& s = *stats_;
       out->push_back(Gauge("rbmrec_ratings_stored", "Stored ratings.",
                            static_cast<double>(s.ratings())));
+      out->push_back(Gauge("rbmrec_views_stored",
+                           "Stored views (interactions without a rating).",
+                           static_cast<double>(s.views())));
       out->push_back(Gauge("rbmrec_users_stored", "Stored users.",
                            static_cast<double>(s.users())));
       out->push_back(Gauge("rbmrec_items_stored", "Stored items.",

@@ -58,6 +58,28 @@ std::vector<Ranked> MostRatedRanking(const Model& model, const UserView& user,
   return out;
 }
 
+// A conditional model's extra items for a PredictRatings call: v's extra
+// items plus the known items of `query` that v neither rates nor holds
+// already, sorted, each once, into `out`. Returns whether any was added
+// (false: v's own extra items are the answer).
+bool AskedExtra(const VisibleSet& v, const std::vector<int32_t>& query,
+                std::vector<int32_t>* out) {
+  const int32_t* rated_end = v.items + v.n;
+  const int32_t* extra_end = v.extra + v.n_extra;
+  out->assign(v.extra, extra_end);
+  for (int32_t i : query) {
+    if (i < 0 || std::binary_search(v.items, rated_end, i) ||
+        std::binary_search(v.extra, extra_end, i)) {
+      continue;
+    }
+    out->push_back(i);
+  }
+  if (out->size() == static_cast<size_t>(v.n_extra)) return false;
+  std::sort(out->begin(), out->end());
+  out->erase(std::unique(out->begin(), out->end()), out->end());
+  return true;
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------------------
@@ -86,9 +108,20 @@ absl::StatusOr<v1::PredictRatingsResponse> RbmrecService::PredictRatings(
   for (int i = 0; i < n; ++i)
     query[static_cast<size_t>(i)] = model.items().Find(request.item_ids(i));
   probs.resize(static_cast<size_t>(n) * static_cast<size_t>(K));
-  const VisibleSet v = user->ratings();
-  model.PredictWith(user->model_user, v, user->member_x(), query, *method,
-                    probs.data(), &fallback, &scratch->model);
+  VisibleSet v = user->ratings();
+  const float* member_x = user->member_x();
+  // A conditional model's r also holds the items asked about (the seed
+  // paper's set-up): its hidden inputs are computed for this query.
+  std::vector<int32_t> asked;
+  std::vector<float> asked_x;
+  if (IsConditional(model) && AskedExtra(v, query, &asked)) {
+    v.extra = asked.data();
+    v.n_extra = static_cast<int64_t>(asked.size());
+    model.MemberInputs(v, &asked_x);
+    member_x = asked_x.data();
+  }
+  model.PredictWith(user->model_user, v, member_x, query, *method, probs.data(),
+                    &fallback, &scratch->model);
   const std::vector<std::string> titles =
       caches_->Titles(std::vector<std::string>(request.item_ids().begin(),
                                                request.item_ids().end()));

@@ -437,6 +437,11 @@ TEST(BuildTrainRequestTest, OnlyGivenOptionsArePresent) {
   EXPECT_EQ(o.average(), 0.5);
   EXPECT_TRUE(o.has_ordinal());
   EXPECT_FALSE(o.ordinal());
+  EXPECT_FALSE(o.has_conditional());
+  absl::StatusOr<v1::TrainRequest> c =
+      BuildTrainRequest(ParseOk({"train", "--conditional"}));
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_TRUE(c->options().conditional());
 }
 
 TEST(BuildTrainRequestTest, BadValuesNameTheFlag) {

@@ -79,6 +79,12 @@ class FakeRbmrec final : public v1::Rbmrec::Service {
       }
       for (int row = 0; row < batch.ratings_size(); ++row) {
         const v1::Rating& r = batch.ratings(row);
+        if (r.kind() == v1::Rating::VIEW && r.rating() == 0) {
+          response->set_accepted(response->accepted() + 1);
+          response->set_views(response->views() + 1);
+          views.emplace_back(r.user_id(), r.item_id());
+          continue;
+        }
         if (r.rating() < 1 || r.rating() > 5) {
           response->set_rejected(response->rejected() + 1);
           v1::RejectedRow* rejected = response->add_rejected_rows();
@@ -362,6 +368,7 @@ class FakeRbmrec final : public v1::Rbmrec::Service {
   // Whether a failed AddRatings sends the committed counts.
   bool send_committed = true;
   std::vector<int64_t> timestamps;  // of the accepted rows
+  std::vector<std::pair<std::string, std::string>> views;  // (user, item)
   std::vector<v1::TrainRequest> train_requests;
   std::vector<v1::PruneModelsRequest> prune_requests;
   std::map<std::pair<std::string, std::string>, double> ratings;
@@ -834,6 +841,20 @@ TEST_F(CommandsTest, ImportSendsTimestampsAndUnquotedCsvIds) {
   EXPECT_EQ(Run({"import", file, "--format", "csv"}), kExitOk) << err_.str();
   EXPECT_THAT(service_.timestamps, ElementsAre(881250949, 0));
   EXPECT_EQ(service_.ratings.count({"ok1", "i,1"}), 1u);
+}
+
+TEST_F(CommandsTest, ImportKindViewSendsViewsWithoutRatings) {
+  const std::string file = WriteFile("v.csv", "a,x,4,10\nb,y,5,11\n");
+  EXPECT_EQ(Run({"import", file, "--format", "csv", "--kind", "view"}), kExitOk)
+      << err_.str();
+  EXPECT_THAT(service_.views,
+              ElementsAre(std::pair<std::string, std::string>("a", "x"),
+                          std::pair<std::string, std::string>("b", "y")));
+  EXPECT_TRUE(service_.ratings.empty());
+  EXPECT_THAT(err_.str(), HasSubstr("read 2 views from"));
+  EXPECT_THAT(out_.str(), HasSubstr("views 2"));
+  EXPECT_EQ(Run({"import", file, "--kind", "click"}), kExitUsage);
+  EXPECT_THAT(err_.str(), HasSubstr("--kind: expected rating or view"));
 }
 
 TEST_F(CommandsTest, ImportRejectsInvalidUtf8BeforeSendingAnything) {

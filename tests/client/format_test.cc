@@ -323,6 +323,10 @@ TEST(FormatStatsTest, IdleAndRunning) {
             "online updates  0\n"
             "model versions  0\n"
             "database size   unknown\n");
+  s.set_views(2500);  // shown when there are any
+  EXPECT_THAT(FormatStats(s), HasSubstr("ratings         100,000\n"
+                                        "views           2,500\n"
+                                        "active model"));
   s.set_model_versions(12);
   s.set_database_bytes(int64_t{3} << 30);
   EXPECT_THAT(FormatStats(s), HasSubstr("model versions  12\n"

@@ -172,9 +172,13 @@ def run_pass(args, tmp, tls):
                     likes = (i % 2) == (u % 2)
                     batch.ratings.add(user_id=f"py{u}", item_id=f"m{i}",
                                       rating=5.0 if likes else 1.0)
+                if u == 0:  # a view (no rating) of an item py0 did not rate
+                    batch.ratings.add(user_id="py0", item_id="m0",
+                                      kind=pb.Rating.VIEW)
                 batches.append(batch)
             added = stub.AddRatings(iter(batches), timeout=30)
             assert added.rejected == 0 and added.batches == 40, added
+            assert added.views == 1, added
             # The catalogue: even items are "even", every item "all".
             items = pb.PutItemsRequest(items=[
                 pb.Item(item_id=f"m{i}", title=f"Movie {i}",

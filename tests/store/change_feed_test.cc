@@ -25,6 +25,7 @@ TEST(ChangeFeedCodecTest, RoundTripsEveryKindAndAnyBytes) {
       Rec(Kind::kDelete, std::string("u\0x", 3), "12:ab", -1e300),
       Rec(Kind::kUserDeleted, "u1", "", 0),
       Rec(Kind::kItem, "", "item 7", 0),
+      Rec(Kind::kView, "u1", "i1", 0),
   };
   const std::vector<std::string> payloads = EncodeChanges("origin-1", records);
   ASSERT_EQ(payloads.size(), 1u);

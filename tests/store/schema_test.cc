@@ -273,7 +273,8 @@ TEST(SchemaTest, MigratesAVersion3FileToTheItemCatalogue) {
   { ASSERT_OK(Store::Open(path).status()); }
   {
     RawDb raw(path);
-    ASSERT_EQ(raw.Exec("ALTER TABLE items DROP COLUMN categories;"
+    ASSERT_EQ(raw.Exec("DROP TABLE views;"
+                       "ALTER TABLE items DROP COLUMN categories;"
                        "ALTER TABLE items DROP COLUMN hidden;"
                        "INSERT INTO items(ext_id, title) VALUES('x','The X'),"
                        "('y',NULL);"
@@ -301,6 +302,36 @@ TEST(SchemaTest, MigratesAVersion3FileToTheItemCatalogue) {
   ASSERT_OK_AND_ASSIGN(std::vector<std::string> titles,
                        store->GetTitles(query));
   EXPECT_THAT(titles, ElementsAre("The X"));
+}
+
+TEST(SchemaTest, MigratesAVersion4FileToViews) {
+  ScratchDir dir;
+  const std::string path = dir.File("v4.db");
+  {
+    ASSERT_OK_AND_ASSIGN(std::unique_ptr<Store> store, Store::Open(path));
+    ASSERT_TRUE(store->UpsertRatings({RatingRow{"u", "a", 4.0, 7}}).ok());
+  }
+  {
+    RawDb raw(path);
+    ASSERT_EQ(raw.Exec("DROP TABLE views; PRAGMA user_version = 4;"),
+              SQLITE_OK);
+  }
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Store> store, Store::Open(path));
+  {
+    RawDb raw(path);
+    EXPECT_EQ(raw.QueryInt("PRAGMA user_version"), kSchemaVersion);
+    EXPECT_EQ(raw.QueryText("SELECT group_concat(name, ',') FROM "
+                            "pragma_table_info('views')"),
+              "user_idx,item_idx,ts");
+  }
+  ASSERT_OK_AND_ASSIGN(Stats stats, store->GetStats());
+  EXPECT_EQ(stats.ratings, 1);
+  EXPECT_EQ(stats.views, 0);
+  RatingRow view{"u", "b", 0.0, 9};
+  view.view = true;
+  ASSERT_TRUE(store->UpsertRatings({view}).ok());
+  ASSERT_OK_AND_ASSIGN(std::vector<std::string> uv, store->GetUserViews("u"));
+  EXPECT_THAT(uv, ElementsAre("b"));
 }
 
 // The one-time VACUUM that converts an existing file to incremental vacuum:

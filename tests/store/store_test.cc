@@ -44,6 +44,7 @@ using ::rbmrec::store::testing_util::RawDb;
 using ::rbmrec::store::testing_util::ScratchDir;
 using ::rbmrec::store::testing_util::StoreBackend;
 using ::rbmrec::store::testing_util::StoreBackends;
+using ::rbmrec::store::testing_util::View;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
@@ -347,6 +348,91 @@ TEST_P(StoreTest, DeleteUserNeverReusesIndex) {
   ASSERT_OK_AND_ASSIGN(Snapshot snap, store_->ReadSnapshot());
   EXPECT_THAT(snap.users, ElementsAre("v", "w", "u"));
   EXPECT_THAT(Flatten(snap), ElementsAre("v/a=3", "w/b=4", "u/a=5"));
+}
+
+// Snapshot views as "user/item" strings.
+std::vector<std::string> FlattenViews(const Snapshot& s) {
+  std::vector<std::string> out;
+  for (const Snapshot::View& v : s.views) {
+    out.push_back(absl::StrCat(s.users[static_cast<size_t>(v.user)], "/",
+                               s.items[static_cast<size_t>(v.item)]));
+  }
+  return out;
+}
+
+TEST_P(StoreTest, ViewsAreStoredApartFromRatingsOncePerPair) {
+  // Mixed in one batch: a rating, a view of the rated item (kept beside
+  // it), a view of a new item by a new user, and a repeated view.
+  const std::vector<RatingRow> rows = {R("u", "a", 4, 10), View("u", "a", 11),
+                                       View("w", "z", 5), View("u", "b", 7),
+                                       View("u", "b", 3)};
+  ASSERT_OK_AND_ASSIGN(UpsertResult r, store_->UpsertRatings(rows));
+  EXPECT_EQ(r.inserted, 1);
+  EXPECT_EQ(r.replaced, 0);
+  EXPECT_EQ(r.views, 4);
+  EXPECT_EQ(r.new_users, 2);
+  EXPECT_EQ(r.new_items, 3);
+  ASSERT_EQ(r.previous.size(), rows.size());
+  for (size_t i = 1; i < rows.size(); ++i) EXPECT_FALSE(r.previous[i]);
+
+  ASSERT_OK_AND_ASSIGN(std::vector<UserRating> u, store_->GetUserRatings("u"));
+  ASSERT_EQ(u.size(), 1u);  // views are not ratings
+  EXPECT_EQ(u[0].rating, 4);
+  ASSERT_OK_AND_ASSIGN(std::vector<std::string> uv, store_->GetUserViews("u"));
+  EXPECT_THAT(uv, ElementsAre("a", "b"));
+  ASSERT_OK_AND_ASSIGN(std::vector<std::string> wv, store_->GetUserViews("w"));
+  EXPECT_THAT(wv, ElementsAre("z"));
+  EXPECT_EQ(store_->GetUserViews("nobody").status().code(),
+            absl::StatusCode::kNotFound);
+
+  // Repeating every view changes no count.
+  ASSERT_OK_AND_ASSIGN(UpsertResult again, store_->UpsertRatings(rows));
+  EXPECT_EQ(again.views, 4);
+  EXPECT_EQ(again.inserted, 0);
+  EXPECT_EQ(again.replaced, 1);
+  ASSERT_OK_AND_ASSIGN(Stats stats, store_->GetStats());
+  EXPECT_EQ(stats.users, 2);
+  EXPECT_EQ(stats.items, 3);
+  EXPECT_EQ(stats.ratings, 1);
+  EXPECT_EQ(stats.views, 3);
+
+  ASSERT_OK_AND_ASSIGN(Snapshot snap, store_->ReadSnapshot());
+  EXPECT_THAT(Flatten(snap), ElementsAre("u/a=4"));
+  EXPECT_THAT(FlattenViews(snap), ElementsAre("u/a", "u/b", "w/z"));
+}
+
+TEST_P(StoreTest, AViewNeedsNoFiniteRatingButValidIds) {
+  RatingRow nan_view = View("u", "a");
+  nan_view.rating = std::nan("");
+  ASSERT_OK_AND_ASSIGN(UpsertResult r, store_->UpsertRatings({nan_view}));
+  EXPECT_EQ(r.views, 1);
+  const std::vector<RatingRow> bad = {View("u", "b"), View("u", "")};
+  const absl::Status s = store_->UpsertRatings(bad).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("row 1"));
+  ASSERT_OK_AND_ASSIGN(std::vector<std::string> uv, store_->GetUserViews("u"));
+  EXPECT_THAT(uv, ElementsAre("a"));  // nothing of the failed batch
+}
+
+TEST_P(StoreTest, DeleteRatingsKeepsViewsAndDeleteUserRemovesThem) {
+  const std::vector<RatingRow> rows = {R("u", "a", 1), View("u", "a"),
+                                       View("u", "b"), View("v", "b")};
+  ASSERT_TRUE(store_->UpsertRatings(rows).ok());
+  const std::vector<std::string> del = {"a", "b"};
+  ASSERT_OK_AND_ASSIGN(int64_t n, store_->DeleteRatings("u", del));
+  EXPECT_EQ(n, 1);
+  ASSERT_OK_AND_ASSIGN(std::vector<std::string> uv, store_->GetUserViews("u"));
+  EXPECT_THAT(uv, ElementsAre("a", "b"));
+  ASSERT_OK_AND_ASSIGN(n, store_->DeleteUser("u"));
+  EXPECT_EQ(n, 0);
+  ASSERT_OK_AND_ASSIGN(Stats stats, store_->GetStats());
+  EXPECT_EQ(stats.views, 1);
+  ASSERT_OK_AND_ASSIGN(Snapshot snap, store_->ReadSnapshot());
+  EXPECT_THAT(FlattenViews(snap), ElementsAre("v/b"));
+  // "u" again: a new user without the old views.
+  ASSERT_TRUE(store_->UpsertRatings({View("u", "c")}).ok());
+  ASSERT_OK_AND_ASSIGN(uv, store_->GetUserViews("u"));
+  EXPECT_THAT(uv, ElementsAre("c"));
 }
 
 TEST_P(StoreTest, ListUsersPagesInByteOrder) {
@@ -1826,6 +1912,7 @@ TEST_F(PostgresStoreTest, MigratesTheMetricsOfAVersion1DatabaseIntoColumns) {
 ALTER TABLE models DROP COLUMN validation_rmse, DROP COLUMN epochs,
   DROP COLUMN train_seconds;
 ALTER TABLE items DROP COLUMN categories, DROP COLUMN hidden;
+DROP TABLE views;
 UPDATE schema_version SET version = 1;
 INSERT INTO models(created_unix_ms, kind, n_users, n_items, n_ratings,
                    metrics, size_bytes, pinned, model) VALUES
@@ -1880,6 +1967,7 @@ TEST_F(PostgresStoreTest, MigratesAVersion2DatabaseToTheItemCatalogue) {
     ASSERT_TRUE(raw.ok());
     ASSERT_EQ(raw.Exec(R"sql(
 ALTER TABLE items DROP COLUMN categories, DROP COLUMN hidden;
+DROP TABLE views;
 UPDATE schema_version SET version = 2;
 INSERT INTO items(ext_id, title) VALUES('x', 'The X'), ('y', NULL);
 )sql"),
@@ -1902,6 +1990,27 @@ INSERT INTO items(ext_id, title) VALUES('x', 'The X'), ('y', NULL);
   StoreOptions ro;
   ro.read_only = true;
   EXPECT_TRUE(Store::Open(uri_, ro).ok());
+}
+
+TEST_F(PostgresStoreTest, MigratesAVersion3DatabaseToViews) {
+  {
+    ASSERT_OK_AND_ASSIGN(std::unique_ptr<Store> store, Store::Open(uri_));
+    ASSERT_TRUE(store->UpsertRatings({R("u", "a", 4)}).ok());
+  }
+  {
+    RawPg raw(uri_);
+    ASSERT_TRUE(raw.ok());
+    ASSERT_EQ(raw.Exec("DROP TABLE views; "
+                       "UPDATE schema_version SET version = 3;"),
+              "");
+  }
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Store> store, Store::Open(uri_));
+  ASSERT_OK_AND_ASSIGN(Stats stats, store->GetStats());
+  EXPECT_EQ(stats.ratings, 1);
+  EXPECT_EQ(stats.views, 0);
+  ASSERT_TRUE(store->UpsertRatings({View("u", "b", 9)}).ok());
+  ASSERT_OK_AND_ASSIGN(std::vector<std::string> uv, store->GetUserViews("u"));
+  EXPECT_THAT(uv, ElementsAre("b"));
 }
 
 TEST_F(PostgresStoreTest, ConcurrentOpensOfANewDatabaseCreateTheSchemaOnce) {

@@ -105,6 +105,13 @@ inline RatingRow R(std::string user, std::string item, double rating,
   return RatingRow{std::move(user), std::move(item), rating, ts};
 }
 
+// A view (RatingRow::view) of `item` by `user` at `ts`.
+inline RatingRow View(std::string user, std::string item, int64_t ts = 0) {
+  RatingRow r{std::move(user), std::move(item), 0.0, ts};
+  r.view = true;
+  return r;
+}
+
 // Snapshot rows as "user/item=rating" strings, for easy comparison.
 inline std::vector<std::string> Flatten(const Snapshot& s) {
   std::vector<std::string> out;

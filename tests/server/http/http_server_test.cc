@@ -67,9 +67,17 @@ TEST_F(HttpServerTest, EveryRouteShape) {
   EXPECT_TRUE(absl::StrContains(trained.body, R"("state":"SUCCEEDED")"))
       << trained.body;
 
+  // A view (Rating.kind VIEW) through the same route, its enum by name.
+  HttpReply viewed =
+      Post("/v1/ratings",
+           R"({"ratings":[{"userId":"u1","itemId":"i14","kind":"VIEW"}]})");
+  ASSERT_EQ(viewed.status, 200) << viewed.body;
+  EXPECT_TRUE(absl::StrContains(viewed.body, R"("views":"1")")) << viewed.body;
+
   HttpReply stats = Get("/v1/stats");
   ASSERT_EQ(stats.status, 200) << stats.body;
   EXPECT_TRUE(absl::StrContains(stats.body, R"("users":"20")")) << stats.body;
+  EXPECT_TRUE(absl::StrContains(stats.body, R"("views":"1")")) << stats.body;
   EXPECT_TRUE(absl::StrContains(stats.body, R"("activeModelVersion":"1")"));
   HttpReply rec = Get("/v1/users/u1/recommendations?n=2&threshold=4");
   ASSERT_EQ(rec.status, 200) << rec.body;

@@ -119,12 +119,15 @@ async function main() {
           ratings.push({user_id: `n${u}`, item_id: `m${i}`,
             rating: (i % 2) === (u % 2) ? 5 : 1});
         }
+        // A view (no rating) of an item n0 did not rate, its kind by name.
+        if (u === 0) ratings.push({user_id: 'n0', item_id: 'm0', kind: 'VIEW'});
         call.write({ratings});
       }
       call.end();
     });
     assert.equal(added.batches, '40');
     assert.equal(added.rejected, '0');
+    assert.equal(added.views, '1');
     console.log(`AddRatings stream: ${added.accepted} ratings in 40 batches`);
     const items = [];
     for (let i = 0; i < 30; ++i) {
