@@ -18,14 +18,17 @@ namespace internal {
 
 CdTrainer::CdTrainer(const SparseRatings& train, const SparseRatings& valid,
                      int K, const TrainOptions& o, int threads,
-                     int pool_threads, const SparseRatings* extra)
+                     int pool_threads, const SparseRatings* extra,
+                     const SparseRatings* valid_by_item)
     : train_(train),
       valid_(valid),
       o_(o),
       extra_(extra),
       C_(o.factors > 0 && o.factors < o.hidden ? o.factors : 0),
       keep_w_(C_ == 0 || !(o.average > 0)),
-      pool_(std::max(threads, pool_threads)) {
+      pool_(std::max(threads, pool_threads)),
+      valid_by_item_(valid_by_item != nullptr ? *valid_by_item
+                                              : own_valid_by_item_) {
   pool_.SetWidth(threads);
   if (keep_w_) {
     p_.Resize(train.cols, K, o.hidden);
@@ -73,7 +76,7 @@ CdTrainer::CdTrainer(const SparseRatings& train, const SparseRatings& valid,
   item_slot_.assign(static_cast<size_t>(train.cols), -1);
   item_count_.assign(static_cast<size_t>(train.cols), 0);
   if (o.predict == PredictMethod::kExact && valid.nnz() > 0) {
-    valid_by_item_ = valid.Transpose();
+    if (valid_by_item == nullptr) own_valid_by_item_ = valid.Transpose();
     item_cost_valid_.assign(static_cast<size_t>(valid_by_item_.rows) + 1, 0);
     for (int32_t i = 0; i < valid_by_item_.rows; ++i) {
       item_cost_valid_[static_cast<size_t>(i) + 1] =

@@ -92,10 +92,13 @@ class CdTrainer {
   // used until SetThreads says otherwise. With o.conditional the RBM is
   // conditional (D, zero at the start), each case's set r being its
   // training items plus its row of `extra` (rows and cols as train's;
-  // nullptr: none), which must outlive the trainer.
+  // nullptr: none), which must outlive the trainer. `valid_by_item`, when
+  // not null, is valid.Transpose() (outliving the trainer too), read
+  // instead of a copy of the trainer's own.
   CdTrainer(const SparseRatings& train, const SparseRatings& valid, int K,
             const TrainOptions& o, int threads, int pool_threads,
-            const SparseRatings* extra = nullptr);
+            const SparseRatings* extra = nullptr,
+            const SparseRatings* valid_by_item = nullptr);
 
   // The trained parameters. Factored with parameter averaging
   // (TrainOptions::average > 0) W is left empty: only the average is
@@ -384,9 +387,11 @@ class CdTrainer {
   RowMatrixXf a_, bm_, vel_bm_, db_, a0_, at_, g0_, gt_;
   std::vector<float> zeros_;  // C zeros (SumRows' start)
   RowMatrixXf x_avg_;  // AveragedValidationRmse: the average's hidden inputs
-  // ExactValidation: the validation ratings by item, the items' costs, and
-  // per case its hidden input, exp of it and whether that is in range.
-  SparseRatings valid_by_item_;
+  // ExactValidation: the validation ratings by item (the caller's, or
+  // own_valid_by_item_), the items' costs, and per case its hidden input,
+  // exp of it and whether that is in range.
+  SparseRatings own_valid_by_item_;
+  const SparseRatings& valid_by_item_;
   std::vector<int64_t> item_cost_valid_;
   // ex_mode_[u]: kExpPlain (ex_ row is exp(x)), kExpSaturated (ex_ and
   // hi_ row hi_slot_[u] from SplitSaturated) or kExpSlow (SoftplusSum).

@@ -127,12 +127,10 @@ absl::Status CheckParts(const SparseRatings& train, const SparseRatings& valid,
 
 }  // namespace
 
-absl::StatusOr<TrainResult> TrainRbmSplit(const SparseRatings& train,
-                                          const SparseRatings& valid, int K,
-                                          const TrainOptions& options,
-                                          const ProgressFn& progress,
-                                          ThreadShare* share,
-                                          const SparseRatings* extra) {
+absl::StatusOr<TrainResult> TrainRbmSplit(
+    const SparseRatings& train, const SparseRatings& valid, int K,
+    const TrainOptions& options, const ProgressFn& progress, ThreadShare* share,
+    const SparseRatings* extra, const SparseRatings* valid_by_item) {
   if (absl::Status s = ValidateTrainOptions(options); !s.ok()) return s;
   const TrainOptions o = ResolveTrainOptions(options, train.nnz());
   if (absl::Status s = CheckParts(train, valid, K); !s.ok()) return s;
@@ -141,6 +139,13 @@ absl::StatusOr<TrainResult> TrainRbmSplit(const SparseRatings& train,
     return absl::InvalidArgumentError(
         "extra: the conditional RBM's extra items differ in shape from the "
         "training part");
+  }
+  if (valid_by_item != nullptr &&
+      (valid_by_item->rows != valid.cols || valid_by_item->cols != valid.rows ||
+       valid_by_item->nnz() != valid.nnz())) {
+    return absl::InvalidArgumentError(
+        "valid_by_item: not the validation part's transpose (shape or count "
+        "differs)");
   }
   const auto t0 = Clock::now();
   TrainResult result;
@@ -152,7 +157,7 @@ absl::StatusOr<TrainResult> TrainRbmSplit(const SparseRatings& train,
           : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   internal::CdTrainer trainer(train, valid, K, o, threads,
                               share != nullptr ? share->total : threads,
-                              o.conditional ? extra : nullptr);
+                              o.conditional ? extra : nullptr, valid_by_item);
   const bool have_valid = valid.nnz() > 0;
   double best = std::numeric_limits<double>::infinity();
   // Early stopping counts epochs since the validation RMSE last fell by at

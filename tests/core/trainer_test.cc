@@ -646,6 +646,26 @@ TEST(Trainer, ValidationMatchesADirectPassWithSaturatedInputs) {
 // A learning rate that blows the weights up is reported as divergence
 // (a non-finite training or validation RMSE), naming the epoch and the
 // remedy, never returned as a model.
+// The caller's transpose of the validation part is read instead of a copy:
+// the same model; one of another shape is refused, naming the argument.
+TEST(Trainer, ValidByItemIsTheValidationPartsTranspose) {
+  auto s = testing_data::PlantedRatings(120, 40, 3, 0.3, 13);
+  SparseRatings train, valid;
+  CarveValidation(s.train.ByUser(), 0.1, 3, &train, &valid);
+  TrainOptions o = SmallOptions();
+  o.max_epochs = 3;
+  const SparseRatings valid_by_item = valid.Transpose();
+  auto own = TrainRbmSplit(train, valid, 5, o);
+  auto given = TrainRbmSplit(train, valid, 5, o, nullptr, nullptr, nullptr,
+                             &valid_by_item);
+  ASSERT_TRUE(own.ok() && given.ok());
+  EXPECT_TRUE(own->params == given->params);
+  auto bad =
+      TrainRbmSplit(train, valid, 5, o, nullptr, nullptr, nullptr, &valid);
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("valid_by_item"), std::string::npos);
+}
+
 TEST(Trainer, DivergenceIsAnErrorNotAModel) {
   auto s = testing_data::PlantedRatings(120, 40, 3, 0.3, 13);
   SparseRatings train, valid;
