@@ -102,13 +102,28 @@ absl::StatusOr<TrainResult> TrainRbm(const SparseRatings& by_user, int K,
 
 namespace {
 
-// TrainRbmSplit's checks of its data: the parts' shapes agree, K is in
-// range, there are training ratings and every rating index is below K.
+// TrainRbmSplit's checks of its data: the parts' shapes agree (extra's
+// with train's, valid_by_item's with valid's transpose, when given), K is
+// in range, there are training ratings and every rating index is below K.
 absl::Status CheckParts(const SparseRatings& train, const SparseRatings& valid,
-                        int K) {
+                        int K, const SparseRatings* extra,
+                        const SparseRatings* valid_by_item) {
   if (train.rows != valid.rows || train.cols != valid.cols) {
     return absl::InvalidArgumentError(
         "training and validation parts differ in shape");
+  }
+  if (extra != nullptr &&
+      (extra->rows != train.rows || extra->cols != train.cols)) {
+    return absl::InvalidArgumentError(
+        "extra: the conditional RBM's extra items differ in shape from the "
+        "training part");
+  }
+  if (valid_by_item != nullptr &&
+      (valid_by_item->rows != valid.cols || valid_by_item->cols != valid.rows ||
+       valid_by_item->nnz() != valid.nnz())) {
+    return absl::InvalidArgumentError(
+        "valid_by_item: not the validation part's transpose (shape or count "
+        "differs)");
   }
   if (K < 2 || K > 255) return absl::InvalidArgumentError("K must be 2..255");
   if (train.nnz() == 0) {
@@ -133,19 +148,9 @@ absl::StatusOr<TrainResult> TrainRbmSplit(
     const SparseRatings* extra, const SparseRatings* valid_by_item) {
   if (absl::Status s = ValidateTrainOptions(options); !s.ok()) return s;
   const TrainOptions o = ResolveTrainOptions(options, train.nnz());
-  if (absl::Status s = CheckParts(train, valid, K); !s.ok()) return s;
-  if (extra != nullptr &&
-      (extra->rows != train.rows || extra->cols != train.cols)) {
-    return absl::InvalidArgumentError(
-        "extra: the conditional RBM's extra items differ in shape from the "
-        "training part");
-  }
-  if (valid_by_item != nullptr &&
-      (valid_by_item->rows != valid.cols || valid_by_item->cols != valid.rows ||
-       valid_by_item->nnz() != valid.nnz())) {
-    return absl::InvalidArgumentError(
-        "valid_by_item: not the validation part's transpose (shape or count "
-        "differs)");
+  if (absl::Status s = CheckParts(train, valid, K, extra, valid_by_item);
+      !s.ok()) {
+    return s;
   }
   const auto t0 = Clock::now();
   TrainResult result;
