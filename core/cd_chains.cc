@@ -49,7 +49,7 @@ void CdTrainer::BatchChains(int epoch, const int32_t* users, size_t nb,
     pool_.ParallelFor(
         static_cast<int64_t>(n_items),
         [&](int t, int64_t b, int64_t e) {
-          ReconstructItems(users, nb, step, t, b, e);
+          ReconstructItems(nb, step, t, b, e);
         },
         item_cost_.data());
     const bool last = step + 1 == cd_steps;
@@ -62,8 +62,8 @@ void CdTrainer::BatchChains(int epoch, const int32_t* users, size_t nb,
   }
 }
 
-void CdTrainer::ReconstructItems(const int32_t* users, size_t nb, int step,
-                                 int t, int64_t b, int64_t e) {
+void CdTrainer::ReconstructItems(size_t nb, int step, int t, int64_t b,
+                                 int64_t e) {
   const int F = p_.F, K = p_.K;
   // Logits of all the chunk's entries item by item, then one
   // SoftmaxSampleRows over them all.
@@ -105,7 +105,7 @@ void CdTrainer::ReconstructItems(const int32_t* users, size_t nb, int step,
     const Entry& en = entries_[static_cast<size_t>(e0 + q)];
     const size_t s = static_cast<size_t>(en.s);
     sc.uniforms[static_cast<size_t>(q)] =
-        VisibleUniforms(nb, s)[en.r - train_.offsets[users[s]]];
+        VisibleUniforms(nb, s)[en.l - local_start_[s]];
   }
   SoftmaxSampleRows(probs.data(), n, K, sc.uniforms.data(),
                     vt_entry_.data() + e0,
@@ -128,7 +128,7 @@ void CdTrainer::RehideUsers(const int32_t* users, size_t nb, int step,
     float* ht = ht_.row(static_cast<Eigen::Index>(s)).data();
     const VisibleSet v = UserSet(u);
     // The user's samples, from the item-major order of step 2.
-    uint8_t* vt = vt_.data() + train_.offsets[u];
+    uint8_t* vt = vt_.data() + local_start_[s];
     for (int64_t l = local_start_[s]; l < local_start_[s + 1]; ++l) {
       vt[l - local_start_[s]] =
           vt_entry_[static_cast<size_t>(entry_of_[static_cast<size_t>(l)])];
@@ -209,7 +209,7 @@ void CdTrainer::FactoredChains(int epoch, const int32_t* users, size_t nb,
           SampleHidden(nb, s, h0.data());
           auto ht = ht_.row(si);
           auto at = at_.row(si);
-          uint8_t* vt = vt_.data() + train_.offsets[u];
+          uint8_t* vt = vt_.data() + local_start_[s];
           for (int step = 0; step < cd_steps; ++step) {
             sc.z.noalias() = bm_ * hs_.row(si).transpose();
             for (int64_t r = 0; r < v.n; ++r) {

@@ -18,14 +18,17 @@ namespace internal {
 
 CdTrainer::CdTrainer(const SparseRatings& train, const SparseRatings& valid,
                      int K, const TrainOptions& o, int threads,
-                     int pool_threads, const SparseRatings* extra)
+                     int pool_threads, const SparseRatings* extra,
+                     const SparseRatings* valid_by_item)
     : train_(train),
       valid_(valid),
       o_(o),
       extra_(extra),
       C_(o.factors > 0 && o.factors < o.hidden ? o.factors : 0),
       keep_w_(C_ == 0 || !(o.average > 0)),
-      pool_(std::max(threads, pool_threads)) {
+      pool_(std::max(threads, pool_threads)),
+      valid_by_item_(valid_by_item != nullptr ? *valid_by_item
+                                              : own_valid_by_item_) {
   pool_.SetWidth(threads);
   if (keep_w_) {
     p_.Resize(train.cols, K, o.hidden);
@@ -70,11 +73,10 @@ CdTrainer::CdTrainer(const SparseRatings& train, const SparseRatings& valid,
   for (int t = 0; t < pool_.size(); ++t) {
     scratch_.emplace_back(p_.F, K, C_ > 0 ? C_ : p_.F, C_);
   }
-  vt_.resize(static_cast<size_t>(train.nnz()));
   item_slot_.assign(static_cast<size_t>(train.cols), -1);
   item_count_.assign(static_cast<size_t>(train.cols), 0);
   if (o.predict == PredictMethod::kExact && valid.nnz() > 0) {
-    valid_by_item_ = valid.Transpose();
+    if (valid_by_item == nullptr) own_valid_by_item_ = valid.Transpose();
     item_cost_valid_.assign(static_cast<size_t>(valid_by_item_.rows) + 1, 0);
     for (int32_t i = 0; i < valid_by_item_.rows; ++i) {
       item_cost_valid_[static_cast<size_t>(i) + 1] =
@@ -124,24 +126,42 @@ double CdTrainer::Epoch(int epoch, int cd_steps, float lr) {
                    static_cast<double>(std::max<int64_t>(1, train_.nnz())));
 }
 
-namespace {
-constexpr Eigen::Index kFactorRows = 480;  // a multiple of Eigen's 24
-}  // namespace
+Eigen::Index CdTrainer::FactorRows() const {
+  constexpr Eigen::Index kRows = 480;  // a multiple of Eigen's 24
+  const Eigen::Index K = p_.K;
+  return kRows % K == 0 ? kRows : 24 * K * std::max<Eigen::Index>(1, 20 / K);
+}
 
 void CdTrainer::MultiplyFactors() {
   if (!keep_w_) return;
-  const Eigen::Index rows = a_.rows();
-  const int64_t blocks = (rows + kFactorRows - 1) / kFactorRows;
+  const Eigen::Index rows = a_.rows(), block = FactorRows();
+  const int64_t blocks = (rows + block - 1) / block;
   pool_.ParallelFor(
       blocks,
       [&](int, int64_t b, int64_t e) {
         for (int64_t k = b; k < e; ++k) {
-          const Eigen::Index r0 = k * kFactorRows;
-          const Eigen::Index n = std::min(kFactorRows, rows - r0);
+          const Eigen::Index r0 = k * block;
+          const Eigen::Index n = std::min(block, rows - r0);
           p_.W.middleRows(r0, n).noalias() = a_.middleRows(r0, n) * bm_;
         }
       },
       nullptr, kPiecesPerThread);
+}
+
+void CdTrainer::AveragedRows(const RbmParams& avg, float a, Eigen::Index r0,
+                             Eigen::Index n, RowMatrixXf* wt,
+                             float* dst) const {
+  // The block's product as MultiplyFactors makes it, then the average's
+  // arithmetic over the block's contiguous entries: FactorRows() rows of F
+  // floats are a whole number of SIMD packets, so every entry takes the
+  // same path (packet or scalar tail) as in one pass over the full W.
+  wt->resize(n, p_.F);
+  wt->noalias() = a_.middleRows(r0, n) * bm_;
+  const Eigen::Index size = n * p_.F;
+  const float fresh = 1 - a;
+  const Eigen::Map<const Eigen::ArrayXf> old(avg.W.row(r0).data(), size);
+  const Eigen::Map<const Eigen::ArrayXf> fresh_w(wt->data(), size);
+  Eigen::Map<Eigen::ArrayXf>(dst, size) = a * old + fresh * fresh_w;
 }
 
 void CdTrainer::Average(float a, bool first, RbmParams* avg) {
@@ -157,35 +177,27 @@ void CdTrainer::Average(float a, bool first, RbmParams* avg) {
     if (p_.conditional()) avg->D = a * avg->D + fresh * p_.D;
     return;
   }
-  const Eigen::Index rows = a_.rows();
+  const Eigen::Index rows = a_.rows(), block = FactorRows();
   if (first) {
     avg->num_items = p_.num_items;
     avg->K = p_.K;
     avg->F = p_.F;
     avg->W.resize(rows, p_.F);
   }
-  // Each block's product as MultiplyFactors makes it, then the average's
-  // arithmetic over the block's contiguous entries: kFactorRows rows of F
-  // floats are a whole number of SIMD packets, so every entry takes the
-  // same path (packet or scalar tail) as in one pass over the full W.
   std::vector<RowMatrixXf> w(static_cast<size_t>(pool_.size()));
-  const int64_t blocks = (rows + kFactorRows - 1) / kFactorRows;
+  const int64_t blocks = (rows + block - 1) / block;
   pool_.ParallelFor(
       blocks,
       [&](int t, int64_t b, int64_t e) {
-        RowMatrixXf& wt = w[static_cast<size_t>(t)];
         for (int64_t k = b; k < e; ++k) {
-          const Eigen::Index r0 = k * kFactorRows;
-          const Eigen::Index n = std::min(kFactorRows, rows - r0);
+          const Eigen::Index r0 = k * block;
+          const Eigen::Index n = std::min(block, rows - r0);
           if (first) {
             avg->W.middleRows(r0, n).noalias() = a_.middleRows(r0, n) * bm_;
-            continue;
+          } else {
+            AveragedRows(*avg, a, r0, n, &w[static_cast<size_t>(t)],
+                         avg->W.row(r0).data());
           }
-          wt.resize(n, p_.F);
-          wt.noalias() = a_.middleRows(r0, n) * bm_;
-          Eigen::Map<Eigen::ArrayXf> dst(avg->W.row(r0).data(), n * p_.F);
-          const Eigen::Map<const Eigen::ArrayXf> fresh_w(wt.data(), n * p_.F);
-          dst = a * dst + fresh * fresh_w;
         }
       },
       nullptr, kPiecesPerThread);
@@ -213,6 +225,7 @@ void CdTrainer::IndexUsers(int epoch, const int32_t* users, size_t nb) {
   }
   uniforms_.resize(nb * static_cast<size_t>(p_.F) +
                    static_cast<size_t>(local_start_[nb]));
+  vt_.resize(static_cast<size_t>(local_start_[nb]));
   rngs_.clear();
   for (size_t s = 0; s < nb; ++s) {
     rngs_.emplace_back(StreamSeed(o_.seed,
@@ -280,10 +293,10 @@ void CdTrainer::IndexItems(const int32_t* users, size_t nb) {
     for (int64_t r = train_.offsets[u]; r < train_.offsets[u + 1]; ++r) {
       const size_t slot =
           static_cast<size_t>(item_slot_[static_cast<size_t>(train_.col[r])]);
-      entry_of_[static_cast<size_t>(local_start_[s] + r - train_.offsets[u])] =
-          entry_fill_[slot];
+      const int64_t l = local_start_[s] + r - train_.offsets[u];
+      entry_of_[static_cast<size_t>(l)] = entry_fill_[slot];
       entries_[static_cast<size_t>(entry_fill_[slot]++)] =
-          Entry{static_cast<int32_t>(s), train_.k[static_cast<size_t>(r)], r};
+          Entry{static_cast<int32_t>(s), train_.k[static_cast<size_t>(r)], l};
     }
   }
   for (int32_t i : batch_items_) item_slot_[static_cast<size_t>(i)] = -1;

@@ -39,6 +39,13 @@ namespace internal {
 // chunk per thread had the threads waiting for each other ~10% of the time.
 constexpr int kPiecesPerThread = 4;
 
+// ExactValidation goes over the validation cases in chunks, so that their
+// hidden inputs' exponentials (and inputs, when not kept) take at most this
+// many bytes each, not cases x F floats (a U-RBM's 60,000 users x 200
+// units: 48 MB), and are freed after the pass. Every item's K rows are
+// exponentiated once per chunk; one chunk up to ~10,000 cases of 200 units.
+constexpr int64_t kExpChunkBytes = int64_t{8} << 20;
+
 inline VisibleSet RowOf(const SparseRatings& s, int32_t u) {
   VisibleSet v;
   v.items = s.col.data() + s.offsets[u];
@@ -63,6 +70,10 @@ struct Scratch : GibbsScratch {
   // The chains' expected reconstructions, and uniforms (BatchChains).
   std::vector<double> means;
   std::vector<float> uniforms;
+  // CandidateValidationRmse: a block of the candidate average's rows, its
+  // A B product, and one item's K rows and biases as a one-item RbmParams.
+  RowMatrixXf block, wt;
+  RbmParams one;
   Scratch(int F, int K, int width, int C)
       : GibbsScratch(F, K),
         x(F),
@@ -81,10 +92,13 @@ class CdTrainer {
   // used until SetThreads says otherwise. With o.conditional the RBM is
   // conditional (D, zero at the start), each case's set r being its
   // training items plus its row of `extra` (rows and cols as train's;
-  // nullptr: none), which must outlive the trainer.
+  // nullptr: none), which must outlive the trainer. `valid_by_item`, when
+  // not null, is valid.Transpose() (outliving the trainer too), read
+  // instead of a copy of the trainer's own.
   CdTrainer(const SparseRatings& train, const SparseRatings& valid, int K,
             const TrainOptions& o, int threads, int pool_threads,
-            const SparseRatings* extra = nullptr);
+            const SparseRatings* extra = nullptr,
+            const SparseRatings* valid_by_item = nullptr);
 
   // The trained parameters. Factored with parameter averaging
   // (TrainOptions::average > 0) W is left empty: only the average is
@@ -93,10 +107,29 @@ class CdTrainer {
   RbmParams& params() { return p_; }
   // The running average of the parameters (TrainOptions::average) after an
   // epoch: *avg = a * *avg + (1 - a) * params, or params itself when
-  // `first`. Factored without W, each block of kFactorRows rows of A B is
-  // made in a thread's scratch and averaged in: the same bits as averaging
-  // the full W, at any thread count.
+  // `first`. Factored without W, each block of FactorRows() rows of A B is
+  // made in a thread's scratch and averaged in (AveragedRows): the same
+  // bits as averaging the full W, at any thread count.
   void Average(float a, bool first, RbmParams* avg);
+
+  // Whether CandidateValidationRmse can validate the next average before it
+  // is made: factored with averaging (no W kept), exact validation, and
+  // validation ratings. TrainRbmSplit then keeps no best copy while the
+  // average is the best (only when an epoch's average is worse).
+  bool ValidatesCandidates() const {
+    return !keep_w_ && o_.predict == PredictMethod::kExact && valid_.nnz() > 0;
+  }
+  // The validation RMSE that AveragedValidationRmse(avg, a, false) would
+  // return after Average(a, false, &avg), computed without changing avg:
+  // the candidate average's rows are made block by block as Average makes
+  // them (AveragedRows, the same bits) in a thread's scratch and validated
+  // there. Updates the averaged hidden inputs (x_avg_) as that call does,
+  // so Average(a, false, &avg) must follow before the next epoch.
+  // REQUIRES: ValidatesCandidates(), an Average(a, true, &avg) before.
+  double CandidateValidationRmse(const RbmParams& avg, float a);
+  // The bytes of one chunk of ExactValidation (kExpChunkBytes unless set;
+  // tests set less). Results do not depend on it.
+  void SetExpChunkBytes(int64_t bytes) { exp_chunk_bytes_ = bytes; }
   // Threads used from the next parallel loop on (at most the pool's size).
   // Results do not depend on it.
   void SetThreads(int threads) { pool_.SetWidth(threads); }
@@ -105,7 +138,7 @@ class CdTrainer {
   // reconstruction RMSE of the training ratings.
   double Epoch(int epoch, int cd_steps, float lr);
 
-  // W = A B (factored), over the pool in blocks of kFactorRows rows of A:
+  // W = A B (factored), over the pool in blocks of FactorRows() rows of A:
   // each block is the same product whichever thread computes it and however
   // many there are, so W's bits do not depend on the thread count. (Alone
   // at the end of each epoch it was ~5% of a 2-thread epoch of
@@ -166,6 +199,50 @@ class CdTrainer {
                          const RowMatrixXf* inputs = nullptr);
 
  private:
+  // The rows of a block of the factored average and of its candidate:
+  // FactorRows() rows (fewer in the last block), a whole number of items
+  // and of Eigen's 24-row kernels, so the same blocks whichever thread
+  // makes them.
+  Eigen::Index FactorRows() const;
+  // dst[0 .. n F) = a * avg's rows [r0, r0 + n) + (1 - a) * the same rows
+  // of A B (made in *wt). dst may be avg's own rows (Average) or a scratch
+  // block (CandidateValidationRmse): one function, so the same bits.
+  void AveragedRows(const RbmParams& avg, float a, Eigen::Index r0,
+                    Eigen::Index n, RowMatrixXf* wt, float* dst) const;
+  // AveragedValidationRmse's running average of the hidden inputs x_avg_.
+  void AverageInputs(float a, bool first);
+  // The cases of one of ExactValidation's chunks (exp_chunk_bytes_).
+  int32_t ExpChunk() const;
+  // A validation pass's start: every case kExpSlow, every item's cursor
+  // (valid_cursor_) at its first validation rating.
+  void BeginExactPass();
+  // ExactValidation's per-chunk part, for cases [u0, u1): each case's hidden
+  // input (from `input` into xv_, or read from `inputs`), its exponentials
+  // (ex_ row u - u0, ex_mode_) and the saturated cases' rows (hi_).
+  template <typename Input>
+  void HiddenExponentials(const Input& input, const RowMatrixXf* inputs,
+                          int32_t u0, int32_t u1);
+  // Case u's hidden input in the current chunk.
+  const float* InputRow(const RowMatrixXf* inputs, int32_t u) const {
+    return inputs != nullptr ? inputs->row(u).data()
+                             : xv_.row(u - ex_base_).data();
+  }
+  // Whether `item` has validation ratings of cases below u1 not yet done.
+  bool ItemInChunk(int32_t item, int32_t u1) const {
+    const int64_t r = valid_cursor_[static_cast<size_t>(item)];
+    return r < valid_by_item_.offsets[item + 1] &&
+           valid_by_item_.col[static_cast<size_t>(r)] < u1;
+  }
+  // ExactValidation's squared errors of the validation ratings of `item`
+  // (a row of valid_by_item_) by cases below u1 from its cursor on, added
+  // to *err in rating order (so a pass in chunks sums the same terms in the
+  // same order as one pass), the cursor moved past them. The item's K
+  // rows are p's rows of `item_in_p` (the item itself, or 0 in a one-item
+  // RbmParams).
+  void ItemError(const RbmParams& p, int32_t item_in_p, int32_t item,
+                 const RowMatrixXf* inputs, int32_t u1, Scratch* s,
+                 double* err);
+
   // The batch's index, shared by both chains and both updates: each batch
   // user's first batch-local rating position (local_start_), the batch's
   // items in increasing id order (batch_items_) and its ratings by item
@@ -214,8 +291,7 @@ class CdTrainer {
   // BatchChains' step 2 for batch items [b, e) on thread t: the logits of
   // each of their batch ratings, the visible samples (vt_entry_) and, at
   // step 0, the squared errors of the expectations (d2_).
-  void ReconstructItems(const int32_t* users, size_t nb, int step, int t,
-                        int64_t b, int64_t e);
+  void ReconstructItems(size_t nb, int step, int t, int64_t b, int64_t e);
   // BatchChains' step 3 for batch users [b, e): their samples into vt_,
   // ht = sigmoid(c + the sampled rows), at step 0 sq_err_, and unless
   // `last` the next hidden sample.
@@ -311,16 +387,23 @@ class CdTrainer {
   RowMatrixXf a_, bm_, vel_bm_, db_, a0_, at_, g0_, gt_;
   std::vector<float> zeros_;  // C zeros (SumRows' start)
   RowMatrixXf x_avg_;  // AveragedValidationRmse: the average's hidden inputs
-  // ExactValidation: the validation ratings by item, the items' costs, and
-  // per case its hidden input, exp of it and whether that is in range.
-  SparseRatings valid_by_item_;
+  // ExactValidation: the validation ratings by item (the caller's, or
+  // own_valid_by_item_), the items' costs, and per case its hidden input,
+  // exp of it and whether that is in range.
+  SparseRatings own_valid_by_item_;
+  const SparseRatings& valid_by_item_;
   std::vector<int64_t> item_cost_valid_;
   // ex_mode_[u]: kExpPlain (ex_ row is exp(x)), kExpSaturated (ex_ and
   // hi_ row hi_slot_[u] from SplitSaturated) or kExpSlow (SoftplusSum).
   enum : uint8_t { kExpSlow, kExpPlain, kExpSaturated };
+  // ex_ and xv_ hold the chunk's cases from ex_base_ on; valid_cursor_[i]
+  // is item i's next validation rating in the pass.
   RowMatrixXf xv_, ex_, hi_;
+  int32_t ex_base_ = 0;
+  int64_t exp_chunk_bytes_ = kExpChunkBytes;
   std::vector<uint8_t> ex_mode_;
   std::vector<int32_t> hi_slot_;
+  std::vector<int64_t> valid_cursor_;
   std::vector<int64_t> work_cost_;  // cumulative costs of a parallel loop
   Eigen::VectorXf vel_b_, vel_c_, gc_;
   // ConditionalStep: D's velocity, the batch's h0 - hT, its (item, batch
@@ -329,7 +412,7 @@ class CdTrainer {
   std::vector<uint64_t> cond_pairs_;
   std::vector<int64_t> cond_start_;
   std::vector<Scratch> scratch_;
-  std::vector<uint8_t> vt_;
+  std::vector<uint8_t> vt_;  // the batch's visible samples (at local_start_)
   std::vector<double> sq_err_;
   // BatchChains' state: the batch's items (by id) and each
   // item's slot in that list (-1 outside a batch); the batch's ratings by
@@ -339,7 +422,7 @@ class CdTrainer {
   struct Entry {
     int32_t s;  // batch position of the user
     uint8_t k;  // the rating (train_.k[r], here so Update need not load it)
-    int64_t r;  // index of the rating in train_
+    int64_t l;  // batch-local position of the rating (vt_, uniforms)
   };
   std::vector<int32_t> batch_items_, item_slot_;
   std::vector<int32_t> item_count_;  // IndexItems' counts (zero between)

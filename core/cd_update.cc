@@ -169,7 +169,7 @@ void CdTrainer::UpdateItem(int64_t x, int64_t e, size_t nb, float lr, float* g,
   for (int64_t q = q0; q < q1; ++q) {
     const Entry& en = entries_[static_cast<size_t>(q)];
     const int kp = en.k;
-    const int kn = factored ? vt_[static_cast<size_t>(en.r)]
+    const int kn = factored ? vt_[static_cast<size_t>(en.l)]
                             : vt_entry_[static_cast<size_t>(q)];
     float* gp = touch(kp);
     const float* hp = pos.row(en.s).data();

@@ -207,9 +207,12 @@ class RatingRbmRunner {
         done_(static_cast<size_t>(n_models)) {}
 
   // The best parameters of RBM `index` trained on `tr` with validation
-  // part `va`; Cancelled when the progress callback stops it.
+  // part `va` (and its transpose va_t); Cancelled when the progress
+  // callback stops it.
   absl::StatusOr<RbmParams> Run(int index, const SparseRatings& tr,
-                                const SparseRatings& va, const TrainOptions& o,
+                                const SparseRatings& va,
+                                const SparseRatings& va_t,
+                                const TrainOptions& o,
                                 const SparseRatings* extra = nullptr) {
     ProgressFn fn;
     if (progress_) {
@@ -223,7 +226,7 @@ class RatingRbmRunner {
       };
     }
     absl::StatusOr<TrainResult> r =
-        TrainRbmSplit(tr, va, K_, o, fn, share_, extra);
+        TrainRbmSplit(tr, va, K_, o, fn, share_, extra, &va_t);
     if (!r.ok()) return r.status();
     if (r->cancelled) return absl::CancelledError("training cancelled");
     Done& d = done_[static_cast<size_t>(index)];
@@ -247,7 +250,8 @@ class RatingRbmRunner {
 };
 
 // The training data of FitModel's rating RBMs: the by-user training and
-// validation parts and, for the item-based RBM, their transposes.
+// validation parts, the validation part's transpose and, for the
+// item-based RBM, the training part's.
 // With extra items (the conditional RBM's), `extra` holds each user's
 // extra items in training: the caller's plus the user's validation items.
 struct FitParts {
@@ -298,7 +302,7 @@ absl::Status TrainRatingRbms(const TrainOptions& options, int threads,
     item.threads = item_threads;
     item.conditional = false;  // D is the user-based members' alone
     item_params = runner->Run(options.ensemble, parts.train_by_item,
-                              parts.valid_by_item, item);
+                              parts.valid_by_item, parts.valid, item);
     thread_share->spare.fetch_add(item_threads);
   };
   if (side_by_side) item_thread = std::thread(train_item, threads / 2);
@@ -308,7 +312,8 @@ absl::Status TrainRatingRbms(const TrainOptions& options, int threads,
     member.seed = options.seed + static_cast<uint64_t>(e);
     member.threads = side_by_side ? threads - threads / 2 : threads;
     absl::StatusOr<RbmParams> p =
-        runner->Run(e, parts.train, parts.valid, member, parts.Extra());
+        runner->Run(e, parts.train, parts.valid, parts.valid_by_item, member,
+                    parts.Extra());
     if (p.ok()) {
       params->members.push_back(*std::move(p));
     } else {
@@ -426,8 +431,6 @@ absl::StatusOr<Model> FitModel(FitData* data, const TrainOptions& requested,
   const TrainOptions options = ResolveTrainOptions(requested, train.ratings);
   ModelParams params;
   params.scale = train.scale;
-  params.users = train.users;
-  params.items = train.items;
   params.options = options;
   const int K = train.scale.K();
   SparseRatings& by_user = data->by_user;
@@ -447,10 +450,18 @@ absl::StatusOr<Model> FitModel(FitData* data, const TrainOptions& requested,
   }
   // Not held while the rating RBMs train: rebuilt from the parts after.
   by_user = SparseRatings();
-  if (options.item_based) {
-    parts.train_by_item = parts.train.Transpose();
-    parts.valid_by_item = parts.valid.Transpose();
-  }
+  // The id maps move into the model (back to *data on an error).
+  params.users = std::move(data->users);
+  params.items = std::move(data->items);
+  const auto fail = [&](absl::Status s) {
+    data->users = std::move(params.users);
+    data->items = std::move(params.items);
+    return s;
+  };
+  // The validation part by item: the I-RBM's validation part, and what
+  // every RBM's exact validation reads (one copy for all).
+  parts.valid_by_item = parts.valid.Transpose();
+  if (options.item_based) parts.train_by_item = parts.train.Transpose();
   const int n_models = options.ensemble + (options.item_based ? 1 : 0);
   const int threads =
       options.threads > 0
@@ -465,7 +476,7 @@ absl::StatusOr<Model> FitModel(FitData* data, const TrainOptions& requested,
                                        &runner, &thread_share, &params);
       !s.ok()) {
     by_user = SparseRatings::Merge(parts.train, parts.valid);
-    return s;
+    return fail(s);
   }
   by_user = SparseRatings::Merge(parts.train, parts.valid);
   double mixed_valid_rmse = -1;  // of the served (mixed) prediction
@@ -477,7 +488,7 @@ absl::StatusOr<Model> FitModel(FitData* data, const TrainOptions& requested,
     if (absl::Status s = TrainRatedPart(options, threads, rated_f, n_models,
                                         parts, progress, &params);
         !s.ok()) {
-      return s;
+      return fail(s);
     }
   }
   Summarize(runner.done(), mixed_valid_rmse, &params);

@@ -70,8 +70,9 @@ struct FitData {
 // train.ByUser() == data->by_user and train.ratings.size() ==
 // data->ratings. data->by_user is released while the rating RBMs train (it
 // is split into training and validation parts, which is all they need) and
-// rebuilt, the same, from those parts before this returns. `extra` as in
-// FitModel(Dataset).
+// rebuilt, the same, from those parts before this returns. data->users and
+// data->items move into the model (left empty; kept on an error), so no
+// second copy is held while training. `extra` as in FitModel(Dataset).
 absl::StatusOr<Model> FitModel(FitData* data, const TrainOptions& options,
                                const FitProgressFn& progress = nullptr,
                                const SparseRatings* extra = nullptr);

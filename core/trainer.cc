@@ -60,6 +60,10 @@ void CarveValidation(const SparseRatings& all, double fraction, uint64_t seed,
   train->k.clear();
   valid->col.clear();
   valid->k.clear();
+  // Room for every rating in the training part (most stay there), and no
+  // spare capacity left in either part: both are held while RBMs train.
+  train->col.reserve(static_cast<size_t>(all.nnz()));
+  train->k.reserve(static_cast<size_t>(all.nnz()));
   for (int32_t u = 0; u < all.rows; ++u) {
     Rng rng(StreamSeed(seed, 0x5a11d, static_cast<uint64_t>(u)));
     const int64_t b = all.offsets[u], e = all.offsets[u + 1];
@@ -81,6 +85,10 @@ void CarveValidation(const SparseRatings& all, double fraction, uint64_t seed,
     train->offsets.push_back(train->nnz());
     valid->offsets.push_back(valid->nnz());
   }
+  for (SparseRatings* part : {train, valid}) {
+    part->col.shrink_to_fit();
+    part->k.shrink_to_fit();
+  }
 }
 
 absl::StatusOr<TrainResult> TrainRbm(const SparseRatings& by_user, int K,
@@ -94,13 +102,28 @@ absl::StatusOr<TrainResult> TrainRbm(const SparseRatings& by_user, int K,
 
 namespace {
 
-// TrainRbmSplit's checks of its data: the parts' shapes agree, K is in
-// range, there are training ratings and every rating index is below K.
+// TrainRbmSplit's checks of its data: the parts' shapes agree (extra's
+// with train's, valid_by_item's with valid's transpose, when given), K is
+// in range, there are training ratings and every rating index is below K.
 absl::Status CheckParts(const SparseRatings& train, const SparseRatings& valid,
-                        int K) {
+                        int K, const SparseRatings* extra,
+                        const SparseRatings* valid_by_item) {
   if (train.rows != valid.rows || train.cols != valid.cols) {
     return absl::InvalidArgumentError(
         "training and validation parts differ in shape");
+  }
+  if (extra != nullptr &&
+      (extra->rows != train.rows || extra->cols != train.cols)) {
+    return absl::InvalidArgumentError(
+        "extra: the conditional RBM's extra items differ in shape from the "
+        "training part");
+  }
+  if (valid_by_item != nullptr &&
+      (valid_by_item->rows != valid.cols || valid_by_item->cols != valid.rows ||
+       valid_by_item->nnz() != valid.nnz())) {
+    return absl::InvalidArgumentError(
+        "valid_by_item: not the validation part's transpose (shape or count "
+        "differs)");
   }
   if (K < 2 || K > 255) return absl::InvalidArgumentError("K must be 2..255");
   if (train.nnz() == 0) {
@@ -119,20 +142,15 @@ absl::Status CheckParts(const SparseRatings& train, const SparseRatings& valid,
 
 }  // namespace
 
-absl::StatusOr<TrainResult> TrainRbmSplit(const SparseRatings& train,
-                                          const SparseRatings& valid, int K,
-                                          const TrainOptions& options,
-                                          const ProgressFn& progress,
-                                          ThreadShare* share,
-                                          const SparseRatings* extra) {
+absl::StatusOr<TrainResult> TrainRbmSplit(
+    const SparseRatings& train, const SparseRatings& valid, int K,
+    const TrainOptions& options, const ProgressFn& progress, ThreadShare* share,
+    const SparseRatings* extra, const SparseRatings* valid_by_item) {
   if (absl::Status s = ValidateTrainOptions(options); !s.ok()) return s;
   const TrainOptions o = ResolveTrainOptions(options, train.nnz());
-  if (absl::Status s = CheckParts(train, valid, K); !s.ok()) return s;
-  if (extra != nullptr &&
-      (extra->rows != train.rows || extra->cols != train.cols)) {
-    return absl::InvalidArgumentError(
-        "extra: the conditional RBM's extra items differ in shape from the "
-        "training part");
+  if (absl::Status s = CheckParts(train, valid, K, extra, valid_by_item);
+      !s.ok()) {
+    return s;
   }
   const auto t0 = Clock::now();
   TrainResult result;
@@ -144,7 +162,7 @@ absl::StatusOr<TrainResult> TrainRbmSplit(const SparseRatings& train,
           : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   internal::CdTrainer trainer(train, valid, K, o, threads,
                               share != nullptr ? share->total : threads,
-                              o.conditional ? extra : nullptr);
+                              o.conditional ? extra : nullptr, valid_by_item);
   const bool have_valid = valid.nnz() > 0;
   double best = std::numeric_limits<double>::infinity();
   // Early stopping counts epochs since the validation RMSE last fell by at
@@ -154,8 +172,15 @@ absl::StatusOr<TrainResult> TrainRbmSplit(const SparseRatings& train,
   int since_best = 0;
   int adaptive_level = 0;
   float lr = o.learning_rate;
-  // The running average of the parameters (TrainOptions::average).
+  // The running average of the parameters (TrainOptions::average). When
+  // the trainer validates each next average before making it
+  // (ValidatesCandidates), the best epoch's parameters are not copied while
+  // they are the average itself (best_is_avg): the copy is made only when a
+  // worse epoch is about to change the average, and dropped at the next
+  // best. The same model, one full-size copy fewer until then.
   RbmParams avg;
+  const bool lazy_best = o.average > 0 && trainer.ValidatesCandidates();
+  bool best_is_avg = false;
   for (int epoch = 1; epoch <= o.max_epochs; ++epoch) {
     if (share != nullptr) {
       trainer.SetThreads(threads + share->spare.load());
@@ -168,15 +193,24 @@ absl::StatusOr<TrainResult> TrainRbmSplit(const SparseRatings& train,
     st.learning_rate = lr;
     st.train_rmse = trainer.Epoch(epoch, st.cd_steps, lr);
     st.train_seconds = Seconds(te);
-    const RbmParams* served = &trainer.params();
-    if (o.average > 0) {
+    const RbmParams* served = o.average > 0 ? &avg : &trainer.params();
+    st.valid_rmse = st.train_rmse;
+    if (lazy_best && epoch > 1) {
+      st.valid_rmse = trainer.CandidateValidationRmse(avg, o.average);
+      if (best_is_avg && !(st.valid_rmse < best - 1e-5)) {
+        result.params = avg;  // the best, before it is averaged into
+        best_is_avg = false;
+      }
+      trainer.Average(o.average, false, &avg);
+    } else if (o.average > 0) {
       trainer.Average(o.average, epoch == 1, &avg);
-      served = &avg;
+      if (have_valid) {
+        st.valid_rmse =
+            trainer.AveragedValidationRmse(avg, o.average, epoch == 1);
+      }
+    } else if (have_valid) {
+      st.valid_rmse = trainer.ValidationRmse(*served);
     }
-    st.valid_rmse = !have_valid     ? st.train_rmse
-                    : o.average > 0 ? trainer.AveragedValidationRmse(
-                                          avg, o.average, epoch == 1)
-                                    : trainer.ValidationRmse(*served);
     st.seconds = Seconds(te);
     result.history.push_back(st);
     result.epochs_run = epoch;
@@ -188,7 +222,12 @@ absl::StatusOr<TrainResult> TrainRbmSplit(const SparseRatings& train,
     if (st.valid_rmse < best - 1e-5) {
       best = st.valid_rmse;
       result.best_epoch = epoch;
-      result.params = *served;
+      if (lazy_best) {
+        best_is_avg = true;
+        result.params = RbmParams();
+      } else {
+        result.params = *served;
+      }
     }
     if (st.valid_rmse < anchor * (1 - o.min_improvement) - 1e-5) {
       anchor = st.valid_rmse;
@@ -209,7 +248,9 @@ absl::StatusOr<TrainResult> TrainRbmSplit(const SparseRatings& train,
       break;
     }
   }
-  if (result.best_epoch == 0) {
+  if (best_is_avg) {
+    result.params = std::move(avg);
+  } else if (result.best_epoch == 0) {
     result.params = o.average > 0 ? std::move(avg) : trainer.params();
   }
   result.best_valid_rmse = best;
@@ -262,6 +303,18 @@ int64_t EstimateTrainingBytes(const DataShape& shape,
   const double m = static_cast<double>(std::max<int64_t>(0, shape.items));
   const double n = static_cast<double>(std::max<int64_t>(0, shape.users));
   const double nnz = static_cast<double>(std::max<int64_t>(0, shape.ratings));
+  // Factored (W = A B, C columns), W itself is kept only without
+  // averaging; with averaging the running average is kept instead.
+  const double C = resolved.factors > 0 && resolved.factors < resolved.hidden
+                       ? resolved.factors
+                       : 0;
+  // Full-size copies of W held at once: unfactored, W, its velocity and
+  // the best copy, plus the average; factored, the average (or W) and the
+  // best copy (held from an epoch worse than the best on), beside A and
+  // its velocity.
+  const double w_copies = C > 0 ? 2 : (resolved.average > 0 ? 4 : 3);
+  // ExactValidation's inputs and their exponentials, chunked.
+  const double chunk_bytes = static_cast<double>(internal::kExpChunkBytes);
   // One trainer over `rows` visible units and `cases` training cases.
   auto trainer = [&](double rows, double cases) {
     const double params = RbmFloats(rows, K, F) * 4;
@@ -270,18 +323,19 @@ int64_t EstimateTrainingBytes(const DataShape& shape,
         std::min(nnz, B * std::max(1.0, 8 * nnz / std::max(1.0, cases)));
     // Per rating of a batch: the item-major index (16), uniforms (4),
     // errors (8), per-item starts and costs (8), the entry of each rating
-    // (8) and the samples by entry (1).
-    constexpr double kPerBatchRating = 16 + 4 + 8 + 8 + 8 + 1;
-    return 4 * params +     // params, momentum, best copy, average
-           4 * B * F * 4 +  // h0, hT, hidden samples, uniforms
+    // (8), the samples by entry and by user (2).
+    constexpr double kPerBatchRating = 16 + 4 + 8 + 8 + 8 + 2;
+    return w_copies * params +
+           2 * rows * K * C * 4 +  // A and its velocity (factored)
+           4 * B * F * 4 +         // h0, hT, hidden samples, uniforms
            batch_ratings * kPerBatchRating +
            T * ((F + K) * 4 * 2 +         // Gibbs and validation scratch
                 K * F * 4 * 2 +           // an item's gradient rows, exps
                 batch_ratings * K * 4) +  // reconstruction probabilities
-           nnz +                          // sampled visible states
            rows * 4 +                     // batch slots of the visible units
-           cases * F * 4 +     // the average's hidden inputs (factored)
-           cases * F * 4 * 2;  // validation: hidden inputs and their exps
+           (C > 0 && resolved.average > 0 ? cases * F * 4
+                                          : 0) +      // the average's inputs
+           2 * std::min(cases * F * 4, chunk_bytes);  // validation chunk
   };
   const double ensemble = std::max(1, options.ensemble);
   double bytes = ensemble * trainer(m, n);

@@ -100,12 +100,14 @@ struct ThreadShare {
 // set r being its items in `train` plus row u of `extra` (the items in r
 // without a known rating; rows and cols as train's, InvalidArgument
 // otherwise; nullptr: none); without, `extra` is ignored.
-absl::StatusOr<TrainResult> TrainRbmSplit(const SparseRatings& train,
-                                          const SparseRatings& valid, int K,
-                                          const TrainOptions& options,
-                                          const ProgressFn& progress = nullptr,
-                                          ThreadShare* share = nullptr,
-                                          const SparseRatings* extra = nullptr);
+// `valid_by_item`, when the caller holds it, is valid.Transpose(), read by
+// the exact validation instead of a copy of its own (InvalidArgument when
+// its shape or count differs; nullptr: the trainer transposes).
+absl::StatusOr<TrainResult> TrainRbmSplit(
+    const SparseRatings& train, const SparseRatings& valid, int K,
+    const TrainOptions& options, const ProgressFn& progress = nullptr,
+    ThreadShare* share = nullptr, const SparseRatings* extra = nullptr,
+    const SparseRatings* valid_by_item = nullptr);
 
 // Holds out about `fraction` of each row's entries (at least one kept),
 // seeded per row from `seed`.

@@ -103,8 +103,9 @@ TEST(FitModel, SameSeedSameBitsAtOneAndTwoThreads) {
 // Progress numbers the RBMs 0..ensemble-1 (user-based), ensemble (the
 // item-based one) and ensemble + 1 (the rated RBM, with its NDCG and no
 // RMSEs); the summary adds up the rating RBMs' epochs.
-// FitModel from FitData trains the same model as from the Dataset, and
-// gives back the ratings by user it releases while training.
+// FitModel from FitData trains the same model as from the Dataset, gives
+// back the ratings by user it releases while training and moves the id
+// maps into the model.
 TEST(FitModel, FitDataTrainsTheSameModelAndKeepsTheRatingsByUser) {
   auto s = testing_data::PlantedRatings(60, 25, 2, 0.4, 5);
   const TrainOptions o = SmallOptions();
@@ -124,6 +125,10 @@ TEST(FitModel, FitDataTrainsTheSameModelAndKeepsTheRatingsByUser) {
   EXPECT_EQ(data.by_user.offsets, whole.offsets);
   EXPECT_EQ(data.by_user.col, whole.col);
   EXPECT_EQ(data.by_user.k, whole.k);
+  EXPECT_EQ(data.users.size(), 0);
+  EXPECT_EQ(data.items.size(), 0);
+  EXPECT_TRUE(from_data->users() == s.train.users);
+  EXPECT_TRUE(from_data->items() == s.train.items);
 }
 
 TEST(FitModel, ProgressNumbersTheRbmsAndTheSummaryAddsUp) {

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "Eigen/SVD"
+#include "core/cd_trainer.h"
 #include "core/fit.h"
 #include "core/model_file.h"
 #include "core/online.h"
@@ -328,6 +329,53 @@ TEST(Trainer, FactoredAverageIsTheRunningAverageBitForBit) {
   EXPECT_TRUE(a.c == c);
 }
 
+// Factored with averaging and exact validation, the trainer validates each
+// next average before making it and no best copy is held while the average
+// is the best: the copy is made when a worse epoch comes and dropped at the
+// next best. Whatever the path, the model returned is the average after the
+// best epoch, bit for bit what a run stopped at that epoch returns, with
+// the same validation history up to it.
+TEST(Trainer, FactoredAverageKeepsTheBestEpochThroughWorseOnes) {
+  auto s = testing_data::PlantedRatings(300, 101, 3, 0.4, 2);
+  TrainOptions o = SmallOptions();
+  o.hidden = 10;
+  o.factors = 4;
+  o.average = 0.5f;
+  o.learning_rate = 0.3f;
+  o.max_epochs = 16;
+  o.patience = 16;
+  o.threads = 2;
+  auto full = TrainRbm(s.train.ByUser(), 5, o);
+  ASSERT_TRUE(full.ok()) << full.status();
+  const int best = full->best_epoch;
+  ASSERT_GE(best, 2);
+  ASSERT_LT(best, full->epochs_run);  // worse epochs after the best
+  // Some epoch before the best was no new best either: the copy was made
+  // and dropped again.
+  double low = INFINITY;
+  bool worse_then_better = false;
+  for (int e = 0; e < best; ++e) {
+    const double v = full->history[static_cast<size_t>(e)].valid_rmse;
+    worse_then_better |= !(v < low - 1e-5);
+    low = std::min(low, v);
+  }
+  EXPECT_TRUE(worse_then_better);
+  o.max_epochs = best;
+  o.threads = 1;
+  auto stopped = TrainRbm(s.train.ByUser(), 5, o);
+  ASSERT_TRUE(stopped.ok()) << stopped.status();
+  ASSERT_EQ(stopped->best_epoch, best);
+  for (int e = 0; e < best; ++e) {
+    EXPECT_EQ(stopped->history[static_cast<size_t>(e)].valid_rmse,
+              full->history[static_cast<size_t>(e)].valid_rmse)
+        << e;
+  }
+  EXPECT_EQ(full->best_valid_rmse, stopped->best_valid_rmse);
+  EXPECT_TRUE(full->params.W == stopped->params.W);
+  EXPECT_TRUE(full->params.b == stopped->params.b);
+  EXPECT_TRUE(full->params.c == stopped->params.c);
+}
+
 // Ordinal sharing steps U, W^k = U^0 + ... + U^k, with dU^j = dW^j + ... +
 // dW^(K-1). Over one batch with no momentum and no weight decay, from the
 // same start and with the same random draws, the step of W^k under sharing
@@ -510,6 +558,55 @@ TEST(Trainer, FactoredValidationOfTheAverageMatchesADirectPass) {
   ExpectValidationMatchesADirectPass(o);
 }
 
+// The validation passes in chunks of cases (internal::kExpChunkBytes; here
+// 7 cases a chunk) give the same bits as in one chunk, and validating the
+// next average before it is made (CandidateValidationRmse) the same bits as
+// making it and validating it (AveragedValidationRmse), with the same
+// average after.
+TEST(Trainer, ValidationInChunksAndOfTheCandidateIsTheSameBits) {
+  auto s = testing_data::PlantedRatings(300, 40, 3, 0.3, 13);
+  SparseRatings train, valid;
+  CarveValidation(s.train.ByUser(), 0.1, 3, &train, &valid);
+  TrainOptions o = SmallOptions();
+  o.hidden = 16;
+  o.factors = 4;
+  const float a = 0.85f;
+  struct Run {
+    double first, second, plain;
+    RbmParams avg;
+  };
+  auto run = [&](int64_t chunk_bytes, bool candidate) {
+    internal::CdTrainer t(train, valid, 5, o, 2, 2);
+    t.SetExpChunkBytes(chunk_bytes);
+    Run r;
+    t.Epoch(1, 1, 0.1f);
+    t.Average(a, true, &r.avg);
+    r.first = t.AveragedValidationRmse(r.avg, a, true);
+    t.Epoch(2, 1, 0.1f);
+    if (candidate) {
+      EXPECT_TRUE(t.ValidatesCandidates());
+      r.second = t.CandidateValidationRmse(r.avg, a);
+      t.Average(a, false, &r.avg);
+    } else {
+      t.Average(a, false, &r.avg);
+      r.second = t.AveragedValidationRmse(r.avg, a, false);
+    }
+    r.plain = t.ValidationRmse(r.avg);  // inputs summed into xv_ chunks
+    return r;
+  };
+  const Run one = run(internal::kExpChunkBytes, false);
+  for (const bool candidate : {false, true}) {
+    const Run r = run(7 * 16 * 4, candidate);
+    EXPECT_EQ(r.first, one.first) << candidate;
+    EXPECT_EQ(r.second, one.second) << candidate;
+    EXPECT_EQ(r.plain, one.plain) << candidate;
+    EXPECT_TRUE(r.avg == one.avg) << candidate;
+  }
+  const Run whole = run(internal::kExpChunkBytes, true);
+  EXPECT_EQ(whole.second, one.second);
+  EXPECT_TRUE(whole.avg == one.avg);
+}
+
 TEST(Trainer, ValidationMatchesADirectPass) {
   TrainOptions o = SmallOptions();
   o.factors = 0;
@@ -549,6 +646,26 @@ TEST(Trainer, ValidationMatchesADirectPassWithSaturatedInputs) {
 // A learning rate that blows the weights up is reported as divergence
 // (a non-finite training or validation RMSE), naming the epoch and the
 // remedy, never returned as a model.
+// The caller's transpose of the validation part is read instead of a copy:
+// the same model; one of another shape is refused, naming the argument.
+TEST(Trainer, ValidByItemIsTheValidationPartsTranspose) {
+  auto s = testing_data::PlantedRatings(120, 40, 3, 0.3, 13);
+  SparseRatings train, valid;
+  CarveValidation(s.train.ByUser(), 0.1, 3, &train, &valid);
+  TrainOptions o = SmallOptions();
+  o.max_epochs = 3;
+  const SparseRatings valid_by_item = valid.Transpose();
+  auto own = TrainRbmSplit(train, valid, 5, o);
+  auto given = TrainRbmSplit(train, valid, 5, o, nullptr, nullptr, nullptr,
+                             &valid_by_item);
+  ASSERT_TRUE(own.ok() && given.ok());
+  EXPECT_TRUE(own->params == given->params);
+  auto bad =
+      TrainRbmSplit(train, valid, 5, o, nullptr, nullptr, nullptr, &valid);
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("valid_by_item"), std::string::npos);
+}
+
 TEST(Trainer, DivergenceIsAnErrorNotAModel) {
   auto s = testing_data::PlantedRatings(120, 40, 3, 0.3, 13);
   SparseRatings train, valid;
@@ -808,11 +925,35 @@ TEST(Estimate, ModelBytesWithinAFactorOfTheRealBlob) {
       EXPECT_GE(est, real) << "hidden " << hidden << " ensemble " << ensemble;
       EXPECT_LE(est, 1.5 * real + 8192)
           << "hidden " << hidden << " ensemble " << ensemble;
-      // Training holds at least the model plus three copies of the
-      // parameters.
-      EXPECT_GT(EstimateTrainingBytes(shape, o, 1), 4 * real);
+      // Unfactored with averaging, training holds the model plus four
+      // copies of the parameters (W, its velocity, the average, the best).
+      EXPECT_GT(EstimateTrainingBytes(shape, o, 1), 5 * real);
     }
   }
+}
+
+// Factored with averaging, each RBM holds two full-size copies of W (the
+// average, and the best from a worse epoch on) beside A and its velocity
+// and the average's hidden inputs; unfactored, four (W, its velocity, the
+// average, the best). The 10 M shape of bench/scale_epochs.sh.
+TEST(Estimate, TrainingBytesCountTheCopiesHeld) {
+  DataShape shape;
+  shape.users = 60000;
+  shape.items = 10000;
+  shape.ratings = 10000000;
+  shape.K = 5;
+  TrainOptions factored;
+  factored.hidden = 200;
+  factored.factors = 32;
+  factored.rated_hidden = 0;
+  TrainOptions dense = factored;
+  dense.factors = 0;
+  const double rows = 60000 + 10000;  // the U-RBM's and the I-RBM's
+  const double w = rows * 5 * 200 * 4, biases = (rows * 5 + 2 * 200) * 4;
+  const double a = rows * 5 * 32 * 4, inputs = rows * 200 * 4;
+  EXPECT_NEAR(static_cast<double>(EstimateTrainingBytes(shape, dense, 2) -
+                                  EstimateTrainingBytes(shape, factored, 2)),
+              2 * (w + biases) - 2 * a - inputs, 1e3);
 }
 
 TEST(Estimate, SaturatesInsteadOfOverflowing) {
