@@ -16,9 +16,13 @@ namespace rbmrec::server {
 
 size_t VersionCache::ModelBytes(const Model& m) {
   size_t floats = 0;
-  for (const RbmParams& p : m.members()) {
+  for (size_t e = 0; e < m.members().size(); ++e) {
+    const RbmParams& p = m.members()[e];
     floats += static_cast<size_t>(p.W.size() + p.b.size() + p.c.size());
+    floats += static_cast<size_t>(m.member_exp(e).ew.size());  // exp(W)
   }
+  // The I-RBM's exp(W) and its item inputs' exponentials.
+  floats += static_cast<size_t>(m.item_rbm_exp().ew.size() + m.item_x().size());
   floats += static_cast<size_t>(m.item_rbm().W.size() + m.item_rbm().b.size() +
                                 m.item_rbm().c.size());
   floats += static_cast<size_t>(m.item_x().size() + m.item_hT().size());
