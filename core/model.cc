@@ -130,14 +130,18 @@ void Model::RefreshItemExp(int32_t from, int32_t to) {
   const RowMatrixXf& x = p_.item_x;
   if (item_ex_.rows() != x.rows() || item_ex_.cols() != x.cols()) {
     item_ex_.resize(x.rows(), x.cols());
-    item_ex_ok_.assign(static_cast<size_t>(x.rows()), 0);
+    item_hi_.assign(static_cast<size_t>(x.rows()), {});
+    item_hi_sum_.assign(static_cast<size_t>(x.rows()), 0.0);
+    from = 0;
+    to = static_cast<int32_t>(x.rows());
   }
   ExpInput in;
   for (int32_t i = std::max(0, from);
        i < std::min(to, static_cast<int32_t>(x.rows())); ++i) {
     SetExpInput(x.row(i).data(), static_cast<int>(x.cols()), &in);
     std::copy(in.ex.begin(), in.ex.end(), item_ex_.row(i).data());
-    item_ex_ok_[static_cast<size_t>(i)] = in.hi.empty() ? 1 : 0;
+    item_hi_[static_cast<size_t>(i)] = in.hi;
+    item_hi_sum_[static_cast<size_t>(i)] = in.hi_sum;
   }
 }
 
@@ -145,8 +149,7 @@ namespace {
 
 // p_I(v_user | item's training ratings) from the I-RBM.
 void ItemRbmDistribution(const Model& m, int32_t user, int32_t item,
-                         PredictMethod method, float* h, ExpInput* in,
-                         float* probs) {
+                         PredictMethod method, float* h, float* probs) {
   const RbmParams& p = m.item_rbm();
   const float* x = m.item_x().row(item).data();
   if (method == PredictMethod::kMeanField) {
@@ -155,12 +158,8 @@ void ItemRbmDistribution(const Model& m, int32_t user, int32_t item,
   } else if (m.item_rbm_exp().ok.empty()) {
     PredictExact(p, x, user, probs);
   } else {
-    ExpInputView view = m.ItemExpInput(item);
-    if (view.ex == nullptr) {
-      SetExpInput(x, p.F, in);
-      view = in->view();
-    }
-    PredictExactFromExp(p, m.item_rbm_exp(), view, x, user, probs);
+    PredictExactFromExp(p, m.item_rbm_exp(), m.ItemExpInput(item), x, user,
+                        probs);
   }
 }
 
@@ -211,9 +210,7 @@ void Model::PredictWith(int32_t user, const VisibleSet& v,
     }
     if (UsesItemRbm(user, q)) {
       const char* row = reinterpret_cast<const char*>(
-          exact && item_ex_ok_[static_cast<size_t>(q)] != 0
-              ? item_ex_.row(q).data()
-              : p_.item_x.row(q).data());
+          exact ? item_ex_.row(q).data() : p_.item_x.row(q).data());
       const size_t bytes = static_cast<size_t>(p_.item_rbm.F) * sizeof(float);
       for (size_t b = 0; b < bytes; b += 64) _mm_prefetch(row + b, _MM_HINT_T0);
     }
@@ -251,7 +248,7 @@ void Model::PredictWith(int32_t user, const VisibleSet& v,
     for (size_t q = 0; q < query.size(); ++q) {
       if (!Trained(query[q]) || !UsesItemRbm(user, query[q])) continue;
       ItemRbmDistribution(*this, user, query[q], method, h.data(),
-                          &scratch->exp_in, probs.data());
+                          probs.data());
       const float w = UserWeight(v.n, query[q]);
       for (int k = 0; k < K; ++k) {
         out[q * K + k] = w * out[q * K + k] + (1 - w) * probs[k];
@@ -305,8 +302,7 @@ void Model::MixItemRbm(int32_t user, int64_t n_user, PredictMethod method,
       probs(static_cast<size_t>(K));
   for (int32_t i = 0; i < num_items(); ++i) {
     if (!UsesItemRbm(user, i)) continue;
-    ItemRbmDistribution(*this, user, i, method, h.data(), &scratch->exp_in,
-                        probs.data());
+    ItemRbmDistribution(*this, user, i, method, h.data(), probs.data());
     const float w = UserWeight(n_user, i);
     for (int k = 0; k < K; ++k) {
       (*out)(i, k) = w * (*out)(i, k) + (1 - w) * probs[static_cast<size_t>(k)];

@@ -156,12 +156,13 @@ class Model {
   const ExpWeights& item_rbm_exp() const { return item_rbm_exp_; }
   static constexpr int64_t kMaxExpTableBytes = int64_t{512} << 20;
   // SetExpInput of item i's I-RBM input item_x.row(i), kept per item (the
-  // I-RBM scores the same item for every user); ex = nullptr where an input
-  // is above kExpSoftplusLimit (the caller computes it then). Always in step
-  // with item_x. REQUIRES 0 <= i < item_x().rows().
+  // I-RBM scores the same item for every user), its saturated units
+  // included. Always in step with item_x.
+  // REQUIRES 0 <= i < item_x().rows().
   ExpInputView ItemExpInput(int32_t i) const {
-    if (item_ex_ok_[static_cast<size_t>(i)] == 0) return {};
-    return {item_ex_.row(i).data(), nullptr, 0, 0.0};
+    const std::vector<int32_t>& hi = item_hi_[static_cast<size_t>(i)];
+    return {item_ex_.row(i).data(), hi.data(), static_cast<int32_t>(hi.size()),
+            item_hi_sum_[static_cast<size_t>(i)]};
   }
 
   // True when the model has the rated RBM (p(rated) rankings available).
@@ -262,8 +263,8 @@ class Model {
 
   // item_hT_ = sigmoid(item_x)^T, and every row of item_ex_.
   void RefreshItemHidden();
-  // item_ex_ and item_ex_ok_ for items [from, to) (resized to item_x's
-  // shape first).
+  // ItemExpInput's tables for items [from, to) (every item when item_x's
+  // shape changed).
   void RefreshItemExp(int32_t from, int32_t to);
   // item_weight_ resized to num_items(), entries [from, to) recomputed.
   void RefreshItemWeights(int32_t from, int32_t to);
@@ -283,8 +284,10 @@ class Model {
   std::vector<uint16_t> rated_w_half_;  // see rated_w_half()
   std::vector<ExpWeights> member_exp_;  // see member_exp()
   ExpWeights item_rbm_exp_;             // see item_rbm_exp()
-  RowMatrixXf item_ex_;                 // see ItemExpInput()
-  std::vector<uint8_t> item_ex_ok_;
+  // ItemExpInput(i): item_ex_.row(i), item_hi_[i] and item_hi_sum_[i].
+  RowMatrixXf item_ex_;
+  std::vector<std::vector<int32_t>> item_hi_;
+  std::vector<double> item_hi_sum_;
 };
 
 // Builds the item histogram from training ratings (rows users, cols items).
