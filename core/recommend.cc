@@ -5,6 +5,7 @@
 #include <cmath>
 #include <functional>
 #include <limits>
+#include <queue>
 #include <utility>
 #include <vector>
 
@@ -218,11 +219,14 @@ class Ranker {
   // Stage 2: the best of the stage-1 scores `first` scored again with the
   // requested method, best opt.n first.
   std::vector<Ranked> RankFromFirstScores(const std::vector<float>& first);
-  // kRatedAtLeast's candidates (logit, item): every eligible item, those at
-  // or above cut_ first and sorted by Better (ordered_ of them), the rest
-  // after them unordered; n_eligible_ counts them all.
+  // kRatedAtLeast's candidates (logit, item): those at or above cut_ first
+  // and sorted by Better (ordered_ of them), then, once rest_added_, every
+  // other eligible item, unordered.
   void RatedAtLeastCandidates();
-  // Orders kRatedAtLeast's candidates up to position `upto`.
+  // Sorts the first `above` candidates (those at or above cut_).
+  void SortAbove(size_t above);
+  // Orders kRatedAtLeast's candidates up to position `upto`, adding the
+  // rest first when `upto` passes the sorted ones.
   void OrderUpto(size_t upto);
   bool Eligible(int32_t i) const {
     return !excluded_[static_cast<size_t>(i)] &&
@@ -246,8 +250,8 @@ class Ranker {
   std::vector<uint8_t>& excluded_;
   // kRatedAtLeast's search state (RatedAtLeastCandidates, OrderUpto).
   float cut_ = -std::numeric_limits<float>::infinity();
-  size_t n_eligible_ = 0;
   size_t ordered_ = 0;
+  bool rest_added_ = false;
 };
 
 Ranker::Ranker(const Model& model, int32_t user, const VisibleSet& v,
@@ -293,41 +297,56 @@ Ranker::Ranker(const Model& model, int32_t user, const VisibleSet& v,
 }
 
 void Ranker::RatedAtLeastCandidates() {
-  // Candidates: the items not excluded with a finite logit, collected in
-  // one pass. Untrained items are skipped when their block is scored
-  // (their logit still bounds the items after them, so the stop test stays
-  // exact).
+  // Candidates: the items not excluded with a finite logit. Untrained items
+  // are skipped when their block is scored (their logit still bounds the
+  // items after them, so the stop test stays exact).
   std::vector<Scored>& cand = scratch_->cand;
   cand.clear();
+  rest_added_ = false;
+  cut_ = -std::numeric_limits<float>::infinity();
+  if (m_ > static_cast<int32_t>(4 * kFirst)) {
+    // The cut estimated from a strided sample of the eligible items: its
+    // quantile at twice kFirst's share, kept when between kFirst and
+    // 8 kFirst items reach it. One pass collects only the items at or above
+    // it; the rest join when the search passes the cut (OrderUpto). Either way
+    // the candidates before the rest are exactly the items at or above `cut_`,
+    // so the order is exact.
+    constexpr int32_t kSample = 256;
+    std::array<float, kSample> sample;
+    size_t n_sample = 0;
+    const int32_t stride = m_ / kSample;
+    for (int32_t j = 0; j < kSample; ++j) {
+      const int32_t i = j * stride;
+      if (Eligible(i)) sample[n_sample++] = p_rated_[static_cast<size_t>(i)];
+    }
+    // The eligible items, estimated from the sample's share of them.
+    const size_t eligible = n_sample * static_cast<size_t>(m_) / kSample;
+    if (n_sample > 0 && eligible > 4 * kFirst) {
+      const size_t rank =
+          std::clamp<size_t>(2 * kFirst * n_sample / eligible, 1, n_sample);
+      std::nth_element(sample.begin(),
+                       sample.begin() + static_cast<std::ptrdiff_t>(rank - 1),
+                       sample.begin() + static_cast<std::ptrdiff_t>(n_sample),
+                       std::greater<float>());
+      const float estimate = sample[rank - 1];
+      for (int32_t i = 0; i < m_; ++i) {
+        const float logit = p_rated_[static_cast<size_t>(i)];
+        if (logit >= estimate && Eligible(i)) cand.emplace_back(logit, i);
+      }
+      if (cand.size() >= kFirst && cand.size() <= 8 * kFirst) {
+        cut_ = estimate;
+        SortAbove(cand.size());
+        return;
+      }
+      cand.clear();
+    }
+  }
+  // Every eligible item, with the exact cut of the kFirst best.
   for (int32_t i = 0; i < m_; ++i) {
     if (Eligible(i)) cand.emplace_back(p_rated_[static_cast<size_t>(i)], i);
   }
-  n_eligible_ = cand.size();
-  cut_ = -std::numeric_limits<float>::infinity();
-  bool have_cut = n_eligible_ <= kFirst;  // all of them
-  if (n_eligible_ > 4 * kFirst) {
-    // Estimated from a strided sample: its quantile at twice kFirst's
-    // share, kept when between kFirst and 8 kFirst items reach it (else
-    // the exact cut below). Either way the candidates are exactly the
-    // items at or above `cut_`, so the order is exact.
-    constexpr size_t kSample = 256;
-    std::array<float, kSample> sample;
-    const size_t stride = n_eligible_ / kSample;
-    for (size_t j = 0; j < kSample; ++j) sample[j] = cand[j * stride].first;
-    const size_t rank =
-        std::clamp<size_t>(2 * kFirst * kSample / n_eligible_, 1, kSample);
-    std::nth_element(sample.begin(),
-                     sample.begin() + static_cast<std::ptrdiff_t>(rank - 1),
-                     sample.end(), std::greater<float>());
-    const float estimate = sample[rank - 1];
-    size_t reach = 0;
-    for (const Scored& c : cand) reach += c.first >= estimate;
-    if (reach >= kFirst && reach <= 8 * kFirst) {
-      cut_ = estimate;
-      have_cut = true;
-    }
-  }
-  if (!have_cut) {
+  rest_added_ = true;
+  if (cand.size() > kFirst) {
     std::vector<float>& logits = scratch_->first;
     logits.clear();
     for (const Scored& c : cand) logits.push_back(c.first);
@@ -336,21 +355,30 @@ void Ranker::RatedAtLeastCandidates() {
                      logits.end(), std::greater<float>());
     cut_ = logits[kFirst - 1];
   }
-  // The items at or above the cut first, sorted; the rest after them,
-  // unordered (OrderUpto orders them kFirst at a time when needed).
+  // The items at or above the cut first; the rest after them, unordered.
   const auto above =
       std::partition(cand.begin(), cand.end(),
                      [this](const Scored& c) { return c.first >= cut_; });
-  auto better = [this](const Scored& a, const Scored& b) {
-    return Better(a, b);
-  };
-  std::sort(cand.begin(), above, better);
-  ordered_ = static_cast<size_t>(above - cand.begin());
+  SortAbove(static_cast<size_t>(above - cand.begin()));
+}
+
+void Ranker::SortAbove(size_t above) {
+  std::vector<Scored>& cand = scratch_->cand;
+  std::sort(cand.begin(), cand.begin() + static_cast<std::ptrdiff_t>(above),
+            [this](const Scored& a, const Scored& b) { return Better(a, b); });
+  ordered_ = above;
 }
 
 void Ranker::OrderUpto(size_t upto) {
   if (upto <= ordered_) return;
   std::vector<Scored>& cand = scratch_->cand;
+  if (!rest_added_) {  // the eligible items below the cut, unordered
+    for (int32_t i = 0; i < m_; ++i) {
+      const float logit = p_rated_[static_cast<size_t>(i)];
+      if (!(logit >= cut_) && Eligible(i)) cand.emplace_back(logit, i);
+    }
+    rest_added_ = true;
+  }
   auto better = [this](const Scored& a, const Scored& b) {
     return Better(a, b);
   };
@@ -376,7 +404,8 @@ std::vector<Ranked> Ranker::RankRatedAtLeast() {
   std::vector<float>& probs = scratch_->probs;
   std::vector<int32_t>& query = scratch_->query;
   std::vector<Ranked> scored;
-  std::vector<float> best;  // scores, for the n-th best
+  // The n best scores so far, the n-th best on top.
+  std::priority_queue<float, std::vector<float>, std::greater<float>> best;
   // The user's hidden inputs once, not once per block.
   const float* member_x = opt_.member_x;
   if (member_x == nullptr) {
@@ -386,14 +415,9 @@ std::vector<Ranked> Ranker::RankRatedAtLeast() {
   for (size_t b = 0;; b += kBlock) {
     OrderUpto(b + kBlock);  // may order items below the cut
     if (b >= cand.size()) break;
-    if (scored.size() >= n) {
-      best.clear();
-      for (const Ranked& x : scored) best.push_back(x.score);
-      std::nth_element(best.begin(), best.begin() + (n - 1), best.end(),
-                       std::greater<float>());
-      if (StableSigmoid(cand[b].first) * (1.0f + 1e-5f) < best[n - 1]) {
-        break;
-      }
+    if (best.size() >= n &&
+        StableSigmoid(cand[b].first) * (1.0f + 1e-5f) < best.top()) {
+      break;
     }
     const size_t e = std::min(cand.size(), b + kBlock);
     query.clear();
@@ -414,6 +438,8 @@ std::vector<Ranked> Ranker::RankRatedAtLeast() {
       x.score = x.p_rated * x.at_least;
       x.expected = model_.Expectation(p);
       scored.push_back(x);
+      best.push(x.score);
+      if (best.size() > n) best.pop();
     }
   }
   std::sort(scored.begin(), scored.end(),
