@@ -31,10 +31,16 @@ size_t VersionCache::ModelBytes(const Model& m) {
   if (m.rated_w_half() != nullptr) {
     floats += static_cast<size_t>(m.rated_rbm().W.size()) / 2;  // halves
   }
+  // The item inputs' saturated units (Model::ItemExpInput): a list and a
+  // sum per item.
+  size_t hi_bytes = 0;
+  for (int32_t i = 0; i < m.item_x().rows(); ++i) {
+    hi_bytes += 32 + static_cast<size_t>(m.ItemExpInput(i).n_hi) * 4;
+  }
   const size_t ids =
       static_cast<size_t>(m.users().size() + m.items().size()) * (32 + 16);
   return floats * sizeof(float) + m.item_hist().size() * sizeof(uint32_t) +
-         m.item_in_irbm().size() + ids + 4096;
+         m.item_in_irbm().size() + ids + hi_bytes + 4096;
 }
 
 std::shared_ptr<const Model> VersionCache::Find(int64_t version) {
