@@ -57,7 +57,10 @@ void Model::ItemHistogram(int32_t i, float* out) const {
 Model::Model(ModelParams params) : p_(std::move(params)) {
   RefreshItemHidden();
   RefreshItemWeights(0, num_items());
-  RefreshRatedHalf(0, num_items());
+  if (p_.rated_rbm.F > 0 && p_.rated_rbm.W.size() > 0) {
+    rated_low_rank_ = BuildLowRank(p_.rated_rbm.W);
+  }
+  RefreshRatedForm(0, num_items());
   member_exp_.resize(p_.members.size());
   for (size_t e = 0; e < p_.members.size(); ++e) {
     RefreshExp(static_cast<int>(e), 0, p_.members[e].W.rows());
@@ -78,13 +81,18 @@ void Model::RefreshExp(int e, int64_t from, int64_t to) {
   RefreshExpWeights(p, from, to, &table);
 }
 
-void Model::RefreshRatedHalf(int32_t from, int32_t to) {
-#ifdef RBMREC_AVX2
+void Model::RefreshRatedForm(int32_t from, int32_t to) {
   const RbmParams& r = p_.rated_rbm;
   if (r.F <= 0 || r.W.size() == 0) {
     rated_w_half_.clear();
+    rated_low_rank_ = LowRankRows();
     return;
   }
+  if (!rated_low_rank_.empty()) {
+    RefreshLowRankRows(r.W, from, to, &rated_low_rank_);
+    return;
+  }
+#ifdef RBMREC_AVX2
   const size_t size = static_cast<size_t>(r.W.size());
   if (rated_w_half_.size() != size) {
     rated_w_half_.resize(size);

@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "core/id_map.h"
+#include "core/low_rank.h"
 #include "core/rating_scale.h"
 #include "core/ratings.h"
 #include "core/rbm.h"
@@ -148,6 +149,11 @@ class Model {
   const uint16_t* rated_w_half() const {
     return rated_w_half_.empty() ? nullptr : rated_w_half_.data();
   }
+  // The rated RBM's W as U V^T (core/low_rank.h) when it has low rank (the
+  // rated trainer factors it), what serving's p(rated) logits multiply by
+  // then instead of rated_w_half(); empty otherwise. Always in step with
+  // rated_rbm().W; when non-empty, rated_w_half() is nullptr.
+  const LowRankRows& rated_low_rank() const { return rated_low_rank_; }
   // exp(W) of user-based member e and of the I-RBM (ExpWeights in
   // core/rbm.h), what exact predictions read instead of an exp per weight;
   // empty for an RBM whose W is larger than kMaxExpTableBytes (its exact
@@ -247,7 +253,8 @@ class Model {
 
  private:
   // The online functions edit a Model that is not published yet and keep
-  // item_hT_, item_weight_, rated_w_half_ and the exp tables in step with
+  // item_hT_, item_weight_, the rated RBM's serving form and the exp
+  // tables in step with
   // what they change.
   friend int AddItems(Model* model, const std::vector<std::string>& item_ids,
                       uint64_t seed);
@@ -268,9 +275,9 @@ class Model {
   void RefreshItemExp(int32_t from, int32_t to);
   // item_weight_ resized to num_items(), entries [from, to) recomputed.
   void RefreshItemWeights(int32_t from, int32_t to);
-  // rated_w_half_ from rated_rbm.W, rows [from, to) (all rows when its size
-  // changed).
-  void RefreshRatedHalf(int32_t from, int32_t to);
+  // rated_low_rank_ (when built) or else rated_w_half_ from rated_rbm.W,
+  // rows [from, to) and any rows W gained.
+  void RefreshRatedForm(int32_t from, int32_t to);
   // member_exp_[e] (e >= 0) or item_rbm_exp_ (e = -1) from that RBM's W,
   // rows [from, to) (all rows when the shape changed; none when W is above
   // kMaxExpTableBytes).
@@ -282,6 +289,7 @@ class Model {
   // log(1 + ItemCount(i)), one per item.
   std::vector<float> item_weight_;
   std::vector<uint16_t> rated_w_half_;  // see rated_w_half()
+  LowRankRows rated_low_rank_;          // see rated_low_rank()
   std::vector<ExpWeights> member_exp_;  // see member_exp()
   ExpWeights item_rbm_exp_;             // see item_rbm_exp()
   // ItemExpInput(i): item_ex_.row(i), item_hi_[i] and item_hi_sum_[i].

@@ -64,8 +64,9 @@ int AddItems(Model* model, const std::vector<std::string>& item_ids,
       b[i] = NewItemRatedBias(*model, 0);
     r.W = std::move(w);
     r.b = std::move(b);
+    const int32_t old_m = r.num_items;
     r.num_items = m;
-    model->RefreshRatedHalf(0, m);
+    model->RefreshRatedForm(old_m, m);
   }
   for (RbmParams& p : model->p_.members) {
     const int32_t old_m = p.num_items;
@@ -271,7 +272,7 @@ void CopyItemState(const Model& src, const std::vector<int32_t>& items,
     if (i < src.p_.rated_rbm.num_items) {
       dst->p_.rated_rbm.W.row(i) = src.p_.rated_rbm.W.row(i);
       dst->p_.rated_rbm.b[i] = src.p_.rated_rbm.b[i];
-      dst->RefreshRatedHalf(i, i + 1);
+      dst->RefreshRatedForm(i, i + 1);
     }
     if (static_cast<size_t>(i) < src.p_.item_in_irbm.size()) {
       dst->p_.item_in_irbm[static_cast<size_t>(i)] =

@@ -34,24 +34,35 @@ int DefaultThresholdIndex(const Model& model) {
 
 namespace {
 // RatedLogits for serving: the product with W shared by concurrent callers,
-// over W's half-precision copy where the build has one (SharedMatVecHalf:
-// half the bytes; logits within ~1e-3 of RatedLogits' on trained models),
-// else over W (SharedMatVec, the same numbers).
+// through W's low-rank form where the model has one (rated_low_rank: U V^T,
+// every logit within kLowRankRowTolerance of W's), else over W's
+// half-precision copy where the build has one (SharedMatVecHalf: half the
+// bytes; logits within ~1e-3 of RatedLogits' on trained models), else over
+// W (SharedMatVec, the same numbers).
 void ServingRatedLogits(const Model& model, const VisibleSet& v, float* out,
                         ScoringScratch* scratch) {
   const RbmParams& p = model.rated_rbm();
+  const LowRankRows& lr = model.rated_low_rank();
   scratch->x.resize(p.F);
   RatedHidden(p, v.items, v.n, scratch->x.data());
-#ifdef RBMREC_AVX2
-  if (model.rated_w_half() != nullptr) {
-    SharedMatVecHalf(model.rated_w_half(), p.W.rows(), p.F, scratch->x.data(),
+  if (!lr.empty()) {
+    scratch->z.resize(static_cast<size_t>(lr.rank()));
+    LowRankInput(lr, scratch->x.data(), scratch->z.data());
+    SharedMatVecRows(lr.u.data(), lr.u.rows(), lr.rank(), scratch->z.data(),
                      out);
+    LowRankExactRows(lr, p.W, scratch->x.data(), out);
   } else {
-    SharedMatVec(p, scratch->x.data(), out);
-  }
+#ifdef RBMREC_AVX2
+    if (model.rated_w_half() != nullptr) {
+      SharedMatVecHalf(model.rated_w_half(), p.W.rows(), p.F, scratch->x.data(),
+                       out);
+    } else {
+      SharedMatVec(p, scratch->x.data(), out);
+    }
 #else
-  SharedMatVec(p, scratch->x.data(), out);
+    SharedMatVec(p, scratch->x.data(), out);
 #endif
+  }
   for (int32_t i = 0; i < p.num_items; ++i) out[i] += p.b[i];
 }
 }  // namespace
@@ -62,18 +73,28 @@ void RatedLogitsBatch(const Model& model, const VisibleSet* const* v, int n,
   // ServingRatedLogits' steps, the products of all n users in one pass
   // (what SharedMatVec*'s batches compute).
   const RbmParams& p = model.rated_rbm();
+  const LowRankRows& lr = model.rated_low_rank();
   const size_t F = static_cast<size_t>(p.F);
-  scratch->batch_h.resize(static_cast<size_t>(n) * F);
+  const size_t r = static_cast<size_t>(lr.rank());
+  scratch->batch_h.resize(static_cast<size_t>(n) * (F + r));
   const float* hs[kMaxScoreBatch];
+  const float* zs[kMaxScoreBatch];
   scratch->x.resize(p.F);
   for (int b = 0; b < n; ++b) {
     // Into x first, as ServingRatedLogits (the same buffer alignment).
     RatedHidden(p, v[b]->items, v[b]->n, scratch->x.data());
-    float* h = scratch->batch_h.data() + static_cast<size_t>(b) * F;
+    float* h = scratch->batch_h.data() + static_cast<size_t>(b) * (F + r);
     std::copy(scratch->x.data(), scratch->x.data() + p.F, h);
     hs[b] = h;
+    if (!lr.empty()) {
+      LowRankInput(lr, h, h + F);
+      zs[b] = h + F;
+    }
   }
-  if (model.rated_w_half() != nullptr) {
+  if (!lr.empty()) {
+    kernels::MatVecRows(lr.u.data(), lr.u.rows(), lr.rank(), zs, out, n);
+    for (int b = 0; b < n; ++b) LowRankExactRows(lr, p.W, hs[b], out[b]);
+  } else if (model.rated_w_half() != nullptr) {
     kernels::MatVecRowsHalf(model.rated_w_half(), p.W.rows(), p.F, hs, out, n);
   } else {
     kernels::MatVecRows(p.W.data(), p.W.rows(), p.F, hs, out, n);
@@ -115,9 +136,14 @@ bool ServingRatedLogitsOf(const Model& model, const VisibleSet& v,
                           ScoringScratch* scratch) {
 #ifdef RBMREC_AVX2
   const RbmParams& p = model.rated_rbm();
+  const LowRankRows& lr = model.rated_low_rank();
   scratch->x.resize(p.F);
   RatedHidden(p, v.items, v.n, scratch->x.data());
   const float* h = scratch->x.data();
+  if (!lr.empty()) {
+    scratch->z.resize(static_cast<size_t>(lr.rank()));
+    LowRankInput(lr, h, scratch->z.data());
+  }
   const uint16_t* half = model.rated_w_half();
   const size_t F = static_cast<size_t>(p.F);
   for (int32_t i = 0; i < p.num_items; ++i) {
@@ -127,7 +153,9 @@ bool ServingRatedLogitsOf(const Model& model, const VisibleSet& v,
     }
     float* o = out + i;
     const size_t row = static_cast<size_t>(i) * F;
-    if (half != nullptr) {
+    if (!lr.empty()) {
+      *o = LowRankRow(lr, p.W, i, h, scratch->z.data());
+    } else if (half != nullptr) {
       kernels::MatVecRowsHalf(half + row, 1, p.F, &h, &o, 1);
     } else {
       kernels::MatVecRows(p.W.data() + row, 1, p.F, &h, &o, 1);

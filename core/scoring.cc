@@ -99,15 +99,21 @@ MatVecCombiner& Combiner() {
 }  // namespace
 
 void SharedMatVec(const RbmParams& p, const float* h, float* out) {
+  SharedMatVecRows(p.W.data(), p.W.rows(), p.F, h, out);
+}
+
+void SharedMatVecRows(const float* w, int64_t rows, int F, const float* h,
+                      float* out) {
 #ifdef RBMREC_AVX2
   MatVecCombiner::Matrix m;
-  m.w = p.W.data();
-  m.rows = p.W.rows();
-  m.F = p.F;
+  m.w = w;
+  m.rows = rows;
+  m.F = F;
   Combiner().Run(m, h, out);
 #else
-  Eigen::Map<Eigen::VectorXf>(out, p.W.rows()).noalias() =
-      p.W * Eigen::Map<const Eigen::VectorXf>(h, p.F);
+  Eigen::Map<Eigen::VectorXf>(out, rows).noalias() =
+      Eigen::Map<const RowMatrixXf>(w, rows, F) *
+      Eigen::Map<const Eigen::VectorXf>(h, F);
 #endif
 }
 

@@ -40,6 +40,8 @@ struct ScoringScratch {
   // The batched passes' inputs and products (ScoreAllMeanFieldBatch,
   // RatedLogitsBatch in core/recommend.h).
   std::vector<float> batch_h, batch_out;
+  // V^T h of the rated RBM's low-rank form (Model::rated_low_rank()).
+  std::vector<float> z;
 };
 
 }  // namespace rbmrec
@@ -51,6 +53,10 @@ namespace rbmrec {
 // is read from memory once for all of them); each caller gets exactly what
 // it would get alone (kernels::MatVecRows). Thread-safe.
 void SharedMatVec(const RbmParams& p, const float* h, float* out);
+// The same over a row-major rows x F matrix of floats (e.g. the U of
+// Model::rated_low_rank()).
+void SharedMatVecRows(const float* w, int64_t rows, int F, const float* h,
+                      float* out);
 #ifdef RBMREC_AVX2
 // The same over a rows x F matrix of halves (kernels::MatVecRowsHalf), e.g.
 // Model::rated_w_half(); shares passes with other callers on that matrix.

@@ -31,6 +31,8 @@ size_t VersionCache::ModelBytes(const Model& m) {
   if (m.rated_w_half() != nullptr) {
     floats += static_cast<size_t>(m.rated_rbm().W.size()) / 2;  // halves
   }
+  floats += static_cast<size_t>(m.rated_low_rank().u.size() +
+                                m.rated_low_rank().vt.size());
   // The item inputs' saturated units (Model::ItemExpInput): a list and a
   // sum per item.
   size_t hi_bytes = 0;

@@ -16,13 +16,15 @@
 namespace rbmrec {
 namespace {
 
-Model Trained() {
+// rated_factors 3: the rated RBM's W has low rank (Model::rated_low_rank).
+Model Trained(int rated_factors = 32) {
   auto s = testing_data::PlantedRatings(80, 40, 2, 0.4, 12);
   TrainOptions o;
   o.hidden = 8;
   o.max_epochs = 8;
   o.threads = 1;
-  o.rated_hidden = 6;
+  o.rated_hidden = rated_factors < 32 ? 12 : 6;
+  o.rated_factors = rated_factors;
   auto m = FitModel(s.train, o);
   EXPECT_TRUE(m.ok()) << m.status();
   return *std::move(m);
@@ -164,6 +166,10 @@ TEST(ItemFilter, NarrowCandidateSetIsTheBruteForceFilterToo) {
   spec.use_candidates = true;
   spec.candidates = {2, 3, 4, 8, 13, 17, 19, 22, 25, 30};  // 10 of 40
   ExpectBruteForceFilter(m, spec);
+  // The same through the rated RBM's low-rank form (LowRankRow per row).
+  const Model low = Trained(3);
+  ASSERT_FALSE(low.rated_low_rank().empty());
+  ExpectBruteForceFilter(low, spec);
 }
 
 // The mean-field prefilter path: only allowed items come back, and a

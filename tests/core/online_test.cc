@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/fit.h"
+#include "core/low_rank.h"
 #include "gtest/gtest.h"
 #include "tests/core/synthetic.h"
 
@@ -192,6 +193,57 @@ TEST(Online, NewItemsJoinTheRatedRbmAndRiseWithTheirRatings) {
   EXPECT_TRUE(copy.rated_rbm().W.row(0) == source.rated_rbm().W.row(0));
   // The bias never reaches +infinity, however many ratings.
   EXPECT_LT(NewItemRatedBias(m, 1000000), 5.0f);
+}
+
+// Every rated logit through the low-rank form (LowRankRow) within
+// kLowRankRowTolerance of W_i . h.
+void ExpectLowRankServes(const Model& m) {
+  const LowRankRows& lr = m.rated_low_rank();
+  const RbmParams& p = m.rated_rbm();
+  ASSERT_EQ(lr.u.rows(), p.W.rows());
+  std::vector<float> h(static_cast<size_t>(p.F)),
+      z(static_cast<size_t>(lr.rank()));
+  for (int j = 0; j < p.F; ++j) h[static_cast<size_t>(j)] = 0.1f * static_cast<float>(j % 9);
+  LowRankInput(lr, h.data(), z.data());
+  for (int64_t i = 0; i < p.W.rows(); ++i) {
+    double want = 0;
+    for (int j = 0; j < p.F; ++j) {
+      want += static_cast<double>(p.W(i, j)) * h[static_cast<size_t>(j)];
+    }
+    EXPECT_NEAR(LowRankRow(lr, p.W, i, h.data(), z.data()), want, 2e-4)
+        << "row " << i;
+  }
+}
+
+// The rated RBM's low-rank form follows AddItems (zero rows, on V's span)
+// and CopyItemState (a row off the span is served exactly).
+TEST(Online, LowRankRatedFormFollowsItemEdits) {
+  auto s = testing_data::PlantedRatings(30, 12, 2, 0.5, 8);
+  TrainOptions o;
+  o.hidden = 5;
+  o.max_epochs = 2;
+  o.threads = 1;
+  o.rated_hidden = 8;
+  o.rated_factors = 2;
+  auto model = FitModel(s.train, o);
+  ASSERT_TRUE(model.ok()) << model.status();
+  Model& m = *model;
+  ASSERT_EQ(m.rated_low_rank().rank(), 2);
+  ExpectLowRankServes(m);
+  const Model before = m;
+  ASSERT_EQ(AddItems(&m, {"new1", "new2"}, 3), 2);
+  EXPECT_TRUE(m.rated_low_rank().exact_rows.empty());
+  ExpectLowRankServes(m);
+  ModelParams changed = m.params();
+  changed.rated_rbm.W.row(0).array() += 0.25f;
+  const Model source(std::move(changed));
+  Model copy = m;
+  CopyItemState(source, {0}, &copy);
+  EXPECT_EQ(copy.rated_low_rank().exact_rows, std::vector<int32_t>{0});
+  ExpectLowRankServes(copy);
+  CopyItemState(before, {0}, &copy);
+  EXPECT_TRUE(copy.rated_low_rank().exact_rows.empty());
+  ExpectLowRankServes(copy);
 }
 
 }  // namespace

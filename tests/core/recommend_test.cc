@@ -13,13 +13,17 @@
 namespace rbmrec {
 namespace {
 
-Model Trained(int users = 80, int items = 30, int epochs = 10) {
+// rated_factors > 0 below rated_hidden / 2: the rated RBM's W has low
+// rank, and serving's p(rated) logits go through its low-rank form.
+Model Trained(int users = 80, int items = 30, int epochs = 10,
+              int rated_factors = 32) {
   auto s = testing_data::PlantedRatings(users, items, 2, 0.4, 12);
   TrainOptions o;
   o.hidden = 8;
   o.max_epochs = epochs;
   o.threads = 1;
-  o.rated_hidden = 6;
+  o.rated_hidden = rated_factors < 32 ? 12 : 6;
+  o.rated_factors = rated_factors;
   auto m = FitModel(s.train, o);
   EXPECT_TRUE(m.ok()) << m.status();
   return *std::move(m);
@@ -36,7 +40,25 @@ UserRatings FirstUser(const Model& m, int32_t* user) {
   return r;
 }
 
-TEST(Recommend, RatedProbabilitiesAreTheRatedRbmsMeanField) {
+class RatedForm : public ::testing::TestWithParam<bool> {
+ protected:
+  // The model with the low-rank rated form (GetParam()) or without it.
+  static Model Trained(int users = 80, int items = 30, int epochs = 10) {
+    Model m = rbmrec::Trained(users, items, epochs, GetParam() ? 3 : 32);
+    EXPECT_EQ(m.rated_low_rank().empty(), !GetParam());
+    if (GetParam()) {
+      EXPECT_EQ(m.rated_low_rank().rank(), 3);
+      EXPECT_EQ(m.rated_w_half(), nullptr);
+    }
+    return m;
+  }
+};
+INSTANTIATE_TEST_SUITE_P(Recommend, RatedForm, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& p) {
+                           return p.param ? "LowRank" : "Full";
+                         });
+
+TEST_P(RatedForm, RatedProbabilitiesAreTheRatedRbmsMeanField) {
   const Model m = Trained();
   ASSERT_TRUE(m.HasRatedRbm());
   int32_t user;
@@ -148,13 +170,13 @@ void ExpectBruteForceTopN(const Model& m, const std::vector<int>& ns) {
   }
 }
 
-TEST(Recommend, RatedAtLeastIsTheBruteForceTopN) {
+TEST_P(RatedForm, RatedAtLeastIsTheBruteForceTopN) {
   ExpectBruteForceTopN(Trained(), {1, 5, 12});
 }
 
 // With more items than the bounded search orders at first (64), deep lists
 // need the items below its first cut too.
-TEST(Recommend, RatedAtLeastIsTheBruteForceTopNBeyondTheFirstCut) {
+TEST_P(RatedForm, RatedAtLeastIsTheBruteForceTopNBeyondTheFirstCut) {
   ExpectBruteForceTopN(Trained(120, 300, 3), {10, 70, 150, 290});
 }
 
@@ -162,7 +184,7 @@ TEST(Recommend, RatedAtLeastIsTheBruteForceTopNBeyondTheFirstCut) {
 // per-user ones give: RatedLogitsBatch against RatedProbabilities,
 // ScoreAllMeanFieldBatch against ScoreAllMeanField, and RankItems handed
 // them against RankItems alone, for batches of 1 to 8 users.
-TEST(Recommend, BatchedPassesAreEachUsersOwnBitForBit) {
+TEST_P(RatedForm, BatchedPassesAreEachUsersOwnBitForBit) {
   const Model m = Trained();
   ASSERT_TRUE(m.HasRatedRbm());
   const size_t items = static_cast<size_t>(m.num_items());
