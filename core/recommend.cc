@@ -248,12 +248,12 @@ class Ranker {
   // requested method, best opt.n first.
   std::vector<Ranked> RankFromFirstScores(const std::vector<float>& first);
   // kRatedAtLeast's candidates (logit, item): those at or above cut_ first
-  // and sorted by Better (ordered_ of them), then, once rest_added_, every
-  // other eligible item, unordered.
+  // and sorted by Better (ordered_ of them), then the other eligible items
+  // at or above gathered_ (-infinity: every other eligible item), unordered.
   void RatedAtLeastCandidates();
   // Sorts the first `above` candidates (those at or above cut_).
   void SortAbove(size_t above);
-  // Orders kRatedAtLeast's candidates up to position `upto`, adding the
+  // Orders kRatedAtLeast's candidates up to position `upto`, gathering the
   // rest first when `upto` passes the sorted ones.
   void OrderUpto(size_t upto);
   bool Eligible(int32_t i) const {
@@ -279,7 +279,7 @@ class Ranker {
   // kRatedAtLeast's search state (RatedAtLeastCandidates, OrderUpto).
   float cut_ = -std::numeric_limits<float>::infinity();
   size_t ordered_ = 0;
-  bool rest_added_ = false;
+  float gathered_ = -std::numeric_limits<float>::infinity();
 };
 
 Ranker::Ranker(const Model& model, int32_t user, const VisibleSet& v,
@@ -330,15 +330,13 @@ void Ranker::RatedAtLeastCandidates() {
   // items after them, so the stop test stays exact).
   std::vector<Scored>& cand = scratch_->cand;
   cand.clear();
-  rest_added_ = false;
-  cut_ = -std::numeric_limits<float>::infinity();
+  gathered_ = -std::numeric_limits<float>::infinity();
   if (m_ > static_cast<int32_t>(4 * kFirst)) {
-    // The cut estimated from a strided sample of the eligible items: its
-    // quantile at twice kFirst's share, kept when between kFirst and
-    // 8 kFirst items reach it. One pass collects only the items at or above
-    // it; the rest join when the search passes the cut (OrderUpto). Either way
-    // the candidates before the rest are exactly the items at or above `cut_`,
-    // so the order is exact.
+    // Only the items at or above a threshold estimated from a strided
+    // sample of the eligible items (its quantile at three times kFirst's
+    // share: usually ~3 kFirst items reach it) are gathered in one pass;
+    // the rest join when the search passes them (OrderUpto). Fewer than
+    // kFirst reaching it: every eligible item instead.
     constexpr int32_t kSample = 256;
     std::array<float, kSample> sample;
     size_t n_sample = 0;
@@ -351,7 +349,7 @@ void Ranker::RatedAtLeastCandidates() {
     const size_t eligible = n_sample * static_cast<size_t>(m_) / kSample;
     if (n_sample > 0 && eligible > 4 * kFirst) {
       const size_t rank =
-          std::clamp<size_t>(2 * kFirst * n_sample / eligible, 1, n_sample);
+          std::clamp<size_t>(3 * kFirst * n_sample / eligible, 1, n_sample);
       std::nth_element(sample.begin(),
                        sample.begin() + static_cast<std::ptrdiff_t>(rank - 1),
                        sample.begin() + static_cast<std::ptrdiff_t>(n_sample),
@@ -361,29 +359,29 @@ void Ranker::RatedAtLeastCandidates() {
         const float logit = p_rated_[static_cast<size_t>(i)];
         if (logit >= estimate && Eligible(i)) cand.emplace_back(logit, i);
       }
-      if (cand.size() >= kFirst && cand.size() <= 8 * kFirst) {
-        cut_ = estimate;
-        SortAbove(cand.size());
-        return;
+      if (cand.size() >= kFirst) {
+        gathered_ = estimate;
+      } else {
+        cand.clear();
       }
-      cand.clear();
     }
   }
-  // Every eligible item, with the exact cut of the kFirst best.
-  for (int32_t i = 0; i < m_; ++i) {
-    if (Eligible(i)) cand.emplace_back(p_rated_[static_cast<size_t>(i)], i);
+  if (gathered_ == -std::numeric_limits<float>::infinity()) {
+    for (int32_t i = 0; i < m_; ++i) {
+      if (Eligible(i)) cand.emplace_back(p_rated_[static_cast<size_t>(i)], i);
+    }
   }
-  rest_added_ = true;
+  // The cut: the kFirst-th best logit gathered (all of them when fewer).
+  // The items at or above it first, sorted; the others gathered after them,
+  // unordered.
+  cut_ = gathered_;
   if (cand.size() > kFirst) {
-    std::vector<float>& logits = scratch_->first;
-    logits.clear();
-    for (const Scored& c : cand) logits.push_back(c.first);
-    std::nth_element(logits.begin(),
-                     logits.begin() + static_cast<std::ptrdiff_t>(kFirst - 1),
-                     logits.end(), std::greater<float>());
-    cut_ = logits[kFirst - 1];
+    std::nth_element(
+        cand.begin(), cand.begin() + static_cast<std::ptrdiff_t>(kFirst - 1),
+        cand.end(),
+        [](const Scored& a, const Scored& b) { return a.first > b.first; });
+    cut_ = cand[kFirst - 1].first;
   }
-  // The items at or above the cut first; the rest after them, unordered.
   const auto above =
       std::partition(cand.begin(), cand.end(),
                      [this](const Scored& c) { return c.first >= cut_; });
@@ -400,12 +398,13 @@ void Ranker::SortAbove(size_t above) {
 void Ranker::OrderUpto(size_t upto) {
   if (upto <= ordered_) return;
   std::vector<Scored>& cand = scratch_->cand;
-  if (!rest_added_) {  // the eligible items below the cut, unordered
+  if (gathered_ != -std::numeric_limits<float>::infinity()) {
+    // The eligible items below the gathering threshold, unordered.
     for (int32_t i = 0; i < m_; ++i) {
       const float logit = p_rated_[static_cast<size_t>(i)];
-      if (!(logit >= cut_) && Eligible(i)) cand.emplace_back(logit, i);
+      if (!(logit >= gathered_) && Eligible(i)) cand.emplace_back(logit, i);
     }
-    rest_added_ = true;
+    gathered_ = -std::numeric_limits<float>::infinity();
   }
   auto better = [this](const Scored& a, const Scored& b) {
     return Better(a, b);
