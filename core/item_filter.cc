@@ -26,6 +26,20 @@ int64_t ItemBitset::Count() const {
   return n;
 }
 
+void ItemBitset::MarkUnset(uint8_t* out) const {
+  for (size_t w = 0; w < words_.size(); ++w) {
+    uint64_t unset = ~words_[w];
+    const size_t first = w << 6;
+    if (first + 64 > static_cast<size_t>(size_)) {  // the last, partial word
+      const size_t bits = static_cast<size_t>(size_) - first;
+      unset &= (uint64_t{1} << bits) - 1;
+    }
+    for (; unset != 0; unset &= unset - 1) {
+      out[first + static_cast<size_t>(__builtin_ctzll(unset))] = 1;
+    }
+  }
+}
+
 Catalogue::Catalogue(const Model& model,
                      absl::Span<const CatalogueEntry> entries)
     : base_(model.num_items()), hidden_(model.num_items()) {

@@ -39,6 +39,9 @@ class ItemBitset {
   void Or(const ItemBitset& other);
   // The number of items in the set.
   int64_t Count() const;
+  // out[i] = 1 for every i < size() not in the set (others untouched), a
+  // word at a time. REQUIRES out has size() entries.
+  void MarkUnset(uint8_t* out) const;
 
  private:
   static uint64_t Bit(int32_t i) { return uint64_t{1} << (i & 63); }
@@ -108,6 +111,9 @@ class ItemFilter {
   static ItemFilter FromMask(absl::Span<const uint8_t> mask);
 
   bool Allowed(int32_t i) const { return allowed_.Test(i); }
+  // out[i] = 1 for every item i < num_items() not allowed (others
+  // untouched). REQUIRES out has num_items() entries.
+  void MarkDisallowed(uint8_t* out) const { allowed_.MarkUnset(out); }
   // How many items are allowed.
   int64_t count() const { return count_; }
   int32_t num_items() const { return allowed_.size(); }

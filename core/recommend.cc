@@ -317,7 +317,9 @@ Ranker::Ranker(const Model& model, int32_t user, const VisibleSet& v,
   for (const int32_t idx : excluded_items) {
     if (idx >= 0 && idx < m_) excluded_[static_cast<size_t>(idx)] = 1;
   }
-  if (opt.filter != nullptr) {
+  if (opt.filter != nullptr && opt.filter->num_items() == m_) {
+    opt.filter->MarkDisallowed(excluded_.data());
+  } else if (opt.filter != nullptr) {
     for (int32_t i = 0; i < m_; ++i) {
       if (!opt.filter->Allowed(i)) excluded_[static_cast<size_t>(i)] = 1;
     }
@@ -427,7 +429,10 @@ std::vector<Ranked> Ranker::RankRatedAtLeast() {
   RatedAtLeastCandidates();
   const std::vector<Scored>& cand = scratch_->cand;
   const size_t n = static_cast<size_t>(std::max(1, opt_.n));
-  constexpr size_t kBlock = 16;
+  // The first block holds the n items any answer needs (at least kBlock);
+  // then kBlock at a time, so the search stops within kBlock items of the
+  // point where the stop test first holds.
+  constexpr size_t kBlock = 8;
   std::vector<float>& probs = scratch_->probs;
   std::vector<int32_t>& query = scratch_->query;
   std::vector<Ranked> scored;
@@ -439,14 +444,14 @@ std::vector<Ranked> Ranker::RankRatedAtLeast() {
     model_.MemberInputs(v_, &scratch_->member_x);
     member_x = scratch_->member_x.data();
   }
-  for (size_t b = 0;; b += kBlock) {
-    OrderUpto(b + kBlock);  // may order items below the cut
+  for (size_t b = 0, block = std::max(n, kBlock);; b += block, block = kBlock) {
+    OrderUpto(b + block);  // may order items below the cut
     if (b >= cand.size()) break;
     if (best.size() >= n &&
         StableSigmoid(cand[b].first) * (1.0f + 1e-5f) < best.top()) {
       break;
     }
-    const size_t e = std::min(cand.size(), b + kBlock);
+    const size_t e = std::min(cand.size(), b + block);
     query.clear();
     for (size_t r = b; r < e; ++r) {
       if (model_.Trained(cand[r].second)) query.push_back(cand[r].second);

@@ -77,6 +77,24 @@ TEST(ItemBitset, SetTestCountAndOr) {
   EXPECT_EQ(a.Count(), 1);
 }
 
+TEST(ItemBitset, MarkUnsetMarksExactlyTheItemsOutsideTheSet) {
+  for (const int32_t size : {1, 63, 64, 65, 130}) {
+    ItemBitset b(size, true);
+    for (int32_t i = 0; i < size; i += 3) b.Reset(i);
+    std::vector<uint8_t> out(static_cast<size_t>(size), 0);
+    b.MarkUnset(out.data());
+    for (int32_t i = 0; i < size; ++i) {
+      EXPECT_EQ(out[static_cast<size_t>(i)], i % 3 == 0 ? 1 : 0)
+          << "size " << size << " item " << i;
+    }
+  }
+  // Nothing beyond size() is written.
+  std::vector<uint8_t> out(71, 7);
+  ItemBitset(70).MarkUnset(out.data());
+  EXPECT_EQ(std::count(out.begin(), out.end(), 1), 70);
+  EXPECT_EQ(out[70], 7);
+}
+
 TEST(ItemFilter, CategoriesHiddenCandidatesAndExclusions) {
   const Model m = Trained();
   const Catalogue cat(m, Entries(m));
