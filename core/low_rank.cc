@@ -91,6 +91,25 @@ void LowRankExactRows(const LowRankRows& lr, const RowMatrixXf& w,
   }
 }
 
+void LowRankAddRows(const LowRankRows& lr, const RowMatrixXf& w,
+                    const int32_t* rows, int64_t n, float* out,
+                    std::vector<float>* sum) {
+  const int r = lr.rank();
+  sum->assign(static_cast<size_t>(r), 0.0f);
+  Eigen::Map<Eigen::RowVectorXf> s(sum->data(), r);
+  Eigen::Map<Eigen::RowVectorXf> o(out, w.cols());
+  for (int64_t t = 0; t < n; ++t) {
+    const int32_t i = rows[t];
+    if (i < 0 || i >= w.rows()) continue;
+    if (lr.exact[static_cast<size_t>(i)] != 0) {
+      o += w.row(i);
+    } else {
+      s += lr.u.row(i);
+    }
+  }
+  for (int k = 0; k < r; ++k) o += s[k] * lr.vt.row(k);
+}
+
 float LowRankRow(const LowRankRows& lr, const RowMatrixXf& w, int64_t i,
                  const float* h, const float* z) {
   float out = 0;

@@ -58,6 +58,14 @@ void LowRankInput(const LowRankRows& lr, const float* h, float* z);
 void LowRankExactRows(const LowRankRows& lr, const RowMatrixXf& w,
                       const float* h, float* out);
 
+// out += the sum of W's rows `rows[0..n)` (rows outside [0, w.rows())
+// skipped) through the form: V (the sum of their u_i), plus W_i of the exact
+// ones; within n x kLowRankRowTolerance (L1) of the direct sum. `sum` is a
+// buffer (rank() floats after the call). REQUIRES: out has w.cols() entries.
+void LowRankAddRows(const LowRankRows& lr, const RowMatrixXf& w,
+                    const int32_t* rows, int64_t n, float* out,
+                    std::vector<float>* sum);
+
 // W_i . h for one row i through the form: U_i . z, or W_i . h where the
 // row is exact; bit for bit what the full pass (a product with U through
 // kernels::MatVecRows, then LowRankExactRows) gives row i.

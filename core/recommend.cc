@@ -33,6 +33,22 @@ int DefaultThresholdIndex(const Model& model) {
 }
 
 namespace {
+// RatedHidden for serving: through W's low-rank form where the model has
+// one (the sums of U's rows, then V^T: the factored trainer's own steps),
+// else RatedHidden.
+void ServingRatedHidden(const Model& model, const VisibleSet& v, float* h,
+                        ScoringScratch* scratch) {
+  const RbmParams& p = model.rated_rbm();
+  const LowRankRows& lr = model.rated_low_rank();
+  if (lr.empty()) {
+    RatedHidden(p, v.items, v.n, h);
+    return;
+  }
+  Eigen::Map<Eigen::VectorXf>(h, p.F) = p.c;
+  LowRankAddRows(lr, p.W, v.items, v.n, h, &scratch->z);
+  SigmoidInPlace(h, p.F);
+}
+
 // RatedLogits for serving: the product with W shared by concurrent callers,
 // through W's low-rank form where the model has one (rated_low_rank: U V^T,
 // every logit within kLowRankRowTolerance of W's), else over W's
@@ -44,7 +60,7 @@ void ServingRatedLogits(const Model& model, const VisibleSet& v, float* out,
   const RbmParams& p = model.rated_rbm();
   const LowRankRows& lr = model.rated_low_rank();
   scratch->x.resize(p.F);
-  RatedHidden(p, v.items, v.n, scratch->x.data());
+  ServingRatedHidden(model, v, scratch->x.data(), scratch);
   if (!lr.empty()) {
     scratch->z.resize(static_cast<size_t>(lr.rank()));
     LowRankInput(lr, scratch->x.data(), scratch->z.data());
@@ -82,7 +98,7 @@ void RatedLogitsBatch(const Model& model, const VisibleSet* const* v, int n,
   scratch->x.resize(p.F);
   for (int b = 0; b < n; ++b) {
     // Into x first, as ServingRatedLogits (the same buffer alignment).
-    RatedHidden(p, v[b]->items, v[b]->n, scratch->x.data());
+    ServingRatedHidden(model, *v[b], scratch->x.data(), scratch);
     float* h = scratch->batch_h.data() + static_cast<size_t>(b) * (F + r);
     std::copy(scratch->x.data(), scratch->x.data() + p.F, h);
     hs[b] = h;
@@ -138,7 +154,7 @@ bool ServingRatedLogitsOf(const Model& model, const VisibleSet& v,
   const RbmParams& p = model.rated_rbm();
   const LowRankRows& lr = model.rated_low_rank();
   scratch->x.resize(p.F);
-  RatedHidden(p, v.items, v.n, scratch->x.data());
+  ServingRatedHidden(model, v, scratch->x.data(), scratch);
   const float* h = scratch->x.data();
   if (!lr.empty()) {
     scratch->z.resize(static_cast<size_t>(lr.rank()));

@@ -116,6 +116,27 @@ TEST(LowRank, EditedRowsOffTheSpanAreServedExactly) {
   ExpectServes(lr, grown);
 }
 
+// LowRankAddRows: the sum of the rows through the form, an exact row and
+// repeated rows included, rows out of range skipped.
+TEST(LowRank, AddRowsIsTheSumOfTheRows) {
+  RowMatrixXf w = Random(50, 3, 16) * Random(3, 30, 17);
+  LowRankRows lr = BuildLowRank(w);
+  ASSERT_EQ(lr.rank(), 3);
+  w.row(9) = Random(1, 30, 18);
+  RefreshLowRankRows(w, 9, 10, &lr);
+  ASSERT_EQ(lr.exact_rows, std::vector<int32_t>{9});
+  const std::vector<int32_t> rows = {0, 9, 4, 4, -1, 50, 49};
+  std::vector<float> out(30, 1.0f), sum;
+  LowRankAddRows(lr, w, rows.data(), static_cast<int64_t>(rows.size()),
+                 out.data(), &sum);
+  EXPECT_EQ(sum.size(), 3u);
+  for (int j = 0; j < 30; ++j) {
+    const double want = 1.0 + w(0, j) + w(9, j) + 2.0 * w(4, j) + w(49, j);
+    EXPECT_NEAR(out[static_cast<size_t>(j)], want, 5 * kLowRankRowTolerance)
+        << "column " << j;
+  }
+}
+
 // Noise of 2e-5 on each weight of a row: below kLowRankEigenRatio's share
 // of W^T W (V leaves it out) but an L1 residual above the tolerance (the
 // row is served exactly). Few such rows keep the form; more than an eighth
