@@ -534,8 +534,9 @@ if [ "$mode" = ml1m ]; then
   for r in $(seq "$repeat"); do
     cli --json recommend --all-users -n 10 --out "$tmp/bulk.csv" >"$tmp/bulk.json"
     g_users=$(json "$tmp/bulk.json" 'd["users"]')
-    g_s=$(json "$tmp/bulk.json" '"%.2f" % d["seconds"]')
+    g_s=$(json "$tmp/bulk.json" 'repr(d["seconds"])')
     g_rate=$(python3 -c "import sys; print('%.0f' % (float(sys.argv[1])/float(sys.argv[2])))" "$g_users" "$g_s")
+    g_s=$(python3 -c "import sys; print('%.3f' % float(sys.argv[1]))" "$g_s")
     echo "(g) run $r: RecommendAll top 10: $g_users users in $g_s s: $g_rate users/s"
     g_rate_all+=("$g_rate")
   done
