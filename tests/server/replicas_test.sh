@@ -169,8 +169,11 @@ PY
 
 echo "== SIGKILL the leader during a Train; B takes over"
 base=$(stat_field "$A" ratings)
+# Without validation the trainer stops when the training RMSE levels off
+# (about 100 CD-1 epochs, half a second here); 200 Gibbs steps per update
+# make each epoch cost seconds, so the Train outlives the kill below.
 "$CLI" --server "$A" train --hidden 64 --epochs 100000 --validation-fraction 0 \
-  >"$TMP/long_train.txt" 2>&1 &
+  --cd-steps 200 >"$TMP/long_train.txt" 2>&1 &
 train_pid=$!
 PIDS+=("$train_pid")
 t0=$(now_ms)
@@ -191,6 +194,8 @@ done
 ) &
 writer=$!
 sleep 0.5
+[[ "$(stat_field "$A" training)" == *"'running': True"* ]] ||
+  fail "the long Train on A ended before the kill: $(cat "$TMP/long_train.txt")"
 kill -KILL "$PID_a"
 t_kill=$(now_ms)
 until [[ "$(stat_field "$B" leader)" == True ]]; do
