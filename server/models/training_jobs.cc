@@ -207,8 +207,11 @@ class EpochCounter {
       }
     }
     if (early.empty()) return "";
-    return absl::StrCat("stopped early: validation RMSE did not improve (",
-                        absl::StrJoin(early, ", "), ")");
+    // Without a validation part the trainer watches the training RMSE.
+    return absl::StrCat(
+        "stopped early: ",
+        options_.validation_fraction > 0 ? "validation" : "training",
+        " RMSE did not improve (", absl::StrJoin(early, ", "), ")");
   }
 
  private:

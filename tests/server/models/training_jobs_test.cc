@@ -153,8 +153,25 @@ TEST_F(TrainingJobsTest, ProgressFollowsTheProto) {
     }
   }
   EXPECT_EQ(done.epoch(), largest);
-  EXPECT_EQ(done.message().rfind("stopped early: ", 0), 0u) << done.message();
+  EXPECT_EQ(done.message().rfind("stopped early: validation RMSE", 0), 0u)
+      << done.message();
   EXPECT_NE(done.message().find("user RBM after"), std::string::npos)
+      << done.message();
+}
+
+TEST_F(TrainingJobsTest, WithoutValidationTheEarlyStopNamesTheTrainingRmse) {
+  LoadSynthetic();
+  v1::TrainRequest req;
+  req.mutable_options()->set_validation_fraction(0);
+  req.mutable_options()->set_epochs(100000);  // the plateau ends it
+  const std::vector<v1::TrainProgress> p = TrainSync(req);
+  ASSERT_FALSE(p.empty());
+  const v1::TrainProgress& done = p.back();
+  ASSERT_EQ(done.state(), v1::TrainProgress::SUCCEEDED) << done.message();
+  EXPECT_LT(done.epoch(), 100000);
+  EXPECT_EQ(
+      done.message().rfind("stopped early: training RMSE did not improve", 0),
+      0u)
       << done.message();
 }
 
