@@ -40,6 +40,15 @@ void ItemBitset::MarkUnset(uint8_t* out) const {
   }
 }
 
+void ItemBitset::AppendSet(std::vector<int32_t>* out) const {
+  for (size_t w = 0; w < words_.size(); ++w) {
+    const int32_t first = static_cast<int32_t>(w << 6);
+    for (uint64_t set = words_[w]; set != 0; set &= set - 1) {
+      out->push_back(first + __builtin_ctzll(set));
+    }
+  }
+}
+
 Catalogue::Catalogue(const Model& model,
                      absl::Span<const CatalogueEntry> entries)
     : base_(model.num_items()), hidden_(model.num_items()) {
@@ -101,7 +110,7 @@ ItemFilter ItemFilter::Build(const Catalogue& catalogue,
   for (const int32_t i : spec.exclude) {
     if (i >= 0 && i < m) f.allowed_.Reset(i);
   }
-  f.count_ = f.allowed_.Count();
+  f.Finish();
   return f;
 }
 
@@ -116,7 +125,7 @@ ItemFilter ItemFilter::AllTrained(const Model& model,
   for (const int32_t i : exclude) {
     if (i >= 0 && i < m) f.allowed_.Reset(i);
   }
-  f.count_ = f.allowed_.Count();
+  f.Finish();
   return f;
 }
 
@@ -126,8 +135,18 @@ ItemFilter ItemFilter::FromMask(absl::Span<const uint8_t> mask) {
   for (size_t i = 0; i < mask.size(); ++i) {
     if (mask[i] != 0) f.allowed_.Set(static_cast<int32_t>(i));
   }
-  f.count_ = f.allowed_.Count();
+  f.Finish();
   return f;
+}
+
+void ItemFilter::Finish() {
+  count_ = allowed_.Count();
+  narrow_ = count_ * 4 <= allowed_.size();
+  items_.clear();
+  if (narrow_) {
+    items_.reserve(static_cast<size_t>(count_));
+    allowed_.AppendSet(&items_);
+  }
 }
 
 }  // namespace rbmrec

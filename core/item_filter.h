@@ -42,6 +42,8 @@ class ItemBitset {
   // out[i] = 1 for every i < size() not in the set (others untouched), a
   // word at a time. REQUIRES out has size() entries.
   void MarkUnset(uint8_t* out) const;
+  // Appends the items in the set to `out` in increasing order.
+  void AppendSet(std::vector<int32_t>* out) const;
 
  private:
   static uint64_t Bit(int32_t i) { return uint64_t{1} << (i & 63); }
@@ -117,10 +119,21 @@ class ItemFilter {
   // How many items are allowed.
   int64_t count() const { return count_; }
   int32_t num_items() const { return allowed_.size(); }
+  // A narrow filter (e.g. a candidate set) allows at most a quarter of the
+  // items: rankings then score only its items, in this list (increasing
+  // order). Null for a wider filter.
+  const std::vector<int32_t>* narrow_items() const {
+    return narrow_ ? &items_ : nullptr;
+  }
 
  private:
+  // Sets count_, and items_ for a narrow filter.
+  void Finish();
+
   ItemBitset allowed_;
   int64_t count_ = 0;
+  bool narrow_ = false;
+  std::vector<int32_t> items_;
 };
 
 }  // namespace rbmrec

@@ -142,15 +142,18 @@ bool RanksByMeanField(const RankOptions& opt) {
          !exact_all;
 }
 
-// ServingRatedLogits of the items `filter` allows (the others get NaN), for
-// a filter that allows few items: their rows only, each through the same
+// ServingRatedLogits of the items a narrow `filter` allows (the others get
+// NaN; ItemFilter::narrow_items): their rows only, each through the same
 // row kernel as the full pass (kernels::MatVecRows*, whose rows do not
 // depend on each other), so every logit is the full pass's bit for bit.
-// False (nothing written) in builds without that kernel.
+// False (nothing written) for a wider filter, and in builds without that
+// kernel.
 bool ServingRatedLogitsOf(const Model& model, const VisibleSet& v,
                           const ItemFilter& filter, float* out,
                           ScoringScratch* scratch) {
 #ifdef RBMREC_AVX2
+  const std::vector<int32_t>* items = filter.narrow_items();
+  if (items == nullptr) return false;
   const RbmParams& p = model.rated_rbm();
   const LowRankRows& lr = model.rated_low_rank();
   scratch->x.resize(p.F);
@@ -162,11 +165,19 @@ bool ServingRatedLogitsOf(const Model& model, const VisibleSet& v,
   }
   const uint16_t* half = model.rated_w_half();
   const size_t F = static_cast<size_t>(p.F);
-  for (int32_t i = 0; i < p.num_items; ++i) {
-    if (!filter.Allowed(i)) {
-      out[i] = NAN;
-      continue;
+  std::fill(out, out + p.num_items, NAN);
+  // The rows are far apart: each is fetched a few items ahead of its use.
+  constexpr size_t kAhead = 4;
+  const size_t n = items->size();
+  for (size_t j = 0; j < n; ++j) {
+    if (!lr.empty() && j + kAhead < n) {
+      const char* next =
+          reinterpret_cast<const char*>(lr.u.row((*items)[j + kAhead]).data());
+      for (int64_t b = 0; b < lr.rank() * 4; b += 64) {
+        _mm_prefetch(next + b, _MM_HINT_T0);
+      }
     }
+    const int32_t i = (*items)[j];
     float* o = out + i;
     const size_t row = static_cast<size_t>(i) * F;
     if (!lr.empty()) {
@@ -176,7 +187,7 @@ bool ServingRatedLogitsOf(const Model& model, const VisibleSet& v,
     } else {
       kernels::MatVecRows(p.W.data() + row, 1, p.F, &h, &o, 1);
     }
-    out[i] += p.b[i];
+    *o += p.b[i];
   }
   return true;
 #else
@@ -189,7 +200,7 @@ bool ServingRatedLogitsOf(const Model& model, const VisibleSet& v,
 // shared pass over every row.
 bool FewAllowed(const RankOptions& opt, int32_t m) {
   return opt.filter != nullptr && opt.filter->num_items() == m &&
-         opt.filter->count() * 4 <= m;
+         opt.filter->narrow_items() != nullptr;
 }
 
 void RatedProbabilities(const Model& model, const VisibleSet& v, float* out,
@@ -349,7 +360,16 @@ void Ranker::RatedAtLeastCandidates() {
   std::vector<Scored>& cand = scratch_->cand;
   cand.clear();
   gathered_ = -std::numeric_limits<float>::infinity();
-  if (m_ > static_cast<int32_t>(4 * kFirst)) {
+  const std::vector<int32_t>* narrow =
+      opt_.filter != nullptr && opt_.filter->num_items() == m_
+          ? opt_.filter->narrow_items()
+          : nullptr;
+  if (narrow != nullptr) {
+    // A narrow filter: its few items, all gathered.
+    for (const int32_t i : *narrow) {
+      if (Eligible(i)) cand.emplace_back(p_rated_[static_cast<size_t>(i)], i);
+    }
+  } else if (m_ > static_cast<int32_t>(4 * kFirst)) {
     // Only the items at or above a threshold estimated from a strided
     // sample of the eligible items (its quantile at three times kFirst's
     // share: usually ~3 kFirst items reach it) are gathered in one pass;
@@ -384,7 +404,8 @@ void Ranker::RatedAtLeastCandidates() {
       }
     }
   }
-  if (gathered_ == -std::numeric_limits<float>::infinity()) {
+  if (narrow == nullptr &&
+      gathered_ == -std::numeric_limits<float>::infinity()) {
     for (int32_t i = 0; i < m_; ++i) {
       if (Eligible(i)) cand.emplace_back(p_rated_[static_cast<size_t>(i)], i);
     }

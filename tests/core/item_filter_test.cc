@@ -95,6 +95,43 @@ TEST(ItemBitset, MarkUnsetMarksExactlyTheItemsOutsideTheSet) {
   EXPECT_EQ(out[70], 7);
 }
 
+TEST(ItemBitset, AppendSetListsTheSetInIncreasingOrder) {
+  for (const int32_t size : {1, 63, 64, 65, 130}) {
+    ItemBitset b(size);
+    std::vector<int32_t> want;
+    for (int32_t i = size - 1; i >= 0; i -= 5) b.Set(i);
+    for (int32_t i = 0; i < size; ++i) {
+      if (b.Test(i)) want.push_back(i);
+    }
+    std::vector<int32_t> got = {-7};  // appended after what is there
+    b.AppendSet(&got);
+    want.insert(want.begin(), -7);
+    EXPECT_EQ(got, want) << "size " << size;
+  }
+}
+
+TEST(ItemFilter, NarrowItemsListAQuarterOrFewer) {
+  for (const int32_t allowed : {0, 1, 25, 26, 100}) {
+    std::vector<uint8_t> mask(100, 0);
+    for (int32_t i = 0; i < allowed; ++i) {
+      mask[static_cast<size_t>((i * 37) % 100)] = 1;
+    }
+    const ItemFilter f = ItemFilter::FromMask(mask);
+    ASSERT_EQ(f.count(), allowed);
+    const std::vector<int32_t>* items = f.narrow_items();
+    if (allowed > 25) {
+      EXPECT_EQ(items, nullptr) << allowed;
+      continue;
+    }
+    ASSERT_NE(items, nullptr) << allowed;
+    std::vector<int32_t> want;
+    for (int32_t i = 0; i < 100; ++i) {
+      if (f.Allowed(i)) want.push_back(i);
+    }
+    EXPECT_EQ(*items, want);
+  }
+}
+
 TEST(ItemFilter, CategoriesHiddenCandidatesAndExclusions) {
   const Model m = Trained();
   const Catalogue cat(m, Entries(m));
