@@ -272,7 +272,16 @@ class Slot {
         pick_item_(0, w.items.empty() ? 0 : w.items.size() - 1),
         measure_from_(measure_from),
         end_(end),
-        records_(records) {}
+        records_(records) {
+    // Every Recommend differs only in its user: the rest of the request
+    // (its filter lists may hold hundreds of ids) is built once.
+    recommend_.set_n(w_.n);
+    recommend_.set_method(w_.method);
+    for (const std::string& c : w_.categories) recommend_.add_categories(c);
+    for (const std::string& id : w_.candidate_items) {
+      recommend_.add_candidate_item_ids(id);
+    }
+  }
 
   // Blocking loop (--mode threads).
   void RunBlocking() {
@@ -375,14 +384,7 @@ class Slot {
         break;
       }
       case kRecommend:
-        recommend_.Clear();
         recommend_.set_user_id(w_.users[pick_user_(rng_)]);
-        recommend_.set_n(w_.n);
-        recommend_.set_method(w_.method);
-        for (const std::string& c : w_.categories) recommend_.add_categories(c);
-        for (const std::string& id : w_.candidate_items) {
-          recommend_.add_candidate_item_ids(id);
-        }
         break;
       case kSimilar:
         similar_.Clear();
