@@ -278,6 +278,9 @@ class Ranker {
   // and sorted by Better (ordered_ of them), then the other eligible items
   // at or above gathered_ (-infinity: every other eligible item), unordered.
   void RatedAtLeastCandidates();
+  // Appends (logit, item) of every eligible item whose logit is >= t
+  // (at_least) or not >= t (!at_least), in increasing item order.
+  void Gather(float t, bool at_least);
   // Sorts the first `above` candidates (those at or above cut_).
   void SortAbove(size_t above);
   // Orders kRatedAtLeast's candidates up to position `upto`, gathering the
@@ -393,10 +396,7 @@ void Ranker::RatedAtLeastCandidates() {
                        sample.begin() + static_cast<std::ptrdiff_t>(n_sample),
                        std::greater<float>());
       const float estimate = sample[rank - 1];
-      for (int32_t i = 0; i < m_; ++i) {
-        const float logit = p_rated_[static_cast<size_t>(i)];
-        if (logit >= estimate && Eligible(i)) cand.emplace_back(logit, i);
-      }
+      Gather(estimate, true);
       if (cand.size() >= kFirst) {
         gathered_ = estimate;
       } else {
@@ -406,9 +406,7 @@ void Ranker::RatedAtLeastCandidates() {
   }
   if (narrow == nullptr &&
       gathered_ == -std::numeric_limits<float>::infinity()) {
-    for (int32_t i = 0; i < m_; ++i) {
-      if (Eligible(i)) cand.emplace_back(p_rated_[static_cast<size_t>(i)], i);
-    }
+    Gather(-std::numeric_limits<float>::infinity(), true);
   }
   // The cut: the kFirst-th best logit gathered (all of them when fewer).
   // The items at or above it first, sorted; the others gathered after them,
@@ -427,6 +425,31 @@ void Ranker::RatedAtLeastCandidates() {
   SortAbove(static_cast<size_t>(above - cand.begin()));
 }
 
+void Ranker::Gather(float t, bool at_least) {
+  std::vector<Scored>& cand = scratch_->cand;
+  const float* logits = p_rated_.data();
+  const uint8_t* excluded = excluded_.data();
+  auto add = [&](int32_t i) {
+    const float logit = logits[i];
+    if (excluded[i] == 0 && std::isfinite(logit)) cand.emplace_back(logit, i);
+  };
+  int32_t i = 0;
+#ifdef RBMREC_AVX2
+  // Eight logits compared at a time; only the items that pass are looked
+  // at one by one (an ordered compare: NaN never passes >= t).
+  const __m256 tv = _mm256_set1_ps(t);
+  for (; i + 8 <= m_; i += 8) {
+    unsigned pass = static_cast<unsigned>(_mm256_movemask_ps(
+        _mm256_cmp_ps(_mm256_loadu_ps(logits + i), tv, _CMP_GE_OQ)));
+    if (!at_least) pass = ~pass & 0xffu;
+    for (; pass != 0; pass &= pass - 1) add(i + __builtin_ctz(pass));
+  }
+#endif
+  for (; i < m_; ++i) {
+    if ((logits[i] >= t) == at_least) add(i);
+  }
+}
+
 void Ranker::SortAbove(size_t above) {
   std::vector<Scored>& cand = scratch_->cand;
   std::sort(cand.begin(), cand.begin() + static_cast<std::ptrdiff_t>(above),
@@ -439,10 +462,7 @@ void Ranker::OrderUpto(size_t upto) {
   std::vector<Scored>& cand = scratch_->cand;
   if (gathered_ != -std::numeric_limits<float>::infinity()) {
     // The eligible items below the gathering threshold, unordered.
-    for (int32_t i = 0; i < m_; ++i) {
-      const float logit = p_rated_[static_cast<size_t>(i)];
-      if (!(logit >= gathered_) && Eligible(i)) cand.emplace_back(logit, i);
-    }
+    Gather(gathered_, false);
     gathered_ = -std::numeric_limits<float>::infinity();
   }
   auto better = [this](const Scored& a, const Scored& b) {
