@@ -430,17 +430,15 @@ void SetExpInput(const float* x, int F, ExpInput* in) {
   }
 }
 
-float ExactLogit(const RbmParams& p, const ExpWeights& e,
-                 const ExpInputView& in, const float* x, int64_t r) {
+namespace {
+
+// Row r's exact logit from its product mantissa x 2^exp2 (e.ok[r]).
+float LogitFromProduct(const RbmParams& p, const ExpInputView& in, int64_t r,
+                       double product, int64_t exp2) {
   const float* w = p.W.row(r).data();
-  if (e.ok[static_cast<size_t>(r)] == 0) {
-    return p.b[r] + SoftplusSum(x, w, p.F);
-  }
-  int64_t exp2 = 0;
   // The product's mantissa is in [1, 2^8): its log in float is as accurate
   // as SoftplusSum's.
-  const float mantissa = static_cast<float>(
-      SoftplusProductFromExp(in.ex, e.ew.row(r).data(), p.F, &exp2));
+  const float mantissa = static_cast<float>(product);
   double s = static_cast<double>(p.b[r]) + in.hi_sum +
              static_cast<double>(exp2) * 0.69314718055994531 +
              static_cast<double>(std::log(mantissa));
@@ -448,11 +446,45 @@ float ExactLogit(const RbmParams& p, const ExpWeights& e,
   return static_cast<float>(s);
 }
 
+}  // namespace
+
+float ExactLogit(const RbmParams& p, const ExpWeights& e,
+                 const ExpInputView& in, const float* x, int64_t r) {
+  if (e.ok[static_cast<size_t>(r)] == 0) {
+    return p.b[r] + SoftplusSum(x, p.W.row(r).data(), p.F);
+  }
+  int64_t exp2 = 0;
+  const double product =
+      SoftplusProductFromExp(in.ex, e.ew.row(r).data(), p.F, &exp2);
+  return LogitFromProduct(p, in, r, product, exp2);
+}
+
 void PredictExactFromExp(const RbmParams& p, const ExpWeights& e,
                          const ExpInputView& in, const float* x, int32_t q,
                          float* probs) {
   const int64_t row0 = p.Row(q, 0);
-  for (int k = 0; k < p.K; ++k) probs[k] = ExactLogit(p, e, in, x, row0 + k);
+  // The item's rows with exp weights go through one interleaved product
+  // (the same numbers as ExactLogit's, row by row).
+  constexpr int kMaxRows = 16;
+  const float* ew[kMaxRows];
+  int64_t rows[kMaxRows];
+  int n = 0;
+  for (int k = 0; k < p.K; ++k) {
+    const int64_t r = row0 + k;
+    if (k < kMaxRows && e.ok[static_cast<size_t>(r)] != 0) {
+      ew[n] = e.ew.row(r).data();
+      rows[n++] = k;
+    } else {
+      probs[k] = ExactLogit(p, e, in, x, r);
+    }
+  }
+  double product[kMaxRows];
+  int64_t exp2[kMaxRows];
+  SoftplusProductsFromExp(in.ex, ew, n, p.F, product, exp2);
+  for (int t = 0; t < n; ++t) {
+    const int64_t k = rows[t];
+    probs[k] = LogitFromProduct(p, in, row0 + k, product[t], exp2[t]);
+  }
   SoftmaxInPlace(probs, p.K);
 }
 
@@ -540,6 +572,104 @@ double SoftplusProductFromExp(const float* ex, const float* ew, int F,
   *exp2 = exps;
   return prod;
 #endif
+}
+
+#ifdef RBMREC_AVX2
+namespace {
+
+// SoftplusProductFromExp's AVX2 loop for R rows at once: each row's
+// operations in the same order as alone, its chains interleaved with the
+// other rows'.
+template <int R>
+void ProductsAvx2(const float* ex, const float* const* ew, int F,
+                  double* mantissa, int64_t* exp2) {
+  constexpr int kRenorm = 8;
+  const __m256 one = _mm256_set1_ps(1.0f);
+  const __m256i mantissa_bits = _mm256_set1_epi64x(0x000fffffffffffffLL);
+  const __m256i bias = _mm256_set1_epi64x(1023LL << 52);
+  __m256d p0[R], p1[R];
+  __m256i exps[R];
+  for (int r = 0; r < R; ++r) {
+    p0[r] = p1[r] = _mm256_set1_pd(1.0);
+    exps[r] = _mm256_setzero_si256();
+  }
+  auto renorm = [&](__m256d* p, __m256i* e) {
+    const __m256i bits = _mm256_castpd_si256(*p);
+    *e = _mm256_add_epi64(*e, _mm256_sub_epi64(_mm256_srli_epi64(bits, 52),
+                                               _mm256_set1_epi64x(1023)));
+    *p = _mm256_castsi256_pd(
+        _mm256_or_si256(_mm256_and_si256(bits, mantissa_bits), bias));
+  };
+  auto step = [&](int r, __m256 f) {
+    p0[r] = _mm256_mul_pd(p0[r], _mm256_cvtps_pd(_mm256_castps256_ps128(f)));
+    p1[r] = _mm256_mul_pd(p1[r], _mm256_cvtps_pd(_mm256_extractf128_ps(f, 1)));
+  };
+  int j = 0, n = 0;
+  for (; j + 8 <= F; j += 8) {
+    const __m256 x = _mm256_loadu_ps(ex + j);
+    for (int r = 0; r < R; ++r) {
+      step(r, _mm256_fmadd_ps(x, _mm256_loadu_ps(ew[r] + j), one));
+    }
+    if (++n == kRenorm) {
+      for (int r = 0; r < R; ++r) {
+        renorm(&p0[r], &exps[r]);
+        renorm(&p1[r], &exps[r]);
+      }
+      n = 0;
+    }
+  }
+  if (j < F) {
+    const __m256i mask = _mm256_cmpgt_epi32(
+        _mm256_set1_epi32(F - j), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    const __m256 x = _mm256_maskload_ps(ex + j, mask);
+    for (int r = 0; r < R; ++r) {
+      step(r, _mm256_fmadd_ps(x, _mm256_maskload_ps(ew[r] + j, mask), one));
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    renorm(&p0[r], &exps[r]);
+    renorm(&p1[r], &exps[r]);
+    alignas(32) double m[8];
+    alignas(32) int64_t e[4];
+    _mm256_store_pd(m, p0[r]);
+    _mm256_store_pd(m + 4, p1[r]);
+    _mm256_store_si256(reinterpret_cast<__m256i*>(e), exps[r]);
+    exp2[r] = e[0] + e[1] + e[2] + e[3];
+    mantissa[r] = m[0] * m[1] * m[2] * m[3] * m[4] * m[5] * m[6] * m[7];
+  }
+}
+
+}  // namespace
+#endif
+
+void SoftplusProductsFromExp(const float* ex, const float* const* ew, int R,
+                             int F, double* mantissa, int64_t* exp2) {
+  int r = 0;
+#ifdef RBMREC_AVX2
+  // Up to four rows together (eight product chains); five as three and two.
+  while (r < R) {
+    const int left = R - r;
+    const int take = left == 5 ? 3 : std::min(left, 4);
+    switch (take) {
+      case 4:
+        ProductsAvx2<4>(ex, ew + r, F, mantissa + r, exp2 + r);
+        break;
+      case 3:
+        ProductsAvx2<3>(ex, ew + r, F, mantissa + r, exp2 + r);
+        break;
+      case 2:
+        ProductsAvx2<2>(ex, ew + r, F, mantissa + r, exp2 + r);
+        break;
+      default:
+        ProductsAvx2<1>(ex, ew + r, F, mantissa + r, exp2 + r);
+        break;
+    }
+    r += take;
+  }
+#endif
+  for (; r < R; ++r) {
+    mantissa[r] = SoftplusProductFromExp(ex, ew[r], F, &exp2[r]);
+  }
 }
 
 float SoftplusSumFromExp(const float* ex, const float* ew, int F) {

@@ -131,6 +131,11 @@ float SoftplusSumFromExp(const float* ex, const float* ew, int F);
 // log(mantissa) + *exp2 log 2. Same REQUIRES.
 double SoftplusProductFromExp(const float* ex, const float* ew, int F,
                               int64_t* exp2);
+// SoftplusProductFromExp of R rows ew[0..R) with the same ex, each bit for
+// bit as alone, computed together (their products' chains interleave):
+// mantissa[r] and exp2[r]. Same REQUIRES, for every row.
+void SoftplusProductsFromExp(const float* ex, const float* const* ew, int R,
+                             int F, double* mantissa, int64_t* exp2);
 
 // Hidden inputs beyond kExpSoftplusLimit, for SoftplusSumFromExp: a unit
 // with x_j > kExpSoftplusLimit and |w_j| <= kSaturatedRowLimit has

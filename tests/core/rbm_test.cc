@@ -263,6 +263,39 @@ TEST(RbmMath, SoftplusSumFromExpMatchesDoubleReference) {
               1000 * 2 * kExpSoftplusLimit, 1e-1);
 }
 
+// Several rows' products computed together are each row's alone, bit for
+// bit, for every row count (the chunks of 4, 3, 2 and 1) and partial
+// vectors.
+TEST(RbmMath, SoftplusProductsFromExpAreEachRowsAlone) {
+  Rng rng(21);
+  for (int F : {1, 7, 8, 64, 201}) {
+    for (int R = 0; R <= 9; ++R) {
+      std::vector<float> ex(static_cast<size_t>(F));
+      for (float& v : ex) v = std::exp(20 * (2 * rng.Uniform() - 1));
+      std::vector<std::vector<float>> ew(static_cast<size_t>(R), ex);
+      std::vector<const float*> rows;
+      for (std::vector<float>& row : ew) {
+        for (float& v : row) v = std::exp(20 * (2 * rng.Uniform() - 1));
+        rows.push_back(row.data());
+      }
+      std::vector<double> mantissa(static_cast<size_t>(R) + 1, -1);
+      std::vector<int64_t> exp2(mantissa.size(), -1);
+      SoftplusProductsFromExp(ex.data(), rows.data(), R, F, mantissa.data(),
+                              exp2.data());
+      for (int r = 0; r < R; ++r) {
+        int64_t want_exp2 = 0;
+        const double want = SoftplusProductFromExp(
+            ex.data(), rows[static_cast<size_t>(r)], F, &want_exp2);
+        EXPECT_EQ(mantissa[static_cast<size_t>(r)], want)
+            << "F " << F << " R " << R << " row " << r;
+        EXPECT_EQ(exp2[static_cast<size_t>(r)], want_exp2)
+            << "F " << F << " R " << R << " row " << r;
+      }
+      EXPECT_EQ(mantissa[static_cast<size_t>(R)], -1);  // nothing past R
+    }
+  }
+}
+
 // Inputs beyond kExpSoftplusLimit split off by SplitSaturated: the product
 // over the rest, plus hi . w, plus the returned hi_sum, is the softplus sum
 // for rows within kSaturatedRowLimit.
