@@ -57,7 +57,11 @@ void Model::ItemHistogram(int32_t i, float* out) const {
 Model::Model(ModelParams params) : p_(std::move(params)) {
   RefreshItemHidden();
   RefreshItemWeights(0, num_items());
-  if (p_.rated_rbm.F > 0 && p_.rated_rbm.W.size() > 0) {
+  // Only a factored rated RBM can have the form: an unfactored W (trained
+  // with rated_factors 0, or at least its hidden units) skips the search.
+  const int factors = p_.options.rated_factors;
+  const bool unfactored = factors == 0 || factors >= p_.rated_rbm.F;
+  if (p_.rated_rbm.F > 0 && p_.rated_rbm.W.size() > 0 && !unfactored) {
     rated_low_rank_ = BuildLowRank(p_.rated_rbm.W);
   }
   RefreshRatedForm(0, num_items());

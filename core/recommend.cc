@@ -33,20 +33,26 @@ int DefaultThresholdIndex(const Model& model) {
 }
 
 namespace {
-// RatedHidden for serving: through W's low-rank form where the model has
-// one (the sums of U's rows, then V^T: the factored trainer's own steps),
-// else RatedHidden.
-void ServingRatedHidden(const Model& model, const VisibleSet& v, float* h,
-                        ScoringScratch* scratch) {
+// The rated RBM's hidden state for serving into scratch->x (F floats):
+// through W's low-rank form where the model has one (the sums of U's rows,
+// then V^T: the factored trainer's own steps), else RatedHidden. With the
+// form, also z = V^T h into scratch->z (rank floats), what its rows'
+// logits are made from.
+void ServingRatedState(const Model& model, const VisibleSet& v,
+                       ScoringScratch* scratch) {
   const RbmParams& p = model.rated_rbm();
   const LowRankRows& lr = model.rated_low_rank();
+  scratch->x.resize(p.F);
+  float* h = scratch->x.data();
   if (lr.empty()) {
     RatedHidden(p, v.items, v.n, h);
     return;
   }
   Eigen::Map<Eigen::VectorXf>(h, p.F) = p.c;
-  LowRankAddRows(lr, p.W, v.items, v.n, h, &scratch->z);
+  LowRankAddRows(lr, p.W, v.items, v.n, h, &scratch->row_sum);
   SigmoidInPlace(h, p.F);
+  scratch->z.resize(static_cast<size_t>(lr.rank()));
+  LowRankInput(lr, h, scratch->z.data());
 }
 
 // RatedLogits for serving: the product with W shared by concurrent callers,
@@ -59,11 +65,8 @@ void ServingRatedLogits(const Model& model, const VisibleSet& v, float* out,
                         ScoringScratch* scratch) {
   const RbmParams& p = model.rated_rbm();
   const LowRankRows& lr = model.rated_low_rank();
-  scratch->x.resize(p.F);
-  ServingRatedHidden(model, v, scratch->x.data(), scratch);
+  ServingRatedState(model, v, scratch);
   if (!lr.empty()) {
-    scratch->z.resize(static_cast<size_t>(lr.rank()));
-    LowRankInput(lr, scratch->x.data(), scratch->z.data());
     SharedMatVecRows(lr.u.data(), lr.u.rows(), lr.rank(), scratch->z.data(),
                      out);
     LowRankExactRows(lr, p.W, scratch->x.data(), out);
@@ -95,15 +98,15 @@ void RatedLogitsBatch(const Model& model, const VisibleSet* const* v, int n,
   scratch->batch_h.resize(static_cast<size_t>(n) * (F + r));
   const float* hs[kMaxScoreBatch];
   const float* zs[kMaxScoreBatch];
-  scratch->x.resize(p.F);
   for (int b = 0; b < n; ++b) {
-    // Into x first, as ServingRatedLogits (the same buffer alignment).
-    ServingRatedHidden(model, *v[b], scratch->x.data(), scratch);
+    // Into x and z first, as ServingRatedLogits (the same buffer
+    // alignment).
+    ServingRatedState(model, *v[b], scratch);
     float* h = scratch->batch_h.data() + static_cast<size_t>(b) * (F + r);
     std::copy(scratch->x.data(), scratch->x.data() + p.F, h);
     hs[b] = h;
     if (!lr.empty()) {
-      LowRankInput(lr, h, h + F);
+      std::copy(scratch->z.begin(), scratch->z.end(), h + F);
       zs[b] = h + F;
     }
   }
@@ -156,13 +159,8 @@ bool ServingRatedLogitsOf(const Model& model, const VisibleSet& v,
   if (items == nullptr) return false;
   const RbmParams& p = model.rated_rbm();
   const LowRankRows& lr = model.rated_low_rank();
-  scratch->x.resize(p.F);
-  ServingRatedHidden(model, v, scratch->x.data(), scratch);
+  ServingRatedState(model, v, scratch);
   const float* h = scratch->x.data();
-  if (!lr.empty()) {
-    scratch->z.resize(static_cast<size_t>(lr.rank()));
-    LowRankInput(lr, h, scratch->z.data());
-  }
   const uint16_t* half = model.rated_w_half();
   const size_t F = static_cast<size_t>(p.F);
   std::fill(out, out + p.num_items, NAN);
@@ -493,6 +491,7 @@ std::vector<Ranked> Ranker::RankRatedAtLeast() {
   std::vector<float>& probs = scratch_->probs;
   std::vector<int32_t>& query = scratch_->query;
   std::vector<Ranked> scored;
+  scored.reserve(std::min(cand.size(), std::max<size_t>(2 * n, 64)));
   // The n best scores so far, the n-th best on top.
   std::priority_queue<float, std::vector<float>, std::greater<float>> best;
   // The user's hidden inputs once, not once per block.

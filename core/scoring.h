@@ -40,8 +40,9 @@ struct ScoringScratch {
   // The batched passes' inputs and products (ScoreAllMeanFieldBatch,
   // RatedLogitsBatch in core/recommend.h).
   std::vector<float> batch_h, batch_out;
-  // V^T h of the rated RBM's low-rank form (Model::rated_low_rank()).
-  std::vector<float> z;
+  // V^T h of the rated RBM's low-rank form (Model::rated_low_rank()), and
+  // the sum of U's rows the hidden state is made from.
+  std::vector<float> z, row_sum;
 };
 
 }  // namespace rbmrec
