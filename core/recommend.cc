@@ -490,10 +490,17 @@ std::vector<Ranked> Ranker::RankRatedAtLeast() {
   constexpr size_t kBlock = 8;
   std::vector<float>& probs = scratch_->probs;
   std::vector<int32_t>& query = scratch_->query;
+  // The scored items that may still be among the n best: once it holds
+  // `keep` of them, those below the n-th best score so far are dropped (n
+  // items beat each of them).
+  const size_t keep = 2 * n + 8;
   std::vector<Ranked> scored;
-  scored.reserve(std::min(cand.size(), std::max<size_t>(2 * n, 64)));
+  scored.reserve(std::min(cand.size(), keep + std::max(n, kBlock)));
   // The n best scores so far, the n-th best on top.
-  std::priority_queue<float, std::vector<float>, std::greater<float>> best;
+  std::vector<float> heap;
+  heap.reserve(n + 1);
+  std::priority_queue<float, std::vector<float>, std::greater<float>> best(
+      std::greater<float>(), std::move(heap));
   // The user's hidden inputs once, not once per block.
   const float* member_x = opt_.member_x;
   if (member_x == nullptr) {
@@ -528,6 +535,13 @@ std::vector<Ranked> Ranker::RankRatedAtLeast() {
       scored.push_back(x);
       best.push(x.score);
       if (best.size() > n) best.pop();
+    }
+    if (scored.size() >= keep && best.size() >= n) {
+      const float nth = best.top();
+      scored.erase(
+          std::remove_if(scored.begin(), scored.end(),
+                         [nth](const Ranked& x) { return x.score < nth; }),
+          scored.end());
     }
   }
   std::sort(scored.begin(), scored.end(),
