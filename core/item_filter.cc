@@ -141,9 +141,8 @@ ItemFilter ItemFilter::FromMask(absl::Span<const uint8_t> mask) {
 
 void ItemFilter::Finish() {
   count_ = allowed_.Count();
-  narrow_ = count_ * 4 <= allowed_.size();
   items_.clear();
-  if (narrow_) {
+  if (Narrow()) {
     items_.reserve(static_cast<size_t>(count_));
     allowed_.AppendSet(&items_);
   }

@@ -123,16 +123,16 @@ class ItemFilter {
   // items: rankings then score only its items, in this list (increasing
   // order). Null for a wider filter.
   const std::vector<int32_t>* narrow_items() const {
-    return narrow_ ? &items_ : nullptr;
+    return Narrow() ? &items_ : nullptr;
   }
 
  private:
+  bool Narrow() const { return count_ * 4 <= num_items(); }
   // Sets count_, and items_ for a narrow filter.
   void Finish();
 
   ItemBitset allowed_;
   int64_t count_ = 0;
-  bool narrow_ = false;
   std::vector<int32_t> items_;
 };
 

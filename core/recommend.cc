@@ -194,11 +194,13 @@ bool ServingRatedLogitsOf(const Model& model, const VisibleSet& v,
 #endif
 }
 
-// The filter allows so few items that scoring just their rows beats the
-// shared pass over every row.
-bool FewAllowed(const RankOptions& opt, int32_t m) {
-  return opt.filter != nullptr && opt.filter->num_items() == m &&
-         opt.filter->narrow_items() != nullptr;
+// The items of opt's filter when it has this model's m items and is narrow
+// (ItemFilter::narrow_items): so few that scoring and gathering just them
+// beats a pass over every item. Null otherwise.
+const std::vector<int32_t>* NarrowItems(const RankOptions& opt, int32_t m) {
+  return opt.filter != nullptr && opt.filter->num_items() == m
+             ? opt.filter->narrow_items()
+             : nullptr;
 }
 
 void RatedProbabilities(const Model& model, const VisibleSet& v, float* out,
@@ -328,7 +330,7 @@ Ranker::Ranker(const Model& model, int32_t user, const VisibleSet& v,
     // logits; the others are never ranked.
     if (opt.rated_logits != nullptr) {
       std::copy(opt.rated_logits, opt.rated_logits + m_, p_rated_.begin());
-    } else if (!FewAllowed(opt, m_) ||
+    } else if (NarrowItems(opt, m_) == nullptr ||
                !ServingRatedLogitsOf(model, v, *opt.filter, p_rated_.data(),
                                      scratch)) {
       ServingRatedLogits(model, v, p_rated_.data(), scratch);
@@ -341,16 +343,21 @@ Ranker::Ranker(const Model& model, int32_t user, const VisibleSet& v,
     // scores.
   }
   RankValues(model, opt, &scratch->values);
-  excluded_.assign(static_cast<size_t>(m_), 0);
-  for (const int32_t idx : excluded_items) {
-    if (idx >= 0 && idx < m_) excluded_[static_cast<size_t>(idx)] = 1;
-  }
-  if (opt.filter != nullptr && opt.filter->num_items() == m_) {
+  // excluded_[i] = 1 for the items the filter disallows and the excluded
+  // ones. A narrow filter's mask is all ones with its few items cleared.
+  const std::vector<int32_t>* narrow = NarrowItems(opt, m_);
+  excluded_.assign(static_cast<size_t>(m_), narrow != nullptr ? 1 : 0);
+  if (narrow != nullptr) {
+    for (const int32_t i : *narrow) excluded_[static_cast<size_t>(i)] = 0;
+  } else if (opt.filter != nullptr && opt.filter->num_items() == m_) {
     opt.filter->MarkDisallowed(excluded_.data());
   } else if (opt.filter != nullptr) {
     for (int32_t i = 0; i < m_; ++i) {
       if (!opt.filter->Allowed(i)) excluded_[static_cast<size_t>(i)] = 1;
     }
+  }
+  for (const int32_t idx : excluded_items) {
+    if (idx >= 0 && idx < m_) excluded_[static_cast<size_t>(idx)] = 1;
   }
 }
 
@@ -361,10 +368,7 @@ void Ranker::RatedAtLeastCandidates() {
   std::vector<Scored>& cand = scratch_->cand;
   cand.clear();
   gathered_ = -std::numeric_limits<float>::infinity();
-  const std::vector<int32_t>* narrow =
-      opt_.filter != nullptr && opt_.filter->num_items() == m_
-          ? opt_.filter->narrow_items()
-          : nullptr;
+  const std::vector<int32_t>* narrow = NarrowItems(opt_, m_);
   if (narrow != nullptr) {
     // A narrow filter: its few items, all gathered.
     for (const int32_t i : *narrow) {
