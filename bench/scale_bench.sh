@@ -330,7 +330,10 @@ writer_pid=$!
 pids+=("$writer_pid")
 for _ in $(seq 100); do [ -s "$tmp/acks.tsv" ] && break; sleep 0.1; done
 [ -s "$tmp/acks.tsv" ] || { echo "scale_bench: the writer acknowledged nothing:" >&2; cat "$tmp/writer.out" "$tmp/writer.err" >&2; exit 1; }
-cli "$proxy" train --epochs 100000 --validation-fraction 0 >"$tmp/train-long.out" 2>&1 &
+# Without validation the trainer stops once the training RMSE levels off;
+# 20 Gibbs steps per update make each epoch long enough that the Train
+# outlives the kill below (checked there).
+cli "$proxy" train --epochs 100000 --validation-fraction 0 --cd-steps 20 >"$tmp/train-long.out" 2>&1 &
 train_pid=$!
 pids+=("$train_pid")
 running=no
@@ -340,6 +343,8 @@ for _ in $(seq 100); do
 done
 [ "$running" = yes ] || { echo "scale_bench: the leader is not training:" >&2; cat "$tmp/train-long.out" >&2; exit 1; }
 sleep 1
+[ "$(gauge "$leader" rbmrec_training_running)" = 1 ] ||
+  { echo "scale_bench: the Train ended before the kill:" >&2; cat "$tmp/train-long.out" >&2; exit 1; }
 acks_before=$(wc -l <"$tmp/acks.tsv")
 t_kill=$(now_ms)
 kill -KILL "${pid[$leader]}"
