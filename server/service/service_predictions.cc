@@ -122,9 +122,8 @@ absl::StatusOr<v1::PredictRatingsResponse> RbmrecService::PredictRatings(
   }
   model.PredictWith(user->model_user, v, member_x, query, *method, probs.data(),
                     &fallback, &scratch->model);
-  const std::vector<std::string> titles =
-      caches_->Titles(std::vector<std::string>(request.item_ids().begin(),
-                                               request.item_ids().end()));
+  std::vector<std::string> titles = caches_->Titles(std::vector<std::string>(
+      request.item_ids().begin(), request.item_ids().end()));
 
   v1::PredictRatingsResponse resp;
   resp.set_model_version(served->version);
@@ -147,7 +146,7 @@ absl::StatusOr<v1::PredictRatingsResponse> RbmrecService::PredictRatings(
     for (int k = 0; k < K; ++k) out->add_probabilities(p[k]);
     out->set_expected_rating(model.Expectation(p));
     out->set_fallback(is_fallback);
-    out->set_title(titles[static_cast<size_t>(i)]);
+    out->set_title(std::move(titles[static_cast<size_t>(i)]));
   }
   return resp;
 }
@@ -235,7 +234,7 @@ v1::RecommendResponse RbmrecService::RespondRecommend(
   std::vector<std::string> ids;
   ids.reserve(ranked.size());
   for (const Ranked& r : ranked) ids.push_back(model.items().Name(r.item));
-  const std::vector<std::string> titles = caches_->Titles(ids);
+  std::vector<std::string> titles = caches_->Titles(ids);
   v1::RecommendResponse resp;
   resp.set_model_version(served.version);
   resp.set_rank_by(prep.plan.rank_by);
@@ -246,8 +245,8 @@ v1::RecommendResponse RbmrecService::RespondRecommend(
                                  : v1::FALLBACK_NONE);
   for (size_t r = 0; r < ranked.size(); ++r) {
     v1::Recommendation* rec = resp.add_recommendations();
-    rec->set_item_id(ids[r]);
-    rec->set_title(titles[r]);
+    rec->set_item_id(std::move(ids[r]));  // moved: no copy per string
+    rec->set_title(std::move(titles[r]));
     rec->set_expected_rating(ranked[r].expected);
     if (UsesThreshold(ro.by)) {
       rec->set_probability_at_least(ranked[r].at_least);

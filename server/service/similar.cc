@@ -184,13 +184,13 @@ absl::StatusOr<v1::SimilarItemsResponse> AnswerSimilar(
   std::vector<std::string> ids;
   ids.reserve(found->size());
   for (const SimilarItem& s : *found) ids.push_back(model.items().Name(s.item));
-  const std::vector<std::string> names = caches.Titles(ids);
+  std::vector<std::string> names = caches.Titles(ids);
   v1::SimilarItemsResponse resp;
   resp.set_model_version(version);
   for (size_t r = 0; r < found->size(); ++r) {
     v1::SimilarItem* out = resp.add_items();
-    out->set_item_id(ids[r]);
-    out->set_title(names[r]);
+    out->set_item_id(std::move(ids[r]));  // moved: no copy per string
+    out->set_title(std::move(names[r]));
     out->set_score((*found)[r].score);
     out->set_rank(static_cast<int32_t>(r + 1));
   }
