@@ -359,7 +359,13 @@ class Slot {
         ch_.stub->async()->PredictRatings(ctx_.get(), &predict_, &predict_resp_,
                                           on_done);
         break;
-      case kRecommend:
+      case kRecommend: {
+        // The fixed part's bytes, then this call's user_id field.
+        grpc::Slice parts[2] = {
+            grpc::Slice(recommend_fixed_.data(), recommend_fixed_.size(),
+                        grpc::Slice::STATIC_SLICE),
+            grpc::Slice(UserOnly(recommend_.user_id()).SerializeAsString())};
+        recommend_buf_ = grpc::ByteBuffer(parts, 2);
         ch_.generic->UnaryCall(
             ctx_.get(), recommend_method_, grpc::StubOptions(), &recommend_buf_,
             &recommend_resp_buf_, [this, on_done](grpc::Status status) {
@@ -375,6 +381,7 @@ class Slot {
               on_done(status);
             });
         break;
+      }
       case kHealth:
         ch_.health->async()->Check(ctx_.get(), &health_, &health_resp_,
                                    on_done);
@@ -418,16 +425,9 @@ class Slot {
         }
         break;
       }
-      case kRecommend: {
-        const std::string& user = w_.users[pick_user_(rng_)];
-        recommend_.set_user_id(user);
-        grpc::Slice parts[2] = {
-            grpc::Slice(recommend_fixed_.data(), recommend_fixed_.size(),
-                        grpc::Slice::STATIC_SLICE),
-            grpc::Slice(UserOnly(user).SerializeAsString())};
-        recommend_buf_ = grpc::ByteBuffer(parts, 2);
+      case kRecommend:
+        recommend_.set_user_id(w_.users[pick_user_(rng_)]);
         break;
-      }
       case kSimilar:
         similar_.Clear();
         similar_.add_item_ids(w_.items[pick_item_(rng_)]);

@@ -324,13 +324,14 @@ Ranker::Ranker(const Model& model, int32_t user, const VisibleSet& v,
       m_(model.num_items()),
       p_rated_(scratch->p_rated),
       excluded_(scratch->excluded) {
+  const std::vector<int32_t>* narrow = NarrowItems(opt, m_);
   if (NeedsRatedRbm(opt.by)) {
     p_rated_.resize(static_cast<size_t>(m_));
     // A narrow filter (e.g. a candidate set): only the allowed items'
     // logits; the others are never ranked.
     if (opt.rated_logits != nullptr) {
       std::copy(opt.rated_logits, opt.rated_logits + m_, p_rated_.begin());
-    } else if (NarrowItems(opt, m_) == nullptr ||
+    } else if (narrow == nullptr ||
                !ServingRatedLogitsOf(model, v, *opt.filter, p_rated_.data(),
                                      scratch)) {
       ServingRatedLogits(model, v, p_rated_.data(), scratch);
@@ -345,7 +346,6 @@ Ranker::Ranker(const Model& model, int32_t user, const VisibleSet& v,
   RankValues(model, opt, &scratch->values);
   // excluded_[i] = 1 for the items the filter disallows and the excluded
   // ones. A narrow filter's mask is all ones with its few items cleared.
-  const std::vector<int32_t>* narrow = NarrowItems(opt, m_);
   excluded_.assign(static_cast<size_t>(m_), narrow != nullptr ? 1 : 0);
   if (narrow != nullptr) {
     for (const int32_t i : *narrow) excluded_[static_cast<size_t>(i)] = 0;
