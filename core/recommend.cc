@@ -246,9 +246,9 @@ class Ranker {
       case RankBy::kAtLeast:
         return AtLeast(p);
       case RankBy::kRated:
-        return p_rated_[static_cast<size_t>(i)];
+        return p_rated_[i];
       case RankBy::kRatedAtLeast:
-        return p_rated_[static_cast<size_t>(i)] * AtLeast(p);
+        return p_rated_[i] * AtLeast(p);
     }
     return 0.0f;
   }
@@ -287,8 +287,7 @@ class Ranker {
   // rest first when `upto` passes the sorted ones.
   void OrderUpto(size_t upto);
   bool Eligible(int32_t i) const {
-    return !excluded_[static_cast<size_t>(i)] &&
-           std::isfinite(p_rated_[static_cast<size_t>(i)]);
+    return !excluded_[static_cast<size_t>(i)] && std::isfinite(p_rated_[i]);
   }
 
   // Only the first few dozen of kRatedAtLeast's candidates are usually
@@ -304,7 +303,9 @@ class Ranker {
   ScoringScratch* const scratch_;
   const int K_;
   const int32_t m_;
-  std::vector<float>& p_rated_;
+  // p(rated) of every item (logits for kRatedAtLeast): opt.rated_logits
+  // when given (kRatedAtLeast reads them in place), else the scratch's.
+  const float* p_rated_ = nullptr;
   std::vector<uint8_t>& excluded_;
   // kRatedAtLeast's search state (RatedAtLeastCandidates, OrderUpto).
   float cut_ = -std::numeric_limits<float>::infinity();
@@ -322,22 +323,27 @@ Ranker::Ranker(const Model& model, int32_t user, const VisibleSet& v,
       scratch_(scratch),
       K_(model.K()),
       m_(model.num_items()),
-      p_rated_(scratch->p_rated),
       excluded_(scratch->excluded) {
   const std::vector<int32_t>* narrow = NarrowItems(opt, m_);
   if (NeedsRatedRbm(opt.by)) {
-    p_rated_.resize(static_cast<size_t>(m_));
-    // A narrow filter (e.g. a candidate set): only the allowed items'
-    // logits; the others are never ranked.
-    if (opt.rated_logits != nullptr) {
-      std::copy(opt.rated_logits, opt.rated_logits + m_, p_rated_.begin());
-    } else if (narrow == nullptr ||
-               !ServingRatedLogitsOf(model, v, *opt.filter, p_rated_.data(),
-                                     scratch)) {
-      ServingRatedLogits(model, v, p_rated_.data(), scratch);
-    }
-    if (opt.by == RankBy::kRated) {
-      for (float& x : p_rated_) x = StableSigmoid(x);
+    std::vector<float>& own = scratch->p_rated;
+    if (opt.rated_logits != nullptr && opt.by == RankBy::kRatedAtLeast) {
+      p_rated_ = opt.rated_logits;
+    } else {
+      own.resize(static_cast<size_t>(m_));
+      // A narrow filter (e.g. a candidate set): only the allowed items'
+      // logits; the others are never ranked.
+      if (opt.rated_logits != nullptr) {
+        std::copy(opt.rated_logits, opt.rated_logits + m_, own.begin());
+      } else if (narrow == nullptr ||
+                 !ServingRatedLogitsOf(model, v, *opt.filter, own.data(),
+                                       scratch)) {
+        ServingRatedLogits(model, v, own.data(), scratch);
+      }
+      if (opt.by == RankBy::kRated) {
+        for (float& x : own) x = StableSigmoid(x);
+      }
+      p_rated_ = own.data();
     }
     // kRatedAtLeast keeps the logits: the bounded search orders by them
     // (the sigmoid is monotone) and takes the sigmoid of the few items it
@@ -372,7 +378,7 @@ void Ranker::RatedAtLeastCandidates() {
   if (narrow != nullptr) {
     // A narrow filter: its few items, all gathered.
     for (const int32_t i : *narrow) {
-      if (Eligible(i)) cand.emplace_back(p_rated_[static_cast<size_t>(i)], i);
+      if (Eligible(i)) cand.emplace_back(p_rated_[i], i);
     }
   } else if (m_ > static_cast<int32_t>(4 * kFirst)) {
     // Only the items at or above a threshold estimated from a strided
@@ -386,7 +392,7 @@ void Ranker::RatedAtLeastCandidates() {
     const int32_t stride = m_ / kSample;
     for (int32_t j = 0; j < kSample; ++j) {
       const int32_t i = j * stride;
-      if (Eligible(i)) sample[n_sample++] = p_rated_[static_cast<size_t>(i)];
+      if (Eligible(i)) sample[n_sample++] = p_rated_[i];
     }
     // The eligible items, estimated from the sample's share of them.
     const size_t eligible = n_sample * static_cast<size_t>(m_) / kSample;
@@ -429,7 +435,7 @@ void Ranker::RatedAtLeastCandidates() {
 
 void Ranker::Gather(float t, bool at_least) {
   std::vector<Scored>& cand = scratch_->cand;
-  const float* logits = p_rated_.data();
+  const float* logits = p_rated_;
   const uint8_t* excluded = excluded_.data();
   auto add = [&](int32_t i) {
     const float logit = logits[i];
@@ -532,7 +538,7 @@ std::vector<Ranked> Ranker::RankRatedAtLeast() {
       if (!Sane(p)) continue;  // never hand out NaN
       Ranked x;
       x.item = query[r];
-      x.p_rated = StableSigmoid(p_rated_[static_cast<size_t>(x.item)]);
+      x.p_rated = StableSigmoid(p_rated_[x.item]);
       x.at_least = AtLeast(p);
       x.score = x.p_rated * x.at_least;
       x.expected = model_.Expectation(p);
@@ -573,8 +579,7 @@ std::vector<Ranked> Ranker::RankRated() {
     ExactFirstScores(&first);
   } else {
     for (int32_t i = 0; i < m_; ++i) {
-      first[static_cast<size_t>(i)] =
-          model_.Trained(i) ? p_rated_[static_cast<size_t>(i)] : NAN;
+      first[static_cast<size_t>(i)] = model_.Trained(i) ? p_rated_[i] : NAN;
     }
   }
   return RankFromFirstScores(first);
@@ -646,8 +651,7 @@ std::vector<Ranked> Ranker::RankFromFirstScores(
     x.score = ranked[r].first;
     x.expected = model_.Expectation(p);
     if (UsesThreshold(opt_.by)) x.at_least = AtLeast(p);
-    if (NeedsRatedRbm(opt_.by))
-      x.p_rated = p_rated_[static_cast<size_t>(x.item)];
+    if (NeedsRatedRbm(opt_.by)) x.p_rated = p_rated_[x.item];
     out.push_back(x);
   }
   return out;
