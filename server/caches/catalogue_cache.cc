@@ -35,8 +35,14 @@ std::shared_ptr<const Catalogue> CatalogueCache::For(
     const std::shared_ptr<const Model>& model) {
   bool stale = false;
   {
-    absl::MutexLock lock(&mu_);
+    // The common case, read under a shared lock: the catalogue of this
+    // model and these rows is built.
+    absl::ReaderMutexLock lock(&mu_);
     stale = stale_;
+    if (!stale && built_ != nullptr && built_gen_ == rows_gen_ &&
+        built_model_.lock() == model) {
+      return built_;
+    }
   }
   if (stale) (void)Reload();  // best effort: an empty catalogue on error
   std::shared_ptr<const Rows> rows;

@@ -67,7 +67,7 @@ std::vector<std::string> ReadCaches::Titles(
   std::vector<size_t> missing_pos;
   uint64_t gen = 0;
   {
-    absl::MutexLock lock(&mu_);
+    absl::ReaderMutexLock lock(&titles_mu_);
     for (size_t i = 0; i < ids.size(); ++i) {
       auto it = titles_.find(ids[i]);
       if (it != titles_.end()) {
@@ -82,7 +82,7 @@ std::vector<std::string> ReadCaches::Titles(
   if (missing.empty()) return out;
   absl::StatusOr<std::vector<std::string>> got = store_->GetTitles(missing);
   if (!got.ok()) return out;  // titles are best effort
-  absl::MutexLock lock(&mu_);
+  absl::MutexLock lock(&titles_mu_);
   const bool fresh = titles_gen_ == gen;
   if (fresh && titles_.size() + missing.size() > kMaxTitles) titles_.clear();
   for (size_t j = 0; j < missing.size(); ++j) {
@@ -103,7 +103,7 @@ void ReadCaches::InvalidateUsers(const std::vector<std::string>& users) {
 
 void ReadCaches::InvalidateTitles(const std::vector<std::string>& items) {
   {
-    absl::MutexLock lock(&mu_);
+    absl::MutexLock lock(&titles_mu_);
     ++titles_gen_;
     for (const std::string& i : items) titles_.erase(i);
   }
@@ -112,11 +112,14 @@ void ReadCaches::InvalidateTitles(const std::vector<std::string>& items) {
 
 void ReadCaches::InvalidateAll() {
   (void)catalogue_.Reload();
-  absl::MutexLock lock(&mu_);
-  ++ratings_gen_;
+  {
+    absl::MutexLock lock(&mu_);
+    ++ratings_gen_;
+    users_.Clear();
+    resolved_.Clear();
+  }
+  absl::MutexLock lock(&titles_mu_);
   ++titles_gen_;
-  users_.Clear();
-  resolved_.Clear();
   titles_.clear();
 }
 
@@ -126,7 +129,7 @@ int ReadCaches::DefaultThreshold(const std::shared_ptr<const Model>& model) {
            !model.owner_before(threshold_model_);
   };
   {
-    absl::MutexLock lock(&mu_);
+    absl::ReaderMutexLock lock(&mu_);
     if (same()) return threshold_k0_;
   }
   const int k0 = DefaultThresholdIndex(*model);  // no lock held

@@ -168,9 +168,14 @@ class ReadCaches {
       ABSL_GUARDED_BY(mu_);
   BoundedCache<std::shared_ptr<const ResolvedRatings>, &internal::CacheBytes>
       resolved_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<std::string, std::string> titles_ ABSL_GUARDED_BY(mu_);
   uint64_t ratings_gen_ ABSL_GUARDED_BY(mu_) = 0;
-  uint64_t titles_gen_ ABSL_GUARDED_BY(mu_) = 0;
+  // Titles have their own lock, taken shared by lookups: every answer's
+  // titles are read under it, so a reader preempted while holding it never
+  // holds up another reader (or the user caches' lock).
+  mutable absl::Mutex titles_mu_;
+  absl::flat_hash_map<std::string, std::string> titles_
+      ABSL_GUARDED_BY(titles_mu_);
+  uint64_t titles_gen_ ABSL_GUARDED_BY(titles_mu_) = 0;
   // The model DefaultThreshold last computed for, and its answer.
   std::weak_ptr<const Model> threshold_model_ ABSL_GUARDED_BY(mu_);
   int threshold_k0_ ABSL_GUARDED_BY(mu_) = 0;

@@ -60,6 +60,16 @@ void SimilarIndexCache::MaybeBuildListsLocked(
 absl::StatusOr<SimilarIndex> SimilarIndexCache::For(
     const std::shared_ptr<const Model>& model) {
   {
+    // The common case under a shared lock: the newest entry, lists built.
+    absl::ReaderMutexLock lock(&mu_);
+    if (!entries_.empty()) {
+      const Entry& e = entries_.front();
+      if (e.key == model.get() && e.lists != nullptr && !e.model.expired()) {
+        return SimilarIndex{e.index, e.lists};
+      }
+    }
+  }
+  {
     absl::MutexLock lock(&mu_);
     for (size_t i = 0; i < entries_.size(); ++i) {
       if (entries_[i].key == model.get() && !entries_[i].model.expired()) {
