@@ -44,7 +44,7 @@
 #   CSV file; passes adding up to half a load run) in users/s against the
 #   QPS of (d)'s Recommend load run again right before it, per round
 #   (target: median ratio >= 2x), and 20 sampled users' lists against their
-#   Recommend. ~6 min.
+#   Recommend. ~7 min.
 # Starts its own servers on free ports with temporary databases and removes
 # them on exit. Data is read from ../shared/data/movielens/ml-100k (ml-1m
 # with --ml1m; relative to the repository root; never copied into the
