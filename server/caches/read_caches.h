@@ -19,9 +19,11 @@
 // what it read only if no write happened since it started reading, so the
 // caches never hold stale data.
 //
-// Blocking: the one mutex guards only in-memory maps; it is never held
-// across a store call, so a serving thread waits at most for another
-// thread's map operation, never behind a store operation.
+// Blocking: two mutexes (the user caches', the titles') guard only
+// in-memory maps, never one inside the other; neither is held across a
+// store call, so a serving thread waits at most for another thread's map
+// operation, never behind a store operation. Title lookups take theirs
+// shared, so they never wait for one another, only for a title write.
 //
 // Thread-safe.
 
@@ -169,9 +171,9 @@ class ReadCaches {
   BoundedCache<std::shared_ptr<const ResolvedRatings>, &internal::CacheBytes>
       resolved_ ABSL_GUARDED_BY(mu_);
   uint64_t ratings_gen_ ABSL_GUARDED_BY(mu_) = 0;
-  // Titles have their own lock, taken shared by lookups: every answer's
-  // titles are read under it, so a reader preempted while holding it never
-  // holds up another reader (or the user caches' lock).
+  // Titles have their own lock, taken shared by lookups (every answer
+  // reads its titles), apart from the user caches' lock that every
+  // Resolve takes exclusively.
   mutable absl::Mutex titles_mu_;
   absl::flat_hash_map<std::string, std::string> titles_
       ABSL_GUARDED_BY(titles_mu_);
