@@ -31,28 +31,34 @@ absl::Status CatalogueCache::Reload() {
   return absl::OkStatus();
 }
 
+std::shared_ptr<const Catalogue> CatalogueCache::BuiltFor(
+    const std::shared_ptr<const Model>& model) const {
+  if (built_ != nullptr && built_gen_ == rows_gen_ &&
+      built_model_.lock() == model) {
+    return built_;
+  }
+  return nullptr;
+}
+
 std::shared_ptr<const Catalogue> CatalogueCache::For(
     const std::shared_ptr<const Model>& model) {
   bool stale = false;
   {
-    // The common case, read under a shared lock: the catalogue of this
-    // model and these rows is built.
+    // The common case: the catalogue of this model and these rows is built.
     absl::ReaderMutexLock lock(&mu_);
     stale = stale_;
-    if (!stale && built_ != nullptr && built_gen_ == rows_gen_ &&
-        built_model_.lock() == model) {
-      return built_;
+    if (!stale) {
+      if (std::shared_ptr<const Catalogue> built = BuiltFor(model)) {
+        return built;
+      }
     }
   }
   if (stale) (void)Reload();  // best effort: an empty catalogue on error
   std::shared_ptr<const Rows> rows;
   uint64_t gen = 0;
   {
-    absl::MutexLock lock(&mu_);
-    if (built_ != nullptr && built_gen_ == rows_gen_ &&
-        built_model_.lock() == model) {
-      return built_;
-    }
+    absl::ReaderMutexLock lock(&mu_);
+    if (std::shared_ptr<const Catalogue> built = BuiltFor(model)) return built;
     rows = rows_;
     gen = rows_gen_;
   }

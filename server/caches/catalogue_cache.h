@@ -44,6 +44,10 @@ class CatalogueCache {
 
  private:
   using Rows = std::vector<CatalogueEntry>;
+  // built_ when it is `model`'s catalogue of the current rows, else null.
+  std::shared_ptr<const Catalogue> BuiltFor(
+      const std::shared_ptr<const Model>& model) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
   const store::Store* const store_;
   mutable absl::Mutex mu_;
   std::shared_ptr<const Rows> rows_ ABSL_GUARDED_BY(mu_);
