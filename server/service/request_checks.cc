@@ -31,7 +31,7 @@ std::string Truncated(const std::string& id) {
 }
 
 // Empty when the id is valid, else why not ("user_id is empty").
-std::string IdProblem(const std::string& id, absl::string_view field) {
+std::string IdProblem(std::string_view id, absl::string_view field) {
   if (id.empty()) return absl::StrCat(field, " is empty");
   if (id.size() > kMaxIdBytes) {
     return absl::StrCat(field, " is ", id.size(), " bytes long (limit ",

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -53,7 +54,7 @@ std::string Truncated(const std::string& id);
 // (store/checks.h). Messages: "user_id is empty", "user_id is 300 bytes
 // long (limit 256)", "user_id contains the bidirectional formatting
 // character U+202E at byte 3", "user_id contains invalid UTF-8 at byte 0".
-std::string IdProblem(const std::string& id, absl::string_view field);
+std::string IdProblem(std::string_view id, absl::string_view field);
 // "" when `text` (a title, an attribute key or value) passes
 // TextRules::kTitle (core/utf8.h): well-formed UTF-8 without control
 // characters, line or paragraph separators or bidirectional formatting

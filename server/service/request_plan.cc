@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "server/service/request_checks.h"
@@ -21,15 +23,15 @@ absl::Status CheckOptionalUser(const std::string& user_id) {
 }
 
 // The ids of one of Recommend's item lists: at most `limit`, each valid.
-absl::Status CheckIdList(
-    const google::protobuf::RepeatedPtrField<std::string>& ids,
-    const char* field, int limit) {
-  if (ids.size() > limit) {
-    return OverLimit(absl::StrCat("the number of ", field), ids.size(), limit,
+absl::Status CheckIdList(const std::vector<std::string_view>& ids,
+                         const char* field, int limit) {
+  if (ids.size() > static_cast<size_t>(limit)) {
+    return OverLimit(absl::StrCat("the number of ", field),
+                     static_cast<int64_t>(ids.size()), limit,
                      "--max-filter-items");
   }
-  for (int i = 0; i < ids.size(); ++i) {
-    if (std::string why = IdProblem(ids.Get(i), "item_id"); !why.empty()) {
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (std::string why = IdProblem(ids[i], "item_id"); !why.empty()) {
       return absl::InvalidArgumentError(
           absl::StrCat(field, "[", i, "]: ", why));
     }
@@ -39,19 +41,28 @@ absl::Status CheckIdList(
 
 // Recommend's filters: list lengths and entries.
 absl::Status CheckFilters(const v1::RecommendRequest& request,
+                          const RecommendIdLists& ids,
                           const RequestLimits& limits) {
   if (absl::Status s = CheckCategories(request.categories(),
                                        request.required_categories(), limits);
       !s.ok()) {
     return s;
   }
-  if (absl::Status s = CheckIdList(request.exclude_item_ids(),
-                                   "exclude_item_ids", limits.max_filter_items);
+  if (absl::Status s =
+          CheckIdList(ids.exclude, "exclude_item_ids", limits.max_filter_items);
       !s.ok()) {
     return s;
   }
-  return CheckIdList(request.candidate_item_ids(), "candidate_item_ids",
+  return CheckIdList(ids.candidates, "candidate_item_ids",
                      limits.max_filter_items);
+}
+
+std::vector<std::string_view> Views(
+    const google::protobuf::RepeatedPtrField<std::string>& ids) {
+  std::vector<std::string_view> out;
+  out.reserve(static_cast<size_t>(ids.size()));
+  for (const std::string& id : ids) out.emplace_back(id);
+  return out;
 }
 
 }  // namespace
@@ -126,9 +137,22 @@ absl::StatusOr<PredictMethod> CheckPredict(
   return *method;
 }
 
+RecommendIdLists IdListsOf(const v1::RecommendRequest& request) {
+  RecommendIdLists ids;
+  ids.exclude = Views(request.exclude_item_ids());
+  ids.candidates = Views(request.candidate_item_ids());
+  return ids;
+}
+
 absl::StatusOr<RecommendCheck> CheckRecommend(
     const v1::RecommendRequest& request, const RequestLimits& limits,
     const RatingScale& scale) {
+  return CheckRecommend(request, IdListsOf(request), limits, scale);
+}
+
+absl::StatusOr<RecommendCheck> CheckRecommend(
+    const v1::RecommendRequest& request, const RecommendIdLists& ids,
+    const RequestLimits& limits, const RatingScale& scale) {
   RecommendCheck out;
   out.n = request.n();
   if (out.n < 0) {
@@ -148,7 +172,7 @@ absl::StatusOr<RecommendCheck> CheckRecommend(
     return OverLimit("offset + n", static_cast<int64_t>(out.offset) + out.n,
                      limits.max_recommend_n, "--max-recommend-n");
   }
-  if (absl::Status s = CheckFilters(request, limits); !s.ok()) return s;
+  if (absl::Status s = CheckFilters(request, ids, limits); !s.ok()) return s;
   absl::StatusOr<PredictMethod> method = ToMethod(request.method());
   if (!method.ok()) return method.status();
   out.method = *method;
@@ -178,13 +202,14 @@ bool SharesPasses(v1::RankBy rank_by) {
          rank_by != v1::PROBABILITY_RATED_AT_LEAST;
 }
 
-FilterSpec ToFilterSpec(const v1::RecommendRequest& request, const Model& model,
+FilterSpec ToFilterSpec(const v1::RecommendRequest& request,
+                        const RecommendIdLists& ids, const Model& model,
                         const std::vector<int32_t>& rated) {
-  FilterSpec spec = CategoryAndExclusionSpec(request, model, rated);
-  spec.use_candidates = request.candidate_item_ids_size() > 0;
-  spec.candidates.reserve(
-      static_cast<size_t>(request.candidate_item_ids_size()));
-  for (const std::string& id : request.candidate_item_ids()) {
+  FilterSpec spec =
+      CategoryAndExclusionSpec(request, ids.exclude, model, rated);
+  spec.use_candidates = !ids.candidates.empty();
+  spec.candidates.reserve(ids.candidates.size());
+  for (const std::string_view id : ids.candidates) {
     spec.candidates.push_back(model.items().Find(id));
   }
   return spec;

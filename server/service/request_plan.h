@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/functional/function_ref.h"
@@ -87,6 +88,18 @@ absl::StatusOr<PredictMethod> CheckPredict(
     const v1::PredictRatingsRequest& request, const RequestLimits& limits,
     const RatingScale& scale);
 
+// Recommend's two id lists, exclude_item_ids and candidate_item_ids, as
+// views: of the request's own strings (IdListsOf), or of the bytes of a
+// request the gRPC layer reads without copying its ids into strings
+// (server/transport/recommend_wire.h). Every Recommend function below that
+// takes one reads the lists from it, never from the request. REQUIRES: the
+// viewed bytes outlive every use.
+struct RecommendIdLists {
+  std::vector<std::string_view> exclude;
+  std::vector<std::string_view> candidates;
+};
+RecommendIdLists IdListsOf(const v1::RecommendRequest& request);
+
 // A Recommend request checked without a model: n resolved (0 = min(10,
 // max_recommend_n); < 0 INVALID_ARGUMENT; over max_recommend_n
 // LIMIT_EXCEEDED), offset >= 0 and offset + n within max_recommend_n
@@ -100,6 +113,10 @@ struct RecommendCheck {
   int offset = 0;
   PredictMethod method = PredictMethod::kExact;
 };
+absl::StatusOr<RecommendCheck> CheckRecommend(
+    const v1::RecommendRequest& request, const RecommendIdLists& ids,
+    const RequestLimits& limits, const RatingScale& scale);
+// The same with the request's own lists (IdListsOf).
 absl::StatusOr<RecommendCheck> CheckRecommend(
     const v1::RecommendRequest& request, const RequestLimits& limits,
     const RatingScale& scale);
@@ -116,9 +133,11 @@ bool SharesPasses(v1::RankBy rank_by);
 
 // The filter conditions Recommend and SimilarItems share: the request's
 // categories (any-of) and required_categories (all-of), and as exclusions
-// `rated` (model indices) and the request's exclude_item_ids.
-template <typename Request>
-FilterSpec CategoryAndExclusionSpec(const Request& request, const Model& model,
+// `rated` (model indices) and `exclude` (ids; e.g. the request's
+// exclude_item_ids).
+template <typename Request, typename Ids>
+FilterSpec CategoryAndExclusionSpec(const Request& request, const Ids& exclude,
+                                    const Model& model,
                                     const std::vector<int32_t>& rated) {
   FilterSpec spec;
   spec.any_categories.assign(request.categories().begin(),
@@ -126,15 +145,18 @@ FilterSpec CategoryAndExclusionSpec(const Request& request, const Model& model,
   spec.all_categories.assign(request.required_categories().begin(),
                              request.required_categories().end());
   spec.exclude = rated;
-  for (const std::string& id : request.exclude_item_ids()) {
+  spec.exclude.reserve(rated.size() + static_cast<size_t>(exclude.size()));
+  for (const auto& id : exclude) {
     spec.exclude.push_back(model.items().Find(id));
   }
   return spec;
 }
 
-// The request's filters in `model`'s indices, over `rated` (the user's
-// rated items, excluded too). Unknown ids are ignored.
-FilterSpec ToFilterSpec(const v1::RecommendRequest& request, const Model& model,
+// The request's filters in `model`'s indices (the id lists from `ids`),
+// over `rated` (the user's rated items, excluded too). Unknown ids are
+// ignored.
+FilterSpec ToFilterSpec(const v1::RecommendRequest& request,
+                        const RecommendIdLists& ids, const Model& model,
                         const std::vector<int32_t>& rated);
 
 // A Recommend request made into core's RankOptions for `model`.

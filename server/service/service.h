@@ -184,6 +184,13 @@ class RbmrecService {
   // NOT_FOUND; PredictRatings keeps NOT_FOUND.
   absl::StatusOr<v1::RecommendResponse> Recommend(
       const v1::RecommendRequest& request);
+  // The same with the id lists (exclude_item_ids, candidate_item_ids) from
+  // `ids` instead of the request's own fields, which are not read: for a
+  // request whose ids the gRPC layer views in its wire bytes
+  // (server/transport/recommend_wire.h). REQUIRES: the views outlive the
+  // call.
+  absl::StatusOr<v1::RecommendResponse> Recommend(
+      const v1::RecommendRequest& request, const RecommendIdLists& ids);
   // SimilarItems (see rbmrec.proto and server/service/similar.h).
   absl::StatusOr<v1::SimilarItemsResponse> SimilarItems(
       const v1::SimilarItemsRequest& request);
@@ -246,8 +253,8 @@ class RbmrecService {
   const RequestLimits& Limits() const { return options_.limits; }
   // Recommend after its checks, with the model snapshot `served`.
   absl::StatusOr<v1::RecommendResponse> RecommendServed(
-      const v1::RecommendRequest& request, const RecommendCheck& checked,
-      const Served& served);
+      const v1::RecommendRequest& request, const RecommendIdLists& ids,
+      const RecommendCheck& checked, const Served& served);
   // RecommendServed of each request (RecommendAll's users, the same
   // template), in order: the same answers bit for bit, the users' all-item
   // passes over W shared kMaxScoreBatch users at a time (RatedLogitsBatch,
@@ -259,6 +266,7 @@ class RbmrecService {
   // (service_predictions.cc): Prepare, Rank, Respond make RecommendServed.
   struct PreparedRecommend;
   absl::Status PrepareRecommend(const v1::RecommendRequest& request,
+                                const RecommendIdLists& ids,
                                 const RecommendCheck& checked,
                                 const Served& served, PreparedRecommend* out);
   // The ranking of `prep` (rated_logits, mean_field_scores: RankOptions').

@@ -153,12 +153,17 @@ absl::StatusOr<v1::PredictRatingsResponse> RbmrecService::PredictRatings(
 
 absl::StatusOr<v1::RecommendResponse> RbmrecService::Recommend(
     const v1::RecommendRequest& request) {
+  return Recommend(request, IdListsOf(request));
+}
+
+absl::StatusOr<v1::RecommendResponse> RbmrecService::Recommend(
+    const v1::RecommendRequest& request, const RecommendIdLists& ids) {
   absl::StatusOr<RecommendCheck> checked =
-      CheckRecommend(request, Limits(), options_.scale);
+      CheckRecommend(request, ids, Limits(), options_.scale);
   if (!checked.ok()) return checked.status();
   absl::StatusOr<Served> served = registry_->Get(request.model_version());
   if (!served.ok()) return served.status();
-  return RecommendServed(request, *checked, *served);
+  return RecommendServed(request, ids, *checked, *served);
 }
 
 struct RbmrecService::PreparedRecommend {
@@ -173,8 +178,9 @@ struct RbmrecService::PreparedRecommend {
 };
 
 absl::Status RbmrecService::PrepareRecommend(
-    const v1::RecommendRequest& request, const RecommendCheck& checked,
-    const Served& served, PreparedRecommend* out) {
+    const v1::RecommendRequest& request, const RecommendIdLists& ids,
+    const RecommendCheck& checked, const Served& served,
+    PreparedRecommend* out) {
   const Model& model = *served.model;
   absl::StatusOr<RankPlan> plan = ToRankOptions(
       request, checked, model, served.version, options_.recommend_candidates,
@@ -192,7 +198,8 @@ absl::Status RbmrecService::PrepareRecommend(
   // request's filters, minus the user's rated items.
   out->catalogue = caches_->CatalogueFor(served.model);
   out->filter = ItemFilter::Build(
-      *out->catalogue, ToFilterSpec(request, model, out->user.rated_items()));
+      *out->catalogue,
+      ToFilterSpec(request, ids, model, out->user.rated_items()));
   // No rating the model can use and no parameters: the cold start, answered
   // by the most-popular list or the empty user's ranking (--cold-start).
   out->cold = out->user.model_user < 0 && out->user.rated_items().empty() &&
@@ -258,10 +265,10 @@ v1::RecommendResponse RbmrecService::RespondRecommend(
 }
 
 absl::StatusOr<v1::RecommendResponse> RbmrecService::RecommendServed(
-    const v1::RecommendRequest& request, const RecommendCheck& checked,
-    const Served& served) {
+    const v1::RecommendRequest& request, const RecommendIdLists& ids,
+    const RecommendCheck& checked, const Served& served) {
   PreparedRecommend prep;
-  if (absl::Status s = PrepareRecommend(request, checked, served, &prep);
+  if (absl::Status s = PrepareRecommend(request, ids, checked, served, &prep);
       !s.ok()) {
     return s;
   }
@@ -292,7 +299,8 @@ RbmrecService::RecommendServedBatch(
     std::vector<int32_t> model_users;
     for (size_t i = 0; i < e - g; ++i) {
       prepared[i] =
-          PrepareRecommend(requests[g + i], checked, served, &preps[i]);
+          PrepareRecommend(requests[g + i], IdListsOf(requests[g + i]), checked,
+                           served, &preps[i]);
       if (prepared[i].ok() && preps[i].ranks()) {
         shared.push_back(i);
         v.push_back(preps[i].user.ratings());

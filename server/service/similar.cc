@@ -183,7 +183,8 @@ absl::StatusOr<v1::SimilarItemsResponse> AnswerSimilar(
   }
   // The allowed items: the catalogue (trained, not hidden) and the
   // request's categories, minus the user's rated and the excluded items.
-  const FilterSpec spec = CategoryAndExclusionSpec(request, model, rated);
+  const FilterSpec spec = CategoryAndExclusionSpec(
+      request, request.exclude_item_ids(), model, rated);
   const ItemFilter filter = ItemFilter::Build(catalogue, spec);
   SimilarRequest sr;
   sr.n = request.n() > 0 ? request.n() : 10;

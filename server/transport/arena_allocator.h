@@ -3,7 +3,7 @@
 
 // A grpc::MessageAllocator for callback unary methods that parses each
 // request into a protobuf arena with an inline first block: a request's
-// repeated strings (e.g. Recommend's 500 candidate ids) cost no malloc/free
+// repeated strings (e.g. PredictRatings' item ids) cost no malloc/free
 // pair each, only a bump of the arena, and the whole request is freed at
 // once when the call ends. The response stays on the heap, so the handler's
 // `*response = std::move(answer)` is a swap, not a deep copy across arenas.

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <functional>
+#include <memory>
+#include <string_view>
 #include <thread>
 #include <utility>
 
@@ -22,6 +24,7 @@
 #include "server/transport/arena_allocator.h"
 #include "server/transport/blocking_executor.h"
 #include "server/transport/bulk_stream.h"
+#include "server/transport/recommend_wire.h"
 #include "server/transport/reflection_v1.h"
 #include "server/transport/status.h"
 
@@ -46,8 +49,12 @@ namespace rbmrec::server {
 // RecommendAll streams on the callback API too (server/transport/
 // bulk_stream.h): its messages are computed on the bulk threads, several at
 // once, and written in order as the stream's flow control allows.
+//
+// Recommend reads its request bytes itself (recommend_wire.h): its id lists,
+// often hundreds of ids, stay views of the bytes instead of becoming parsed
+// strings.
 using HandlerBase = v1::Rbmrec::WithCallbackMethod_PredictRatings<
-    v1::Rbmrec::WithCallbackMethod_Recommend<
+    v1::Rbmrec::WithRawCallbackMethod_Recommend<
         v1::Rbmrec::WithCallbackMethod_SimilarItems<
             v1::Rbmrec::WithCallbackMethod_RecommendAll<v1::Rbmrec::Service>>>>;
 
@@ -73,7 +80,6 @@ class GrpcServer::Handler final : public HandlerBase {
             },
             this));
     SetMessageAllocatorFor_PredictRatings(&predict_allocator_);
-    SetMessageAllocatorFor_Recommend(&recommend_allocator_);
     SetMessageAllocatorFor_SimilarItems(&similar_allocator_);
   }
 
@@ -138,33 +144,49 @@ class GrpcServer::Handler final : public HandlerBase {
       return Reply(context, service_->PredictRatings(*request), response);
     });
   }
-  grpc::ServerUnaryReactor* Recommend(
-      grpc::CallbackServerContext* context, const v1::RecommendRequest* request,
-      v1::RecommendResponse* response) override {
+  grpc::ServerUnaryReactor* Recommend(grpc::CallbackServerContext* context,
+                                      const grpc::ByteBuffer* bytes,
+                                      grpc::ByteBuffer* response) override {
     if (grpc::Status s = Guard(context, "Recommend"); !s.ok()) {
       return FinishNow(context, s);
     }
-    if (grpc::Status s = GuardAdHoc(context, "Recommend", request->user_id(),
-                                    request->ratings_size());
+    // The call's request: its bytes in one slice, the id lists as views of
+    // them; shared by the closures that may answer it on another thread.
+    auto call = std::make_shared<RecommendCall>();
+    if (!bytes->DumpToSingleSlice(&call->bytes).ok()) {
+      return FinishNow(context,
+                       grpc::Status(grpc::StatusCode::INTERNAL,
+                                    "Recommend: cannot read the request"));
+    }
+    if (absl::Status s = SplitRecommendRequest(
+            std::string_view(reinterpret_cast<const char*>(call->bytes.begin()),
+                             call->bytes.size()),
+            &call->request, &call->ids);
+        !s.ok()) {
+      return FinishNow(context, ToGrpcStatus(s, context));
+    }
+    const v1::RecommendRequest& request = call->request;
+    if (grpc::Status s = GuardAdHoc(context, "Recommend", request.user_id(),
+                                    request.ratings_size());
         !s.ok()) {
       return FinishNow(context, s);
     }
-    const Placement place = service_->PlaceRecommend(*request);
+    auto answer = [this, context, call, response] {
+      return ReplyBytes(context, service_->Recommend(call->request, call->ids),
+                        response);
+    };
+    const Placement place = service_->PlaceRecommend(request);
     if (place.resident && !place.shares_passes) {
       // The p(rated) rankings score a few dozen items: inline, like
       // PredictRatings.
-      return FinishNow(context,
-                       Reply(context, service_->Recommend(*request), response));
+      return FinishNow(context, answer());
     }
     if (place.resident) {
       // On the ranking threads, so that concurrent calls meet in the shared
       // passes over W (core/scoring.cc); two event threads would let at
       // most two calls score at once.
       grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-      if (rankers_.TrySubmit([=] {
-            reactor->Finish(
-                Reply(context, service_->Recommend(*request), response));
-          })) {
+      if (rankers_.TrySubmit([=] { reactor->Finish(answer()); })) {
         return reactor;
       }
       reactor->Finish(ToGrpcStatus(
@@ -175,9 +197,7 @@ class GrpcServer::Handler final : public HandlerBase {
           context));
       return reactor;
     }
-    return Offload(context, [=] {
-      return Reply(context, service_->Recommend(*request), response);
-    });
+    return Offload(context, answer);
   }
   grpc::ServerUnaryReactor* SimilarItems(
       grpc::CallbackServerContext* context,
@@ -404,6 +424,23 @@ class GrpcServer::Handler final : public HandlerBase {
     *response = std::move(*result);
     return grpc::Status::OK;
   }
+  // Reply for a raw method: the answer serialized into `response`.
+  template <typename T>
+  static grpc::Status ReplyBytes(grpc::ServerContextBase* context,
+                                 absl::StatusOr<T> result,
+                                 grpc::ByteBuffer* response) {
+    if (!result.ok()) return ToGrpcStatus(result.status(), context);
+    bool own_buffer = false;
+    return grpc::SerializationTraits<T>::Serialize(*result, response,
+                                                   &own_buffer);
+  }
+
+  // A Recommend call's request (see Recommend).
+  struct RecommendCall {
+    grpc::Slice bytes;
+    v1::RecommendRequest request;  // every field but the id lists
+    RecommendIdLists ids;          // views of `bytes`
+  };
 
   static constexpr size_t kMaxQueuedLoads = 64;
   static constexpr size_t kMaxQueuedRankings = 4096;
@@ -419,8 +456,6 @@ class GrpcServer::Handler final : public HandlerBase {
   // everything that runs calls, so they outlive them.
   ArenaRequestAllocator<v1::PredictRatingsRequest, v1::PredictRatingsResponse>
       predict_allocator_;
-  ArenaRequestAllocator<v1::RecommendRequest, v1::RecommendResponse>
-      recommend_allocator_;
   ArenaRequestAllocator<v1::SimilarItemsRequest, v1::SimilarItemsResponse>
       similar_allocator_;
   RbmrecService* service_;

@@ -18,6 +18,7 @@
 #include "absl/strings/str_replace.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "grpcpp/grpcpp.h"
+#include "grpcpp/impl/client_unary_call.h"
 #include "grpcpp/impl/rpc_method.h"
 #include "grpcpp/support/byte_buffer.h"
 #include "grpcpp/support/sync_stream.h"
@@ -332,10 +333,11 @@ TEST_F(GrpcServerTest, AStoredVersionThatIsNotLoadedIsServedFromALoaderThread) {
   EXPECT_EQ(response.model_version(), 1);
 }
 
-// PredictRatings and Recommend parse their requests into arenas
-// (server/transport/arena_allocator.h): a request larger than the arena's
-// inline block (a long candidate list) answers exactly as the service does
-// in process, and so does a small one.
+// PredictRatings parses its requests into arenas (server/transport/
+// arena_allocator.h) and Recommend reads its id lists in place (server/
+// transport/recommend_wire.h): a large request (a long candidate list, more
+// than the arena's inline block) answers exactly as the service does in
+// process, and so does a small one.
 TEST_F(GrpcServerTest, ArenaParsedRequestsAnswerAsTheServiceDoes) {
   Start();
   AddSomeRatings();
@@ -353,6 +355,7 @@ TEST_F(GrpcServerTest, ArenaParsedRequestsAnswerAsTheServiceDoes) {
       request.add_candidate_item_ids(
           absl::StrCat("unknown-", i, "-", std::string(80, 'x')));
     }
+    request.add_exclude_item_ids("i2");
     grpc::ClientContext context;
     v1::RecommendResponse response;
     grpc::Status s = stub_->Recommend(&context, request, &response);
@@ -382,6 +385,59 @@ TEST_F(GrpcServerTest, ArenaParsedRequestsAnswerAsTheServiceDoes) {
     EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(
         predicted, *predicted_direct));
   }
+}
+
+// Recommend's request bytes as a client may send them: malformed bytes and
+// an id that is not UTF-8 are INVALID_ARGUMENT naming the problem (before
+// the raw read, protobuf's parse failed the call without naming it).
+TEST_F(GrpcServerTest, RecommendRefusesMalformedBytesAndNamesABadId) {
+  Start();
+  AddSomeRatings();
+  ASSERT_EQ(TrainOnce(), 1);
+  auto call = [&](const std::string& bytes, v1::RecommendResponse* response) {
+    grpc::ClientContext context;
+    const grpc::internal::RpcMethod method(
+        "/rbmrec.v1.Rbmrec/Recommend", grpc::internal::RpcMethod::NORMAL_RPC,
+        channel_);
+    grpc::Slice slice(bytes);
+    const grpc::ByteBuffer request(&slice, 1);
+    grpc::ByteBuffer reply;
+    grpc::Status s =
+        grpc::internal::BlockingUnaryCall<grpc::ByteBuffer, grpc::ByteBuffer>(
+            channel_.get(), method, &context, request, &reply);
+    if (s.ok()) {
+      EXPECT_TRUE(grpc::SerializationTraits<v1::RecommendResponse>::Deserialize(
+                      &reply, response)
+                      .ok());
+    }
+    return s;
+  };
+  v1::RecommendRequest good;
+  good.set_user_id("u3");
+  good.set_n(3);
+  good.add_candidate_item_ids("i1");
+  good.add_candidate_item_ids("i4");
+  v1::RecommendResponse response;
+  grpc::Status s = call(good.SerializeAsString(), &response);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  absl::StatusOr<v1::RecommendResponse> direct = service_->Recommend(good);
+  ASSERT_TRUE(direct.ok()) << direct.status();
+  EXPECT_TRUE(
+      google::protobuf::util::MessageDifferencer::Equals(response, *direct));
+
+  const std::string bytes = good.SerializeAsString();
+  s = call(bytes.substr(0, bytes.size() - 1), &response);  // cut short
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(s.error_message().find("not a valid RecommendRequest"),
+            std::string::npos)
+      << s.error_message();
+
+  v1::RecommendRequest bad = good;
+  bad.add_candidate_item_ids("i-\xff");
+  s = call(bad.SerializePartialAsString(), &response);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(s.error_message().find("candidate_item_ids[2]"), std::string::npos)
+      << s.error_message();
 }
 
 // RecommendAll over the network: every user in id order, several messages
