@@ -2,10 +2,12 @@
 // ParseFromArray and handled by RbmrecService.
 //
 // Input: byte 0 picks the RPC (SelectRpc in tests/fuzz/fuzz_data.h), the
-// rest is the serialized request. The service runs on a ":memory:" store
-// holding the synthetic data set and a tiny trained model (hidden 5, 2 epochs);
-// it is rebuilt every kResetEvery inputs so that what fuzzed writes accumulate
-// (rows, items, model versions) stays bounded.
+// rest is the serialized request. Recommend's bytes are also read as the gRPC
+// layer reads them (server/transport/recommend_wire.h), see FuzzRecommend. The
+// service runs on a ":memory:" store holding the synthetic data set and a tiny
+// trained model (hidden 5, 2 epochs); it is rebuilt every kResetEvery inputs so
+// that what fuzzed writes accumulate (rows, items, model versions) stays
+// bounded.
 //
 // Train: hidden, epochs, batch_size, cd_steps and ensemble values >= 1 are
 // folded into small ones (hidden 1..5, epochs 1..2, batch 1..64, CD 1..3,
@@ -35,6 +37,7 @@
 #include <cstdlib>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <utility>
 
@@ -43,6 +46,7 @@
 #include "proto/rbmrec.pb.h"
 #include "server/log.h"
 #include "server/service/service.h"
+#include "server/transport/recommend_wire.h"
 #include "store/store.h"
 #include "tests/fuzz/fuzz_data.h"
 
@@ -313,6 +317,44 @@ bool Parse(const uint8_t* data, size_t size, Message* m) {
   return m->ParseFromArray(data, static_cast<int>(size));
 }
 
+// Recommend as the gRPC layer reads it (SplitRecommendRequest: the id lists
+// as views of the bytes) and, when the bytes parse as a whole, as the
+// service's typed entry point: the split never crashes, gives the full
+// parse's lists whenever that parse succeeds, and the two calls answer
+// alike (status code; the same response when OK).
+void FuzzRecommend(RbmrecService* svc, const uint8_t* data, size_t size) {
+  const std::string_view bytes(reinterpret_cast<const char*>(data), size);
+  v1::RecommendRequest rest;
+  server::RecommendIdLists ids;
+  const absl::Status split = server::SplitRecommendRequest(bytes, &rest, &ids);
+  v1::RecommendRequest req;
+  const bool parsed = Parse(data, size, &req);
+  if (parsed) {
+    Check(split.ok(), "Recommend: the split refused bytes that parse");
+    Check(
+        static_cast<int>(ids.candidates.size()) ==
+                req.candidate_item_ids_size() &&
+            static_cast<int>(ids.exclude.size()) == req.exclude_item_ids_size(),
+        "Recommend: the split's lists differ from the full parse's");
+    for (size_t i = 0; i < ids.candidates.size(); ++i) {
+      Check(ids.candidates[i] == req.candidate_item_ids(static_cast<int>(i)),
+            "Recommend: a candidate id differs from the full parse's");
+    }
+  }
+  if (!split.ok()) return;
+  absl::StatusOr<v1::RecommendResponse> from_split = svc->Recommend(rest, ids);
+  if (from_split.ok()) CheckRecommendations(rest, *from_split);
+  if (!parsed) return;
+  absl::StatusOr<v1::RecommendResponse> r = svc->Recommend(req);
+  if (r.ok()) CheckRecommendations(req, *r);
+  Check(r.status().code() == from_split.status().code(),
+        "Recommend: the split and the full parse answer differently");
+  if (r.ok()) {
+    Check(r->SerializeAsString() == from_split->SerializeAsString(),
+          "Recommend: the split's response differs from the full parse's");
+  }
+}
+
 }  // namespace
 }  // namespace rbmrec::fuzz
 
@@ -362,10 +404,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       break;
     }
     case f::Rpc::kRecommend: {
-      v1::RecommendRequest req;
-      if (!f::Parse(data, size, &req)) return 0;
-      absl::StatusOr<v1::RecommendResponse> r = svc->Recommend(req);
-      if (r.ok()) f::CheckRecommendations(req, *r);
+      f::FuzzRecommend(svc, data, size);
       break;
     }
     case f::Rpc::kTrain: {
