@@ -34,8 +34,11 @@ absl::Status SplitRecommendRequest(std::string_view bytes,
   const int size = static_cast<int>(bytes.size());
   google::protobuf::io::CodedInputStream in(
       reinterpret_cast<const uint8_t*>(bytes.data()), size);
-  // The other fields' bytes (tags included), in wire order.
+  // The other fields' bytes (tags included), in wire order: the runs
+  // between id fields, copied only once an id field splits them (a request
+  // without ids parses from `bytes` itself).
   std::string other;
+  int run_start = 0;  // where the current run of other fields starts
   while (in.CurrentPosition() < size) {
     const int start = in.CurrentPosition();
     const uint32_t tag = in.ReadTag();
@@ -50,8 +53,6 @@ absl::Status SplitRecommendRequest(std::string_view bytes,
       if (!WireFormatLite::SkipField(&in, tag)) {
         return Malformed(start, "a truncated or malformed field");
       }
-      other.append(bytes.data() + start,
-                   static_cast<size_t>(in.CurrentPosition() - start));
       continue;
     }
     uint32_t length = 0;
@@ -61,12 +62,21 @@ absl::Status SplitRecommendRequest(std::string_view bytes,
     }
     const std::string_view id(bytes.data() + in.CurrentPosition(), length);
     in.Skip(static_cast<int>(length));
+    other.append(bytes.data() + run_start,
+                 static_cast<size_t>(start - run_start));
+    run_start = in.CurrentPosition();
     (field == v1::RecommendRequest::kCandidateItemIdsFieldNumber
          ? ids->candidates
          : ids->exclude)
         .push_back(id);
   }
-  if (!rest->ParseFromString(other)) {
+  const bool split = ids->exclude.size() + ids->candidates.size() > 0;
+  if (split) {
+    other.append(bytes.data() + run_start,
+                 static_cast<size_t>(size - run_start));
+  }
+  const std::string_view others = split ? std::string_view(other) : bytes;
+  if (!rest->ParseFromArray(others.data(), static_cast<int>(others.size()))) {
     return absl::InvalidArgumentError(
         "the request is not a valid RecommendRequest: its fields other than "
         "the id lists do not parse (e.g. a string that is not UTF-8)");
