@@ -1,5 +1,6 @@
 #include "core/trainer.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -7,6 +8,8 @@
 #include "Eigen/SVD"
 #include "core/cd_trainer.h"
 #include "core/fit.h"
+#include "core/item_regression.h"
+#include "core/metrics.h"
 #include "core/model_file.h"
 #include "core/online.h"
 #include "gtest/gtest.h"
@@ -128,6 +131,91 @@ TEST(Trainer, TopNMetricsAreInRangeAndDoNotDependOnThreads) {
   // Something is found: the planted data has structure and popular items.
   EXPECT_GT(a[4].mean.recall, 0);
   EXPECT_GT(a[3].mean.recall, 0);
+}
+
+// The item regression's two rankings equal a brute-force order: every
+// trained item the user did not rate, scored exactly (its score alone, or
+// max(score, 0) x p(rating >= 4)), best first, ties to the lower index.
+TEST(Trainer, TopNItemRegressionRankingsEqualABruteForceOrder) {
+  auto s = testing_data::PlantedRatings(150, 120, 3, 0.15, 23);
+  auto model = FitModel(s.train, SmallOptions());
+  ASSERT_TRUE(model.ok()) << model.status();
+  const SparseRatings by_user = s.train.ByUser();
+  absl::StatusOr<ItemRegression> reg = FitItemRegression(by_user, {});
+  ASSERT_TRUE(reg.ok()) << reg.status();
+  constexpr int kN = 10;
+  int64_t users = 0;
+  const std::vector<TopNResult> got =
+      EvaluateTopN(*model, by_user, s.test, 4.0, kN, 2, &users, false, &*reg);
+  ASSERT_EQ(got.size(), 7u);
+  EXPECT_EQ(got[4].name, "item_regression");
+  EXPECT_EQ(got[5].name, "item_regression_at_least");
+  EXPECT_EQ(got[6].name, "popularity");
+  std::vector<std::vector<int32_t>> rel(
+      static_cast<size_t>(model->users().size()));
+  for (const TestRating& t : s.test) {
+    if (t.user >= 0 && t.item >= 0 && t.rating >= 4) {
+      rel[static_cast<size_t>(t.user)].push_back(t.item);
+    }
+  }
+  const int K = model->K();
+  const int32_t m = model->num_items();
+  double want[2] = {0, 0};
+  int64_t n_users = 0;
+  for (int32_t u = 0; u < static_cast<int32_t>(rel.size()); ++u) {
+    std::vector<int32_t>& r = rel[static_cast<size_t>(u)];
+    if (r.empty()) continue;
+    std::sort(r.begin(), r.end());
+    ++n_users;
+    VisibleSet v;
+    v.items = by_user.col.data() + by_user.offsets[u];
+    v.ks = by_user.k.data() + by_user.offsets[u];
+    v.n = by_user.RowSize(u);
+    std::vector<float> e(static_cast<size_t>(m));
+    ItemRegressionScores(*reg, v.items, v.n, e.data());
+    std::vector<int32_t> query;
+    for (int32_t i = 0; i < m; ++i) {
+      if (model->Trained(i) &&
+          std::find(v.items, v.items + v.n, i) == v.items + v.n) {
+        query.push_back(i);
+      }
+    }
+    std::vector<float> member_x, probs(query.size() * K);
+    model->MemberInputs(v, &member_x);
+    Model::Scratch scratch;
+    model->PredictWith(u, v, member_x.data(), query, PredictMethod::kExact,
+                       probs.data(), nullptr, &scratch);
+    for (int way = 0; way < 2; ++way) {
+      std::vector<std::pair<float, int32_t>> order;
+      for (size_t q = 0; q < query.size(); ++q) {
+        const float p4 = probs[q * K + 3] + probs[q * K + 4];
+        const float x = e[static_cast<size_t>(query[q])];
+        order.emplace_back(way == 0 ? -x : -(std::max(x, 0.0f) * p4), query[q]);
+      }
+      std::sort(order.begin(), order.end());
+      std::vector<int32_t> list;
+      for (size_t q = 0; q < order.size() && q < kN; ++q) {
+        list.push_back(order[q].second);
+      }
+      want[way] += ScoreTopN(list, r, kN).ndcg;
+    }
+  }
+  ASSERT_EQ(users, n_users);
+  EXPECT_NEAR(got[4].mean.ndcg, want[0] / static_cast<double>(n_users), 1e-12);
+  EXPECT_NEAR(got[5].mean.ndcg, want[1] / static_cast<double>(n_users), 1e-12);
+  EXPECT_GT(got[5].mean.ndcg, 0);
+  // The other rankings do not change with the regression.
+  int64_t users_b = 0;
+  const std::vector<TopNResult> plain =
+      EvaluateTopN(*model, by_user, s.test, 4.0, kN, 2, &users_b);
+  ASSERT_EQ(plain.size(), 5u);
+  for (size_t w = 0; w < 4; ++w) {
+    EXPECT_EQ(plain[w].mean.ndcg, got[w].mean.ndcg) << plain[w].name;
+  }
+  // Cold start ignores it (no rated items to score from).
+  const std::vector<TopNResult> cold =
+      EvaluateTopN(*model, by_user, s.test, 4.0, kN, 2, &users_b, true, &*reg);
+  EXPECT_EQ(cold.size(), 5u);
 }
 
 TEST(Trainer, TopNKnownItemsProtocolDropsRelevantItemsUnknownToTraining) {

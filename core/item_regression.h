@@ -1,0 +1,75 @@
+// The item-item regression (EASE, Steck, WWW 2019): a closed-form linear
+// model over the binary "rated" matrix X (users x items) that scores how
+// likely a user is to rate each item from the items they rated,
+//
+//   B = argmin ||X - X B||^2 + lambda ||B||^2  subject to diag(B) = 0,
+//   P = (X'X + lambda I)^-1,  B_ji = -P_ji / P_ii  (j != i),
+//
+// and a user's score of item i is sum over their rated items j of B_ji.
+// It is the ranking's p(rated) estimate that the top-N protocol's anchor
+// (../shared/tools/peer-ease.py) uses; the rating model's p(rating >= t)
+// multiplies it as it multiplies the rated RBM's p(rated) (docs/model.md,
+// "Rankings").
+//
+// Its weights are dense, items x items floats, and its fit inverts an
+// items x items matrix (~items^3 / 2 multiply-adds), so it is built only
+// when that matrix is small against the data (ItemRegressionWanted).
+
+#ifndef RBMREC_CORE_ITEM_REGRESSION_H_
+#define RBMREC_CORE_ITEM_REGRESSION_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/ratings.h"
+
+namespace rbmrec {
+
+struct ItemRegressionOptions {
+  // The ridge penalty; 0: ItemRegressionLambda's rule.
+  double lambda = 0;
+  // Threads for X'X (the factorization runs on one); 0: all cores.
+  int threads = 0;
+};
+
+struct ItemRegression {
+  int32_t items = 0;  // 0: not built
+  float lambda = 0;   // the penalty it was fitted with
+  // Row j (items entries): what a rating of item j adds to every item's
+  // score; weights[j * items + j] == 0.
+  std::vector<float> weights;
+
+  bool empty() const { return items == 0; }
+};
+
+// The rule for lambda: 40 x sqrt(the mean number of ratings of a rated
+// item), so the penalty grows with the counts in X'X that it shrinks
+// (ML-100k ~290, ML-1M ~620; peer-ease.py's default is 1000).
+double ItemRegressionLambda(const SparseRatings& by_user);
+
+// Bytes of a fitted model's weights for `items` items (the fit holds twice
+// this at its peak).
+int64_t ItemRegressionBytes(int32_t items);
+
+// The size rule: built when its weights take at most 64 MiB or 16 bytes a
+// training rating, whichever is more (ML-1M's 3,706 items: 55 MB; the
+// 10,000 items of 10 M ratings: 400 MB, not built).
+bool ItemRegressionWanted(int32_t items, int64_t ratings);
+
+// Fits on `by_user` (rows users, cols items; every entry counts as rated,
+// whatever its rating). Deterministic: the same weights at any thread
+// count. InvalidArgument for a negative or non-finite options.lambda, or
+// for no ratings at all; Internal if the factorization fails (it cannot for
+// lambda > 0: X'X + lambda I is then positive definite).
+absl::StatusOr<ItemRegression> FitItemRegression(
+    const SparseRatings& by_user, const ItemRegressionOptions& options);
+
+// out[i] = sum over the n `rated` items j of weights[j][i], for every item
+// (reg.items entries). Items outside [0, reg.items) are skipped.
+void ItemRegressionScores(const ItemRegression& reg, const int32_t* rated,
+                          int64_t n, float* out);
+
+}  // namespace rbmrec
+
+#endif  // RBMREC_CORE_ITEM_REGRESSION_H_

@@ -1,0 +1,127 @@
+#include "core/item_regression.h"
+
+#include <gtest/gtest.h>
+
+#include <Eigen/Dense>
+#include <cmath>
+#include <vector>
+
+#include "core/rng.h"
+
+namespace rbmrec {
+namespace {
+
+// A random binary matrix: users x items, each entry rated with probability
+// `density` (ratings 1-5, which the regression ignores).
+SparseRatings RandomRated(int users, int items, double density, uint64_t seed) {
+  Rng rng(seed);
+  std::vector<Rating> rs;
+  for (int u = 0; u < users; ++u) {
+    for (int i = 0; i < items; ++i) {
+      if (rng.UniformDouble() >= density) continue;
+      Rating r;
+      r.user = u;
+      r.item = i;
+      r.k = static_cast<uint8_t>(rng.Below(5));
+      rs.push_back(r);
+    }
+  }
+  return SparseRatings::FromRatings(users, items, rs);
+}
+
+Eigen::MatrixXd Gram(const SparseRatings& x) {
+  Eigen::MatrixXd g = Eigen::MatrixXd::Zero(x.cols, x.cols);
+  for (int32_t u = 0; u < x.rows; ++u) {
+    for (int64_t a = x.offsets[u]; a < x.offsets[u + 1]; ++a) {
+      for (int64_t b = x.offsets[u]; b < x.offsets[u + 1]; ++b) {
+        g(x.col[a], x.col[b]) += 1;
+      }
+    }
+  }
+  return g;
+}
+
+// The weights solve the constrained least squares: for every column i,
+// ((X'X + lambda I) B)_ji = (X'X)_ji for j != i (the stationarity of the
+// Lagrangian; row i carries the multiplier) and B_ii = 0.
+TEST(ItemRegression, SolvesTheConstrainedRidgeProblem) {
+  const SparseRatings x = RandomRated(300, 40, 0.2, 7);
+  ItemRegressionOptions o;
+  o.lambda = 25;
+  o.threads = 2;
+  absl::StatusOr<ItemRegression> r = FitItemRegression(x, o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->items, 40);
+  EXPECT_FLOAT_EQ(r->lambda, 25.0f);
+  Eigen::MatrixXd b(40, 40);  // b(j, i) = weights[j][i]
+  for (int j = 0; j < 40; ++j) {
+    for (int i = 0; i < 40; ++i) b(j, i) = r->weights[j * 40 + i];
+  }
+  const Eigen::MatrixXd g = Gram(x);
+  Eigen::MatrixXd lhs = g * b;
+  lhs += 25.0 * b;
+  double worst = 0;
+  for (int i = 0; i < 40; ++i) {
+    EXPECT_EQ(b(i, i), 0.0) << i;
+    for (int j = 0; j < 40; ++j) {
+      if (j != i) worst = std::max(worst, std::abs(lhs(j, i) - g(j, i)));
+    }
+  }
+  EXPECT_LT(worst, 1e-3 * g.maxCoeff()) << worst;
+  // Co-rated items get positive weight on each other on average.
+  EXPECT_GT(b.sum(), 0);
+}
+
+TEST(ItemRegression, SameWeightsAtAnyThreadCount) {
+  const SparseRatings x = RandomRated(500, 60, 0.1, 11);
+  ItemRegressionOptions one, two;
+  one.threads = 1;
+  two.threads = 2;
+  absl::StatusOr<ItemRegression> a = FitItemRegression(x, one);
+  absl::StatusOr<ItemRegression> b = FitItemRegression(x, two);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(a->weights, b->weights);
+  EXPECT_EQ(a->lambda, b->lambda);
+  EXPECT_FLOAT_EQ(a->lambda, static_cast<float>(ItemRegressionLambda(x)));
+}
+
+TEST(ItemRegression, ScoresSumTheRatedItemsRows) {
+  const SparseRatings x = RandomRated(200, 30, 0.2, 3);
+  absl::StatusOr<ItemRegression> r = FitItemRegression(x, {});
+  ASSERT_TRUE(r.ok());
+  const std::vector<int32_t> rated = {2, 17, 29, -1, 30};  // two out of range
+  std::vector<float> out(30, 123.0f);
+  ItemRegressionScores(*r, rated.data(), static_cast<int64_t>(rated.size()),
+                       out.data());
+  for (int i = 0; i < 30; ++i) {
+    const float want = r->weights[2 * 30 + i] + r->weights[17 * 30 + i] +
+                       r->weights[29 * 30 + i];
+    EXPECT_NEAR(out[i], want, 1e-6f) << i;
+  }
+}
+
+TEST(ItemRegression, RefusesBadInput) {
+  const SparseRatings x = RandomRated(20, 5, 0.5, 1);
+  ItemRegressionOptions o;
+  o.lambda = -1;
+  EXPECT_EQ(FitItemRegression(x, o).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  o.lambda = NAN;
+  EXPECT_EQ(FitItemRegression(x, o).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  const SparseRatings empty = SparseRatings::FromRatings(3, 4, {});
+  EXPECT_EQ(FitItemRegression(empty, {}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(ItemRegression, SizeRule) {
+  EXPECT_TRUE(ItemRegressionWanted(3706, 900'000));        // ML-1M: 55 MB
+  EXPECT_TRUE(ItemRegressionWanted(1682, 90'000));         // ML-100k
+  EXPECT_FALSE(ItemRegressionWanted(10'000, 10'000'000));  // 400 MB
+  EXPECT_FALSE(ItemRegressionWanted(9'000, 90'000));       // 324 MB
+  EXPECT_TRUE(ItemRegressionWanted(20'000, 100'000'000));  // 1.6 GB, 16 B/r
+  EXPECT_FALSE(ItemRegressionWanted(0, 100));
+}
+
+}  // namespace
+}  // namespace rbmrec
