@@ -12,6 +12,10 @@
 
 namespace rbmrec {
 
+namespace {
+using Matrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic>;
+}  // namespace
+
 double ItemRegressionLambda(const SparseRatings& by_user) {
   std::vector<uint8_t> rated(static_cast<size_t>(by_user.cols), 0);
   for (const int32_t i : by_user.col) rated[static_cast<size_t>(i)] = 1;
@@ -46,23 +50,20 @@ absl::StatusOr<ItemRegression> FitItemRegression(
   const double lambda =
       options.lambda > 0 ? options.lambda : ItemRegressionLambda(by_user);
   const int32_t m = by_user.cols;
-  using Matrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic>;
   ItemRegression out;
   out.items = m;
   out.lambda = static_cast<float>(lambda);
-  // G = X'X + lambda I in out.weights (column-major; symmetric). Row a of
-  // X'X counts, for each item b, the users who rated both: rows are
-  // independent, so threads take ranges of rows; counts are exact in float
-  // up to 2^24 users.
-  out.weights.assign(static_cast<size_t>(m) * m, 0.0f);
-  Eigen::Map<Matrix> g(out.weights.data(), m, m);
+  // G = X'X + lambda I (column-major; symmetric). Row a of X'X counts, for
+  // each item b, the users who rated both: rows are independent, so threads
+  // take ranges of rows; counts are exact in float up to 2^24 users.
+  std::vector<float> gram(static_cast<size_t>(m) * m, 0.0f);
   const SparseRatings by_item = by_user.Transpose();
   ThreadPool pool(options.threads > 0
                       ? options.threads
                       : static_cast<int>(std::thread::hardware_concurrency()));
   pool.ParallelFor(m, [&](int, int64_t begin, int64_t end) {
     for (int64_t a = begin; a < end; ++a) {
-      float* row = out.weights.data() + a * m;  // column a == row a
+      float* row = gram.data() + a * m;  // column a == row a
       for (int64_t x = by_item.offsets[a]; x < by_item.offsets[a + 1]; ++x) {
         const int32_t u = by_item.col[static_cast<size_t>(x)];
         for (int64_t y = by_user.offsets[u]; y < by_user.offsets[u + 1]; ++y) {
@@ -73,8 +74,11 @@ absl::StatusOr<ItemRegression> FitItemRegression(
     }
   });
   // P = G^-1: G factored in place, then P solved from the identity.
-  Matrix p = Matrix::Identity(m, m);
+  out.inverse.assign(static_cast<size_t>(m) * m, 0.0f);
+  Eigen::Map<Matrix> p(out.inverse.data(), m, m);
+  p.setIdentity();
   {
+    Eigen::Map<Matrix> g(gram.data(), m, m);
     Eigen::LLT<Eigen::Ref<Matrix>> llt(g);
     if (llt.info() != Eigen::Success) {
       return absl::InternalError(absl::StrFormat(
@@ -82,14 +86,12 @@ absl::StatusOr<ItemRegression> FitItemRegression(
     }
     llt.solveInPlace(p);
   }
-  // Row j of the weights: B_ji = -P_ji / P_ii = -P_ij / P_ii (P is
-  // symmetric), i.e. column j of P over -diag(P); B_jj = 0.
-  Eigen::VectorXf inv_diag = -p.diagonal().cwiseInverse();
-  for (int32_t j = 0; j < m; ++j) {
-    Eigen::Map<Eigen::VectorXf> row(
-        out.weights.data() + static_cast<size_t>(j) * m, m);
-    row = p.col(j).cwiseProduct(inv_diag);
-    row[j] = 0.0f;
+  std::vector<float>().swap(gram);
+  // The solve leaves P symmetric only to rounding: use one triangle.
+  p.triangularView<Eigen::StrictlyUpper>() = p.transpose();
+  out.neg_inv_diag.resize(static_cast<size_t>(m));
+  for (int32_t i = 0; i < m; ++i) {
+    out.neg_inv_diag[static_cast<size_t>(i)] = -1.0f / p(i, i);
   }
   return out;
 }
@@ -103,8 +105,39 @@ void ItemRegressionScores(const ItemRegression& reg, const int32_t* rated,
     const int32_t j = rated[x];
     if (j < 0 || j >= m) continue;
     sum += Eigen::Map<const Eigen::VectorXf>(
-        reg.weights.data() + static_cast<size_t>(j) * m, m);
+        reg.inverse.data() + static_cast<size_t>(j) * m, m);
   }
+  // B_ji = -P_ji / P_ii, without j == i (B_ii = 0).
+  for (int64_t x = 0; x < n; ++x) {
+    const int32_t j = rated[x];
+    if (j >= 0 && j < m) {
+      out[j] -= reg.inverse[static_cast<size_t>(j) * m + j];
+    }
+  }
+  sum = sum.cwiseProduct(
+      Eigen::Map<const Eigen::VectorXf>(reg.neg_inv_diag.data(), m));
+}
+
+bool RemoveFromItemRegression(ItemRegression* reg, const int32_t* rated,
+                              int64_t n) {
+  const int32_t m = reg->items;
+  Eigen::Map<Matrix> p(reg->inverse.data(), m, m);
+  Eigen::VectorXf px = Eigen::VectorXf::Zero(m);
+  for (int64_t x = 0; x < n; ++x) {
+    if (rated[x] < 0 || rated[x] >= m) return false;
+    px += p.col(rated[x]);
+  }
+  double xpx = 0;
+  for (int64_t x = 0; x < n; ++x) xpx += px[rated[x]];
+  const double s = 1.0 - xpx;
+  if (!(s > 1e-6)) return false;
+  // One triangle, mirrored, so P stays exactly symmetric.
+  p.selfadjointView<Eigen::Lower>().rankUpdate(px, static_cast<float>(1.0 / s));
+  p.triangularView<Eigen::StrictlyUpper>() = p.transpose();
+  for (int32_t i = 0; i < m; ++i) {
+    reg->neg_inv_diag[static_cast<size_t>(i)] = -1.0f / p(i, i);
+  }
+  return true;
 }
 
 }  // namespace rbmrec

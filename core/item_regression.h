@@ -36,9 +36,13 @@ struct ItemRegressionOptions {
 struct ItemRegression {
   int32_t items = 0;  // 0: not built
   float lambda = 0;   // the penalty it was fitted with
-  // Row j (items entries): what a rating of item j adds to every item's
-  // score; weights[j * items + j] == 0.
-  std::vector<float> weights;
+  // P = (X'X + lambda I)^-1, items x items, symmetric: B_ji = -P_ji / P_ii
+  // (j != i). Kept instead of B because a user's row can be taken out of
+  // X exactly (RemoveFromItemRegression), and B is P up to a scale per
+  // column.
+  std::vector<float> inverse;
+  // -1 / P_ii per item.
+  std::vector<float> neg_inv_diag;
 
   bool empty() const { return items == 0; }
 };
@@ -65,10 +69,21 @@ bool ItemRegressionWanted(int32_t items, int64_t ratings);
 absl::StatusOr<ItemRegression> FitItemRegression(
     const SparseRatings& by_user, const ItemRegressionOptions& options);
 
-// out[i] = sum over the n `rated` items j of weights[j][i], for every item
-// (reg.items entries). Items outside [0, reg.items) are skipped.
+// out[i] = sum over the n `rated` items j (j != i) of B_ji, for every item
+// (reg.items entries). REQUIRES the rated items distinct; items outside
+// [0, reg.items) are skipped.
 void ItemRegressionScores(const ItemRegression& reg, const int32_t* rated,
                           int64_t n, float* out);
+
+// Takes one user's row (their n rated items, distinct, in [0, reg->items))
+// out of X, as if the regression had been fitted without it: P becomes
+// (X'X - x x' + lambda I)^-1 by the Sherman-Morrison formula, P + (P x)(P
+// x)' / (1 - x' P x), ~items^2 multiply-adds. Returns false, changing
+// nothing, when 1 - x' P x is not positive (it is for a row that was in
+// X: X'X - x x' + lambda I stays positive definite), i.e. the row was not
+// in X.
+bool RemoveFromItemRegression(ItemRegression* reg, const int32_t* rated,
+                              int64_t n);
 
 }  // namespace rbmrec
 

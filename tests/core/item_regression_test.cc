@@ -41,6 +41,20 @@ Eigen::MatrixXd Gram(const SparseRatings& x) {
   return g;
 }
 
+// B from P: b(j, i) = -P_ji / P_ii, b(i, i) = 0.
+Eigen::MatrixXd Weights(const ItemRegression& r) {
+  const int m = r.items;
+  Eigen::MatrixXd b(m, m);
+  for (int j = 0; j < m; ++j) {
+    for (int i = 0; i < m; ++i) {
+      b(j, i) = j == i ? 0.0
+                       : static_cast<double>(r.inverse[j * m + i]) *
+                             r.neg_inv_diag[i];
+    }
+  }
+  return b;
+}
+
 // The weights solve the constrained least squares: for every column i,
 // ((X'X + lambda I) B)_ji = (X'X)_ji for j != i (the stationarity of the
 // Lagrangian; row i carries the multiplier) and B_ii = 0.
@@ -53,10 +67,7 @@ TEST(ItemRegression, SolvesTheConstrainedRidgeProblem) {
   ASSERT_TRUE(r.ok()) << r.status();
   ASSERT_EQ(r->items, 40);
   EXPECT_FLOAT_EQ(r->lambda, 25.0f);
-  Eigen::MatrixXd b(40, 40);  // b(j, i) = weights[j][i]
-  for (int j = 0; j < 40; ++j) {
-    for (int i = 0; i < 40; ++i) b(j, i) = r->weights[j * 40 + i];
-  }
+  const Eigen::MatrixXd b = Weights(*r);
   const Eigen::MatrixXd g = Gram(x);
   Eigen::MatrixXd lhs = g * b;
   lhs += 25.0 * b;
@@ -80,24 +91,64 @@ TEST(ItemRegression, SameWeightsAtAnyThreadCount) {
   absl::StatusOr<ItemRegression> a = FitItemRegression(x, one);
   absl::StatusOr<ItemRegression> b = FitItemRegression(x, two);
   ASSERT_TRUE(a.ok() && b.ok());
-  EXPECT_EQ(a->weights, b->weights);
+  EXPECT_EQ(a->inverse, b->inverse);
+  EXPECT_EQ(a->neg_inv_diag, b->neg_inv_diag);
   EXPECT_EQ(a->lambda, b->lambda);
   EXPECT_FLOAT_EQ(a->lambda, static_cast<float>(ItemRegressionLambda(x)));
 }
 
-TEST(ItemRegression, ScoresSumTheRatedItemsRows) {
+TEST(ItemRegression, ScoresSumTheRatedItemsWeights) {
   const SparseRatings x = RandomRated(200, 30, 0.2, 3);
   absl::StatusOr<ItemRegression> r = FitItemRegression(x, {});
   ASSERT_TRUE(r.ok());
+  const Eigen::MatrixXd b = Weights(*r);
   const std::vector<int32_t> rated = {2, 17, 29, -1, 30};  // two out of range
   std::vector<float> out(30, 123.0f);
   ItemRegressionScores(*r, rated.data(), static_cast<int64_t>(rated.size()),
                        out.data());
   for (int i = 0; i < 30; ++i) {
-    const float want = r->weights[2 * 30 + i] + r->weights[17 * 30 + i] +
-                       r->weights[29 * 30 + i];
-    EXPECT_NEAR(out[i], want, 1e-6f) << i;
+    const double want = b(2, i) + b(17, i) + b(29, i);  // b(i, i) == 0
+    EXPECT_NEAR(out[i], want, 1e-5) << i;
   }
+}
+
+// Taking a user's row out equals fitting without it.
+TEST(ItemRegression, RemovingAUserEqualsRefittingWithoutThem) {
+  const SparseRatings x = RandomRated(200, 30, 0.25, 5);
+  ItemRegressionOptions o;
+  o.lambda = 20;
+  absl::StatusOr<ItemRegression> r = FitItemRegression(x, o);
+  ASSERT_TRUE(r.ok());
+  const int32_t gone = 7;
+  ASSERT_GT(x.RowSize(gone), 3);
+  std::vector<Rating> kept;
+  for (int32_t u = 0; u < x.rows; ++u) {
+    if (u == gone) continue;
+    for (int64_t y = x.offsets[u]; y < x.offsets[u + 1]; ++y) {
+      kept.push_back({u, x.col[y], x.k[y]});
+    }
+  }
+  absl::StatusOr<ItemRegression> refit =
+      FitItemRegression(SparseRatings::FromRatings(x.rows, x.cols, kept), o);
+  ASSERT_TRUE(refit.ok());
+  ItemRegression removed = *r;
+  ASSERT_TRUE(RemoveFromItemRegression(&removed, x.col.data() + x.offsets[gone],
+                                       x.RowSize(gone)));
+  const Eigen::MatrixXd want = Weights(*refit), got = Weights(removed),
+                        before = Weights(*r);
+  EXPECT_LT((got - want).cwiseAbs().maxCoeff(), 1e-4);
+  EXPECT_GT((before - want).cwiseAbs().maxCoeff(), 1e-3);  // it did change
+  // P stays symmetric.
+  for (int i = 0; i < 30; ++i) {
+    for (int j = 0; j < 30; ++j) {
+      ASSERT_EQ(removed.inverse[i * 30 + j], removed.inverse[j * 30 + i]);
+    }
+  }
+  // Out of range: refused, nothing changed.
+  const std::vector<int32_t> bad = {1, 30};
+  ItemRegression same = *r;
+  EXPECT_FALSE(RemoveFromItemRegression(&same, bad.data(), 2));
+  EXPECT_EQ(same.inverse, r->inverse);
 }
 
 TEST(ItemRegression, RefusesBadInput) {
