@@ -11,11 +11,10 @@
 //   nll, ece: mean negative log-likelihood (nats) of the true rating and
 //     classwise calibration error of the predicted distributions;
 //     hist_nll, hist_ece: the same for the item histogram baseline;
-//   item_regression {built, items, lambda, seconds, mb} with --topn: the
-//     item regression (core/item_regression.h) fitted on the training
-//     file after the model (not part of train_seconds) for the rankings
-//     item_regression and item_regression_at_least; built false (with
-//     items and mb) when its size rule or --item-regression=false skips it;
+//   item_regression {items, lambda, seconds, mb} when the model has the
+//     item regression (core/item_regression.h; fitted with the rated RBM
+//     when its size rule allows, or --item-regression 1; its seconds are
+//     part of train_seconds);
 //   rated {hidden, epochs_run, valid_ndcg, seconds} when the ranking model
 //     (the rated RBM) was trained: with --topn, --save-model or
 //     --rated-hidden; its seconds are part of train_seconds;
@@ -82,8 +81,6 @@ struct Args {
   float similar_popularity = SimilarityOptions().popularity_weight;
   double relevant = 4.0;         // test ratings >= this are relevant
   std::string crbm_r = "train";  // --crbm-r: the conditional RBM's r
-  bool item_regression = true;   // with --topn, when its size rule allows
-  double item_lambda = 0;        // 0: ItemRegressionLambda's rule
   TrainOptions o;
 };
 
@@ -195,12 +192,13 @@ void AddFlags(CLI::App* app, Args* a) {
                   "the seed paper's set-up: the test items are in r in "
                   "training and prediction)")
       ->check(CLI::IsMember({"train", "train+test"}));
-  app->add_flag("--item-regression", a->item_regression,
-                "with --topn: also rank by the item regression (EASE's closed "
-                "form over which items users rated) alone and times p(rating "
-                ">= --relevant), when its items x items matrix fits the size "
-                "rule (default true)");
-  app->add_option("--item-lambda", a->item_lambda,
+  app->add_option("--item-regression", o.item_regression,
+                  "the item regression (EASE's closed form over which items "
+                  "users rated), fitted with the rated RBM: -1 = when its "
+                  "items x items matrix fits the size rule, 0 = never, 1 = "
+                  "always")
+      ->check(CLI::Range(-1, 1));
+  app->add_option("--item-lambda", o.item_lambda,
                   "the item regression's ridge penalty (0 = the rule, 40 x "
                   "sqrt(mean ratings per item))")
       ->check(Finite())
@@ -315,13 +313,12 @@ Json ReliabilityJson(const EvalMetrics& m, const RatingScale& scale) {
 std::vector<TopNResult> TopNSection(const Model& model,
                                     const SparseRatings& train_by_user,
                                     const std::vector<TestRating>& test,
-                                    const Args& a, bool cold_start,
-                                    const ItemRegression* regression,
-                                    Json* json, std::string* text) {
+                                    const Args& a, bool cold_start, Json* json,
+                                    std::string* text) {
   int64_t users = 0;
   std::vector<TopNResult> topn =
       EvaluateTopN(model, train_by_user, test, a.relevant, a.topn, a.o.threads,
-                   &users, cold_start, regression);
+                   &users, cold_start);
   (*json)["n"] = a.topn;
   (*json)["relevant"] = General(a.relevant);
   (*json)["users"] = users;
@@ -577,45 +574,11 @@ int Run(int argc, char** argv) {
   std::vector<TopNResult> topn;
   Json topn_json = Json::object(), cold_json = Json::object();
   std::string topn_text;
-  ItemRegression regression;
-  Json regression_json;
   if (a.topn > 0) {
-    const bool wanted =
-        a.item_regression &&
-        ItemRegressionWanted(train_by_user.cols, train_by_user.nnz());
-    const double mb =
-        static_cast<double>(ItemRegressionBytes(train_by_user.cols)) / 1e6;
-    regression_json = Json{
-        {"built", wanted}, {"items", train_by_user.cols}, {"mb", Fixed(mb, 1)}};
-    if (wanted) {
-      ItemRegressionOptions rro;
-      rro.lambda = a.item_lambda;
-      rro.threads = a.o.threads;
-      const auto r0 = std::chrono::steady_clock::now();
-      auto r = FitItemRegression(train_by_user, rro);
-      if (!r.ok()) return Fail(r.status());
-      regression = *std::move(r);
-      const double seconds =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - r0)
-              .count();
-      regression_json["lambda"] = General(regression.lambda);
-      regression_json["seconds"] = Fixed(seconds, 4);
-      absl::StrAppendFormat(&topn_text,
-                            "\nitem regression: %d items (%.1f MB)  lambda %g  "
-                            "seconds %.2f",
-                            regression.items, mb, regression.lambda, seconds);
-    } else {
-      absl::StrAppendFormat(
-          &topn_text, "\nitem regression: not built (%d items, %.1f MB; %s)",
-          train_by_user.cols, mb,
-          a.item_regression ? "the size rule" : "--item-regression=false");
-    }
-    topn = TopNSection(*model, train_by_user, test, a, false,
-                       regression.empty() ? nullptr : &regression, &topn_json,
+    topn = TopNSection(*model, train_by_user, test, a, false, &topn_json,
                        &topn_text);
     if (a.cold_start) {
-      TopNSection(*model, train_by_user, test, a, true, nullptr, &cold_json,
-                  &topn_text);
+      TopNSection(*model, train_by_user, test, a, true, &cold_json, &topn_text);
     }
   }
   bench::SimilarReport similar;
@@ -649,6 +612,27 @@ int Run(int argc, char** argv) {
     rated_text =
         "\nrated RBM (ranking model): not trained (--topn, --save-model or "
         "--rated-hidden trains it)";
+  }
+  // The item regression, when fitted.
+  Json regression_json;
+  if (model->HasItemRegression()) {
+    const ItemRegression& reg = model->item_regression();
+    const double mb = static_cast<double>(ItemRegressionBytes(reg.items)) / 1e6;
+    const double seconds = model->summary().item_regression_seconds;
+    regression_json = Json{{"items", reg.items},
+                           {"lambda", General(reg.lambda)},
+                           {"seconds", Fixed(seconds, 4)},
+                           {"mb", Fixed(mb, 1)}};
+    absl::StrAppendFormat(&rated_text,
+                          "\nitem regression: %d items (%.1f MB)  lambda %g  "
+                          "seconds %.2f",
+                          reg.items, mb, reg.lambda, seconds);
+  } else if (model->HasRatedRbm()) {
+    absl::StrAppendFormat(
+        &rated_text, "\nitem regression: not fitted (%d items, %.1f MB; %s)",
+        model->num_items(),
+        static_cast<double>(ItemRegressionBytes(model->num_items())) / 1e6,
+        a.o.item_regression == 0 ? "--item-regression 0" : "the size rule");
   }
   if (a.json) {
     const TrainOptions& o = model->options();  // with the size rule applied
@@ -687,6 +671,8 @@ int Run(int argc, char** argv) {
         {"ensemble", o.ensemble},
         {"item_based", o.item_based},
         {"conditional", o.conditional},
+        {"item_regression", o.item_regression},
+        {"item_lambda", General(o.item_lambda)},
         {"crbm_r", a.crbm_r},
         {"user_weight", General(model->params().user_weight)},
         {"user_weight_per_log_user",
@@ -701,7 +687,7 @@ int Run(int argc, char** argv) {
     j["hist_nll"] = Fixed(m.hist_nll, 6);
     j["hist_ece"] = Fixed(m.hist_ece, 6);
     if (!rated_json.is_null()) j["rated"] = rated_json;
-    if (a.topn > 0) j["item_regression"] = regression_json;
+    if (!regression_json.is_null()) j["item_regression"] = regression_json;
     if (a.topn > 0) j["topn"] = topn_json;
     if (a.topn > 0 && a.cold_start) j["topn_cold"] = cold_json;
     j["reliability"] = ReliabilityJson(m, scale);

@@ -15,7 +15,8 @@
 # --json`) and the errors so far, and prints them as a table at the end with
 # the verdict (bench/suites/soak_report.py states how each figure is
 # computed):
-#   0 errors; RSS and the database file grow < 5% over the last third; the
+#   0 errors; RSS and the database file less its stored model versions
+#   grow < 5% over the last third; the
 #   WAL within the store's journal_size_limit, 64 MiB (the WAL keeps its
 #   high-water mark, which grows by a model blob when a write finds a
 #   checkpoint held back by a reader, until a reset truncates it to that
@@ -138,7 +139,7 @@ elapsed() { awk -v s="$start" -v n="$(now)" 'BEGIN { printf "%d", n - s }'; }
 ) &
 
 # ---- load windows and samples ---------------------------------------------
-printf 't predict_qps predict_p99 recommend_qps recommend_p99 load_errors rss_kb db_bytes wal_bytes versions_full versions_online other_errors\n' \
+printf 't predict_qps predict_p99 recommend_qps recommend_p99 load_errors rss_kb db_bytes wal_bytes versions_full versions_online other_errors model_bytes\n' \
   >"$tmp/samples"
 died=0
 while [ "$(elapsed)" -lt "$duration" ]; do
@@ -160,9 +161,10 @@ load = {r["rpc"]: r for r in json.load(open(sys.argv[1]))["rpcs"]}
 models = json.load(open(sys.argv[2]))["models"]
 p, r = load.get("predict", {}), load.get("recommend", {})
 full = sum(m["kind"] == "full" for m in models)
+model_bytes = sum(int(m.get("size_bytes", 0)) for m in models)
 print(sys.argv[3], p.get("qps", 0), p.get("p99_ms", 0), r.get("qps", 0),
       r.get("p99_ms", 0), load["overall"]["errors"], sys.argv[4], sys.argv[5],
-      sys.argv[6], full, len(models) - full, sys.argv[7])
+      sys.argv[6], full, len(models) - full, sys.argv[7], model_bytes)
 PY
   tail -1 "$tmp/samples" | awk '{ printf "  t=%ds predict p99 %.2f ms, RSS %.0f MB, db %.0f MB, WAL %.0f MB, versions %d, errors %d\n", $1, $3, $7 / 1024, $8 / 1048576, $9 / 1048576, $10 + $11, $6 + $12 }' >&2
 done

@@ -99,9 +99,13 @@ absl::StatusOr<v1::RankBy> ParseRankBy(absl::string_view name) {
   if (n == "rated-prob" || n == "rated_prob") {
     return v1::PROBABILITY_RATED_AT_LEAST;
   }
+  if (n == "regression-prob" || n == "regression_prob") {
+    return v1::ITEM_REGRESSION_AT_LEAST;
+  }
   return absl::InvalidArgumentError(absl::StrCat(
-      "--by: expected 'expected', 'prob', 'rated' or 'rated-prob', got '", name,
-      "'"));
+      "--by: expected 'expected', 'prob', 'rated', 'rated-prob' or "
+      "'regression-prob', got '",
+      name, "'"));
 }
 
 absl::StatusOr<v1::ActivationPolicy> ParseActivation(absl::string_view name) {
@@ -427,7 +431,8 @@ absl::StatusOr<v1::RecommendRequest> BuildRecommendRequest(
     if ((*parsed == v1::EXPECTED_RATING || *parsed == v1::PROBABILITY_RATED) &&
         args.Has("threshold")) {
       return absl::InvalidArgumentError(
-          "--threshold applies only with --by prob or rated-prob");
+          "--threshold applies only with --by prob, rated-prob or "
+          "regression-prob");
     }
     by = *parsed;
   }

@@ -138,9 +138,12 @@ CommandSpec RecommendCommand() {
       1,
       "the top N items a user has not rated",
       "Ranks the items the user has not rated. By default (the server's "
-      "choice) by how likely the user is to rate an item and rate it at "
-      "least the threshold (--by rated-prob, models with the rated RBM), "
-      "else by expected rating. USER '-' is an anonymous user described "
+      "choice) by how strongly the items the user rated point to an item "
+      "times P(rating >= threshold) (--by regression-prob, models with the "
+      "item regression), else by how likely the user is to rate an item "
+      "and rate it at least the threshold (--by rated-prob, models with the "
+      "rated RBM), else by expected rating. USER '-' is an anonymous user "
+      "described "
       "only by --rate. A user without ratings gets the cold-start fallback "
       "(the model's answer for an empty user), marked as such. With "
       "--all-users (no USER): every stored user's list (or --users FILE's), "
@@ -148,12 +151,14 @@ CommandSpec RecommendCommand() {
       "per batch of users; --resume continues after the last complete user "
       "in FILE.",
       {Value("n", "N", "number of items (default 10)", 'n'),
-       Value("by", "expected|prob|rated|rated-prob",
-             "rank by expected rating, P(rating >= threshold), P(rated) or "
-             "P(rated) x P(rating >= threshold) (default: the server's, "
-             "rated-prob when the model has it)"),
+       Value("by", "expected|prob|rated|rated-prob|regression-prob",
+             "rank by expected rating, P(rating >= threshold), P(rated), "
+             "P(rated) x P(rating >= threshold), or the item regression's "
+             "score x P(rating >= threshold) (default: the server's, "
+             "regression-prob or rated-prob when the model has it)"),
        Value("threshold", "X",
-             "the rating threshold of --by prob (default 4) and rated-prob "
+             "the rating threshold of --by prob (default 4), rated-prob and "
+             "regression-prob "
              "(default: the server's, the first value at or above the mean "
              "rating); without --by, the server's default ranking with this "
              "threshold"),

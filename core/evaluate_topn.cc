@@ -62,9 +62,9 @@ struct TopNWay {
 };
 
 // The rankings: Recommend's for every RankBy the model supports, the item
-// regression's when there is one (and the users have ratings), then the
-// most-popular list.
-std::vector<TopNWay> TopNWays(const Model& model, bool regression) {
+// regression's score alone when the model has it (and the users have
+// ratings), then the most-popular list.
+std::vector<TopNWay> TopNWays(const Model& model, bool cold_start) {
   std::vector<TopNWay> ways = {
       {"expected_rating", RankBy::kExpected, TopNSource::kRecommend},
       {"p_at_least", RankBy::kAtLeast, TopNSource::kRecommend}};
@@ -73,77 +73,41 @@ std::vector<TopNWay> TopNWays(const Model& model, bool regression) {
     ways.push_back(
         {"p_rated_at_least", RankBy::kRatedAtLeast, TopNSource::kRecommend});
   }
-  if (regression) {
-    ways.push_back(
-        {"item_regression", RankBy::kExpected, TopNSource::kRegression});
-    ways.push_back({"item_regression_at_least", RankBy::kExpected,
-                    TopNSource::kRegressionAtLeast});
+  if (model.HasItemRegression()) {
+    if (!cold_start) {
+      ways.push_back(
+          {"item_regression", RankBy::kExpected, TopNSource::kRegression});
+    }
+    ways.push_back({"item_regression_at_least", RankBy::kRegressionAtLeast,
+                    TopNSource::kRecommend});
   }
   ways.push_back({"popularity", RankBy::kExpected, TopNSource::kPopularity});
   return ways;
 }
 
-// The top n of the item regression's scores (alone, or max(score, 0) x
-// p(rating >= k0) when at_least) over the trained items not in
-// `excluded_mask`, ties to the lower index. at_least scores the items in
-// decreasing regression score, a block at a time, with the exact
-// predictions, and stops once no further item can beat the n-th best (the
-// score is at most max(score, 0)).
-void RegressionList(const Model& model, const ItemRegression& reg, int32_t user,
-                    const VisibleSet& v,
-                    const std::vector<uint8_t>& excluded_mask, int k0, int n,
-                    bool at_least, ScoringScratch* sc,
+// The top n of the item regression's scores alone over the trained items
+// not in `excluded_mask`, best first, ties by item id (as Recommend's).
+void RegressionList(const Model& model, const VisibleSet& v,
+                    const std::vector<uint8_t>& excluded_mask, int n,
                     std::vector<int32_t>* list) {
   const int32_t m = model.num_items();
-  std::vector<float> e(static_cast<size_t>(m));
-  ItemRegressionScores(reg, v.items, v.n, e.data());
+  std::vector<float> e(static_cast<size_t>(m), 0.0f);
+  ItemRegressionScores(model.item_regression(), v.items, v.n, e.data());
   std::vector<std::pair<float, int32_t>> order;
   order.reserve(static_cast<size_t>(m));
   for (int32_t i = 0; i < m; ++i) {
     if (!excluded_mask[static_cast<size_t>(i)] && model.Trained(i)) {
-      order.emplace_back(-e[static_cast<size_t>(i)], i);
+      order.emplace_back(e[static_cast<size_t>(i)], i);
     }
   }
-  std::sort(order.begin(), order.end());
-  if (!at_least) {
-    for (size_t r = 0; r < order.size() && static_cast<int>(r) < n; ++r) {
-      list->push_back(order[r].second);
-    }
-    return;
-  }
-  std::vector<float> member_x;
-  model.MemberInputs(v, &member_x);
-  std::vector<std::pair<float, int32_t>> best;  // (-score, item)
-  std::vector<int32_t> query;
-  std::vector<float> probs;
-  const int K = model.K();
-  constexpr size_t kBlock = 16;
-  for (size_t b = 0; b < order.size(); b += kBlock) {
-    if (static_cast<int>(best.size()) >= n) {
-      std::nth_element(best.begin(), best.begin() + (n - 1), best.end());
-      if (std::max(-order[b].first, 0.0f) <
-          -best[static_cast<size_t>(n - 1)].first) {
-        break;
-      }
-    }
-    query.clear();
-    for (size_t r = b; r < std::min(order.size(), b + kBlock); ++r) {
-      query.push_back(order[r].second);
-    }
-    probs.resize(query.size() * static_cast<size_t>(K));
-    model.PredictWith(user, v, member_x.data(), query, PredictMethod::kExact,
-                      probs.data(), nullptr, &sc->model);
-    for (size_t r = 0; r < query.size(); ++r) {
-      float p = 0;
-      for (int k = k0; k < K; ++k) p += probs[r * static_cast<size_t>(K) + k];
-      const float s = std::max(e[static_cast<size_t>(query[r])], 0.0f) * p;
-      if (std::isfinite(s)) best.emplace_back(-s, query[r]);
-    }
-  }
-  std::sort(best.begin(), best.end());
-  for (size_t r = 0; r < best.size() && static_cast<int>(r) < n; ++r) {
-    list->push_back(best[r].second);
-  }
+  const size_t top = std::min(order.size(), static_cast<size_t>(n));
+  std::partial_sort(
+      order.begin(), order.begin() + static_cast<std::ptrdiff_t>(top),
+      order.end(), [&](const auto& a, const auto& b) {
+        if (a.first != b.first) return a.first > b.first;
+        return model.items().Name(a.second) < model.items().Name(b.second);
+      });
+  for (size_t r = 0; r < top; ++r) list->push_back(order[r].second);
 }
 
 // Per user x and way: the top-n scores and hit ranks of the way's list
@@ -154,8 +118,7 @@ void RankTopN(const Model& model, const SparseRatings& train_by_user,
               const std::vector<int64_t>& unknown_rel,
               const std::vector<int32_t>& popular,
               const std::vector<TopNWay>& ways, int k0, int n, int threads,
-              bool cold_start, const ItemRegression* regression,
-              std::vector<TopNScores>* per_user_out,
+              bool cold_start, std::vector<TopNScores>* per_user_out,
               std::vector<std::vector<int32_t>>* hit_ranks_out) {
   const int kWays = static_cast<int>(ways.size());
   std::vector<TopNScores>& per_user = *per_user_out;
@@ -166,60 +129,59 @@ void RankTopN(const Model& model, const SparseRatings& train_by_user,
                       ? threads
                       : static_cast<int>(std::thread::hardware_concurrency()));
   std::vector<ScoringScratch> scratch(static_cast<size_t>(pool.size()));
-  pool.ParallelFor(static_cast<int64_t>(users.size()), [&](int thread,
-                                                           int64_t b,
-                                                           int64_t e) {
-    ScoringScratch* sc = &scratch[static_cast<size_t>(thread)];
-    std::vector<int32_t> list;
-    std::vector<uint8_t> rated(static_cast<size_t>(model.num_items()), 0);
-    for (int64_t x = b; x < e; ++x) {
-      const int32_t u = users[static_cast<size_t>(x)];
-      std::vector<int32_t> relevant_items = rel[static_cast<size_t>(u)];
-      // Unknown relevant items: ids no list can contain.
-      for (int64_t j = 0; j < unknown_rel[static_cast<size_t>(u)]; ++j) {
-        relevant_items.push_back(-1 - static_cast<int32_t>(j));
-      }
-      std::sort(relevant_items.begin(), relevant_items.end());
-      VisibleSet v;
-      if (!cold_start && u < train_by_user.rows) {
-        v.items = train_by_user.col.data() + train_by_user.offsets[u];
-        v.ks = train_by_user.k.data() + train_by_user.offsets[u];
-        v.n = train_by_user.RowSize(u);
-      }
-      const std::vector<int32_t> excluded(v.items, v.items + v.n);
-      for (int way = 0; way < kWays; ++way) {
-        list.clear();
-        const TopNSource source = ways[static_cast<size_t>(way)].source;
-        if (source == TopNSource::kRecommend) {
-          RankOptions ro;
-          ro.method = PredictMethod::kExact;
-          ro.n = n;
-          ro.by = ways[static_cast<size_t>(way)].by;
-          ro.k0 = k0;
-          for (const Ranked& r :
-               RankItems(model, cold_start ? -1 : u, v, excluded, ro, sc)) {
-            list.push_back(r.item);
+  pool.ParallelFor(
+      static_cast<int64_t>(users.size()),
+      [&](int thread, int64_t b, int64_t e) {
+        ScoringScratch* sc = &scratch[static_cast<size_t>(thread)];
+        std::vector<int32_t> list;
+        std::vector<uint8_t> rated(static_cast<size_t>(model.num_items()), 0);
+        for (int64_t x = b; x < e; ++x) {
+          const int32_t u = users[static_cast<size_t>(x)];
+          std::vector<int32_t> relevant_items = rel[static_cast<size_t>(u)];
+          // Unknown relevant items: ids no list can contain.
+          for (int64_t j = 0; j < unknown_rel[static_cast<size_t>(u)]; ++j) {
+            relevant_items.push_back(-1 - static_cast<int32_t>(j));
           }
-        } else if (source == TopNSource::kPopularity) {
-          for (int32_t i : excluded) rated[static_cast<size_t>(i)] = 1;
-          for (int32_t i : popular) {
-            if (static_cast<int>(list.size()) >= n) break;
-            if (!rated[static_cast<size_t>(i)]) list.push_back(i);
+          std::sort(relevant_items.begin(), relevant_items.end());
+          VisibleSet v;
+          if (!cold_start && u < train_by_user.rows) {
+            v.items = train_by_user.col.data() + train_by_user.offsets[u];
+            v.ks = train_by_user.k.data() + train_by_user.offsets[u];
+            v.n = train_by_user.RowSize(u);
           }
-          for (int32_t i : excluded) rated[static_cast<size_t>(i)] = 0;
-        } else {
-          for (int32_t i : excluded) rated[static_cast<size_t>(i)] = 1;
-          RegressionList(model, *regression, u, v, rated, k0, n,
-                         source == TopNSource::kRegressionAtLeast, sc, &list);
-          for (int32_t i : excluded) rated[static_cast<size_t>(i)] = 0;
+          const std::vector<int32_t> excluded(v.items, v.items + v.n);
+          for (int way = 0; way < kWays; ++way) {
+            list.clear();
+            const TopNSource source = ways[static_cast<size_t>(way)].source;
+            if (source == TopNSource::kRecommend) {
+              RankOptions ro;
+              ro.method = PredictMethod::kExact;
+              ro.n = n;
+              ro.by = ways[static_cast<size_t>(way)].by;
+              ro.k0 = k0;
+              for (const Ranked& r :
+                   RankItems(model, cold_start ? -1 : u, v, excluded, ro, sc)) {
+                list.push_back(r.item);
+              }
+            } else if (source == TopNSource::kPopularity) {
+              for (int32_t i : excluded) rated[static_cast<size_t>(i)] = 1;
+              for (int32_t i : popular) {
+                if (static_cast<int>(list.size()) >= n) break;
+                if (!rated[static_cast<size_t>(i)]) list.push_back(i);
+              }
+              for (int32_t i : excluded) rated[static_cast<size_t>(i)] = 0;
+            } else {
+              for (int32_t i : excluded) rated[static_cast<size_t>(i)] = 1;
+              RegressionList(model, v, rated, n, &list);
+              for (int32_t i : excluded) rated[static_cast<size_t>(i)] = 0;
+            }
+            per_user[static_cast<size_t>(x) * kWays + way] =
+                ScoreTopN(list, relevant_items, n);
+            hit_ranks[static_cast<size_t>(x) * kWays + way] =
+                HitRanks(list, relevant_items, n);
+          }
         }
-        per_user[static_cast<size_t>(x) * kWays + way] =
-            ScoreTopN(list, relevant_items, n);
-        hit_ranks[static_cast<size_t>(x) * kWays + way] =
-            HitRanks(list, relevant_items, n);
-      }
-    }
-  });
+      });
 }
 
 // The per-user scores averaged over the users, per way, and the curves at
@@ -283,8 +245,7 @@ std::vector<TopNResult> EvaluateTopN(const Model& model,
                                      const SparseRatings& train_by_user,
                                      const std::vector<TestRating>& test,
                                      double relevant, int n, int threads,
-                                     int64_t* n_users, bool cold_start,
-                                     const ItemRegression* regression) {
+                                     int64_t* n_users, bool cold_start) {
   std::vector<std::vector<int32_t>> rel;
   std::vector<int64_t> unknown_rel;
   const std::vector<int32_t> users =
@@ -295,15 +256,11 @@ std::vector<TopNResult> EvaluateTopN(const Model& model,
       static_cast<int>(std::ceil(
           (relevant - model.scale().min()) / model.scale().step() - 1e-6)),
       0, model.K() - 1);
-  if (regression != nullptr &&
-      (cold_start || regression->items != model.num_items())) {
-    regression = nullptr;
-  }
-  const std::vector<TopNWay> ways = TopNWays(model, regression != nullptr);
+  const std::vector<TopNWay> ways = TopNWays(model, cold_start);
   std::vector<TopNScores> per_user;
   std::vector<std::vector<int32_t>> hit_ranks;
   RankTopN(model, train_by_user, users, rel, unknown_rel, popular, ways, k0, n,
-           threads, cold_start, regression, &per_user, &hit_ranks);
+           threads, cold_start, &per_user, &hit_ranks);
   return AverageTopN(users, rel, unknown_rel, ways, n, per_user, hit_ranks);
 }
 

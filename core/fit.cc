@@ -2,6 +2,7 @@
 
 #include <Eigen/Dense>
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <limits>
 #include <mutex>
@@ -399,7 +400,8 @@ void Summarize(const std::vector<RatingRbmRunner::Done>& done,
     params->summary.rating_epochs += d.train_ratings * d.epochs_run;
     valid_sum += d.valid_rmse;
   }
-  params->summary.train_seconds += params->summary.rated_seconds;
+  params->summary.train_seconds +=
+      params->summary.rated_seconds + params->summary.item_regression_seconds;
   params->summary.valid_rmse =
       mixed_valid_rmse >= 0 ? mixed_valid_rmse
                             : valid_sum / static_cast<double>(done.size());
@@ -490,6 +492,19 @@ absl::StatusOr<Model> FitModel(FitData* data, const TrainOptions& requested,
         !s.ok()) {
       return fail(s);
     }
+  }
+  if (WantsItemRegression(options, rated_f, by_user.cols, by_user.nnz())) {
+    const auto t0 = std::chrono::steady_clock::now();
+    ItemRegressionOptions ro;
+    ro.lambda = options.item_lambda;
+    ro.threads = threads;
+    absl::StatusOr<ItemRegression> reg = FitItemRegression(by_user, ro);
+    if (!reg.ok()) return fail(reg.status());
+    params.item_regression =
+        std::make_shared<const ItemRegression>(*std::move(reg));
+    params.summary.item_regression_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+            .count();
   }
   Summarize(runner.done(), mixed_valid_rmse, &params);
   return Model(std::move(params));

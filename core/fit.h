@@ -9,7 +9,6 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "core/item_regression.h"
 #include "core/metrics.h"
 #include "core/model.h"
 #include "core/ratings.h"
@@ -138,16 +137,14 @@ struct TopNResult {
 // cold_start: every user is ranked as a user without ratings (no visible
 // units, no parameters of their own: Recommend's cold start), so nothing is
 // excluded and the lists are the same for every user.
-// regression: when given (and not cold_start), two more rankings by the
-// item regression (core/item_regression.h) over the model's items: its
-// scores alone ("item_regression") and max(score, 0) x p(rating >=
-// relevant) ("item_regression_at_least"); used only when
-// regression->items == model.num_items().
-std::vector<TopNResult> EvaluateTopN(
-    const Model& model, const SparseRatings& train_by_user,
-    const std::vector<TestRating>& test, double relevant, int n, int threads,
-    int64_t* n_users, bool cold_start = false,
-    const ItemRegression* regression = nullptr);
+// A model with the item regression (core/item_regression.h) adds two
+// rankings: its scores alone ("item_regression", not for cold_start) and
+// Recommend's kRegressionAtLeast ("item_regression_at_least").
+std::vector<TopNResult> EvaluateTopN(const Model& model,
+                                     const SparseRatings& train_by_user,
+                                     const std::vector<TestRating>& test,
+                                     double relevant, int n, int threads,
+                                     int64_t* n_users, bool cold_start = false);
 
 }  // namespace rbmrec
 

@@ -25,16 +25,16 @@ double ItemRegressionLambda(const SparseRatings& by_user) {
                           static_cast<double>(items));
 }
 
-int64_t ItemRegressionBytes(int32_t items) {
-  return static_cast<int64_t>(items) * items *
-         static_cast<int64_t>(sizeof(float));
+int64_t ItemRegressionBytes(int64_t items) {
+  return items * items * static_cast<int64_t>(sizeof(float));
 }
 
-bool ItemRegressionWanted(int32_t items, int64_t ratings) {
+bool ItemRegressionWanted(int64_t items, int64_t ratings) {
   constexpr int64_t kFloorBytes = int64_t{64} << 20;
   constexpr int64_t kBytesPerRating = 16;
-  return items > 0 && ItemRegressionBytes(items) <=
-                          std::max(kFloorBytes, kBytesPerRating * ratings);
+  if (items <= 0 || items > (int64_t{1} << 24)) return false;
+  return ItemRegressionBytes(items) <=
+         std::max(kFloorBytes, kBytesPerRating * ratings);
 }
 
 absl::StatusOr<ItemRegression> FitItemRegression(

@@ -54,12 +54,12 @@ double ItemRegressionLambda(const SparseRatings& by_user);
 
 // Bytes of a fitted model's weights for `items` items (the fit holds twice
 // this at its peak).
-int64_t ItemRegressionBytes(int32_t items);
+int64_t ItemRegressionBytes(int64_t items);
 
 // The size rule: built when its weights take at most 64 MiB or 16 bytes a
 // training rating, whichever is more (ML-1M's 3,706 items: 55 MB; the
 // 10,000 items of 10 M ratings: 400 MB, not built).
-bool ItemRegressionWanted(int32_t items, int64_t ratings);
+bool ItemRegressionWanted(int64_t items, int64_t ratings);
 
 // Fits on `by_user` (rows users, cols items; every entry counts as rated,
 // whatever its rating). Deterministic: the same weights at any thread

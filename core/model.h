@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -12,6 +13,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "core/id_map.h"
+#include "core/item_regression.h"
 #include "core/low_rank.h"
 #include "core/rating_scale.h"
 #include "core/ratings.h"
@@ -45,6 +47,9 @@ struct TrainingSummary {
   int32_t rated_epochs = 0;
   double rated_valid_ndcg = 0;
   double rated_seconds = 0;
+  // The item regression's fit (core/item_regression.h; included in
+  // train_seconds).
+  double item_regression_seconds = 0;
 };
 
 struct OnlineOptions;  // core/online.h
@@ -88,6 +93,12 @@ struct ModelParams {
   // visible unit per item (num_items == items.size()); F = 0 when not
   // trained. Used by Recommend's p(rated) rankings (core/recommend.h).
   RbmParams rated_rbm;
+
+  // The item regression (core/item_regression.h) over the first
+  // item_regression->items items; null when not fitted. Shared and never
+  // edited in place: copies of the parameters share it (it is items^2
+  // floats), and an edit (erasure) makes a new one.
+  std::shared_ptr<const ItemRegression> item_regression;
 };
 
 // A trained model ready to serve: built from ModelParams and immutable
@@ -171,6 +182,14 @@ class Model {
             item_hi_sum_[static_cast<size_t>(i)]};
   }
 
+  // True when the model has the item regression (items added online after
+  // its fit score 0 in it).
+  bool HasItemRegression() const {
+    return p_.item_regression != nullptr && !p_.item_regression->empty() &&
+           p_.item_regression->items <= num_items();
+  }
+  // REQUIRES HasItemRegression().
+  const ItemRegression& item_regression() const { return *p_.item_regression; }
   // True when the model has the rated RBM (p(rated) rankings available).
   bool HasRatedRbm() const {
     return p_.rated_rbm.F > 0 && p_.rated_rbm.num_items == num_items();

@@ -73,6 +73,7 @@ class Reader {
     return true;
   }
   bool done() const { return pos_ == in_.size(); }
+  size_t remaining() const { return in_.size() - pos_; }
 
  private:
   std::string_view in_;
@@ -188,6 +189,60 @@ absl::Status GetConditional(Reader* r, ModelParams* m) {
   return absl::OkStatus();
 }
 
+// Version 6: the item regression's options and fit seconds, then its items
+// (0 = none) and, when > 0, lambda and P (items x items float32).
+void PutItemRegression(Writer* w, const ModelParams& m) {
+  w->Put<int32_t>(m.options.item_regression);
+  w->Put<float>(m.options.item_lambda);
+  w->Put<double>(m.summary.item_regression_seconds);
+  const ItemRegression* r = m.item_regression.get();
+  const int32_t items = r != nullptr ? r->items : 0;
+  w->Put<int32_t>(items);
+  if (items > 0) {
+    w->Put<float>(r->lambda);
+    w->PutFloats(r->inverse.data(), r->inverse.size());
+  }
+}
+
+absl::Status GetItemRegression(Reader* r, ModelParams* m) {
+  if (!(r->Get(&m->options.item_regression) &&
+        m->options.item_regression >= -1 && m->options.item_regression <= 1 &&
+        r->Get(&m->options.item_lambda) &&
+        std::isfinite(m->options.item_lambda) && m->options.item_lambda >= 0 &&
+        r->Get(&m->summary.item_regression_seconds))) {
+    return Corrupt("bad item regression options");
+  }
+  int32_t items;
+  if (!r->Get(&items) || items < 0 || items > m->items.size()) {
+    return Corrupt("bad item regression size");
+  }
+  if (items == 0) return absl::OkStatus();
+  auto reg = std::make_shared<ItemRegression>();
+  reg->items = items;
+  const size_t n = static_cast<size_t>(items) * static_cast<size_t>(items);
+  // Checked before the allocation: the file must hold every float.
+  if (!r->Get(&reg->lambda) ||
+      !(std::isfinite(reg->lambda) && reg->lambda > 0) ||
+      r->remaining() / sizeof(float) < n) {
+    return Corrupt("bad item regression");
+  }
+  reg->inverse.resize(n);
+  if (!r->GetFloats(reg->inverse.data(), n)) {
+    return Corrupt("bad item regression");
+  }
+  reg->neg_inv_diag.resize(static_cast<size_t>(items));
+  for (int32_t i = 0; i < items; ++i) {
+    const float d = reg->inverse[static_cast<size_t>(i) * items + i];
+    if (!(std::isfinite(d) && d > 0)) return Corrupt("bad item regression");
+    reg->neg_inv_diag[static_cast<size_t>(i)] = -1.0f / d;
+  }
+  for (const float x : reg->inverse) {
+    if (!std::isfinite(x)) return Corrupt("bad item regression");
+  }
+  m->item_regression = std::move(reg);
+  return absl::OkStatus();
+}
+
 // An upper bound on SerializeModel's size within a few hundred bytes: the
 // bulk is the parameters, the ids and the histogram.
 size_t SerializedSizeBound(const ModelParams& m) {
@@ -206,6 +261,9 @@ size_t SerializedSizeBound(const ModelParams& m) {
              sizeof(float) * static_cast<size_t>(m.item_x.size()) +
              m.item_in_irbm.size();
   for (const RbmParams& p : m.members) n += params(p);
+  if (m.item_regression != nullptr) {
+    n += sizeof(float) * m.item_regression->inverse.size();
+  }
   return n;
 }
 
@@ -267,6 +325,7 @@ std::string SerializeModel(const Model& model) {
     file.Put<int32_t>(static_cast<int32_t>(p.D.rows()));
     file.PutFloats(p.D.data(), static_cast<size_t>(p.D.size()));
   }
+  PutItemRegression(&file, m);
   std::string& out = file.str();
   const uint64_t length = out.size() - kHeaderSize;
   std::memcpy(out.data() + kHeaderSize - sizeof(length), &length,
@@ -432,6 +491,11 @@ absl::StatusOr<Model> DeserializeModel(std::string_view bytes) {
   }
   if (version >= 5) {
     if (absl::Status s = GetConditional(&r, &m); !s.ok()) return s;
+  }
+  if (version >= 6) {
+    if (absl::Status s = GetItemRegression(&r, &m); !s.ok()) return s;
+  } else {
+    m.options.item_regression = 0;  // trained before it existed
   }
   if (!r.done()) return Corrupt("unexpected bytes at the end of the payload");
   return Model(std::move(m));

@@ -21,7 +21,11 @@
 //                       options.ordinal (u8); since version 5
 //                       options.conditional (u8) and per member the
 //                       conditional RBM's D (i32 rows: 0 = none, or m;
-//                       then rows x F float32)
+//                       then rows x F float32); since version 6
+//                       options.item_regression (i32), item_lambda (f32),
+//                       summary.item_regression_seconds (f64), the item
+//                       regression's items (i32, 0 = none) and, if > 0,
+//                       its lambda (f32) and P (items x items float32)
 //     24 + P   u64      FNV-1a 64 checksum of bytes [0, 24 + P)
 //
 // Loading fails with DataLoss for a wrong magic, truncation, trailing bytes,
@@ -31,7 +35,9 @@
 // version 1 and 2 files (one global U/I weight) with zero weight slopes;
 // files before version 4 (trained without parameter averaging and ordinal
 // sharing) with options.average = 0 and options.ordinal = false; files
-// before version 5 as plain RBMs (D empty, options.conditional = false).
+// before version 5 as plain RBMs (D empty, options.conditional = false);
+// files before version 6 without the item regression
+// (options.item_regression = 0).
 
 #include <string>
 #include <string_view>
@@ -41,7 +47,7 @@
 
 namespace rbmrec {
 
-inline constexpr uint32_t kModelFormatVersion = 5;
+inline constexpr uint32_t kModelFormatVersion = 6;
 
 // Serialises a model to bytes. Thread-safe.
 std::string SerializeModel(const Model& model);

@@ -249,8 +249,16 @@ class Ranker {
         return p_rated_[i];
       case RankBy::kRatedAtLeast:
         return p_rated_[i] * AtLeast(p);
+      case RankBy::kRegressionAtLeast:
+        return Bound(p_rated_[i]) * AtLeast(p);
     }
     return 0.0f;
+  }
+  // The bounded search's bound on the score of an item with value x in
+  // p_rated_ (a logit of p(rated), or an item regression score): the
+  // first factor of its score, which p(rating >= t) <= 1 multiplies.
+  float Bound(float x) const {
+    return regression_ ? std::max(x, 0.0f) : StableSigmoid(x);
   }
   // A finite distribution that sums to 1 (never hand out NaN).
   bool Sane(const float* p) const {
@@ -303,6 +311,8 @@ class Ranker {
   ScoringScratch* const scratch_;
   const int K_;
   const int32_t m_;
+  // kRegressionAtLeast: p_rated_ holds item regression scores.
+  const bool regression_;
   // p(rated) of every item (logits for kRatedAtLeast): opt.rated_logits
   // when given (kRatedAtLeast reads them in place), else the scratch's.
   const float* p_rated_ = nullptr;
@@ -323,6 +333,7 @@ Ranker::Ranker(const Model& model, int32_t user, const VisibleSet& v,
       scratch_(scratch),
       K_(model.K()),
       m_(model.num_items()),
+      regression_(opt.by == RankBy::kRegressionAtLeast),
       excluded_(scratch->excluded) {
   const std::vector<int32_t>* narrow = NarrowItems(opt, m_);
   if (NeedsRatedRbm(opt.by)) {
@@ -348,6 +359,13 @@ Ranker::Ranker(const Model& model, int32_t user, const VisibleSet& v,
     // kRatedAtLeast keeps the logits: the bounded search orders by them
     // (the sigmoid is monotone) and takes the sigmoid of the few items it
     // scores.
+  } else if (regression_) {
+    // Every item's score (0 for items added after the regression's fit).
+    std::vector<float>& own = scratch->p_rated;
+    own.assign(static_cast<size_t>(m_), 0.0f);
+    const ItemRegression& reg = model.item_regression();
+    ItemRegressionScores(reg, v.items, v.n, own.data());
+    p_rated_ = own.data();
   }
   RankValues(model, opt, &scratch->values);
   // excluded_[i] = 1 for the items the filter disallows and the excluded
@@ -521,7 +539,7 @@ std::vector<Ranked> Ranker::RankRatedAtLeast() {
     OrderUpto(b + block);  // may order items below the cut
     if (b >= cand.size()) break;
     if (best.size() >= n &&
-        StableSigmoid(cand[b].first) * (1.0f + 1e-5f) < best.top()) {
+        Bound(cand[b].first) * (1.0f + 1e-5f) < best.top()) {
       break;
     }
     const size_t e = std::min(cand.size(), b + block);
@@ -538,9 +556,14 @@ std::vector<Ranked> Ranker::RankRatedAtLeast() {
       if (!Sane(p)) continue;  // never hand out NaN
       Ranked x;
       x.item = query[r];
-      x.p_rated = StableSigmoid(p_rated_[x.item]);
+      const float first = Bound(p_rated_[x.item]);
+      if (regression_) {
+        x.regression = p_rated_[x.item];
+      } else {
+        x.p_rated = first;
+      }
       x.at_least = AtLeast(p);
-      x.score = x.p_rated * x.at_least;
+      x.score = first * x.at_least;
       x.expected = model_.Expectation(p);
       scored.push_back(x);
       best.push(x.score);
@@ -666,6 +689,7 @@ std::vector<Ranked> RankItems(const Model& model, int32_t user,
   Ranker ranker(model, user, v, excluded_items, opt, scratch);
   switch (opt.by) {
     case RankBy::kRatedAtLeast:
+    case RankBy::kRegressionAtLeast:
       return ranker.RankRatedAtLeast();
     case RankBy::kRated:
       return ranker.RankRated();

@@ -20,15 +20,23 @@ enum class RankBy {
   kRated,         // p(rated): how likely the user is to rate the item at all,
                   // from the rated RBM (core/rated_rbm.h)
   kRatedAtLeast,  // p(rated) x p(rating >= value k0 | rated): likely to be
-                  // rated and liked (the best on ML-1M; README "Rankings")
+                  // rated and liked
+  kRegressionAtLeast,  // max(s, 0) x p(rating >= value k0 | rated), s the
+                       // item regression's score (core/item_regression.h):
+                       // the best on ML-1M (docs/model.md "Ranking")
 };
+// True for the rankings that need Model::HasItemRegression().
+inline bool NeedsItemRegression(RankBy by) {
+  return by == RankBy::kRegressionAtLeast;
+}
 // True for the rankings that need Model::HasRatedRbm().
 inline bool NeedsRatedRbm(RankBy by) {
   return by == RankBy::kRated || by == RankBy::kRatedAtLeast;
 }
 // True for the rankings that use k0.
 inline bool UsesThreshold(RankBy by) {
-  return by == RankBy::kAtLeast || by == RankBy::kRatedAtLeast;
+  return by == RankBy::kAtLeast || by == RankBy::kRatedAtLeast ||
+         by == RankBy::kRegressionAtLeast;
 }
 
 // Recommend's ranking.
@@ -57,11 +65,13 @@ struct RankOptions {
   const float* mean_field_scores = nullptr;
 };
 struct Ranked {
-  int32_t item = 0;     // model index
-  float score = 0;      // the ranking score
-  double expected = 0;  // expected rating of the requested method
-  float at_least = 0;   // p(rating >= k0 | rated) when UsesThreshold(by)
-  float p_rated = 0;    // p(rated) when NeedsRatedRbm(by)
+  int32_t item = 0;      // model index
+  float score = 0;       // the ranking score
+  double expected = 0;   // expected rating of the requested method
+  float at_least = 0;    // p(rating >= k0 | rated) when UsesThreshold(by)
+  float p_rated = 0;     // p(rated) when NeedsRatedRbm(by)
+  float regression = 0;  // the item regression's score when
+                         // NeedsItemRegression(by)
 };
 
 // The default threshold of the threshold rankings, as a rating index: the
@@ -107,8 +117,12 @@ void RatedLogitsBatch(const Model& model, const VisibleSet* const* v, int n,
 // with the requested method in decreasing p(rated), 16 at a time, until no
 // further item can reach the n-th best score (score <= p(rated)), so its
 // order is the requested method's over all items, usually after scoring a
-// few dozen (`candidates` does not apply). REQUIRES model.HasRatedRbm() for
-// them and 0 <= k0 < K for the threshold rankings. Thread-safe as long as each
+// few dozen (`candidates` does not apply). kRegressionAtLeast is the same
+// search in decreasing item regression score s (score <= max(s, 0)); an
+// item added after the regression's fit has s = 0. REQUIRES
+// model.HasRatedRbm() for the p(rated) rankings,
+// model.HasItemRegression() for kRegressionAtLeast, and 0 <= k0 < K for the
+// threshold rankings. Thread-safe as long as each
 // thread passes its own scratch.
 std::vector<Ranked> RankItems(const Model& model, int32_t user,
                               const VisibleSet& v,

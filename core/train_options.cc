@@ -11,6 +11,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "core/item_regression.h"
 
 namespace rbmrec {
 
@@ -157,7 +158,20 @@ absl::Status ValidateTrainOptions(const TrainOptions& o) {
   }
   if (o.rated_factors < 0 || o.rated_factors > 10000)
     return bad("rated-factors", "must be 0 (unfactored) or 1..10000");
+  if (o.item_regression < -1 || o.item_regression > 1)
+    return bad("item-regression", "must be -1 (auto), 0 (off) or 1 (on)");
+  if (absl::Status s =
+          float_field("item-lambda", o.item_lambda, 0, false, 1e9f, false);
+      !s.ok()) {
+    return s;
+  }
   return absl::OkStatus();
+}
+
+bool WantsItemRegression(const TrainOptions& options, int rated_f,
+                         int64_t items, int64_t ratings) {
+  if (rated_f <= 0 || options.item_regression == 0 || items <= 0) return false;
+  return options.item_regression == 1 || ItemRegressionWanted(items, ratings);
 }
 
 int RatedHiddenUnits(const TrainOptions& options, int64_t users,

@@ -100,7 +100,19 @@ struct TrainOptions {
   // (RatedRbmOptions::factors); 0 (or at least its hidden units) = W
   // itself. The default holds at any size (docs/benchmarks.md).
   int rated_factors = 32;
+  // The item regression (core/item_regression.h), the first factor of
+  // Recommend's default ranking when the model has it: FitModel fits it
+  // with the rated RBM (rated_hidden != 0). -1 = when its size rule
+  // (ItemRegressionWanted) allows, 0 = never, 1 = whatever its size.
+  int item_regression = -1;
+  // Its ridge penalty; 0 = the rule of ItemRegressionLambda.
+  float item_lambda = 0;
 };
+
+// True when FitModel fits the item regression for `items` items and
+// `ratings` training ratings, given rated RBM hidden units rated_f.
+bool WantsItemRegression(const TrainOptions& options, int rated_f,
+                         int64_t items, int64_t ratings);
 
 // The rated RBM's hidden units for data of `users` x `items`:
 // options.rated_hidden when >= 0, else the documented rule (README "The

@@ -286,8 +286,12 @@ int64_t EstimateModelBytes(const DataShape& shape,
   double floats = ensemble * RbmFloats(m, K, F);
   if (options.conditional) floats += ensemble * m * F;  // D
   if (options.item_based) floats += RbmFloats(n, K, F) + m * F;
-  floats +=
-      RbmFloats(m, 1, RatedHiddenUnits(options, shape.users, shape.items));
+  const int rated_f = RatedHiddenUnits(options, shape.users, shape.items);
+  floats += RbmFloats(m, 1, rated_f);
+  // The item regression's P.
+  if (WantsItemRegression(options, rated_f, shape.items, shape.ratings)) {
+    floats += m * m;
+  }
   const double hist = m * K * 4;
   const double ids = (n + m) * (4 + shape.mean_id_bytes);
   return ClampBytes(floats * 4 + hist + ids + 4096);
@@ -346,6 +350,11 @@ int64_t EstimateTrainingBytes(const DataShape& shape,
   // its dense mini-batch (visible data and reconstruction, 100 users).
   const double rated_f = RatedHiddenUnits(options, shape.users, shape.items);
   if (rated_f > 0) bytes += (4 * m * rated_f + 2 * 100 * m) * 4;
+  // The item regression's fit: X'X and P (P is also in the model below).
+  if (WantsItemRegression(options, static_cast<int>(rated_f), shape.items,
+                          shape.ratings)) {
+    bytes += m * m * 4;
+  }
   // Ratings: the Dataset (12 bytes a rating), by-user and by-item sparse
   // copies of the whole set and of the train/validation parts (5 bytes a
   // rating each), the validation pass's per-user sums.

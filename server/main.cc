@@ -183,6 +183,12 @@ void BindTrainingFlags(CLI::App& app, Flags& f) {
                  "training default: hidden units of the rated RBM behind "
                  "Recommend's default ranking (-1 = size rule, 0 = off)")
       ->check(CLI::Range(-1, 10000));
+  app.add_option("--item-regression", t.item_regression,
+                 "training default: the item regression behind Recommend's "
+                 "default ranking, fitted with the rated RBM (-1 = when its "
+                 "items x items matrix fits the size rule, 0 = off, 1 = "
+                 "always)")
+      ->check(CLI::Range(-1, 1));
   app.add_option("--rated-factors", t.rated_factors,
                  "training default: the rated RBM trained factored through "
                  "C factors (0 = unfactored)")

@@ -277,6 +277,8 @@ absl::Status ApplyRealOptions(const v1::TrainOptions& r, TrainOptions* o) {
       {r.has_weight_decay(), "weight_decay", r.weight_decay(), 0, false, 1,
        &o->weight_decay},
       {r.has_average(), "average", r.average(), 0, false, 1, &o->average},
+      {r.has_item_lambda(), "item_lambda", r.item_lambda(), 0, false, 1e9,
+       &o->item_lambda},
   };
   for (const RealOption& opt : options) {
     if (!opt.set) continue;
@@ -285,6 +287,15 @@ absl::Status ApplyRealOptions(const v1::TrainOptions& r, TrainOptions* o) {
         !s.ok()) {
       return s;
     }
+  }
+  if (r.has_item_regression()) {
+    if (r.item_regression() < -1 || r.item_regression() > 1) {
+      return BadOption("item_regression",
+                       absl::StrCat("must be -1 (the size rule), 0 (off) or "
+                                    "1 (on), got ",
+                                    r.item_regression()));
+    }
+    o->item_regression = r.item_regression();
   }
   if (r.has_ordinal()) o->ordinal = r.ordinal();
   if (r.has_conditional()) o->conditional = r.conditional();

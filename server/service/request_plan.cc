@@ -180,7 +180,8 @@ absl::StatusOr<RecommendCheck> CheckRecommend(
     return absl::InvalidArgumentError(absl::StrCat(
         "rank_by ", static_cast<int>(request.rank_by()),
         " is not a known RankBy (EXPECTED_RATING = 1, PROBABILITY_AT_LEAST = "
-        "2, PROBABILITY_RATED = 3, PROBABILITY_RATED_AT_LEAST = 4)"));
+        "2, PROBABILITY_RATED = 3, PROBABILITY_RATED_AT_LEAST = 4, "
+        "ITEM_REGRESSION_AT_LEAST = 5)"));
   }
   if (absl::Status s = CheckOptionalUser(request.user_id()); !s.ok()) return s;
   if (absl::Status s = CheckAdHoc(request.ratings(), limits, scale); !s.ok()) {
@@ -190,16 +191,18 @@ absl::StatusOr<RecommendCheck> CheckRecommend(
 }
 
 v1::RankBy ResolveRankBy(const v1::RecommendRequest& request,
-                         bool has_rated_rbm) {
+                         bool has_rated_rbm, bool has_item_regression) {
   if (request.rank_by() != v1::RANK_BY_UNSPECIFIED) return request.rank_by();
-  return has_rated_rbm              ? v1::PROBABILITY_RATED_AT_LEAST
+  return has_item_regression        ? v1::ITEM_REGRESSION_AT_LEAST
+         : has_rated_rbm            ? v1::PROBABILITY_RATED_AT_LEAST
          : request.threshold() != 0 ? v1::PROBABILITY_AT_LEAST
                                     : v1::EXPECTED_RATING;
 }
 
 bool SharesPasses(v1::RankBy rank_by) {
   return rank_by != v1::PROBABILITY_RATED &&
-         rank_by != v1::PROBABILITY_RATED_AT_LEAST;
+         rank_by != v1::PROBABILITY_RATED_AT_LEAST &&
+         rank_by != v1::ITEM_REGRESSION_AT_LEAST;
 }
 
 FilterSpec ToFilterSpec(const v1::RecommendRequest& request,
@@ -224,7 +227,8 @@ absl::StatusOr<RankPlan> ToRankOptions(
   ro.method = checked.method;
   ro.n = checked.offset + checked.n;  // the page is the tail
   ro.candidates = candidates;
-  plan.rank_by = ResolveRankBy(request, model.HasRatedRbm());
+  plan.rank_by =
+      ResolveRankBy(request, model.HasRatedRbm(), model.HasItemRegression());
   switch (plan.rank_by) {
     case v1::PROBABILITY_AT_LEAST:
       ro.by = RankBy::kAtLeast;
@@ -234,6 +238,9 @@ absl::StatusOr<RankPlan> ToRankOptions(
       break;
     case v1::PROBABILITY_RATED_AT_LEAST:
       ro.by = RankBy::kRatedAtLeast;
+      break;
+    case v1::ITEM_REGRESSION_AT_LEAST:
+      ro.by = RankBy::kRegressionAtLeast;
       break;
     default:
       ro.by = RankBy::kExpected;
@@ -246,10 +253,19 @@ absl::StatusOr<RankPlan> ToRankOptions(
         "0); train a new model, or rank by EXPECTED_RATING or "
         "PROBABILITY_AT_LEAST"));
   }
+  if (NeedsItemRegression(ro.by) && !model.HasItemRegression()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "rank_by ITEM_REGRESSION_AT_LEAST: model version ", version,
+        " has no item regression (trained before it existed, with "
+        "item_regression 0, or with more items than its size rule allows); "
+        "rank by PROBABILITY_RATED_AT_LEAST, or train with item_regression "
+        "1"));
+  }
   if (!UsesThreshold(ro.by)) return plan;
   const RatingScale& scale = model.scale();
   plan.threshold = request.threshold();
-  if (plan.threshold == 0 && plan.rank_by == v1::PROBABILITY_RATED_AT_LEAST) {
+  if (plan.threshold == 0 && (plan.rank_by == v1::PROBABILITY_RATED_AT_LEAST ||
+                              plan.rank_by == v1::ITEM_REGRESSION_AT_LEAST)) {
     ro.k0 = default_threshold();
     plan.threshold = scale.Value(ro.k0);
     return plan;

@@ -121,14 +121,16 @@ absl::StatusOr<RecommendCheck> CheckRecommend(
     const v1::RecommendRequest& request, const RequestLimits& limits,
     const RatingScale& scale);
 
-// What rank_by means for a model with (has_rated_rbm) or without the rated
-// RBM: the request's value when set; else PROBABILITY_RATED_AT_LEAST with
-// the rated RBM, PROBABILITY_AT_LEAST when a threshold is sent, else
-// EXPECTED_RATING.
+// What rank_by means for a model with or without the rated RBM and the
+// item regression: the request's value when set; else
+// ITEM_REGRESSION_AT_LEAST with the item regression,
+// PROBABILITY_RATED_AT_LEAST with the rated RBM, PROBABILITY_AT_LEAST when
+// a threshold is sent, else EXPECTED_RATING.
 v1::RankBy ResolveRankBy(const v1::RecommendRequest& request,
-                         bool has_rated_rbm);
+                         bool has_rated_rbm, bool has_item_regression);
 // True when ranking by `rank_by` (resolved) shares all-item passes (every
-// ranking but PROBABILITY_RATED and PROBABILITY_RATED_AT_LEAST).
+// ranking but PROBABILITY_RATED, PROBABILITY_RATED_AT_LEAST and
+// ITEM_REGRESSION_AT_LEAST).
 bool SharesPasses(v1::RankBy rank_by);
 
 // The filter conditions Recommend and SimilarItems share: the request's

@@ -117,12 +117,15 @@ Placement RbmrecService::PlaceRecommend(const v1::RecommendRequest& request) {
     p.shares_passes = true;
     return p;
   }
-  bool has_rated_rbm = false;
+  bool has_rated_rbm = false, has_item_regression = false;
   if (request.rank_by() == v1::RANK_BY_UNSPECIFIED) {
     const Served served = registry_->Current();
     has_rated_rbm = served.model != nullptr && served.model->HasRatedRbm();
+    has_item_regression =
+        served.model != nullptr && served.model->HasItemRegression();
   }
-  p.shares_passes = SharesPasses(ResolveRankBy(request, has_rated_rbm));
+  p.shares_passes =
+      SharesPasses(ResolveRankBy(request, has_rated_rbm, has_item_regression));
   return p;
 }
 

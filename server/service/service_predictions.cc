@@ -259,6 +259,9 @@ v1::RecommendResponse RbmrecService::RespondRecommend(
       rec->set_probability_at_least(ranked[r].at_least);
     }
     if (NeedsRatedRbm(ro.by)) rec->set_probability_rated(ranked[r].p_rated);
+    if (NeedsItemRegression(ro.by)) {
+      rec->set_item_regression_score(ranked[r].regression);
+    }
     rec->set_rank(static_cast<int32_t>(offset + r + 1));
   }
   return resp;

@@ -535,7 +535,8 @@ TEST(BuildRecommendRequestTest, RankingChoices) {
                                            "--threshold", "4"}))
                 .status()
                 .message(),
-            "--threshold applies only with --by prob or rated-prob");
+            "--threshold applies only with --by prob, rated-prob or "
+            "regression-prob");
   EXPECT_FALSE(BuildRecommendRequest(ParseOk({"recommend", "u", "--by", "rated",
                                               "--threshold", "4"}))
                    .ok());

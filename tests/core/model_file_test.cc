@@ -11,12 +11,14 @@
 namespace rbmrec {
 namespace {
 
-Model SmallModel() {
+// With the item regression (12 x 12) unless `regression` is false.
+Model SmallModel(bool regression = true) {
   auto s = testing_data::PlantedRatings(30, 12, 2, 0.5, 4);
   TrainOptions o;
   o.hidden = 6;
   o.max_epochs = 2;
   o.ensemble = 2;
+  o.item_regression = regression ? -1 : 0;
   auto m = FitModel(s.train, o);
   EXPECT_TRUE(m.ok()) << m.status();
   return *std::move(m);
@@ -53,6 +55,18 @@ void ExpectSameModel(const Model& a, const Model& b) {
   EXPECT_EQ(a.options().rated_hidden, b.options().rated_hidden);
   EXPECT_EQ(a.summary().rated_epochs, b.summary().rated_epochs);
   EXPECT_EQ(a.summary().rated_valid_ndcg, b.summary().rated_valid_ndcg);
+  EXPECT_EQ(a.options().item_regression, b.options().item_regression);
+  EXPECT_EQ(a.options().item_lambda, b.options().item_lambda);
+  ASSERT_EQ(a.HasItemRegression(), b.HasItemRegression());
+  if (a.HasItemRegression()) {
+    EXPECT_EQ(a.item_regression().items, b.item_regression().items);
+    EXPECT_EQ(a.item_regression().lambda, b.item_regression().lambda);
+    EXPECT_EQ(a.item_regression().inverse, b.item_regression().inverse);
+    EXPECT_EQ(a.item_regression().neg_inv_diag,
+              b.item_regression().neg_inv_diag);
+    EXPECT_EQ(a.summary().item_regression_seconds,
+              b.summary().item_regression_seconds);
+  }
 }
 
 uint64_t Fnv1a64(const char* data, size_t n) {
@@ -66,6 +80,7 @@ uint64_t Fnv1a64(const char* data, size_t n) {
 
 TEST(ModelFile, RoundTripIsBitExact) {
   const Model m = SmallModel();
+  ASSERT_TRUE(m.HasItemRegression());
   const std::string bytes = SerializeModel(m);
   auto back = DeserializeModel(bytes);
   ASSERT_TRUE(back.ok()) << back.status();
@@ -136,8 +151,10 @@ std::string AsOlderVersion(const std::string& current, uint32_t version,
 // Version 3 added the U/I weight's two slopes (2 floats), version 4 the
 // parameter averaging and ordinal sharing options (a float and a byte),
 // version 5 the conditional option (a byte) and each member's D (its rows,
-// 0 in SmallModel's two members, and no floats).
-constexpr size_t kVersion5Tail = 1 + 2 * 4;
+// 0 in SmallModel's two members, and no floats), version 6 the item
+// regression's options, seconds and items (0 in SmallModel(false)).
+constexpr size_t kVersion6Tail = 4 + 4 + 8 + 4;
+constexpr size_t kVersion5Tail = 1 + 2 * 4 + kVersion6Tail;
 constexpr size_t kVersion4Tail = 4 + 1 + kVersion5Tail;
 constexpr size_t kVersion3Tail = 2 * 4 + kVersion4Tail;
 
@@ -146,7 +163,7 @@ constexpr size_t kVersion3Tail = 2 * 4 + kVersion4Tail;
 // 0)) and version 3's. It loads, without the rated RBM and with
 // rated_hidden 0.
 TEST(ModelFile, VersionOneLoadsWithoutTheRatedRbm) {
-  ModelParams params = SmallModel().TakeParams();
+  ModelParams params = SmallModel(false).TakeParams();
   params.rated_rbm = RbmParams{};
   constexpr size_t kVersion2Tail = 4 + 4 + 4 + 4 + 8 + 8 + 3 * 4;
   const std::string v1 =
@@ -167,7 +184,7 @@ TEST(ModelFile, VersionOneLoadsWithoutTheRatedRbm) {
 // and zero slopes; a version 2 weight outside [0, 1] is corrupt, while
 // version 3 takes any intercept within +-10 (the weight is clamped).
 TEST(ModelFile, VersionTwoLoadsWithOneGlobalWeight) {
-  ModelParams params = SmallModel().TakeParams();
+  ModelParams params = SmallModel(false).TakeParams();
   ASSERT_GT(params.item_rbm.F, 0);
   params.user_weight = 0.25f;
   params.user_weight_per_log_user = 0.125f;
@@ -196,7 +213,7 @@ TEST(ModelFile, VersionTwoLoadsWithOneGlobalWeight) {
 // with average 0 and ordinal false; a current file keeps the options, and an
 // average outside [0, 1) is corrupt.
 TEST(ModelFile, VersionThreeLoadsWithoutAveraging) {
-  ModelParams params = SmallModel().TakeParams();
+  ModelParams params = SmallModel(false).TakeParams();
   params.options.average = 0.5f;
   params.options.ordinal = true;
   const std::string v4 = SerializeModel(Model(params));
@@ -256,13 +273,47 @@ TEST(ModelFile, ConditionalRoundTrip) {
 // A version 4 file (before the conditional RBM) loads as plain RBMs, the
 // same model as the current file says.
 TEST(ModelFile, VersionFourLoadsAsPlainRbms) {
-  const Model model = SmallModel();
+  const Model model = SmallModel(false);
   const std::string v5 = SerializeModel(model);
   auto back = DeserializeModel(AsOlderVersion(v5, 4, kVersion5Tail));
   ASSERT_TRUE(back.ok()) << back.status();
   ExpectSameModel(model, *back);
   EXPECT_FALSE(back->options().conditional);
   for (const RbmParams& p : back->members()) EXPECT_FALSE(p.conditional());
+}
+
+// A version 5 file (before the item regression) loads without it, with
+// item_regression 0.
+TEST(ModelFile, VersionFiveLoadsWithoutTheItemRegression) {
+  const Model model = SmallModel(false);
+  auto back = DeserializeModel(
+      AsOlderVersion(SerializeModel(model), 5, kVersion6Tail));
+  ASSERT_TRUE(back.ok()) << back.status();
+  ExpectSameModel(model, *back);
+  EXPECT_FALSE(back->HasItemRegression());
+}
+
+// A stored item regression that is not a valid P is refused, before any
+// allocation of its claimed size.
+TEST(ModelFile, BadItemRegressionIsRejected) {
+  ModelParams params = SmallModel().TakeParams();
+  auto reg = std::make_shared<ItemRegression>(*params.item_regression);
+  reg->inverse[5 * 12 + 5] = -1.0f;  // a diagonal entry must be > 0
+  params.item_regression = reg;
+  auto r = DeserializeModel(SerializeModel(Model(std::move(params))));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(r.status().message().find("item regression"), std::string::npos);
+  // More items than the model has.
+  params = SmallModel().TakeParams();
+  reg = std::make_shared<ItemRegression>(*params.item_regression);
+  reg->items = 13;
+  reg->inverse.resize(13 * 13, 1.0f);
+  params.item_regression = reg;
+  r = DeserializeModel(SerializeModel(Model(std::move(params))));
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("item regression size"),
+            std::string::npos);
 }
 
 }  // namespace

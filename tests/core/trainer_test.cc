@@ -93,16 +93,19 @@ TEST(Trainer, TopNMetricsAreInRangeAndDoNotDependOnThreads) {
       EvaluateTopN(*model, by_user, s.test, 4.0, 5, 2, &users2);
   EXPECT_EQ(users1, want_users);
   EXPECT_EQ(users2, want_users);
-  // Recommend's four rankings (the model has the rated RBM), then the
-  // most-popular list.
+  // Recommend's four rankings (the model has the rated RBM), the item
+  // regression's two, then the most-popular list.
   ASSERT_TRUE(model->HasRatedRbm());
-  ASSERT_EQ(a.size(), 5u);
-  ASSERT_EQ(b.size(), 5u);
+  ASSERT_TRUE(model->HasItemRegression());
+  ASSERT_EQ(a.size(), 7u);
+  ASSERT_EQ(b.size(), 7u);
   EXPECT_EQ(a[0].name, "expected_rating");
   EXPECT_EQ(a[1].name, "p_at_least");
   EXPECT_EQ(a[2].name, "p_rated");
   EXPECT_EQ(a[3].name, "p_rated_at_least");
-  EXPECT_EQ(a[4].name, "popularity");
+  EXPECT_EQ(a[4].name, "item_regression");
+  EXPECT_EQ(a[5].name, "item_regression_at_least");
+  EXPECT_EQ(a[6].name, "popularity");
   for (size_t w = 0; w < a.size(); ++w) {
     EXPECT_EQ(a[w].name, b[w].name);
     EXPECT_EQ(a[w].mean.ndcg, b[w].mean.ndcg) << a[w].name;
@@ -129,28 +132,27 @@ TEST(Trainer, TopNMetricsAreInRangeAndDoNotDependOnThreads) {
     }
   }
   // Something is found: the planted data has structure and popular items.
-  EXPECT_GT(a[4].mean.recall, 0);
+  EXPECT_GT(a[6].mean.recall, 0);
+  EXPECT_GT(a[5].mean.recall, 0);
   EXPECT_GT(a[3].mean.recall, 0);
 }
 
 // The item regression's two rankings equal a brute-force order: every
 // trained item the user did not rate, scored exactly (its score alone, or
-// max(score, 0) x p(rating >= 4)), best first, ties to the lower index.
+// max(score, 0) x p(rating >= 4)), best first, ties by item id.
 TEST(Trainer, TopNItemRegressionRankingsEqualABruteForceOrder) {
   auto s = testing_data::PlantedRatings(150, 120, 3, 0.15, 23);
   auto model = FitModel(s.train, SmallOptions());
   ASSERT_TRUE(model.ok()) << model.status();
+  ASSERT_TRUE(model->HasItemRegression());
   const SparseRatings by_user = s.train.ByUser();
-  absl::StatusOr<ItemRegression> reg = FitItemRegression(by_user, {});
-  ASSERT_TRUE(reg.ok()) << reg.status();
   constexpr int kN = 10;
   int64_t users = 0;
   const std::vector<TopNResult> got =
-      EvaluateTopN(*model, by_user, s.test, 4.0, kN, 2, &users, false, &*reg);
+      EvaluateTopN(*model, by_user, s.test, 4.0, kN, 2, &users);
   ASSERT_EQ(got.size(), 7u);
-  EXPECT_EQ(got[4].name, "item_regression");
-  EXPECT_EQ(got[5].name, "item_regression_at_least");
-  EXPECT_EQ(got[6].name, "popularity");
+  ASSERT_EQ(got[4].name, "item_regression");
+  ASSERT_EQ(got[5].name, "item_regression_at_least");
   std::vector<std::vector<int32_t>> rel(
       static_cast<size_t>(model->users().size()));
   for (const TestRating& t : s.test) {
@@ -172,7 +174,7 @@ TEST(Trainer, TopNItemRegressionRankingsEqualABruteForceOrder) {
     v.ks = by_user.k.data() + by_user.offsets[u];
     v.n = by_user.RowSize(u);
     std::vector<float> e(static_cast<size_t>(m));
-    ItemRegressionScores(*reg, v.items, v.n, e.data());
+    ItemRegressionScores(model->item_regression(), v.items, v.n, e.data());
     std::vector<int32_t> query;
     for (int32_t i = 0; i < m; ++i) {
       if (model->Trained(i) &&
@@ -190,9 +192,12 @@ TEST(Trainer, TopNItemRegressionRankingsEqualABruteForceOrder) {
       for (size_t q = 0; q < query.size(); ++q) {
         const float p4 = probs[q * K + 3] + probs[q * K + 4];
         const float x = e[static_cast<size_t>(query[q])];
-        order.emplace_back(way == 0 ? -x : -(std::max(x, 0.0f) * p4), query[q]);
+        order.emplace_back(way == 0 ? x : std::max(x, 0.0f) * p4, query[q]);
       }
-      std::sort(order.begin(), order.end());
+      std::sort(order.begin(), order.end(), [&](const auto& a, const auto& b) {
+        if (a.first != b.first) return a.first > b.first;
+        return model->items().Name(a.second) < model->items().Name(b.second);
+      });
       std::vector<int32_t> list;
       for (size_t q = 0; q < order.size() && q < kN; ++q) {
         list.push_back(order[q].second);
@@ -204,18 +209,12 @@ TEST(Trainer, TopNItemRegressionRankingsEqualABruteForceOrder) {
   EXPECT_NEAR(got[4].mean.ndcg, want[0] / static_cast<double>(n_users), 1e-12);
   EXPECT_NEAR(got[5].mean.ndcg, want[1] / static_cast<double>(n_users), 1e-12);
   EXPECT_GT(got[5].mean.ndcg, 0);
-  // The other rankings do not change with the regression.
+  // Cold start: Recommend's ranking only (no rated items to score from).
   int64_t users_b = 0;
-  const std::vector<TopNResult> plain =
-      EvaluateTopN(*model, by_user, s.test, 4.0, kN, 2, &users_b);
-  ASSERT_EQ(plain.size(), 5u);
-  for (size_t w = 0; w < 4; ++w) {
-    EXPECT_EQ(plain[w].mean.ndcg, got[w].mean.ndcg) << plain[w].name;
-  }
-  // Cold start ignores it (no rated items to score from).
   const std::vector<TopNResult> cold =
-      EvaluateTopN(*model, by_user, s.test, 4.0, kN, 2, &users_b, true, &*reg);
-  EXPECT_EQ(cold.size(), 5u);
+      EvaluateTopN(*model, by_user, s.test, 4.0, kN, 2, &users_b, true);
+  ASSERT_EQ(cold.size(), 6u);
+  EXPECT_EQ(cold[4].name, "item_regression_at_least");
 }
 
 TEST(Trainer, TopNKnownItemsProtocolDropsRelevantItemsUnknownToTraining) {

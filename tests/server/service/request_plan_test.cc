@@ -114,13 +114,15 @@ TEST(RequestPlanTest, AdHocRatings) {
 
 TEST(RequestPlanTest, RankByDefaultIsResolvedOnce) {
   v1::RecommendRequest r;
-  EXPECT_EQ(ResolveRankBy(r, true), v1::PROBABILITY_RATED_AT_LEAST);
-  EXPECT_EQ(ResolveRankBy(r, false), v1::EXPECTED_RATING);
+  EXPECT_EQ(ResolveRankBy(r, true, true), v1::ITEM_REGRESSION_AT_LEAST);
+  EXPECT_EQ(ResolveRankBy(r, true, false), v1::PROBABILITY_RATED_AT_LEAST);
+  EXPECT_EQ(ResolveRankBy(r, false, false), v1::EXPECTED_RATING);
   r.set_threshold(4);
-  EXPECT_EQ(ResolveRankBy(r, false), v1::PROBABILITY_AT_LEAST);
-  EXPECT_EQ(ResolveRankBy(r, true), v1::PROBABILITY_RATED_AT_LEAST);
+  EXPECT_EQ(ResolveRankBy(r, false, false), v1::PROBABILITY_AT_LEAST);
+  EXPECT_EQ(ResolveRankBy(r, true, false), v1::PROBABILITY_RATED_AT_LEAST);
+  EXPECT_EQ(ResolveRankBy(r, true, true), v1::ITEM_REGRESSION_AT_LEAST);
   r.set_rank_by(v1::PROBABILITY_RATED);
-  EXPECT_EQ(ResolveRankBy(r, false), v1::PROBABILITY_RATED);
+  EXPECT_EQ(ResolveRankBy(r, false, true), v1::PROBABILITY_RATED);
 }
 
 TEST(RequestPlanTest, OnlyThePRatedRankingsRunWithoutSharedPasses) {
@@ -128,6 +130,7 @@ TEST(RequestPlanTest, OnlyThePRatedRankingsRunWithoutSharedPasses) {
   EXPECT_TRUE(SharesPasses(v1::PROBABILITY_AT_LEAST));
   EXPECT_FALSE(SharesPasses(v1::PROBABILITY_RATED));
   EXPECT_FALSE(SharesPasses(v1::PROBABILITY_RATED_AT_LEAST));
+  EXPECT_FALSE(SharesPasses(v1::ITEM_REGRESSION_AT_LEAST));
 }
 
 }  // namespace

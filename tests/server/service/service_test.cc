@@ -761,7 +761,8 @@ TEST_F(ServiceTest, RecommendDefaultsToRatedAndLikedWhenTheModelCan) {
   req.set_user_id("u1");
   absl::StatusOr<v1::RecommendResponse> r = service_->Recommend(req);
   ASSERT_TRUE(r.ok()) << r.status();
-  EXPECT_EQ(r->rank_by(), v1::PROBABILITY_RATED_AT_LEAST);
+  // The model has the item regression (40 items: its size rule allows it).
+  EXPECT_EQ(r->rank_by(), v1::ITEM_REGRESSION_AT_LEAST);
   // The default threshold: the first scale value at or above the mean
   // training rating (the planted ratings are 1, 2, 4 or 5, half and half).
   double sum = 0;
@@ -776,13 +777,20 @@ TEST_F(ServiceTest, RecommendDefaultsToRatedAndLikedWhenTheModelCan) {
   }
   EXPECT_EQ(r->threshold(), std::ceil(sum / n));
   ASSERT_EQ(r->recommendations_size(), 10);
-  EXPECT_GT(r->recommendations(0).probability_rated(), 0);
+  EXPECT_EQ(r->recommendations(0).probability_rated(), 0);
+  EXPECT_GT(r->recommendations(0).item_regression_score(), 0);
   EXPECT_GT(r->recommendations(0).probability_at_least(), 0);
   // An explicit threshold is used as given.
   req.set_threshold(5);
   r = service_->Recommend(req);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->threshold(), 5);
+  // p(rated) x p(rating >= t) by name, with p(rated) reported.
+  req.set_rank_by(v1::PROBABILITY_RATED_AT_LEAST);
+  r = service_->Recommend(req);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_GT(r->recommendations(0).probability_rated(), 0);
+  EXPECT_EQ(r->recommendations(0).item_regression_score(), 0);
 }
 
 // p(rated) is folded in from the user's ratings: an anonymous user with
@@ -852,8 +860,8 @@ TEST_F(ServiceTest, RecommendWithoutTheRatedRbmFallsBackOrSaysWhy) {
   r = service_->Recommend(req);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->rank_by(), v1::PROBABILITY_AT_LEAST);
-  for (v1::RankBy rank :
-       {v1::PROBABILITY_RATED, v1::PROBABILITY_RATED_AT_LEAST}) {
+  for (v1::RankBy rank : {v1::PROBABILITY_RATED, v1::PROBABILITY_RATED_AT_LEAST,
+                          v1::ITEM_REGRESSION_AT_LEAST}) {
     req.set_rank_by(rank);
     absl::Status s = service_->Recommend(req).status();
     EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
@@ -867,6 +875,24 @@ TEST_F(ServiceTest, RecommendWithoutTheRatedRbmFallsBackOrSaysWhy) {
       service_->Train(train, [](const v1::TrainProgress&) { return true; })
           .code(),
       absl::StatusCode::kInvalidArgument);
+  // The rated RBM without the item regression: the default is p(rated) x
+  // p(rating >= t), and the regression's ranking says why it is missing.
+  train.mutable_options()->set_rated_hidden(-1);
+  train.mutable_options()->set_item_regression(0);
+  TrainSync(train);
+  req.clear_threshold();
+  req.set_rank_by(v1::RANK_BY_UNSPECIFIED);
+  r = service_->Recommend(req);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->rank_by(), v1::PROBABILITY_RATED_AT_LEAST);
+  req.set_rank_by(v1::ITEM_REGRESSION_AT_LEAST);
+  absl::Status s = service_->Recommend(req).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  EXPECT_NE(s.message().find("no item regression"), std::string::npos) << s;
+  train.mutable_options()->set_item_regression(2);
+  s = service_->Train(train, [](const v1::TrainProgress&) { return true; });
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("item_regression"), std::string::npos) << s;
 }
 
 TEST_F(ServiceTest, RecommendReRankingReportsExactNumbers) {
@@ -882,13 +908,18 @@ TEST_F(ServiceTest, RecommendReRankingReportsExactNumbers) {
         return rec.expected_rating();
       case v1::PROBABILITY_RATED_AT_LEAST:
         return rec.probability_rated() * rec.probability_at_least();
+      case v1::ITEM_REGRESSION_AT_LEAST:
+        return std::max(rec.item_regression_score(), 0.0) *
+               rec.probability_at_least();
       default:
         ADD_FAILURE() << v1::RankBy_Name(by);
         return 0.0;
     }
   };
-  // The default ranking (p(rated) x p(rating >= t)) and the expected rating.
-  for (v1::RankBy by : {v1::RANK_BY_UNSPECIFIED, v1::EXPECTED_RATING}) {
+  // The default ranking (the item regression's score x p(rating >= t)),
+  // p(rated) x p(rating >= t) and the expected rating.
+  for (v1::RankBy by : {v1::RANK_BY_UNSPECIFIED, v1::PROBABILITY_RATED_AT_LEAST,
+                        v1::EXPECTED_RATING}) {
     SCOPED_TRACE(v1::RankBy_Name(by));
     v1::RecommendRequest req;
     req.set_user_id("u3");
@@ -898,7 +929,7 @@ TEST_F(ServiceTest, RecommendReRankingReportsExactNumbers) {
     ASSERT_TRUE(r.ok()) << r.status();
     ASSERT_EQ(r->recommendations_size(), 3);
     if (by == v1::RANK_BY_UNSPECIFIED) {
-      EXPECT_EQ(r->rank_by(), v1::PROBABILITY_RATED_AT_LEAST);
+      EXPECT_EQ(r->rank_by(), v1::ITEM_REGRESSION_AT_LEAST);
     }
     std::vector<std::string> ids;
     for (const auto& rec : r->recommendations()) ids.push_back(rec.item_id());
