@@ -286,8 +286,8 @@ TEST(ModelFile, VersionFourLoadsAsPlainRbms) {
 // item_regression 0.
 TEST(ModelFile, VersionFiveLoadsWithoutTheItemRegression) {
   const Model model = SmallModel(false);
-  auto back = DeserializeModel(
-      AsOlderVersion(SerializeModel(model), 5, kVersion6Tail));
+  auto back =
+      DeserializeModel(AsOlderVersion(SerializeModel(model), 5, kVersion6Tail));
   ASSERT_TRUE(back.ok()) << back.status();
   ExpectSameModel(model, *back);
   EXPECT_FALSE(back->HasItemRegression());
