@@ -19,10 +19,10 @@
 // rank_candidates500 / rank_tenth: the default ranking among a fixed
 // pseudo-random 500 items / tenth of the items (Recommend's filters).
 //
-// item_regression_scores: the item regression's score of every item for a
-// user (core/item_regression.h, fitted on the training file when its size
-// rule allows; 0 otherwise), to set against rated_probabilities, the
-// p(rated) step it would stand in for.
+// rank_regression_at_least: Recommend's default for a model with the item
+// regression (core/item_regression.h); item_regression_scores: its first
+// step, every item's score, against rated_probabilities, the p(rated) step
+// of rank_rated_at_least (both 0 for a model without it).
 //
 //   rbmrec-scoring-bench --train u1.base [--model FILE] [--users 200]
 //                        [--rounds 5] [--json]
@@ -271,26 +271,16 @@ int Main(int argc, char** argv) {
                          })
                 : 0;
 
-  double regression_us = 0;
-  if (ItemRegressionWanted(m, by_user.nnz())) {
-    std::vector<Rating> mapped;
-    for (int32_t u = 0; u < by_user.rows; ++u) {
-      for (int64_t r = by_user.offsets[u]; r < by_user.offsets[u + 1]; ++r) {
-        const int32_t item =
-            model->items().Find(ds->items.Name(by_user.col[r]));
-        if (item >= 0) mapped.push_back({u, item, by_user.k[r]});
-      }
-    }
-    absl::StatusOr<ItemRegression> reg = FitItemRegression(
-        SparseRatings::FromRatings(by_user.rows, m, mapped), {});
-    if (!reg.ok()) Die(std::string(reg.status().message()));
+  double regression_us = 0, rank_regression = 0;
+  if (model->HasItemRegression()) {
     std::vector<float> e(static_cast<size_t>(m));
     regression_us = TimeUs(users, rounds, [&](const User& u) {
-      ItemRegressionScores(*reg, u.ratings.items.data(),
+      ItemRegressionScores(model->item_regression(), u.ratings.items.data(),
                            static_cast<int64_t>(u.ratings.items.size()),
                            e.data());
       sink += e[0];
     });
+    rank_regression = TimeUs(users, rounds, rank(RankBy::kRegressionAtLeast));
   }
 
   // Two-stage ranking quality: |exact top 10 ∩ (mean-field top C, re-scored
@@ -343,11 +333,12 @@ int Main(int argc, char** argv) {
         "\"rank_rated_at_least_us\":%.2f,\"rank_candidates500_us\":%.2f,"
         "\"rank_tenth_us\":%.2f,\"rated_probabilities_us\":%.2f,"
         "\"item_regression_scores_us\":%.2f,"
+        "\"rank_regression_at_least_us\":%.2f,"
         "\"top10_recall_by_candidates\":{%s}}\n",
         m, K, model->members().empty() ? 0 : model->members()[0].F,
         static_cast<int>(users.size()), p10e, p10m, allm, scorem, alle, r50,
         urbm, irbm, rank_expected, rank_rated_at_least, rank_cand500,
-        rank_tenth, rated_probs, regression_us, rec.c_str());
+        rank_tenth, rated_probs, regression_us, rank_regression, rec.c_str());
   } else {
     std::printf("model: %d items, K %d, %zu users timed (best of %d rounds)\n",
                 m, K, users.size(), rounds);
@@ -374,8 +365,11 @@ int Main(int argc, char** argv) {
     std::printf("  rated_probabilities  %9.2f us  (in rank_rated_at_least)\n",
                 rated_probs);
     std::printf(
-        "  item_regression_scores %7.2f us  (every item's score; 0: not "
-        "built)\n",
+        "  rank_regression_at_least %5.2f us  (Recommend top 10, default "
+        "with the item regression)\n",
+        rank_regression);
+    std::printf(
+        "  item_regression_scores %7.2f us  (in rank_regression_at_least)\n",
         regression_us);
     std::printf(
         "  exact top-10 recovered by mean-field top C + exact rescoring:\n");
