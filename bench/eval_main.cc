@@ -195,8 +195,8 @@ void AddFlags(CLI::App* app, Args* a) {
   app->add_option("--item-regression", o.item_regression,
                   "the item regression (EASE's closed form over which items "
                   "users rated), fitted with the rated RBM: -1 = when its "
-                  "items x items matrix fits the size rule, 0 = never, 1 = "
-                  "always")
+                  "items x items matrix fits the size rule, 0 = never (the "
+                  "default, as the service's), 1 = always")
       ->check(CLI::Range(-1, 1));
   app->add_option("--item-lambda", o.item_lambda,
                   "the item regression's ridge penalty (0 = the rule, 40 x "

@@ -323,10 +323,8 @@ for s in "${splits[@]}"; do
     echo "[$s] LIBMF  run $i/$repeats: rmse $(get rmse "$out")  train $(get train_seconds "$out") s" >&2
     # The service's training: the rating model and the ranking model (the
     # rated RBM, which default flags do not train: the RMSE does not use it).
-    # Without the item regression, which the service does not train (yet):
-    # its fit would add to the peak RSS the table reports.
-    kout=$(run_rbmrec "$tr" "$te" --threads 2 --topn 10 --item-regression=false)
-    record "$s" rbmrec ranking "$i" "--threads 2 --topn 10 --item-regression=false" "$kout"
+    kout=$(run_rbmrec "$tr" "$te" --threads 2 --topn 10)
+    record "$s" rbmrec ranking "$i" "--threads 2 --topn 10" "$kout"
     echo "[$s] rbmrec run $i/$repeats with the ranking model (--topn 10): train $(get train_seconds "$kout") s" >&2
   done
   # LIBMF must have been scored on the test ratings rbmrec-eval counted.

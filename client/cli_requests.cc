@@ -317,6 +317,8 @@ absl::StatusOr<v1::TrainRequest> BuildTrainRequest(const ParsedArgs& args) {
       MaybeInt32(args, "factors", [o](int32_t v) { o->set_factors(v); }),
       MaybeDouble(args, "average", [o](double v) { o->set_average(v); }),
       MaybeBool(args, "ordinal", [o](bool v) { o->set_ordinal(v); }),
+      MaybeInt32(args, "item-regression",
+                 [o](int32_t v) { o->set_item_regression(v); }),
   };
   for (const absl::Status& s : statuses) {
     if (!s.ok()) return s;

@@ -295,6 +295,11 @@ void AddModelUseCommands(std::vector<CommandSpec>& c) {
             "the items asked about"),
        Value("average", "X",
              "parameter averaging over epochs, in [0, 1), 0 = off"),
+       Value("item-regression", "N",
+             "the item regression behind the regression-prob ranking (the "
+             "default ranking of a model that has it): -1 = when the "
+             "catalogue fits its size rule, 0 = off, 1 = always (default: "
+             "the server's, 0)"),
        Value("factors", "N",
              "factored training through N factors (-1 = size rule, 0 = "
              "unfactored)"),

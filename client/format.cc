@@ -286,10 +286,12 @@ std::string FormatRecommendations(const v1::RecommendResponse& response,
                             : request.rank_by();
   const double threshold =
       response.threshold() != 0 ? response.threshold() : request.threshold();
-  const bool by_probability =
-      by == v1::PROBABILITY_AT_LEAST || by == v1::PROBABILITY_RATED_AT_LEAST;
+  const bool by_probability = by == v1::PROBABILITY_AT_LEAST ||
+                              by == v1::PROBABILITY_RATED_AT_LEAST ||
+                              by == v1::ITEM_REGRESSION_AT_LEAST;
   const bool by_rated =
       by == v1::PROBABILITY_RATED || by == v1::PROBABILITY_RATED_AT_LEAST;
+  const bool by_regression = by == v1::ITEM_REGRESSION_AT_LEAST;
   Table table;
   table.header = {"rank", "item", "title", "expected"};
   table.align = {Align::kRight, Align::kLeft, Align::kLeft, Align::kRight};
@@ -299,6 +301,10 @@ std::string FormatRecommendations(const v1::RecommendResponse& response,
   }
   if (by_rated) {
     table.header.push_back("P(rated)");
+    table.align.push_back(Align::kRight);
+  }
+  if (by_regression) {
+    table.header.push_back("regression");
     table.align.push_back(Align::kRight);
   }
   for (const auto& r : response.recommendations()) {
@@ -313,6 +319,9 @@ std::string FormatRecommendations(const v1::RecommendResponse& response,
     }
     if (by_rated) {
       row.push_back(absl::StrFormat("%.1f%%", 100.0 * r.probability_rated()));
+    }
+    if (by_regression) {
+      row.push_back(absl::StrFormat("%.3f", r.item_regression_score()));
     }
     table.rows.push_back(std::move(row));
   }

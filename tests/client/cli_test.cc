@@ -438,10 +438,15 @@ TEST(BuildTrainRequestTest, OnlyGivenOptionsArePresent) {
   EXPECT_TRUE(o.has_ordinal());
   EXPECT_FALSE(o.ordinal());
   EXPECT_FALSE(o.has_conditional());
+  EXPECT_FALSE(o.has_item_regression());
   absl::StatusOr<v1::TrainRequest> c =
       BuildTrainRequest(ParseOk({"train", "--conditional"}));
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_TRUE(c->options().conditional());
+  c = BuildTrainRequest(ParseOk({"train", "--item-regression", "-1"}));
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_TRUE(c->options().has_item_regression());
+  EXPECT_EQ(c->options().item_regression(), -1);
 }
 
 TEST(BuildTrainRequestTest, BadValuesNameTheFlag) {

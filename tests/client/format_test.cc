@@ -193,6 +193,15 @@ TEST(FormatRecommendationsTest, ProbabilityColumnOnlyWhenRankedByIt) {
             "model v2\n"
             "rank  item  title             expected  P(>=4)\n"
             "   1  50    Star Wars (1977)      4.51   87.5%\n");
+  // The item regression's ranking: its score beside P(>= t).
+  a->set_item_regression_score(0.4567);
+  v1::RecommendRequest by_regression;
+  by_regression.set_rank_by(v1::ITEM_REGRESSION_AT_LEAST);
+  by_regression.set_threshold(4);
+  EXPECT_EQ(FormatRecommendations(r, by_regression, TextStyle()),
+            "model v2\n"
+            "rank  item  title             expected  P(>=4)  regression\n"
+            "   1  50    Star Wars (1977)      4.51   87.5%       0.457\n");
 }
 
 TEST(FormatRecommendationsTest, LongTitlesAreTruncated) {

@@ -75,7 +75,9 @@ TEST(Trainer, BeatsItemMeanOnPlantedStructure) {
 
 TEST(Trainer, TopNMetricsAreInRangeAndDoNotDependOnThreads) {
   auto s = testing_data::PlantedRatings(120, 40, 3, 0.3, 21);
-  auto model = FitModel(s.train, SmallOptions());
+  TrainOptions o = SmallOptions();
+  o.item_regression = -1;  // its size rule fits it here
+  auto model = FitModel(s.train, o);
   ASSERT_TRUE(model.ok()) << model.status();
   const SparseRatings by_user = s.train.ByUser();
   // Users with a test rating >= 4 (the relevant ones).
@@ -142,7 +144,9 @@ TEST(Trainer, TopNMetricsAreInRangeAndDoNotDependOnThreads) {
 // max(score, 0) x p(rating >= 4)), best first, ties by item id.
 TEST(Trainer, TopNItemRegressionRankingsEqualABruteForceOrder) {
   auto s = testing_data::PlantedRatings(150, 120, 3, 0.15, 23);
-  auto model = FitModel(s.train, SmallOptions());
+  TrainOptions o = SmallOptions();
+  o.item_regression = -1;  // its size rule fits it here
+  auto model = FitModel(s.train, o);
   ASSERT_TRUE(model.ok()) << model.status();
   ASSERT_TRUE(model->HasItemRegression());
   const SparseRatings by_user = s.train.ByUser();

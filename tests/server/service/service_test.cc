@@ -756,8 +756,18 @@ TEST_F(ServiceTest, RecommendExcludesRatedItemsAndIsSorted) {
 
 TEST_F(ServiceTest, RecommendDefaultsToRatedAndLikedWhenTheModelCan) {
   LoadSynthetic();
+  // Without the item regression (Train's default): p(rated) x p(>= t).
   TrainOk();
   v1::RecommendRequest req;
+  req.set_user_id("u1");
+  absl::StatusOr<v1::RecommendResponse> plain = service_->Recommend(req);
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_EQ(plain->rank_by(), v1::PROBABILITY_RATED_AT_LEAST);
+  EXPECT_GT(plain->recommendations(0).probability_rated(), 0);
+  // With it (40 items: its size rule allows it): the regression's product.
+  v1::TrainRequest train;
+  train.mutable_options()->set_item_regression(-1);
+  TrainSync(train);
   req.set_user_id("u1");
   absl::StatusOr<v1::RecommendResponse> r = service_->Recommend(req);
   ASSERT_TRUE(r.ok()) << r.status();
@@ -900,7 +910,9 @@ TEST_F(ServiceTest, RecommendReRankingReportsExactNumbers) {
   o.recommend_candidates = 5;  // 40 items > max(5, 3n): the re-rank path
   Start(nullptr, o);
   LoadSynthetic();
-  TrainOk();
+  v1::TrainRequest train;
+  train.mutable_options()->set_item_regression(-1);
+  TrainSync(train);
   // The score each ranking sorts by, from the numbers it reports.
   auto score = [](v1::RankBy by, const v1::Recommendation& rec) {
     switch (by) {
