@@ -93,6 +93,8 @@ absl::StatusOr<ItemRegression> FitItemRegression(
   for (int32_t i = 0; i < m; ++i) {
     out.neg_inv_diag[static_cast<size_t>(i)] = -1.0f / p(i, i);
   }
+  out.row_offsets = by_user.offsets;
+  out.row_items = by_user.col;
   return out;
 }
 
@@ -136,6 +138,23 @@ bool RemoveFromItemRegression(ItemRegression* reg, const int32_t* rated,
   p.triangularView<Eigen::StrictlyUpper>() = p.transpose();
   for (int32_t i = 0; i < m; ++i) {
     reg->neg_inv_diag[static_cast<size_t>(i)] = -1.0f / p(i, i);
+  }
+  return true;
+}
+
+bool RemoveUserFromItemRegression(ItemRegression* reg, int32_t user) {
+  if (user < 0) return false;
+  // A user after X's rows (added online after the fit) was never in X.
+  if (static_cast<size_t>(user) + 1 >= reg->row_offsets.size()) return true;
+  const int64_t b = reg->row_offsets[static_cast<size_t>(user)];
+  const int64_t e = reg->row_offsets[static_cast<size_t>(user) + 1];
+  if (!RemoveFromItemRegression(reg, reg->row_items.data() + b, e - b)) {
+    return false;
+  }
+  reg->row_items.erase(reg->row_items.begin() + b, reg->row_items.begin() + e);
+  for (size_t u = static_cast<size_t>(user) + 1; u < reg->row_offsets.size();
+       ++u) {
+    reg->row_offsets[u] -= e - b;
   }
   return true;
 }

@@ -43,6 +43,11 @@ struct ItemRegression {
   std::vector<float> inverse;
   // -1 / P_ii per item.
   std::vector<float> neg_inv_diag;
+  // X's rows: training user u rated items row_items[row_offsets[u],
+  // row_offsets[u + 1]) (sorted), so that a user's row can be taken out
+  // exactly whatever they rated since (RemoveUserFromItemRegression).
+  std::vector<int64_t> row_offsets{0};
+  std::vector<int32_t> row_items;
 
   bool empty() const { return items == 0; }
 };
@@ -84,6 +89,12 @@ void ItemRegressionScores(const ItemRegression& reg, const int32_t* rated,
 // in X.
 bool RemoveFromItemRegression(ItemRegression* reg, const int32_t* rated,
                               int64_t n);
+
+// RemoveFromItemRegression of training user `user`'s row (row_items), which
+// is then emptied (a second call changes nothing; a user after the rows,
+// added after the fit, was never in X: nothing to do). Returns false,
+// changing nothing, for a negative user or when the update fails.
+bool RemoveUserFromItemRegression(ItemRegression* reg, int32_t user);
 
 }  // namespace rbmrec
 

@@ -201,6 +201,14 @@ void PutItemRegression(Writer* w, const ModelParams& m) {
   if (items > 0) {
     w->Put<float>(r->lambda);
     w->PutFloats(r->inverse.data(), r->inverse.size());
+    // X's rows: their number, each row's length, then the items.
+    const size_t rows = r->row_offsets.size() - 1;
+    w->Put<int32_t>(static_cast<int32_t>(rows));
+    for (size_t u = 0; u < rows; ++u) {
+      w->Put<int32_t>(
+          static_cast<int32_t>(r->row_offsets[u + 1] - r->row_offsets[u]));
+    }
+    for (const int32_t i : r->row_items) w->Put<int32_t>(i);
   }
 }
 
@@ -239,6 +247,30 @@ absl::Status GetItemRegression(Reader* r, ModelParams* m) {
   for (const float x : reg->inverse) {
     if (!std::isfinite(x)) return Corrupt("bad item regression");
   }
+  int32_t rows;
+  if (!r->Get(&rows) || rows < 0 || rows > m->users.size() ||
+      r->remaining() / sizeof(int32_t) < static_cast<size_t>(rows)) {
+    return Corrupt("bad item regression rows");
+  }
+  reg->row_offsets.assign(static_cast<size_t>(rows) + 1, 0);
+  for (int32_t u = 0; u < rows; ++u) {
+    int32_t len;
+    if (!r->Get(&len) || len < 0 || len > items) {
+      return Corrupt("bad item regression rows");
+    }
+    reg->row_offsets[static_cast<size_t>(u) + 1] =
+        reg->row_offsets[static_cast<size_t>(u)] + len;
+  }
+  const size_t nnz = static_cast<size_t>(reg->row_offsets.back());
+  if (r->remaining() / sizeof(int32_t) < nnz) {
+    return Corrupt("bad item regression rows");
+  }
+  reg->row_items.resize(nnz);
+  for (int32_t& i : reg->row_items) {
+    if (!r->Get(&i) || i < 0 || i >= items) {
+      return Corrupt("bad item regression rows");
+    }
+  }
   m->item_regression = std::move(reg);
   return absl::OkStatus();
 }
@@ -262,7 +294,9 @@ size_t SerializedSizeBound(const ModelParams& m) {
              m.item_in_irbm.size();
   for (const RbmParams& p : m.members) n += params(p);
   if (m.item_regression != nullptr) {
-    n += sizeof(float) * m.item_regression->inverse.size();
+    n += sizeof(float) * m.item_regression->inverse.size() +
+         sizeof(int32_t) * (m.item_regression->row_offsets.size() +
+                            m.item_regression->row_items.size());
   }
   return n;
 }

@@ -25,7 +25,9 @@
 //                       options.item_regression (i32), item_lambda (f32),
 //                       summary.item_regression_seconds (f64), the item
 //                       regression's items (i32, 0 = none) and, if > 0,
-//                       its lambda (f32) and P (items x items float32)
+//                       its lambda (f32), P (items x items float32), and
+//                       X's rows: their number (i32), each one's length
+//                       (i32) and their items (i32)
 //     24 + P   u64      FNV-1a 64 checksum of bytes [0, 24 + P)
 //
 // Loading fails with DataLoss for a wrong magic, truncation, trailing bytes,

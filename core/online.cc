@@ -216,19 +216,11 @@ bool EraseUser(Model* model, std::string_view user_id,
     model->RefreshExp(-1, irbm.Row(user, 0), irbm.Row(user, 0) + irbm.K);
   }
   if (p.item_regression != nullptr) {
-    // The user's row out of the regression's X, exactly; a model whose
-    // regression cannot take it out (the ratings do not match its fit)
-    // loses the regression rather than keep the user in it.
-    std::vector<int32_t> items;
-    for (int64_t r = 0; r < ratings.n; ++r) {
-      const int32_t item = ratings.items[r];
-      if (item >= 0 && item < p.item_regression->items) items.push_back(item);
-    }
-    std::sort(items.begin(), items.end());
-    items.erase(std::unique(items.begin(), items.end()), items.end());
+    // The user's training row out of the regression's X, exactly (the row
+    // it was fitted with, whatever the user rated since); a regression
+    // that cannot take it out is dropped rather than keep the user in it.
     auto copy = std::make_shared<ItemRegression>(*p.item_regression);
-    if (RemoveFromItemRegression(copy.get(), items.data(),
-                                 static_cast<int64_t>(items.size()))) {
+    if (RemoveUserFromItemRegression(copy.get(), user)) {
       p.item_regression = std::move(copy);
     } else {
       p.item_regression = nullptr;

@@ -69,9 +69,9 @@ void AdjustItemInput(Model* model, int32_t user, int32_t item, int k,
 // removed, and its id becomes the tombstone ErasedUserId(index), which no
 // request can name (it holds a control character), so users().Find(user_id)
 // is -1 and the model answers the id as a user it never saw. The item
-// regression (when the model has one) is refitted without the user's row
-// exactly (RemoveFromItemRegression over `ratings`' items), or dropped
-// when that is impossible (ratings that were not its row). The weights
+// regression (when the model has one) is refitted without the user's
+// training row exactly (RemoveUserFromItemRegression), or dropped when that
+// fails. The weights
 // shared by every user (the user-based RBMs, the rated RBM, c_I) still
 // carry what training learnt from the user until the next training.
 // Returns false, changing nothing, when the model does not know `user_id`.

@@ -686,6 +686,14 @@ std::vector<Ranked> RankItems(const Model& model, int32_t user,
                               const VisibleSet& v,
                               const std::vector<int32_t>& excluded_items,
                               const RankOptions& opt, ScoringScratch* scratch) {
+  if (opt.by == RankBy::kRegressionAtLeast && v.n == 0 && model.HasRatedRbm()) {
+    // No rated items: every regression score is 0 and would rank by item
+    // id; the rated RBM's p(rated) (fitted beside it) knows more.
+    RankOptions rated = opt;
+    rated.by = RankBy::kRatedAtLeast;
+    rated.rated_logits = nullptr;
+    return RankItems(model, user, v, excluded_items, rated, scratch);
+  }
   Ranker ranker(model, user, v, excluded_items, opt, scratch);
   switch (opt.by) {
     case RankBy::kRatedAtLeast:

@@ -119,7 +119,8 @@ void RatedLogitsBatch(const Model& model, const VisibleSet* const* v, int n,
 // order is the requested method's over all items, usually after scoring a
 // few dozen (`candidates` does not apply). kRegressionAtLeast is the same
 // search in decreasing item regression score s (score <= max(s, 0)); an
-// item added after the regression's fit has s = 0. REQUIRES
+// item added after the regression's fit has s = 0; a user without rated
+// items (every s = 0) is ranked by kRatedAtLeast instead. REQUIRES
 // model.HasRatedRbm() for the p(rated) rankings,
 // model.HasItemRegression() for kRegressionAtLeast, and 0 <= k0 < K for the
 // threshold rankings. Thread-safe as long as each

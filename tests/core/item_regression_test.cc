@@ -144,6 +144,18 @@ TEST(ItemRegression, RemovingAUserEqualsRefittingWithoutThem) {
       ASSERT_EQ(removed.inverse[i * 30 + j], removed.inverse[j * 30 + i]);
     }
   }
+  // By the stored row: the same, and the row is emptied.
+  ItemRegression by_row = *r;
+  ASSERT_TRUE(RemoveUserFromItemRegression(&by_row, gone));
+  EXPECT_EQ(by_row.inverse, removed.inverse);
+  EXPECT_EQ(by_row.row_offsets[gone], by_row.row_offsets[gone + 1]);
+  EXPECT_EQ(by_row.row_items.size(),
+            r->row_items.size() - static_cast<size_t>(x.RowSize(gone)));
+  ASSERT_TRUE(RemoveUserFromItemRegression(&by_row, gone));  // no-op
+  EXPECT_EQ(by_row.inverse, removed.inverse);
+  ASSERT_TRUE(RemoveUserFromItemRegression(&by_row, 500));  // never in X
+  EXPECT_EQ(by_row.inverse, removed.inverse);
+  EXPECT_FALSE(RemoveUserFromItemRegression(&by_row, -1));
   // Out of range: refused, nothing changed.
   const std::vector<int32_t> bad = {1, 30};
   ItemRegression same = *r;

@@ -203,7 +203,8 @@ void ExpectLowRankServes(const Model& m) {
   ASSERT_EQ(lr.u.rows(), p.W.rows());
   std::vector<float> h(static_cast<size_t>(p.F)),
       z(static_cast<size_t>(lr.rank()));
-  for (int j = 0; j < p.F; ++j) h[static_cast<size_t>(j)] = 0.1f * static_cast<float>(j % 9);
+  for (int j = 0; j < p.F; ++j)
+    h[static_cast<size_t>(j)] = 0.1f * static_cast<float>(j % 9);
   LowRankInput(lr, h.data(), z.data());
   for (int64_t i = 0; i < p.W.rows(); ++i) {
     double want = 0;
@@ -306,6 +307,44 @@ TEST(Online, ExpTablesFollowEveryEdit) {
   ExpectTablesAsBuiltAfresh(m);
   ASSERT_TRUE(EraseUser(&m, user, VisibleSet{rated.data(), rk.data(), 1}));
   ExpectTablesAsBuiltAfresh(m);
+}
+
+// Erasure takes the user's training row out of the item regression exactly
+// (as a fit without it), whatever ratings the caller passes.
+TEST(Online, EraseUserTakesTheUserOutOfTheItemRegression) {
+  auto s = testing_data::PlantedRatings(60, 20, 2, 0.4, 9);
+  TrainOptions o = testing_data::SmallTrainOptions();
+  o.item_regression = 1;
+  absl::StatusOr<Model> model = FitModel(s.train, o);
+  ASSERT_TRUE(model.ok()) << model.status();
+  ASSERT_TRUE(model->HasItemRegression());
+  const int32_t gone = 5;
+  const SparseRatings by_user = s.train.ByUser();
+  std::vector<Rating> kept;
+  for (int32_t u = 0; u < by_user.rows; ++u) {
+    for (int64_t y = by_user.offsets[u]; y < by_user.offsets[u + 1]; ++y) {
+      if (u != gone) kept.push_back({u, by_user.col[y], by_user.k[y]});
+    }
+  }
+  ItemRegressionOptions ro;
+  ro.lambda = model->item_regression().lambda;
+  absl::StatusOr<ItemRegression> refit = FitItemRegression(
+      SparseRatings::FromRatings(by_user.rows, by_user.cols, kept), ro);
+  ASSERT_TRUE(refit.ok());
+  const std::vector<float> before = model->item_regression().inverse;
+  const std::vector<int32_t> other = {0};  // not the user's ratings
+  const std::vector<uint8_t> k = {4};
+  ASSERT_TRUE(EraseUser(&*model, model->users().Name(gone),
+                        VisibleSet{other.data(), k.data(), 1}));
+  ASSERT_TRUE(model->HasItemRegression());
+  const std::vector<float>& after = model->item_regression().inverse;
+  float worst = 0, moved = 0;
+  for (size_t i = 0; i < after.size(); ++i) {
+    worst = std::max(worst, std::abs(after[i] - refit->inverse[i]));
+    moved = std::max(moved, std::abs(after[i] - before[i]));
+  }
+  EXPECT_LT(worst, 1e-6f * 100);
+  EXPECT_GT(moved, worst * 10);
 }
 
 }  // namespace

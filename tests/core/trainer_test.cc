@@ -12,6 +12,7 @@
 #include "core/metrics.h"
 #include "core/model_file.h"
 #include "core/online.h"
+#include "core/recommend.h"
 #include "gtest/gtest.h"
 #include "tests/core/synthetic.h"
 
@@ -213,6 +214,22 @@ TEST(Trainer, TopNItemRegressionRankingsEqualABruteForceOrder) {
   EXPECT_NEAR(got[4].mean.ndcg, want[0] / static_cast<double>(n_users), 1e-12);
   EXPECT_NEAR(got[5].mean.ndcg, want[1] / static_cast<double>(n_users), 1e-12);
   EXPECT_GT(got[5].mean.ndcg, 0);
+  // A user without rated items: the regression ranking is p(rated) x
+  // p(rating >= 4)'s (every score would be 0).
+  {
+    ScoringScratch sc;
+    RankOptions ro;
+    ro.k0 = 3;
+    ro.by = RankBy::kRegressionAtLeast;
+    const std::vector<Ranked> a =
+        RankItems(*model, -1, VisibleSet{}, {}, ro, &sc);
+    ro.by = RankBy::kRatedAtLeast;
+    const std::vector<Ranked> b =
+        RankItems(*model, -1, VisibleSet{}, {}, ro, &sc);
+    ASSERT_EQ(a.size(), 10u);
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t k = 0; k < a.size(); ++k) EXPECT_EQ(a[k].item, b[k].item);
+  }
   // Cold start: Recommend's ranking only (no rated items to score from).
   int64_t users_b = 0;
   const std::vector<TopNResult> cold =
