@@ -14,6 +14,15 @@ namespace rbmrec {
 
 namespace {
 using Matrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic>;
+
+// Copies the lower triangle onto the upper one (an explicit loop: no
+// aliasing between what is read and what is written).
+void MirrorLower(Eigen::Map<Matrix>* p) {
+  const Eigen::Index m = p->rows();
+  for (Eigen::Index j = 1; j < m; ++j) {
+    for (Eigen::Index i = 0; i < j; ++i) (*p)(i, j) = (*p)(j, i);
+  }
+}
 }  // namespace
 
 double ItemRegressionLambda(const SparseRatings& by_user) {
@@ -88,7 +97,7 @@ absl::StatusOr<ItemRegression> FitItemRegression(
   }
   std::vector<float>().swap(gram);
   // The solve leaves P symmetric only to rounding: use one triangle.
-  p.triangularView<Eigen::StrictlyUpper>() = p.transpose();
+  MirrorLower(&p);
   out.neg_inv_diag.resize(static_cast<size_t>(m));
   for (int32_t i = 0; i < m; ++i) {
     out.neg_inv_diag[static_cast<size_t>(i)] = -1.0f / p(i, i);
@@ -135,7 +144,7 @@ bool RemoveFromItemRegression(ItemRegression* reg, const int32_t* rated,
   if (!(s > 1e-6)) return false;
   // One triangle, mirrored, so P stays exactly symmetric.
   p.selfadjointView<Eigen::Lower>().rankUpdate(px, static_cast<float>(1.0 / s));
-  p.triangularView<Eigen::StrictlyUpper>() = p.transpose();
+  MirrorLower(&p);
   for (int32_t i = 0; i < m; ++i) {
     reg->neg_inv_diag[static_cast<size_t>(i)] = -1.0f / p(i, i);
   }
