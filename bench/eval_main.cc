@@ -13,8 +13,8 @@
 //     hist_nll, hist_ece: the same for the item histogram baseline;
 //   item_regression {items, lambda, seconds, mb} when the model has the
 //     item regression (core/item_regression.h; fitted with the rated RBM
-//     when its size rule allows, or --item-regression 1; its seconds are
-//     part of train_seconds);
+//     with --item-regression -1 when its size rule allows, or 1; its
+//     seconds are part of train_seconds);
 //   rated {hidden, epochs_run, valid_ndcg, seconds} when the ranking model
 //     (the rated RBM) was trained: with --topn, --save-model or
 //     --rated-hidden; its seconds are part of train_seconds;
