@@ -8,6 +8,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
+#include "core/kernels.h"
 #include "core/thread_pool.h"
 
 namespace rbmrec {
@@ -104,29 +105,77 @@ absl::StatusOr<ItemRegression> FitItemRegression(
   }
   out.row_offsets = by_user.offsets;
   out.row_items = by_user.col;
+  RefreshItemRegressionHalves(&out);
   return out;
+}
+
+void RefreshItemRegressionHalves(ItemRegression* reg) {
+#ifdef RBMREC_AVX2
+  float largest = 0;
+  for (const float x : reg->inverse) largest = std::max(largest, std::abs(x));
+  // 2^e with largest * 2^e <= 2^15 (half's largest finite value is 65504).
+  reg->half_scale =
+      largest > 0 ? std::ldexp(1.0f, 14 - std::ilogb(largest)) : 1.0f;
+  reg->inverse_half.resize(reg->inverse.size());
+  // A row at a time through one row of scaled floats.
+  const size_t m = static_cast<size_t>(reg->items);
+  std::vector<float> scaled(m);
+  for (size_t row = 0; row < reg->inverse.size(); row += m) {
+    for (size_t i = 0; i < m; ++i) {
+      scaled[i] = reg->inverse[row + i] * reg->half_scale;
+    }
+    kernels::FloatsToHalves(scaled.data(), static_cast<int64_t>(m),
+                            reg->inverse_half.data() + row);
+  }
+#else
+  reg->inverse_half.clear();
+  reg->half_scale = 1;
+#endif
 }
 
 void ItemRegressionScores(const ItemRegression& reg, const int32_t* rated,
                           int64_t n, float* out) {
   const int32_t m = reg.items;
-  Eigen::Map<Eigen::VectorXf> sum(out, m);
-  sum.setZero();
+  const bool halves = !reg.inverse_half.empty();
+  std::fill(out, out + m, 0.0f);
+  // The rated items in range, a chunk at a time: the rows of P to sum.
+  constexpr int64_t kChunk = 64;
+  int32_t rows[kChunk];
+  for (int64_t x = 0; x < n;) {
+    int64_t k = 0;
+    for (; x < n && k < kChunk; ++x) {
+      if (rated[x] >= 0 && rated[x] < m) rows[k++] = rated[x];
+    }
+#ifdef RBMREC_AVX2
+    if (halves) {
+      kernels::AddRowsHalf(reg.inverse_half.data(), m, rows, k, out);
+      continue;
+    }
+#endif
+    Eigen::Map<Eigen::VectorXf> sum(out, m);
+    for (int64_t y = 0; y < k; ++y) {
+      sum += Eigen::Map<const Eigen::VectorXf>(
+          reg.inverse.data() + static_cast<size_t>(rows[y]) * m, m);
+    }
+  }
+  // B_ji = -P_ji / P_ii, without j == i (B_ii = 0): the same value the sum
+  // added taken out again.
   for (int64_t x = 0; x < n; ++x) {
     const int32_t j = rated[x];
     if (j < 0 || j >= m) continue;
-    sum += Eigen::Map<const Eigen::VectorXf>(
-        reg.inverse.data() + static_cast<size_t>(j) * m, m);
-  }
-  // B_ji = -P_ji / P_ii, without j == i (B_ii = 0).
-  for (int64_t x = 0; x < n; ++x) {
-    const int32_t j = rated[x];
-    if (j >= 0 && j < m) {
-      out[j] -= reg.inverse[static_cast<size_t>(j) * m + j];
+    const size_t jj = static_cast<size_t>(j) * m + j;
+#ifdef RBMREC_AVX2
+    if (halves) {
+      out[j] -= _cvtsh_ss(reg.inverse_half[jj]);
+      continue;
     }
+#endif
+    out[j] -= reg.inverse[jj];
   }
-  sum = sum.cwiseProduct(
-      Eigen::Map<const Eigen::VectorXf>(reg.neg_inv_diag.data(), m));
+  const float unscale = halves ? 1.0f / reg.half_scale : 1.0f;
+  for (int32_t i = 0; i < m; ++i) {
+    out[i] *= reg.neg_inv_diag[static_cast<size_t>(i)] * unscale;
+  }
 }
 
 bool RemoveFromItemRegression(ItemRegression* reg, const int32_t* rated,
@@ -148,6 +197,7 @@ bool RemoveFromItemRegression(ItemRegression* reg, const int32_t* rated,
   for (int32_t i = 0; i < m; ++i) {
     reg->neg_inv_diag[static_cast<size_t>(i)] = -1.0f / p(i, i);
   }
+  RefreshItemRegressionHalves(reg);
   return true;
 }
 

@@ -533,6 +533,46 @@ inline void MatVecRowsHalf(const uint16_t* w, int64_t rows, int F,
         return acc;
       });
 }
+
+// out[c] += sum over the n rows rows[x] of float(w[rows[x] * cols + c]),
+// for c in [0, cols): rows of a row-major matrix of halves summed in float,
+// four rows per pass over out. REQUIRES every rows[x] a row of w.
+inline void AddRowsHalf(const uint16_t* w, int64_t cols, const int32_t* rows,
+                        int64_t n, float* out) {
+  auto half8 = [](const uint16_t* p) {
+    return _mm256_cvtph_ps(
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  };
+  const uint16_t* r[4];
+  for (int64_t x = 0; x < n; x += 4) {
+    const int64_t take = std::min<int64_t>(4, n - x);
+    for (int64_t y = 0; y < 4; ++y) {
+      // Fewer than four rows left: the first one again, added zero times.
+      r[y] = w + static_cast<int64_t>(rows[x + (y < take ? y : 0)]) * cols;
+    }
+    int64_t c = 0;
+    if (take == 4) {
+      for (; c + 8 <= cols; c += 8) {
+        const __m256 a = _mm256_add_ps(half8(r[0] + c), half8(r[1] + c));
+        const __m256 b = _mm256_add_ps(half8(r[2] + c), half8(r[3] + c));
+        _mm256_storeu_ps(out + c, _mm256_add_ps(_mm256_loadu_ps(out + c),
+                                                _mm256_add_ps(a, b)));
+      }
+    } else {
+      for (; c + 8 <= cols; c += 8) {
+        __m256 a = half8(r[0] + c);
+        for (int64_t y = 1; y < take; ++y)
+          a = _mm256_add_ps(a, half8(r[y] + c));
+        _mm256_storeu_ps(out + c, _mm256_add_ps(_mm256_loadu_ps(out + c), a));
+      }
+    }
+    for (; c < cols; ++c) {
+      float a = 0;
+      for (int64_t y = 0; y < take; ++y) a += _cvtsh_ss(r[y][c]);
+      out[c] += a;
+    }
+  }
+}
 #endif
 
 }  // namespace rbmrec::kernels
