@@ -24,6 +24,51 @@ void MirrorLower(Eigen::Map<Matrix>* p) {
     for (Eigen::Index i = 0; i < j; ++i) (*p)(i, j) = (*p)(j, i);
   }
 }
+
+// Blocks at most this wide are handled directly.
+constexpr Eigen::Index kDirect = 96;
+
+// l's lower triangle L (l holds L and anything above it) becomes L^-1, by
+// halves: [A 0; B C]^-1 = [A^-1 0; -C^-1 B A^-1  C^-1].
+void InvertLower(Eigen::Ref<Matrix> l) {
+  const Eigen::Index n = l.rows();
+  if (n <= kDirect) {
+    Matrix inv = Matrix::Identity(n, n);
+    l.triangularView<Eigen::Lower>().solveInPlace(inv);
+    l.triangularView<Eigen::Lower>() = inv;
+    return;
+  }
+  const Eigen::Index h = n / 2;
+  auto a = l.topLeftCorner(h, h);
+  auto b = l.bottomLeftCorner(n - h, h);
+  auto c = l.bottomRightCorner(n - h, n - h);
+  a.triangularView<Eigen::Lower>().solveInPlace<Eigen::OnTheRight>(b);
+  c.triangularView<Eigen::Lower>().solveInPlace(b);
+  b = -b;
+  InvertLower(a);
+  InvertLower(c);
+}
+
+// m's lower triangle M becomes the lower triangle of M' M, by halves:
+// with M = [X 0; Y Z], M' M = [X'X + Y'Y  Y'Z; Z'Y  Z'Z].
+void LowerGram(Eigen::Ref<Matrix> m) {
+  const Eigen::Index n = m.rows();
+  if (n <= kDirect) {
+    const Matrix lower = m.triangularView<Eigen::Lower>();
+    const Matrix gram = lower.transpose() * lower;
+    m.triangularView<Eigen::Lower>() = gram;
+    return;
+  }
+  const Eigen::Index h = n / 2;
+  auto x = m.topLeftCorner(h, h);
+  auto y = m.bottomLeftCorner(n - h, h);
+  auto z = m.bottomRightCorner(n - h, n - h);
+  LowerGram(x);
+  x.selfadjointView<Eigen::Lower>().rankUpdate(y.transpose());
+  const Matrix zy = z.triangularView<Eigen::Lower>().transpose() * y;
+  y = zy;
+  LowerGram(z);
+}
 }  // namespace
 
 double ItemRegressionLambda(const SparseRatings& by_user) {
@@ -83,10 +128,9 @@ absl::StatusOr<ItemRegression> FitItemRegression(
       row[a] += static_cast<float>(lambda);
     }
   });
-  // P = G^-1: G factored in place, then P solved from the identity.
-  out.inverse.assign(static_cast<size_t>(m) * m, 0.0f);
-  Eigen::Map<Matrix> p(out.inverse.data(), m, m);
-  p.setIdentity();
+  // P = G^-1 in G's place (one matrix at the peak): G = L L', then L^-1,
+  // then P = L^-T L^-1 (LAPACK's potrf, trtri and lauum: ~items^3 / 2
+  // multiply-adds, against ~7 items^3 / 6 for solving P from the identity).
   {
     Eigen::Map<Matrix> g(gram.data(), m, m);
     Eigen::LLT<Eigen::Ref<Matrix>> llt(g);
@@ -94,10 +138,11 @@ absl::StatusOr<ItemRegression> FitItemRegression(
       return absl::InternalError(absl::StrFormat(
           "item regression: X'X + %g I is not positive definite", lambda));
     }
-    llt.solveInPlace(p);
+    InvertLower(g);
+    LowerGram(g);
   }
-  std::vector<float>().swap(gram);
-  // The solve leaves P symmetric only to rounding: use one triangle.
+  out.inverse = std::move(gram);
+  Eigen::Map<Matrix> p(out.inverse.data(), m, m);
   MirrorLower(&p);
   out.neg_inv_diag.resize(static_cast<size_t>(m));
   for (int32_t i = 0; i < m; ++i) {

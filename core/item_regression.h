@@ -63,8 +63,9 @@ struct ItemRegression {
 // (ML-100k ~290, ML-1M ~620; peer-ease.py's default is 1000).
 double ItemRegressionLambda(const SparseRatings& by_user);
 
-// Bytes of a fitted model's weights for `items` items (the fit holds twice
-// this at its peak).
+// Bytes of a fitted model's P for `items` items (its half-precision copy
+// adds half this; the fit holds ~1.5x this at its peak, P computed in
+// X'X's place).
 int64_t ItemRegressionBytes(int64_t items);
 
 // The size rule: built when its weights take at most 64 MiB or 16 bytes a
