@@ -69,6 +69,13 @@ void LowerGram(Eigen::Ref<Matrix> m) {
   y = zy;
   LowerGram(z);
 }
+
+// The integer sums of ItemRegressionScores, one buffer per thread.
+std::vector<int32_t>& ScoreSums(int32_t m) {
+  thread_local std::vector<int32_t> sums;
+  sums.resize(static_cast<size_t>(m));
+  return sums;
+}
 }  // namespace
 
 double ItemRegressionLambda(const SparseRatings& by_user) {
@@ -150,40 +157,49 @@ absl::StatusOr<ItemRegression> FitItemRegression(
   }
   out.row_offsets = by_user.offsets;
   out.row_items = by_user.col;
-  RefreshItemRegressionHalves(&out);
+  RefreshItemRegressionScoring(&out);
   return out;
 }
 
-void RefreshItemRegressionHalves(ItemRegression* reg) {
-#ifdef RBMREC_AVX2
-  float largest = 0;
-  for (const float x : reg->inverse) largest = std::max(largest, std::abs(x));
-  // 2^e with largest * 2^e <= 2^15 (half's largest finite value is 65504).
-  reg->half_scale =
-      largest > 0 ? std::ldexp(1.0f, 14 - std::ilogb(largest)) : 1.0f;
-  reg->inverse_half.resize(reg->inverse.size());
-  // A row at a time through one row of scaled floats.
+void RefreshItemRegressionScoring(ItemRegression* reg) {
   const size_t m = static_cast<size_t>(reg->items);
-  std::vector<float> scaled(m);
-  for (size_t row = 0; row < reg->inverse.size(); row += m) {
-    for (size_t i = 0; i < m; ++i) {
-      scaled[i] = reg->inverse[row + i] * reg->half_scale;
+  // P is symmetric: column i of B is row i of P times -1 / P_ii, so each
+  // column's largest off-diagonal |P_ji| is read along a row.
+  reg->b8_scale.assign(m, 0.0f);
+  std::vector<float> inv_step(m, 0.0f);
+  for (size_t i = 0; i < m; ++i) {
+    const float* p = reg->inverse.data() + i * m;
+    float largest = 0;
+    for (size_t j = 0; j < m; ++j) {
+      if (j != i) largest = std::max(largest, std::abs(p[j]));
     }
-    kernels::FloatsToHalves(scaled.data(), static_cast<int64_t>(m),
-                            reg->inverse_half.data() + row);
+    const float b = largest * std::abs(reg->neg_inv_diag[i]);  // max |B_ji|
+    if (b > 0 && std::isfinite(b)) {
+      reg->b8_scale[i] = b / 127.0f;
+      inv_step[i] = 127.0f / largest;  // P_ji to steps
+    }
   }
-#else
-  reg->inverse_half.clear();
-  reg->half_scale = 1;
-#endif
+  reg->b8.resize(m * m);
+  for (size_t j = 0; j < m; ++j) {
+    const float* p = reg->inverse.data() + j * m;
+    int8_t* q = reg->b8.data() + j * m;
+    for (size_t i = 0; i < m; ++i) {
+      // B_ji / b8_scale[i] = -P_ji / P_ii / (|P_ii|^-1 largest_i / 127)
+      //                    = -P_ji x 127 / largest_i (P_ii > 0).
+      const float steps = -p[i] * inv_step[i];
+      q[i] = i == j ? 0
+                    : static_cast<int8_t>(
+                          std::clamp(std::nearbyint(steps), -127.0f, 127.0f));
+    }
+  }
 }
 
 void ItemRegressionScores(const ItemRegression& reg, const int32_t* rated,
                           int64_t n, float* out) {
   const int32_t m = reg.items;
-  const bool halves = !reg.inverse_half.empty();
-  std::fill(out, out + m, 0.0f);
-  // The rated items in range, a chunk at a time: the rows of P to sum.
+  // Integer sums of the rated items' rows, a chunk of rows at a time.
+  std::vector<int32_t>& sums = ScoreSums(m);
+  std::fill(sums.begin(), sums.end(), 0);
   constexpr int64_t kChunk = 64;
   int32_t rows[kChunk];
   for (int64_t x = 0; x < n;) {
@@ -191,35 +207,11 @@ void ItemRegressionScores(const ItemRegression& reg, const int32_t* rated,
     for (; x < n && k < kChunk; ++x) {
       if (rated[x] >= 0 && rated[x] < m) rows[k++] = rated[x];
     }
-#ifdef RBMREC_AVX2
-    if (halves) {
-      kernels::AddRowsHalf(reg.inverse_half.data(), m, rows, k, out);
-      continue;
-    }
-#endif
-    Eigen::Map<Eigen::VectorXf> sum(out, m);
-    for (int64_t y = 0; y < k; ++y) {
-      sum += Eigen::Map<const Eigen::VectorXf>(
-          reg.inverse.data() + static_cast<size_t>(rows[y]) * m, m);
-    }
+    kernels::AddRowsInt8(reg.b8.data(), m, rows, k, sums.data());
   }
-  // B_ji = -P_ji / P_ii, without j == i (B_ii = 0): the same value the sum
-  // added taken out again.
-  for (int64_t x = 0; x < n; ++x) {
-    const int32_t j = rated[x];
-    if (j < 0 || j >= m) continue;
-    const size_t jj = static_cast<size_t>(j) * m + j;
-#ifdef RBMREC_AVX2
-    if (halves) {
-      out[j] -= _cvtsh_ss(reg.inverse_half[jj]);
-      continue;
-    }
-#endif
-    out[j] -= reg.inverse[jj];
-  }
-  const float unscale = halves ? 1.0f / reg.half_scale : 1.0f;
   for (int32_t i = 0; i < m; ++i) {
-    out[i] *= reg.neg_inv_diag[static_cast<size_t>(i)] * unscale;
+    out[i] = static_cast<float>(sums[static_cast<size_t>(i)]) *
+             reg.b8_scale[static_cast<size_t>(i)];
   }
 }
 
@@ -242,7 +234,7 @@ bool RemoveFromItemRegression(ItemRegression* reg, const int32_t* rated,
   for (int32_t i = 0; i < m; ++i) {
     reg->neg_inv_diag[static_cast<size_t>(i)] = -1.0f / p(i, i);
   }
-  RefreshItemRegressionHalves(reg);
+  RefreshItemRegressionScoring(reg);
   return true;
 }
 

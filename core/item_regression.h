@@ -43,12 +43,12 @@ struct ItemRegression {
   std::vector<float> inverse;
   // -1 / P_ii per item.
   std::vector<float> neg_inv_diag;
-  // P in half precision, times half_scale (the power of two that puts P's
-  // largest entry at or below 2^15), what ItemRegressionScores sums: half
-  // the bytes P's floats stream per call. Empty in builds without F16C
-  // (x86-64-v3); RefreshItemRegressionHalves keeps it in step with P.
-  std::vector<uint16_t> inverse_half;
-  float half_scale = 1;
+  // B in 8 bits, what ItemRegressionScores sums (a quarter of the bytes P's
+  // floats would stream per call): B_ji ~ b8[j * items + i] * b8_scale[i],
+  // each column i scaled so its largest |B_ji| is 127 (b8[i * items + i] =
+  // 0). RefreshItemRegressionScoring keeps them in step with P.
+  std::vector<int8_t> b8;
+  std::vector<float> b8_scale;
   // X's rows: training user u rated items row_items[row_offsets[u],
   // row_offsets[u + 1]) (sorted), so that a user's row can be taken out
   // exactly whatever they rated since (RemoveUserFromItemRegression).
@@ -82,17 +82,17 @@ absl::StatusOr<ItemRegression> FitItemRegression(
     const SparseRatings& by_user, const ItemRegressionOptions& options);
 
 // out[i] = sum over the n `rated` items j (j != i) of B_ji, for every item
-// (reg.items entries): from P's half-precision copy where reg has one
-// (each B_ji within ~5e-4 of its float value relative to P's largest
-// entry), else from P. REQUIRES the rated items distinct; items outside
-// [0, reg.items) are skipped.
+// (reg.items entries), from B's 8-bit form (each term within half a step,
+// 1/254 of its column's largest |B_ji|, of its float value; the sums are
+// exact integers, the same in any order). REQUIRES the rated items
+// distinct; items outside [0, reg.items) are skipped.
 void ItemRegressionScores(const ItemRegression& reg, const int32_t* rated,
                           int64_t n, float* out);
 
-// Sets reg->inverse_half and half_scale from reg->inverse (clears them in
-// builds without F16C). FitItemRegression, RemoveFromItemRegression and
-// the model file's reader call it.
-void RefreshItemRegressionHalves(ItemRegression* reg);
+// Sets reg->b8 and b8_scale from reg->inverse and neg_inv_diag.
+// FitItemRegression, RemoveFromItemRegression and the model file's reader
+// call it.
+void RefreshItemRegressionScoring(ItemRegression* reg);
 
 // Takes one user's row (their n rated items, distinct, in [0, reg->items))
 // out of X, as if the regression had been fitted without it: P becomes

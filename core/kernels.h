@@ -533,47 +533,45 @@ inline void MatVecRowsHalf(const uint16_t* w, int64_t rows, int F,
         return acc;
       });
 }
+#endif
 
-// out[c] += sum over the n rows rows[x] of float(w[rows[x] * cols + c]),
-// for c in [0, cols): rows of a row-major matrix of halves summed in float,
-// four rows per pass over out. REQUIRES every rows[x] a row of w.
-inline void AddRowsHalf(const uint16_t* w, int64_t cols, const int32_t* rows,
-                        int64_t n, float* out) {
-  auto half8 = [](const uint16_t* p) {
-    return _mm256_cvtph_ps(
-        _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-  };
-  const uint16_t* r[4];
-  for (int64_t x = 0; x < n; x += 4) {
-    const int64_t take = std::min<int64_t>(4, n - x);
-    for (int64_t y = 0; y < 4; ++y) {
-      // Fewer than four rows left: the first one again, added zero times.
-      r[y] = w + static_cast<int64_t>(rows[x + (y < take ? y : 0)]) * cols;
-    }
+// out[c] += sum over the n rows rows[x] of w[rows[x] * cols + c], for c in
+// [0, cols): rows of a row-major matrix of int8 summed exactly (int16 over
+// up to eight rows, then int32). REQUIRES every rows[x] a row of w and
+// n * 127 within int32 less |out|'s largest entry.
+inline void AddRowsInt8(const int8_t* w, int64_t cols, const int32_t* rows,
+                        int64_t n, int32_t* out) {
+  constexpr int64_t kRows = 8;  // 8 x 127 fits in int16
+  const int8_t* r[kRows];
+  for (int64_t x = 0; x < n; x += kRows) {
+    const int64_t take = std::min(kRows, n - x);
+    for (int64_t y = 0; y < take; ++y) r[y] = w + int64_t{rows[x + y]} * cols;
     int64_t c = 0;
-    if (take == 4) {
-      for (; c + 8 <= cols; c += 8) {
-        const __m256 a = _mm256_add_ps(half8(r[0] + c), half8(r[1] + c));
-        const __m256 b = _mm256_add_ps(half8(r[2] + c), half8(r[3] + c));
-        _mm256_storeu_ps(out + c, _mm256_add_ps(_mm256_loadu_ps(out + c),
-                                                _mm256_add_ps(a, b)));
-      }
-    } else {
-      for (; c + 8 <= cols; c += 8) {
-        __m256 a = half8(r[0] + c);
-        for (int64_t y = 1; y < take; ++y)
-          a = _mm256_add_ps(a, half8(r[y] + c));
-        _mm256_storeu_ps(out + c, _mm256_add_ps(_mm256_loadu_ps(out + c), a));
-      }
+#ifdef RBMREC_AVX2
+    for (; c + 16 <= cols; c += 16) {
+      auto load = [c](const int8_t* p) {
+        return _mm256_cvtepi8_epi16(
+            _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + c)));
+      };
+      __m256i sum = load(r[0]);
+      for (int64_t y = 1; y < take; ++y)
+        sum = _mm256_add_epi16(sum, load(r[y]));
+      __m256i* o = reinterpret_cast<__m256i*>(out + c);
+      const __m256i lo = _mm256_cvtepi16_epi32(_mm256_castsi256_si128(sum));
+      const __m256i hi =
+          _mm256_cvtepi16_epi32(_mm256_extracti128_si256(sum, 1));
+      _mm256_storeu_si256(o, _mm256_add_epi32(_mm256_loadu_si256(o), lo));
+      _mm256_storeu_si256(o + 1,
+                          _mm256_add_epi32(_mm256_loadu_si256(o + 1), hi));
     }
+#endif
     for (; c < cols; ++c) {
-      float a = 0;
-      for (int64_t y = 0; y < take; ++y) a += _cvtsh_ss(r[y][c]);
-      out[c] += a;
+      int32_t sum = 0;
+      for (int64_t y = 0; y < take; ++y) sum += r[y][c];
+      out[c] += sum;
     }
   }
 }
-#endif
 
 }  // namespace rbmrec::kernels
 

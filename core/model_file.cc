@@ -271,7 +271,7 @@ absl::Status GetItemRegression(Reader* r, ModelParams* m) {
       return Corrupt("bad item regression rows");
     }
   }
-  RefreshItemRegressionHalves(reg.get());
+  RefreshItemRegressionScoring(reg.get());
   m->item_regression = std::move(reg);
   return absl::OkStatus();
 }

@@ -66,6 +66,7 @@ void ExpectSameModel(const Model& a, const Model& b) {
               b.item_regression().neg_inv_diag);
     EXPECT_EQ(a.item_regression().row_offsets, b.item_regression().row_offsets);
     EXPECT_EQ(a.item_regression().row_items, b.item_regression().row_items);
+    EXPECT_EQ(a.item_regression().b8, b.item_regression().b8);  // rebuilt
     EXPECT_EQ(a.summary().item_regression_seconds,
               b.summary().item_regression_seconds);
   }
