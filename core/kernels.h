@@ -541,14 +541,29 @@ inline void MatVecRowsHalf(const uint16_t* w, int64_t rows, int F,
 // n * 127 within int32 less |out|'s largest entry.
 inline void AddRowsInt8(const int8_t* w, int64_t cols, const int32_t* rows,
                         int64_t n, int32_t* out) {
-  constexpr int64_t kRows = 8;  // 8 x 127 fits in int16
+  constexpr int64_t kRows = 8;     // 8 x 127 fits in int16
+  constexpr int64_t kAhead = 512;  // bytes of each row fetched ahead
   const int8_t* r[kRows];
   for (int64_t x = 0; x < n; x += kRows) {
     const int64_t take = std::min(kRows, n - x);
     for (int64_t y = 0; y < take; ++y) r[y] = w + int64_t{rows[x + y]} * cols;
     int64_t c = 0;
 #ifdef RBMREC_AVX2
+    // The next rows' first bytes, fetched while these are summed.
+    for (int64_t y = x + kRows; y < std::min(n, x + 2 * kRows); ++y) {
+      const char* next =
+          reinterpret_cast<const char*>(w + int64_t{rows[y]} * cols);
+      for (int64_t b = 0; b < std::min<int64_t>(kAhead, cols); b += 64) {
+        _mm_prefetch(next + b, _MM_HINT_T0);
+      }
+    }
     for (; c + 16 <= cols; c += 16) {
+      if ((c & 63) == 0 && c + kAhead < cols) {
+        for (int64_t y = 0; y < take; ++y) {
+          _mm_prefetch(reinterpret_cast<const char*>(r[y] + c + kAhead),
+                       _MM_HINT_T0);
+        }
+      }
       auto load = [c](const int8_t* p) {
         return _mm256_cvtepi8_epi16(
             _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + c)));

@@ -193,6 +193,36 @@ TEST(Kernels, MatVecRowsIsEigensGemvAndAloneIsBatched) {
   }
 }
 
+// AddRowsInt8 adds the chosen rows exactly, for any number of rows (within
+// and past a pass of eight), row length (past the fetch-ahead distance and
+// with tails) and repeated rows, on top of what out held.
+TEST(Kernels, AddRowsInt8AddsTheChosenRowsExactly) {
+  Rng rng(14);
+  for (int64_t cols : {1, 15, 16, 17, 100, 700, 3706}) {
+    const int64_t height = 40;
+    std::vector<int8_t> w(static_cast<size_t>(height * cols));
+    for (int8_t& x : w) {
+      x = static_cast<int8_t>(static_cast<int>(rng.Uniform() * 255) - 127);
+    }
+    for (int64_t n : {0, 1, 7, 8, 9, 25}) {
+      std::vector<int32_t> rows(static_cast<size_t>(n));
+      for (int32_t& r : rows) {
+        r = static_cast<int32_t>(rng.Uniform() * height) % height;
+      }
+      std::vector<int32_t> got(static_cast<size_t>(cols)), want(got.size());
+      for (int64_t c = 0; c < cols; ++c) {
+        got[static_cast<size_t>(c)] = static_cast<int32_t>(c) - 5;
+        want[static_cast<size_t>(c)] = static_cast<int32_t>(c) - 5;
+        for (const int32_t r : rows) {
+          want[static_cast<size_t>(c)] += w[static_cast<size_t>(r * cols + c)];
+        }
+      }
+      AddRowsInt8(w.data(), cols, rows.data(), n, got.data());
+      EXPECT_EQ(got, want) << cols << " columns, " << n << " rows";
+    }
+  }
+}
+
 #ifdef RBMREC_AVX2
 // Halves round to nearest (relative error <= 2^-11 in the normal range) and
 // MatVecRowsHalf is MatVecRows over the halves' float values, alone or
