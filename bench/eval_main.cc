@@ -13,7 +13,8 @@
 //     hist_nll, hist_ece: the same for the item histogram baseline;
 //   item_regression {items, lambda, seconds, mb} when the model has the
 //     item regression (core/item_regression.h; fitted with the rated RBM
-//     with --item-regression -1 when its size rule allows, or 1; its
+//     when its size rule allows (--item-regression -1, the default) or
+//     always (1); its
 //     seconds are part of train_seconds);
 //   rated {hidden, epochs_run, valid_ndcg, seconds} when the ranking model
 //     (the rated RBM) was trained: with --topn, --save-model or
@@ -195,8 +196,8 @@ void AddFlags(CLI::App* app, Args* a) {
   app->add_option("--item-regression", o.item_regression,
                   "the item regression (EASE's closed form over which items "
                   "users rated), fitted with the rated RBM: -1 = when its "
-                  "items x items matrix fits the size rule, 0 = never (the "
-                  "default, as the service's), 1 = always")
+                  "items x items matrix fits the size rule (the default, as "
+                  "the service's), 0 = never, 1 = always")
       ->check(CLI::Range(-1, 1));
   app->add_option("--item-lambda", o.item_lambda,
                   "the item regression's ridge penalty (0 = the rule, 40 x "

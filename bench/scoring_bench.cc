@@ -16,7 +16,7 @@
 // and, for Recommend's two-stage ranking (mean field for all items, exact
 // for the best C), how many of the exact top 10 each C recovers.
 //
-// rank_candidates500 / rank_tenth: the default ranking among a fixed
+// rank_candidates500 / rank_tenth: p(rated) x p(>= t) among a fixed
 // pseudo-random 500 items / tenth of the items (Recommend's filters).
 //
 // rank_regression_at_least: Recommend's default for a model with the item
@@ -356,7 +356,8 @@ int Main(int argc, char** argv) {
         "  rank_expected        %9.2f us  (Recommend top 10, two stages)\n",
         rank_expected);
     std::printf(
-        "  rank_rated_at_least  %9.2f us  (Recommend top 10, default)\n",
+        "  rank_rated_at_least  %9.2f us  (Recommend top 10, the default "
+        "without the item regression)\n",
         rank_rated_at_least);
     std::printf("  rank_candidates500   %9.2f us  (the same among 500 items)\n",
                 rank_cand500);

@@ -299,7 +299,7 @@ void AddModelUseCommands(std::vector<CommandSpec>& c) {
              "the item regression behind the regression-prob ranking (the "
              "default ranking of a model that has it): -1 = when the "
              "catalogue fits its size rule, 0 = off, 1 = always (default: "
-             "the server's, 0)"),
+             "the server's, -1)"),
        Value("factors", "N",
              "factored training through N factors (-1 = size rule, 0 = "
              "unfactored)"),

@@ -186,9 +186,8 @@ void BindTrainingFlags(CLI::App& app, Flags& f) {
   app.add_option("--item-regression", t.item_regression,
                  "training default: the item regression behind Recommend's "
                  "default ranking, fitted with the rated RBM (-1 = when its "
-                 "items x items matrix fits the size rule, 0 = off, 1 = "
-                 "always; off by default: its ranking costs ~2.5x the rated "
-                 "RBM's per Recommend)")
+                 "items x items matrix fits the size rule, the default; 0 = "
+                 "off, for cheaper Recommends by p(rated); 1 = always)")
       ->check(CLI::Range(-1, 1));
   app.add_option("--rated-factors", t.rated_factors,
                  "training default: the rated RBM trained factored through "

@@ -756,18 +756,19 @@ TEST_F(ServiceTest, RecommendExcludesRatedItemsAndIsSorted) {
 
 TEST_F(ServiceTest, RecommendDefaultsToRatedAndLikedWhenTheModelCan) {
   LoadSynthetic();
-  // Without the item regression (Train's default): p(rated) x p(>= t).
-  TrainOk();
+  // Without the item regression (item_regression 0): p(rated) x p(>= t).
+  v1::TrainRequest without;
+  without.mutable_options()->set_item_regression(0);
+  TrainSync(without);
   v1::RecommendRequest req;
   req.set_user_id("u1");
   absl::StatusOr<v1::RecommendResponse> plain = service_->Recommend(req);
   ASSERT_TRUE(plain.ok()) << plain.status();
   EXPECT_EQ(plain->rank_by(), v1::PROBABILITY_RATED_AT_LEAST);
   EXPECT_GT(plain->recommendations(0).probability_rated(), 0);
-  // With it (40 items: its size rule allows it): the regression's product.
-  v1::TrainRequest train;
-  train.mutable_options()->set_item_regression(-1);
-  TrainSync(train);
+  // With Train's default (-1, the size rule, which 40 items pass): the
+  // regression's product.
+  TrainOk();
   req.set_user_id("u1");
   absl::StatusOr<v1::RecommendResponse> r = service_->Recommend(req);
   ASSERT_TRUE(r.ok()) << r.status();
