@@ -63,8 +63,8 @@ struct ItemRegression {
 // (ML-100k ~290, ML-1M ~620; peer-ease.py's default is 1000).
 double ItemRegressionLambda(const SparseRatings& by_user);
 
-// Bytes of a fitted model's P for `items` items (its half-precision copy
-// adds half this; the fit holds ~1.5x this at its peak, P computed in
+// Bytes of a fitted model's P for `items` items (B's 8-bit form adds a
+// quarter of this; the fit holds ~1.25x this at its peak, P computed in
 // X'X's place).
 int64_t ItemRegressionBytes(int64_t items);
 

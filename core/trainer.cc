@@ -351,7 +351,7 @@ int64_t EstimateTrainingBytes(const DataShape& shape,
   const double rated_f = RatedHiddenUnits(options, shape.users, shape.items);
   if (rated_f > 0) bytes += (4 * m * rated_f + 2 * 100 * m) * 4;
   // The item regression's fit: P, computed in X'X's place, with its
-  // temporaries or its half-precision copy (P is also in the model below).
+  // temporaries or B's 8-bit form (P is also in the model below).
   if (WantsItemRegression(options, static_cast<int>(rated_f), shape.items,
                           shape.ratings)) {
     bytes += m * m * 4;
