@@ -16,15 +16,6 @@ namespace rbmrec {
 namespace {
 using Matrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic>;
 
-// Copies the lower triangle onto the upper one (an explicit loop: no
-// aliasing between what is read and what is written).
-void MirrorLower(Eigen::Map<Matrix>* p) {
-  const Eigen::Index m = p->rows();
-  for (Eigen::Index j = 1; j < m; ++j) {
-    for (Eigen::Index i = 0; i < j; ++i) (*p)(i, j) = (*p)(j, i);
-  }
-}
-
 // Blocks at most this wide are handled directly.
 constexpr Eigen::Index kDirect = 96;
 
@@ -150,7 +141,7 @@ absl::StatusOr<ItemRegression> FitItemRegression(
   }
   out.inverse = std::move(gram);
   Eigen::Map<Matrix> p(out.inverse.data(), m, m);
-  MirrorLower(&p);
+  MirrorLowerTriangle(p.data(), m);
   out.neg_inv_diag.resize(static_cast<size_t>(m));
   for (int32_t i = 0; i < m; ++i) {
     out.neg_inv_diag[static_cast<size_t>(i)] = -1.0f / p(i, i);
@@ -159,6 +150,21 @@ absl::StatusOr<ItemRegression> FitItemRegression(
   out.row_items = by_user.col;
   RefreshItemRegressionScoring(&out);
   return out;
+}
+
+void MirrorLowerTriangle(float* p, int64_t n) {
+  // Tiles of 64 x 64, so both the rows read and the columns written stay
+  // in cache (an explicit loop: no aliasing between them).
+  constexpr int64_t kTile = 64;
+  for (int64_t j0 = 0; j0 < n; j0 += kTile) {
+    for (int64_t i0 = 0; i0 <= j0; i0 += kTile) {
+      const int64_t j1 = std::min(n, j0 + kTile);
+      for (int64_t j = j0; j < j1; ++j) {
+        const int64_t i1 = std::min(j, i0 + kTile);
+        for (int64_t i = i0; i < i1; ++i) p[j * n + i] = p[i * n + j];
+      }
+    }
+  }
 }
 
 void RefreshItemRegressionScoring(ItemRegression* reg) {
@@ -230,7 +236,7 @@ bool RemoveFromItemRegression(ItemRegression* reg, const int32_t* rated,
   if (!(s > 1e-6)) return false;
   // One triangle, mirrored, so P stays exactly symmetric.
   p.selfadjointView<Eigen::Lower>().rankUpdate(px, static_cast<float>(1.0 / s));
-  MirrorLower(&p);
+  MirrorLowerTriangle(p.data(), m);
   for (int32_t i = 0; i < m; ++i) {
     reg->neg_inv_diag[static_cast<size_t>(i)] = -1.0f / p(i, i);
   }

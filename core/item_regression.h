@@ -89,6 +89,10 @@ absl::StatusOr<ItemRegression> FitItemRegression(
 void ItemRegressionScores(const ItemRegression& reg, const int32_t* rated,
                           int64_t n, float* out);
 
+// Copies the lower triangle of the n x n column-major matrix at p onto its
+// upper one (P is kept exactly symmetric; the model file stores one half).
+void MirrorLowerTriangle(float* p, int64_t n);
+
 // Sets reg->b8 and b8_scale from reg->inverse and neg_inv_diag.
 // FitItemRegression, RemoveFromItemRegression and the model file's reader
 // call it.

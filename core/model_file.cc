@@ -190,7 +190,8 @@ absl::Status GetConditional(Reader* r, ModelParams* m) {
 }
 
 // Version 6: the item regression's options and fit seconds, then its items
-// (0 = none) and, when > 0, lambda and P (items x items float32).
+// (0 = none) and, when > 0, lambda and P (items x items float32; since
+// version 7 only its lower triangle, column by column: P is symmetric).
 void PutItemRegression(Writer* w, const ModelParams& m) {
   w->Put<int32_t>(m.options.item_regression);
   w->Put<float>(m.options.item_lambda);
@@ -200,7 +201,10 @@ void PutItemRegression(Writer* w, const ModelParams& m) {
   w->Put<int32_t>(items);
   if (items > 0) {
     w->Put<float>(r->lambda);
-    w->PutFloats(r->inverse.data(), r->inverse.size());
+    const size_t n = static_cast<size_t>(items);
+    for (size_t j = 0; j < n; ++j) {
+      w->PutFloats(r->inverse.data() + j * n + j, n - j);
+    }
     // X's rows: their number, each row's length, then the items.
     const size_t rows = r->row_offsets.size() - 1;
     w->Put<int32_t>(static_cast<int32_t>(rows));
@@ -212,7 +216,7 @@ void PutItemRegression(Writer* w, const ModelParams& m) {
   }
 }
 
-absl::Status GetItemRegression(Reader* r, ModelParams* m) {
+absl::Status GetItemRegression(Reader* r, uint32_t version, ModelParams* m) {
   if (!(r->Get(&m->options.item_regression) &&
         m->options.item_regression >= -1 && m->options.item_regression <= 1 &&
         r->Get(&m->options.item_lambda) &&
@@ -227,15 +231,24 @@ absl::Status GetItemRegression(Reader* r, ModelParams* m) {
   if (items == 0) return absl::OkStatus();
   auto reg = std::make_shared<ItemRegression>();
   reg->items = items;
-  const size_t n = static_cast<size_t>(items) * static_cast<size_t>(items);
+  const size_t side = static_cast<size_t>(items);
+  const bool lower = version >= 7;  // one triangle, or all of P
+  const size_t stored = lower ? side * (side + 1) / 2 : side * side;
   // Checked before the allocation: the file must hold every float.
   if (!r->Get(&reg->lambda) ||
       !(std::isfinite(reg->lambda) && reg->lambda > 0) ||
-      r->remaining() / sizeof(float) < n) {
+      r->remaining() / sizeof(float) < stored) {
     return Corrupt("bad item regression");
   }
-  reg->inverse.resize(n);
-  if (!r->GetFloats(reg->inverse.data(), n)) {
+  reg->inverse.resize(side * side);
+  if (lower) {
+    for (size_t j = 0; j < side; ++j) {
+      if (!r->GetFloats(reg->inverse.data() + j * side + j, side - j)) {
+        return Corrupt("bad item regression");
+      }
+    }
+    MirrorLowerTriangle(reg->inverse.data(), items);
+  } else if (!r->GetFloats(reg->inverse.data(), stored)) {
     return Corrupt("bad item regression");
   }
   reg->neg_inv_diag.resize(static_cast<size_t>(items));
@@ -295,7 +308,8 @@ size_t SerializedSizeBound(const ModelParams& m) {
              m.item_in_irbm.size();
   for (const RbmParams& p : m.members) n += params(p);
   if (m.item_regression != nullptr) {
-    n += sizeof(float) * m.item_regression->inverse.size() +
+    const size_t side = static_cast<size_t>(m.item_regression->items);
+    n += sizeof(float) * side * (side + 1) / 2 +
          sizeof(int32_t) * (m.item_regression->row_offsets.size() +
                             m.item_regression->row_items.size());
   }
@@ -528,7 +542,9 @@ absl::StatusOr<Model> DeserializeModel(std::string_view bytes) {
     if (absl::Status s = GetConditional(&r, &m); !s.ok()) return s;
   }
   if (version >= 6) {
-    if (absl::Status s = GetItemRegression(&r, &m); !s.ok()) return s;
+    if (absl::Status s = GetItemRegression(&r, version, &m); !s.ok()) {
+      return s;
+    }
   } else {
     m.options.item_regression = 0;  // trained before it existed
   }

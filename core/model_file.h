@@ -27,7 +27,9 @@
 //                       regression's items (i32, 0 = none) and, if > 0,
 //                       its lambda (f32), P (items x items float32), and
 //                       X's rows: their number (i32), each one's length
-//                       (i32) and their items (i32)
+//                       (i32) and their items (i32); since version 7 P's
+//                       lower triangle only, column by column (column j
+//                       from row j down: items (items + 1) / 2 floats)
 //     24 + P   u64      FNV-1a 64 checksum of bytes [0, 24 + P)
 //
 // Loading fails with DataLoss for a wrong magic, truncation, trailing bytes,
@@ -49,7 +51,7 @@
 
 namespace rbmrec {
 
-inline constexpr uint32_t kModelFormatVersion = 6;
+inline constexpr uint32_t kModelFormatVersion = 7;
 
 // Serialises a model to bytes. Thread-safe.
 std::string SerializeModel(const Model& model);

@@ -296,6 +296,35 @@ TEST(ModelFile, VersionFiveLoadsWithoutTheItemRegression) {
   EXPECT_FALSE(back->HasItemRegression());
 }
 
+// A version 6 file holds all of P; version 7 its lower triangle. Both load
+// the same P.
+TEST(ModelFile, VersionSixLoadsTheWholeInverse) {
+  const Model model = SmallModel();
+  ASSERT_TRUE(model.HasItemRegression());
+  const ItemRegression& reg = model.item_regression();
+  const size_t n = static_cast<size_t>(reg.items);
+  const std::string v7 = SerializeModel(model);
+  // After P: the rows' count, each row's length and their items.
+  const size_t after =
+      4 * (1 + (reg.row_offsets.size() - 1) + reg.row_items.size());
+  const size_t end = v7.size() - 8 - after;        // where P's floats end
+  const size_t begin = end - 4 * n * (n + 1) / 2;  // and begin
+  std::string v6 = v7.substr(0, begin);
+  v6.append(reinterpret_cast<const char*>(reg.inverse.data()), 4 * n * n);
+  v6.append(v7, end, after);
+  const uint32_t version = 6;
+  const uint64_t length = v6.size() - 24;
+  std::memcpy(&v6[8], &version, sizeof(version));
+  std::memcpy(&v6[16], &length, sizeof(length));
+  const uint64_t sum = Fnv1a64(v6.data(), v6.size());
+  v6.append(reinterpret_cast<const char*>(&sum), sizeof(sum));
+  auto back = DeserializeModel(v6);
+  ASSERT_TRUE(back.ok()) << back.status();
+  ExpectSameModel(model, *back);
+  // The current file is smaller by P's strict upper triangle.
+  EXPECT_EQ(v6.size() - v7.size(), 4 * n * (n - 1) / 2);
+}
+
 // A stored item regression that is not a valid P is refused, before any
 // allocation of its claimed size.
 TEST(ModelFile, BadItemRegressionIsRejected) {
