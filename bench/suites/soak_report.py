@@ -7,7 +7,9 @@
 SAMPLES_TSV has a header line and one row per 10-s load window:
   t  predict_qps  predict_p99  recommend_qps  recommend_p99  load_errors
   rss_kb  db_bytes  wal_bytes  versions_full  versions_online  other_errors
-(load_errors: failed Predict/Recommend calls of that window; db_bytes: the
+(load_errors: failed Predict/Recommend calls of that window; rss_kb: the
+lowest of 10 reads over a second, so a publish's serialized model held for
+a fraction of a second is not read as growth; db_bytes: the
 database file, wal_bytes: its -wal file; other_errors: failed imports,
 deletes and trains so far.)
 
