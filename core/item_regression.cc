@@ -4,6 +4,7 @@
 #include <Eigen/Core>
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <thread>
 
 #include "absl/status/status.h"
@@ -18,10 +19,74 @@ using Matrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic>;
 
 // Blocks at most this wide are handled directly.
 constexpr Eigen::Index kDirect = 96;
+// Products over fewer rows than this run on the calling thread.
+constexpr Eigen::Index kSplit = 256;
+
+// Runs part(0) and part(1) on the pool's threads, or both on the calling
+// thread when `rows` is small. The parts are fixed halves of the work,
+// never sized by the thread count, so every float is computed the same way
+// at any thread count.
+void InTwo(ThreadPool* pool, Eigen::Index rows,
+           const std::function<void(int)>& part) {
+  if (rows < kSplit || pool->width() < 2) {
+    part(0);
+    part(1);
+    return;
+  }
+  pool->ParallelFor(2, [&](int, int64_t begin, int64_t end) {
+    for (int64_t k = begin; k < end; ++k) part(static_cast<int>(k));
+  });
+}
+
+// The lower triangle of c (r x r) less y y' (y: r x k), as two tasks of
+// equal cost: with r split into halves, C11 -= Y1 Y1' and C22 -= Y2 Y2'
+// on one, C21 -= Y2 Y1' on the other. sign = +1 adds instead.
+template <typename Y>
+void RankUpdateLower(ThreadPool* pool, Eigen::Ref<Matrix> c, const Y& y,
+                     float sign) {
+  const Eigen::Index r = c.rows(), q = r / 2;
+  InTwo(pool, r, [&](int part) {
+    if (part == 0) {
+      c.topLeftCorner(q, q).selfadjointView<Eigen::Lower>().rankUpdate(
+          y.topRows(q), sign);
+      c.bottomRightCorner(r - q, r - q)
+          .selfadjointView<Eigen::Lower>()
+          .rankUpdate(y.bottomRows(r - q), sign);
+    } else {
+      c.bottomLeftCorner(r - q, q).noalias() +=
+          sign * y.bottomRows(r - q) * y.topRows(q).transpose();
+    }
+  });
+}
+
+// g's lower triangle becomes L, G = L L', by halves: with G = [A B'; B C],
+// L = [L_A 0; B L_A^-T  chol(C - B L_A^-T (B L_A^-T)')]. False when G is
+// not positive definite.
+bool CholeskyLower(ThreadPool* pool, Eigen::Ref<Matrix> g) {
+  const Eigen::Index n = g.rows();
+  if (n <= kDirect) {
+    Eigen::LLT<Eigen::Ref<Matrix>> llt(g);
+    return llt.info() == Eigen::Success;
+  }
+  const Eigen::Index h = n / 2;
+  auto a = g.topLeftCorner(h, h);
+  auto b = g.bottomLeftCorner(n - h, h);
+  auto c = g.bottomRightCorner(n - h, n - h);
+  if (!CholeskyLower(pool, a)) return false;
+  const Eigen::Index q = (n - h) / 2;  // b's rows are independent
+  InTwo(pool, n - h, [&](int part) {
+    auto rows = part == 0 ? b.topRows(q) : b.bottomRows(n - h - q);
+    a.triangularView<Eigen::Lower>()
+        .transpose()
+        .solveInPlace<Eigen::OnTheRight>(rows);
+  });
+  RankUpdateLower(pool, c, b, -1.0f);
+  return CholeskyLower(pool, c);
+}
 
 // l's lower triangle L (l holds L and anything above it) becomes L^-1, by
 // halves: [A 0; B C]^-1 = [A^-1 0; -C^-1 B A^-1  C^-1].
-void InvertLower(Eigen::Ref<Matrix> l) {
+void InvertLower(ThreadPool* pool, Eigen::Ref<Matrix> l) {
   const Eigen::Index n = l.rows();
   if (n <= kDirect) {
     Matrix inv = Matrix::Identity(n, n);
@@ -33,16 +98,23 @@ void InvertLower(Eigen::Ref<Matrix> l) {
   auto a = l.topLeftCorner(h, h);
   auto b = l.bottomLeftCorner(n - h, h);
   auto c = l.bottomRightCorner(n - h, n - h);
-  a.triangularView<Eigen::Lower>().solveInPlace<Eigen::OnTheRight>(b);
-  c.triangularView<Eigen::Lower>().solveInPlace(b);
-  b = -b;
-  InvertLower(a);
-  InvertLower(c);
+  const Eigen::Index q = (n - h) / 2, k = h / 2;
+  InTwo(pool, n - h, [&](int part) {  // b's rows: B A^-1
+    auto rows = part == 0 ? b.topRows(q) : b.bottomRows(n - h - q);
+    a.triangularView<Eigen::Lower>().solveInPlace<Eigen::OnTheRight>(rows);
+  });
+  InTwo(pool, n - h, [&](int part) {  // b's columns: -C^-1 (B A^-1)
+    auto cols = part == 0 ? b.leftCols(k) : b.rightCols(h - k);
+    c.triangularView<Eigen::Lower>().solveInPlace(cols);
+    cols = -cols;
+  });
+  InvertLower(pool, a);
+  InvertLower(pool, c);
 }
 
 // m's lower triangle M becomes the lower triangle of M' M, by halves:
 // with M = [X 0; Y Z], M' M = [X'X + Y'Y  Y'Z; Z'Y  Z'Z].
-void LowerGram(Eigen::Ref<Matrix> m) {
+void LowerGram(ThreadPool* pool, Eigen::Ref<Matrix> m) {
   const Eigen::Index n = m.rows();
   if (n <= kDirect) {
     const Matrix lower = m.triangularView<Eigen::Lower>();
@@ -54,11 +126,19 @@ void LowerGram(Eigen::Ref<Matrix> m) {
   auto x = m.topLeftCorner(h, h);
   auto y = m.bottomLeftCorner(n - h, h);
   auto z = m.bottomRightCorner(n - h, n - h);
-  LowerGram(x);
-  x.selfadjointView<Eigen::Lower>().rankUpdate(y.transpose());
-  const Matrix zy = z.triangularView<Eigen::Lower>().transpose() * y;
+  LowerGram(pool, x);
+  RankUpdateLower(pool, x, y.transpose(), 1.0f);
+  const Eigen::Index k = h / 2;  // Z'Y's columns are independent
+  Matrix zy(n - h, h);
+  InTwo(pool, n - h, [&](int part) {
+    const Eigen::Index first = part == 0 ? 0 : k;
+    const Eigen::Index cols = part == 0 ? k : h - k;
+    zy.middleCols(first, cols).noalias() =
+        z.triangularView<Eigen::Lower>().transpose() *
+        y.middleCols(first, cols);
+  });
   y = zy;
-  LowerGram(z);
+  LowerGram(pool, z);
 }
 
 // The integer sums of ItemRegressionScores, one buffer per thread.
@@ -128,16 +208,16 @@ absl::StatusOr<ItemRegression> FitItemRegression(
   });
   // P = G^-1 in G's place (one matrix at the peak): G = L L', then L^-1,
   // then P = L^-T L^-1 (LAPACK's potrf, trtri and lauum: ~items^3 / 2
-  // multiply-adds, against ~7 items^3 / 6 for solving P from the identity).
+  // multiply-adds, against ~7 items^3 / 6 for solving P from the identity),
+  // each by halves with its products split over the pool.
   {
     Eigen::Map<Matrix> g(gram.data(), m, m);
-    Eigen::LLT<Eigen::Ref<Matrix>> llt(g);
-    if (llt.info() != Eigen::Success) {
+    if (!CholeskyLower(&pool, g)) {
       return absl::InternalError(absl::StrFormat(
           "item regression: X'X + %g I is not positive definite", lambda));
     }
-    InvertLower(g);
-    LowerGram(g);
+    InvertLower(&pool, g);
+    LowerGram(&pool, g);
   }
   out.inverse = std::move(gram);
   Eigen::Map<Matrix> p(out.inverse.data(), m, m);

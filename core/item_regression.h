@@ -29,7 +29,8 @@ namespace rbmrec {
 struct ItemRegressionOptions {
   // The ridge penalty; 0: ItemRegressionLambda's rule.
   double lambda = 0;
-  // Threads for X'X (the factorization runs on one); 0: all cores.
+  // Threads for X'X and the factorization's split products; 0: all
+  // cores. The result does not depend on it.
   int threads = 0;
 };
 

@@ -97,6 +97,36 @@ TEST(ItemRegression, SameWeightsAtAnyThreadCount) {
   EXPECT_FLOAT_EQ(a->lambda, static_cast<float>(ItemRegressionLambda(x)));
 }
 
+// Past the sizes the factorization handles directly (its halves and the
+// products it splits over two threads): P is the inverse of X'X + lambda I,
+// and the same floats at 1, 2 and 3 threads.
+TEST(ItemRegression, LargeInverseIsExactAndTheSameAtAnyThreadCount) {
+  const SparseRatings x = RandomRated(1500, 700, 0.04, 5);
+  ItemRegressionOptions o;
+  o.lambda = 30;
+  o.threads = 1;
+  absl::StatusOr<ItemRegression> one = FitItemRegression(x, o);
+  ASSERT_TRUE(one.ok()) << one.status();
+  const int m = one->items;
+  ASSERT_EQ(m, 700);
+  Eigen::MatrixXd g = Gram(x);
+  g.diagonal().array() += 30.0;
+  Eigen::MatrixXd p(m, m);
+  for (int j = 0; j < m; ++j) {
+    for (int i = 0; i < m; ++i) p(j, i) = one->inverse[j * m + i];
+  }
+  EXPECT_EQ(p, p.transpose());
+  const double err =
+      (g * p - Eigen::MatrixXd::Identity(m, m)).cwiseAbs().maxCoeff();
+  EXPECT_LT(err, 1e-4) << err;
+  for (const int threads : {2, 3}) {
+    o.threads = threads;
+    absl::StatusOr<ItemRegression> r = FitItemRegression(x, o);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->inverse, one->inverse) << threads << " threads";
+  }
+}
+
 TEST(ItemRegression, ScoresSumTheRatedItemsWeights) {
   const SparseRatings x = RandomRated(200, 30, 0.2, 3);
   absl::StatusOr<ItemRegression> r = FitItemRegression(x, {});
