@@ -222,10 +222,6 @@ absl::StatusOr<ItemRegression> FitItemRegression(
   out.inverse = std::move(gram);
   Eigen::Map<Matrix> p(out.inverse.data(), m, m);
   MirrorLowerTriangle(p.data(), m);
-  out.neg_inv_diag.resize(static_cast<size_t>(m));
-  for (int32_t i = 0; i < m; ++i) {
-    out.neg_inv_diag[static_cast<size_t>(i)] = -1.0f / p(i, i);
-  }
   out.row_offsets = by_user.offsets;
   out.row_items = by_user.col;
   RefreshItemRegressionScoring(&out);
@@ -259,7 +255,7 @@ void RefreshItemRegressionScoring(ItemRegression* reg) {
     for (size_t j = 0; j < m; ++j) {
       if (j != i) largest = std::max(largest, std::abs(p[j]));
     }
-    const float b = largest * std::abs(reg->neg_inv_diag[i]);  // max |B_ji|
+    const float b = largest / p[i];  // max |B_ji| (P_ii > 0)
     if (b > 0 && std::isfinite(b)) {
       reg->b8_scale[i] = b / 127.0f;
       inv_step[i] = 127.0f / largest;  // P_ji to steps
@@ -317,9 +313,6 @@ bool RemoveFromItemRegression(ItemRegression* reg, const int32_t* rated,
   // One triangle, mirrored, so P stays exactly symmetric.
   p.selfadjointView<Eigen::Lower>().rankUpdate(px, static_cast<float>(1.0 / s));
   MirrorLowerTriangle(p.data(), m);
-  for (int32_t i = 0; i < m; ++i) {
-    reg->neg_inv_diag[static_cast<size_t>(i)] = -1.0f / p(i, i);
-  }
   RefreshItemRegressionScoring(reg);
   return true;
 }

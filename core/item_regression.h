@@ -42,8 +42,6 @@ struct ItemRegression {
   // X exactly (RemoveFromItemRegression), and B is P up to a scale per
   // column.
   std::vector<float> inverse;
-  // -1 / P_ii per item.
-  std::vector<float> neg_inv_diag;
   // B in 8 bits, what ItemRegressionScores sums (a quarter of the bytes P's
   // floats would stream per call): B_ji ~ b8[j * items + i] * b8_scale[i],
   // each column i scaled so its largest |B_ji| is 127 (b8[i * items + i] =
@@ -94,7 +92,7 @@ void ItemRegressionScores(const ItemRegression& reg, const int32_t* rated,
 // upper one (P is kept exactly symmetric; the model file stores one half).
 void MirrorLowerTriangle(float* p, int64_t n);
 
-// Sets reg->b8 and b8_scale from reg->inverse and neg_inv_diag.
+// Sets reg->b8 and b8_scale from reg->inverse.
 // FitItemRegression, RemoveFromItemRegression and the model file's reader
 // call it.
 void RefreshItemRegressionScoring(ItemRegression* reg);

@@ -251,11 +251,9 @@ absl::Status GetItemRegression(Reader* r, uint32_t version, ModelParams* m) {
   } else if (!r->GetFloats(reg->inverse.data(), stored)) {
     return Corrupt("bad item regression");
   }
-  reg->neg_inv_diag.resize(static_cast<size_t>(items));
-  for (int32_t i = 0; i < items; ++i) {
+  for (int32_t i = 0; i < items; ++i) {  // B divides by P's diagonal
     const float d = reg->inverse[static_cast<size_t>(i) * items + i];
     if (!(std::isfinite(d) && d > 0)) return Corrupt("bad item regression");
-    reg->neg_inv_diag[static_cast<size_t>(i)] = -1.0f / d;
   }
   for (const float x : reg->inverse) {
     if (!std::isfinite(x)) return Corrupt("bad item regression");

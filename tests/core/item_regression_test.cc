@@ -48,8 +48,8 @@ Eigen::MatrixXd Weights(const ItemRegression& r) {
   for (int j = 0; j < m; ++j) {
     for (int i = 0; i < m; ++i) {
       b(j, i) = j == i ? 0.0
-                       : static_cast<double>(r.inverse[j * m + i]) *
-                             r.neg_inv_diag[i];
+                       : -static_cast<double>(r.inverse[j * m + i]) /
+                             r.inverse[i * m + i];
     }
   }
   return b;
@@ -92,7 +92,6 @@ TEST(ItemRegression, SameWeightsAtAnyThreadCount) {
   absl::StatusOr<ItemRegression> b = FitItemRegression(x, two);
   ASSERT_TRUE(a.ok() && b.ok());
   EXPECT_EQ(a->inverse, b->inverse);
-  EXPECT_EQ(a->neg_inv_diag, b->neg_inv_diag);
   EXPECT_EQ(a->lambda, b->lambda);
   EXPECT_FLOAT_EQ(a->lambda, static_cast<float>(ItemRegressionLambda(x)));
 }

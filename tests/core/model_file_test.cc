@@ -62,8 +62,6 @@ void ExpectSameModel(const Model& a, const Model& b) {
     EXPECT_EQ(a.item_regression().items, b.item_regression().items);
     EXPECT_EQ(a.item_regression().lambda, b.item_regression().lambda);
     EXPECT_EQ(a.item_regression().inverse, b.item_regression().inverse);
-    EXPECT_EQ(a.item_regression().neg_inv_diag,
-              b.item_regression().neg_inv_diag);
     EXPECT_EQ(a.item_regression().row_offsets, b.item_regression().row_offsets);
     EXPECT_EQ(a.item_regression().row_items, b.item_regression().row_items);
     EXPECT_EQ(a.item_regression().b8, b.item_regression().b8);  // rebuilt
