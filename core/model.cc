@@ -6,6 +6,12 @@
 #include "core/kernels.h"
 
 namespace rbmrec {
+namespace {
+
+// ExpTableWanted's floor: a table this small is kept whatever the data.
+constexpr int64_t kExpTableFloorBytes = int64_t{64} << 20;
+
+}  // namespace
 
 std::vector<uint32_t> ItemHistogramCounts(const SparseRatings& by_user, int K) {
   std::vector<uint32_t> hist(static_cast<size_t>(by_user.cols) * K, 0);
@@ -76,13 +82,29 @@ void Model::RefreshExp(int e, int64_t from, int64_t to) {
   const RbmParams& p = e < 0 ? p_.item_rbm : p_.members[static_cast<size_t>(e)];
   ExpWeights& table =
       e < 0 ? item_rbm_exp_ : member_exp_[static_cast<size_t>(e)];
+  const int64_t bytes =
+      static_cast<int64_t>(p.W.size()) * static_cast<int64_t>(sizeof(float));
+  // The ratings are counted only for a table past the rule's floor (most
+  // models' tables are under it; an online edit then adds no pass).
+  auto ratings = [&] {
+    int64_t n = 0;
+    for (const uint32_t c : p_.item_hist) n += c;
+    return n;
+  };
   if (p.F <= 0 || p.W.size() == 0 ||
-      static_cast<int64_t>(p.W.size()) * static_cast<int64_t>(sizeof(float)) >
-          kMaxExpTableBytes) {
+      (bytes > kExpTableFloorBytes && !ExpTableWanted(bytes, ratings()))) {
     table = ExpWeights();
     return;
   }
   RefreshExpWeights(p, from, to, &table);
+}
+
+bool Model::ExpTableWanted(int64_t bytes, int64_t ratings) {
+  constexpr int64_t kMaxBytes = int64_t{512} << 20;
+  constexpr int64_t kBytesPerRating = 16;
+  if (bytes > kMaxBytes) return false;
+  return bytes <= kExpTableFloorBytes ||
+         bytes <= kBytesPerRating * std::max<int64_t>(0, ratings);
 }
 
 void Model::RefreshRatedForm(int32_t from, int32_t to) {

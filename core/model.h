@@ -167,11 +167,18 @@ class Model {
   const LowRankRows& rated_low_rank() const { return rated_low_rank_; }
   // exp(W) of user-based member e and of the I-RBM (ExpWeights in
   // core/rbm.h), what exact predictions read instead of an exp per weight;
-  // empty for an RBM whose W is larger than kMaxExpTableBytes (its exact
+  // empty for an RBM whose table ExpTableWanted refuses (its exact
   // predictions then take SoftplusSum). Always in step with the weights.
   const ExpWeights& member_exp(size_t e) const { return member_exp_[e]; }
   const ExpWeights& item_rbm_exp() const { return item_rbm_exp_; }
-  static constexpr int64_t kMaxExpTableBytes = int64_t{512} << 20;
+  // The size rule of those tables: a table of `bytes` (its W's) is kept
+  // when it takes at most 64 MiB or 16 bytes a training rating (the sum of
+  // item_hist), whichever is more, and never more than 512 MiB. A table
+  // doubles its W, and the I-RBM's W grows with the users: at 10 M ratings
+  // of 60,000 users it is 240 MB, which would put the training's peak at
+  // ~79 bytes a rating instead of ~57 (docs/scaling.md); ML-1M's tables
+  // (15 and 24 MB) are kept. Pure.
+  static bool ExpTableWanted(int64_t bytes, int64_t ratings);
   // SetExpInput of item i's I-RBM input item_x.row(i), kept per item (the
   // I-RBM scores the same item for every user), its saturated units
   // included. Always in step with item_x.
@@ -298,8 +305,9 @@ class Model {
   // rows [from, to) and any rows W gained.
   void RefreshRatedForm(int32_t from, int32_t to);
   // member_exp_[e] (e >= 0) or item_rbm_exp_ (e = -1) from that RBM's W,
-  // rows [from, to) (all rows when the shape changed; none when W is above
-  // kMaxExpTableBytes).
+  // rows [from, to) (all rows when the shape changed or the table was
+  // empty; none, the table emptied, when ExpTableWanted refuses it for the
+  // training ratings item_hist counts now).
   void RefreshExp(int e, int64_t from, int64_t to);
 
   ModelParams p_;

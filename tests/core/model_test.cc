@@ -133,6 +133,27 @@ TEST(Model, ItemHistogramIsTheNormalisedCounts) {
   EXPECT_NEAR(m.Expectation(h.data()), 4.0, 1e-6);
 }
 
+// exp(W) tables: kept up to 64 MiB whatever the data, beyond that up to 16
+// bytes a training rating, never past 512 MiB (the 10 M synthetic set's
+// I-RBM, 240 MB for 10 M ratings, is refused; its U-RBM's 40 MB is kept).
+TEST(Model, ExpTablesFollowTheirSizeRule) {
+  constexpr int64_t kMiB = int64_t{1} << 20;
+  EXPECT_TRUE(Model::ExpTableWanted(64 * kMiB, 0));
+  EXPECT_FALSE(Model::ExpTableWanted(64 * kMiB + 1, 0));
+  EXPECT_TRUE(Model::ExpTableWanted(40'000'000, 10'000'000));
+  EXPECT_FALSE(Model::ExpTableWanted(240'000'000, 10'000'000));
+  EXPECT_TRUE(Model::ExpTableWanted(240'000'000, 15'000'000));
+  EXPECT_FALSE(Model::ExpTableWanted(240'000'000, 14'999'999));
+  EXPECT_TRUE(Model::ExpTableWanted(512 * kMiB, 100'000'000));
+  EXPECT_FALSE(Model::ExpTableWanted(512 * kMiB + 1, 100'000'000));
+  // A small model keeps every table, one row per row of its W.
+  const Model& m = SmallModel();
+  for (size_t e = 0; e < m.members().size(); ++e) {
+    EXPECT_EQ(m.member_exp(e).ew.rows(), m.members()[e].W.rows());
+  }
+  EXPECT_EQ(m.item_rbm_exp().ew.rows(), m.item_rbm().W.rows());
+}
+
 TEST(Model, UserWeightIsClampedToZeroOne) {
   ModelParams params;
   params.items.GetOrAdd("a");
