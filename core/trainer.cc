@@ -18,6 +18,7 @@
 #include "absl/strings/str_split.h"
 #include "core/cd_trainer.h"
 #include "core/kernels.h"
+#include "core/model.h"
 #include "core/rng.h"
 #include "core/thread_pool.h"
 
@@ -297,6 +298,24 @@ int64_t EstimateModelBytes(const DataShape& shape,
   return ClampBytes(floats * 4 + hist + ids + 4096);
 }
 
+int64_t EstimateExpTableBytes(const DataShape& shape,
+                              const TrainOptions& options) {
+  const double K = shape.K;
+  const double F =
+      std::max(1, ResolveTrainOptions(options, shape.ratings).hidden);
+  const double m = static_cast<double>(std::max<int64_t>(0, shape.items));
+  const double n = static_cast<double>(std::max<int64_t>(0, shape.users));
+  auto table = [&](double rows) {
+    const int64_t bytes = ClampBytes(rows * K * F * 4);
+    return bytes < INT64_MAX && Model::ExpTableWanted(bytes, shape.ratings)
+               ? static_cast<double>(bytes)
+               : 0.0;
+  };
+  double bytes = std::max(1, options.ensemble) * table(m);
+  if (options.item_based) bytes += table(n);
+  return ClampBytes(bytes);
+}
+
 int64_t EstimateTrainingBytes(const DataShape& shape,
                               const TrainOptions& options, int threads) {
   const double K = shape.K;
@@ -361,6 +380,7 @@ int64_t EstimateTrainingBytes(const DataShape& shape,
   // rating each), the validation pass's per-user sums.
   bytes += nnz * (12 + 4 * 5) + (n + m) * 8 * 4;
   bytes += static_cast<double>(EstimateModelBytes(shape, options));
+  bytes += static_cast<double>(EstimateExpTableBytes(shape, options));
   return ClampBytes(bytes);
 }
 

@@ -33,15 +33,21 @@ struct DataShape {
 // overflowing (any option value is safe, e.g. hidden = 2^31 - 1).
 int64_t EstimateModelBytes(const DataShape& shape, const TrainOptions& options);
 
+// Bytes of the exp(W) tables that a Model built from data of `shape` with
+// `options` keeps beside its weights (Model::ExpTableWanted for each
+// user-based member's W and the I-RBM's). Pure; saturates.
+int64_t EstimateExpTableBytes(const DataShape& shape,
+                              const TrainOptions& options);
+
 // Upper estimate of FitModel's peak memory for `shape` and `options`, with
-// `threads` worker threads: the finished model (EstimateModelBytes, in
-// memory), for every RBM the trainer's parameters, momentum, best-epoch copy
-// and running average (4x the parameters), its mini-batch buffers (4 x
-// batch_size x hidden floats, and per-rating buffers for a batch of batch_size
-// cases of up to 8x the mean number of ratings), per-thread scratch and the
-// averaged model's hidden input per case (factored training), plus
-// the rating data (the by-user and by-item sparse copies with their
-// train/validation split) and the validation pass. Counts all RBMs as if
+// `threads` worker threads: the finished model (EstimateModelBytes and
+// EstimateExpTableBytes, in memory), for every RBM the trainer's parameters,
+// momentum, best-epoch copy and running average (4x the parameters), its
+// mini-batch buffers (4 x batch_size x hidden floats, and per-rating buffers
+// for a batch of batch_size cases of up to 8x the mean number of ratings),
+// per-thread scratch and the averaged model's hidden input per case (factored
+// training), plus the rating data (the by-user and by-item sparse copies with
+// their train/validation split) and the validation pass. Counts all RBMs as if
 // resident at once (the item-based RBM trains beside the user-based ones).
 // Pure; saturates at INT64_MAX instead of overflowing.
 int64_t EstimateTrainingBytes(const DataShape& shape,

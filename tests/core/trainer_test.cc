@@ -1064,6 +1064,31 @@ TEST(Estimate, TrainingBytesCountTheCopiesHeld) {
               2 * (w + biases) - 2 * a - inputs, 1e3);
 }
 
+// The served model's exp(W) tables follow Model::ExpTableWanted: at ML-1M's
+// shape both RBMs' (3,706 and 6,040 visible units x K x F floats); at the
+// 10 M shape only the U-RBM's (the I-RBM's 240 MB is above 16 bytes a
+// rating); none with hidden so large that each is above 512 MiB.
+TEST(Estimate, ExpTablesFollowTheModelsSizeRule) {
+  DataShape shape;
+  shape.users = 6040;
+  shape.items = 3706;
+  shape.ratings = 1000209;
+  shape.K = 5;
+  TrainOptions o;
+  o.hidden = 200;
+  EXPECT_EQ(EstimateExpTableBytes(shape, o), (6040 + 3706) * 5 * 200 * 4);
+  o.item_based = false;
+  EXPECT_EQ(EstimateExpTableBytes(shape, o), 3706 * 5 * 200 * 4);
+  shape.users = 60000;
+  shape.items = 10000;
+  shape.ratings = 10000000;
+  o.item_based = true;
+  EXPECT_EQ(EstimateExpTableBytes(shape, o), 10000 * 5 * 200 * 4);
+  o.hidden = 5000;
+  shape.ratings = 1000000000;
+  EXPECT_EQ(EstimateExpTableBytes(shape, o), 0);
+}
+
 TEST(Estimate, SaturatesInsteadOfOverflowing) {
   DataShape shape;
   shape.users = 1000000;
