@@ -274,15 +274,25 @@ double RbmFloats(double rows, double K, double F) {
   return rows * K * F + rows * K + F;
 }
 
+// The estimates' dimensions: K, the resolved hidden units F, items m and
+// users n.
+struct Dims {
+  double K, F, m, n;
+};
+Dims DimsOf(const DataShape& shape, const TrainOptions& options) {
+  return {static_cast<double>(shape.K),
+          static_cast<double>(
+              std::max(1, ResolveTrainOptions(options, shape.ratings).hidden)),
+          static_cast<double>(std::max<int64_t>(0, shape.items)),
+          static_cast<double>(std::max<int64_t>(0, shape.users))};
+}
+
 }  // namespace
 
 int64_t EstimateModelBytes(const DataShape& shape,
                            const TrainOptions& options) {
-  const double K = shape.K;
-  const double F =
-      std::max(1, ResolveTrainOptions(options, shape.ratings).hidden);
-  const double m = static_cast<double>(std::max<int64_t>(0, shape.items));
-  const double n = static_cast<double>(std::max<int64_t>(0, shape.users));
+  const Dims d = DimsOf(shape, options);
+  const double K = d.K, F = d.F, m = d.m, n = d.n;
   const double ensemble = std::max(1, options.ensemble);
   double floats = ensemble * RbmFloats(m, K, F);
   if (options.conditional) floats += ensemble * m * F;  // D
@@ -300,11 +310,8 @@ int64_t EstimateModelBytes(const DataShape& shape,
 
 int64_t EstimateExpTableBytes(const DataShape& shape,
                               const TrainOptions& options) {
-  const double K = shape.K;
-  const double F =
-      std::max(1, ResolveTrainOptions(options, shape.ratings).hidden);
-  const double m = static_cast<double>(std::max<int64_t>(0, shape.items));
-  const double n = static_cast<double>(std::max<int64_t>(0, shape.users));
+  const Dims d = DimsOf(shape, options);
+  const double K = d.K, F = d.F, m = d.m, n = d.n;
   auto table = [&](double rows) {
     const int64_t bytes = ClampBytes(rows * K * F * 4);
     return bytes < INT64_MAX && Model::ExpTableWanted(bytes, shape.ratings)
