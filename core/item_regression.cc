@@ -38,6 +38,21 @@ void InTwo(ThreadPool* pool, Eigen::Index rows,
   });
 }
 
+// f(first, count) for the two halves [0, size / 2) and [size / 2, size)
+// of a block's rows or columns, through InTwo (`rows`: the block's rows).
+template <typename F>
+void Halves(ThreadPool* pool, Eigen::Index rows, Eigen::Index size,
+            const F& f) {
+  const Eigen::Index half = size / 2;
+  InTwo(pool, rows, [&](int part) {
+    if (part == 0) {
+      f(Eigen::Index{0}, half);
+    } else {
+      f(half, size - half);
+    }
+  });
+}
+
 // The lower triangle of c (r x r) less y y' (y: r x k), as two tasks of
 // equal cost: with r split into halves, C11 -= Y1 Y1' and C22 -= Y2 Y2'
 // on one, C21 -= Y2 Y1' on the other. sign = +1 adds instead.
@@ -73,12 +88,11 @@ bool CholeskyLower(ThreadPool* pool, Eigen::Ref<Matrix> g) {
   auto b = g.bottomLeftCorner(n - h, h);
   auto c = g.bottomRightCorner(n - h, n - h);
   if (!CholeskyLower(pool, a)) return false;
-  const Eigen::Index q = (n - h) / 2;  // b's rows are independent
-  InTwo(pool, n - h, [&](int part) {
-    auto rows = part == 0 ? b.topRows(q) : b.bottomRows(n - h - q);
+  Halves(pool, n - h, n - h, [&](Eigen::Index first, Eigen::Index count) {
+    // b's rows are independent
     a.triangularView<Eigen::Lower>()
         .transpose()
-        .solveInPlace<Eigen::OnTheRight>(rows);
+        .solveInPlace<Eigen::OnTheRight>(b.middleRows(first, count));
   });
   RankUpdateLower(pool, c, b, -1.0f);
   return CholeskyLower(pool, c);
@@ -98,13 +112,14 @@ void InvertLower(ThreadPool* pool, Eigen::Ref<Matrix> l) {
   auto a = l.topLeftCorner(h, h);
   auto b = l.bottomLeftCorner(n - h, h);
   auto c = l.bottomRightCorner(n - h, n - h);
-  const Eigen::Index q = (n - h) / 2, k = h / 2;
-  InTwo(pool, n - h, [&](int part) {  // b's rows: B A^-1
-    auto rows = part == 0 ? b.topRows(q) : b.bottomRows(n - h - q);
-    a.triangularView<Eigen::Lower>().solveInPlace<Eigen::OnTheRight>(rows);
+  Halves(pool, n - h, n - h, [&](Eigen::Index first, Eigen::Index count) {
+    // b's rows: B A^-1
+    a.triangularView<Eigen::Lower>().solveInPlace<Eigen::OnTheRight>(
+        b.middleRows(first, count));
   });
-  InTwo(pool, n - h, [&](int part) {  // b's columns: -C^-1 (B A^-1)
-    auto cols = part == 0 ? b.leftCols(k) : b.rightCols(h - k);
+  Halves(pool, n - h, h, [&](Eigen::Index first, Eigen::Index count) {
+    // b's columns: -C^-1 (B A^-1)
+    auto cols = b.middleCols(first, count);
     c.triangularView<Eigen::Lower>().solveInPlace(cols);
     cols = -cols;
   });
@@ -128,14 +143,12 @@ void LowerGram(ThreadPool* pool, Eigen::Ref<Matrix> m) {
   auto z = m.bottomRightCorner(n - h, n - h);
   LowerGram(pool, x);
   RankUpdateLower(pool, x, y.transpose(), 1.0f);
-  const Eigen::Index k = h / 2;  // Z'Y's columns are independent
   Matrix zy(n - h, h);
-  InTwo(pool, n - h, [&](int part) {
-    const Eigen::Index first = part == 0 ? 0 : k;
-    const Eigen::Index cols = part == 0 ? k : h - k;
-    zy.middleCols(first, cols).noalias() =
+  Halves(pool, n - h, h, [&](Eigen::Index first, Eigen::Index count) {
+    // Z'Y's columns are independent
+    zy.middleCols(first, count).noalias() =
         z.triangularView<Eigen::Lower>().transpose() *
-        y.middleCols(first, cols);
+        y.middleCols(first, count);
   });
   y = zy;
   LowerGram(pool, z);
