@@ -82,9 +82,9 @@ void ComputeItemInputs(const SparseRatings& by_item, ThreadPool* pool,
 // [0, 1]) when that fits better. The served mean is w mu_U + (1 - w) mu_I,
 // so the fit is the linear regression of r - mu_I on (mu_U - mu_I) times
 // (1, log(1 + n_u), log(1 + n_q)). Sets the weight fields of *params; *rmse
-// gets the mixed prediction's validation RMSE. Builds two serving models
-// from `params` (restored before returning); their predictions run on
-// `pool`, users in parallel (each writes its own ratings' rows).
+// gets the mixed prediction's validation RMSE. Builds two models without
+// exp tables from `params` (restored before returning); their predictions
+// run on `pool`, users in parallel (each writes its own ratings' rows).
 void PickUserWeight(ModelParams* params, const SparseRatings& train_part,
                     const SparseRatings& valid, const SparseRatings* extra,
                     PredictMethod method, ThreadPool* pool, double* rmse) {
@@ -94,7 +94,9 @@ void PickUserWeight(ModelParams* params, const SparseRatings& train_part,
   params->user_weight_per_log_user = params->user_weight_per_log_item = 0;
   for (const float weight : {1.0f, 0.0f}) {
     params->user_weight = weight;
-    Model model(std::move(*params));
+    // Read once: no exp tables (they would double the weights' memory
+    // while the training data is still held).
+    Model model(std::move(*params), Model::ExpTables::kNone);
     std::vector<float>& part = weight == 1.0f ? pu : pi;
     pool->ParallelFor(valid.rows, [&](int, int64_t b, int64_t e) {
       for (int64_t u64 = b; u64 < e; ++u64) {
@@ -335,15 +337,20 @@ absl::Status TrainRatingRbms(const TrainOptions& options, int threads,
 // The item-based RBM's serving inputs and the U/I mixing weight. The
 // weight is chosen with I-RBM inputs from the training part only; served
 // with inputs from all training ratings (`by_user`). Returns the mixed
-// prediction's validation RMSE, or -1 without validation ratings.
+// prediction's validation RMSE, or -1 without validation ratings. Frees
+// the parts by item (parts->train_by_item, valid_by_item) once read.
 double MixItemRbm(const TrainOptions& options, int threads,
-                  const SparseRatings& by_user, const FitParts& parts,
+                  const SparseRatings& by_user, FitParts* parts,
                   ModelParams* params) {
   double mixed_valid_rmse = -1;
   ThreadPool pool(threads);
-  ComputeItemInputs(parts.train_by_item, &pool, params);
-  if (parts.valid.nnz() > 0) {
-    PickUserWeight(params, parts.train, parts.valid, parts.Extra(),
+  ComputeItemInputs(parts->train_by_item, &pool, params);
+  // The parts by item are not read after this: not held beside the
+  // validation pass's models or the transpose of every rating.
+  parts->train_by_item = SparseRatings();
+  parts->valid_by_item = SparseRatings();
+  if (parts->valid.nnz() > 0) {
+    PickUserWeight(params, parts->train, parts->valid, parts->Extra(),
                    options.predict, &pool, &mixed_valid_rmse);
   } else {
     params->user_weight = 0.3f;
@@ -483,7 +490,7 @@ absl::StatusOr<Model> FitModel(FitData* data, const TrainOptions& requested,
   by_user = SparseRatings::Merge(parts.train, parts.valid);
   double mixed_valid_rmse = -1;  // of the served (mixed) prediction
   if (options.item_based) {
-    mixed_valid_rmse = MixItemRbm(options, threads, by_user, parts, &params);
+    mixed_valid_rmse = MixItemRbm(options, threads, by_user, &parts, &params);
   }
   const int rated_f = RatedHiddenUnits(options, by_user.rows, by_user.cols);
   if (rated_f > 0) {
@@ -493,6 +500,9 @@ absl::StatusOr<Model> FitModel(FitData* data, const TrainOptions& requested,
       return fail(s);
     }
   }
+  // The training and validation parts are not read after this: not held
+  // beside the item regression's fit or the model's serving tables.
+  parts = FitParts();
   if (WantsItemRegression(options, rated_f, by_user.cols, by_user.nnz())) {
     const auto t0 = std::chrono::steady_clock::now();
     ItemRegressionOptions ro;

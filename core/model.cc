@@ -60,7 +60,8 @@ void Model::ItemHistogram(int32_t i, float* out) const {
   }
 }
 
-Model::Model(ModelParams params) : p_(std::move(params)) {
+Model::Model(ModelParams params, ExpTables tables)
+    : p_(std::move(params)), exp_tables_(tables != ExpTables::kNone) {
   RefreshItemHidden();
   RefreshItemWeights(0, num_items());
   // Only a factored rated RBM can have the form: an unfactored W (trained
@@ -91,7 +92,7 @@ void Model::RefreshExp(int e, int64_t from, int64_t to) {
     for (const uint32_t c : p_.item_hist) n += c;
     return n;
   };
-  if (p.F <= 0 || p.W.size() == 0 ||
+  if (!exp_tables_ || p.F <= 0 || p.W.size() == 0 ||
       (bytes > kExpTableFloorBytes && !ExpTableWanted(bytes, ratings()))) {
     table = ExpWeights();
     return;

@@ -126,9 +126,17 @@ class Model {
     ExpInput exp_in;
   };
 
+  // Whether a model keeps exp(W) tables (member_exp, item_rbm_exp).
+  enum class ExpTables {
+    kBySizeRule,  // as ExpTableWanted decides: what serving builds
+    kNone,        // never: a model read once (e.g. for a validation pass)
+  };
+
   Model() = default;
-  // Takes the parameters and derives the serving state (item_hT).
-  explicit Model(ModelParams params);
+  // Takes the parameters and derives the serving state (item_hT; the exp
+  // tables as `tables` says). Predictions are the same either way up to
+  // rounding: without a table the exact rule takes SoftplusSum.
+  explicit Model(ModelParams params, ExpTables tables = ExpTables::kBySizeRule);
 
   const ModelParams& params() const { return p_; }
   // The parameters, moved out (e.g. to edit and build a new Model).
@@ -317,6 +325,8 @@ class Model {
   std::vector<float> item_weight_;
   std::vector<uint16_t> rated_w_half_;  // see rated_w_half()
   LowRankRows rated_low_rank_;          // see rated_low_rank()
+  // False: no exp tables at all (ExpTables::kNone).
+  bool exp_tables_ = true;
   std::vector<ExpWeights> member_exp_;  // see member_exp()
   ExpWeights item_rbm_exp_;             // see item_rbm_exp()
   // ItemExpInput(i): item_ex_.row(i), item_hi_[i] and item_hi_sum_[i].

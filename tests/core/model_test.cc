@@ -154,6 +154,32 @@ TEST(Model, ExpTablesFollowTheirSizeRule) {
   EXPECT_EQ(m.item_rbm_exp().ew.rows(), m.item_rbm().W.rows());
 }
 
+// ExpTables::kNone: no table at all, whatever their size, and the same
+// exact predictions up to rounding (SoftplusSum instead of the table's
+// products), both RBMs and the mix.
+TEST(Model, WithoutExpTablesPredictsTheSame) {
+  const Model& m = SmallModel();
+  ASSERT_GT(m.item_rbm_exp().ew.rows(), 0);
+  const Model bare(m.params(), Model::ExpTables::kNone);
+  for (size_t e = 0; e < bare.members().size(); ++e) {
+    EXPECT_EQ(bare.member_exp(e).ew.size(), 0);
+  }
+  EXPECT_EQ(bare.item_rbm_exp().ew.size(), 0);
+  const int K = m.K();
+  const UserRatings some{{0, 3, 5}, {4, 0, 2}};
+  std::vector<int32_t> query;
+  for (int32_t i = 0; i < m.num_items(); ++i) query.push_back(i);
+  for (int32_t user : {0, 7}) {
+    std::vector<float> a(query.size() * static_cast<size_t>(K));
+    std::vector<float> b(a.size());
+    m.Predict(user, some.view(), query, PredictMethod::kExact, a.data(),
+              nullptr);
+    bare.Predict(user, some.view(), query, PredictMethod::kExact, b.data(),
+                 nullptr);
+    for (size_t x = 0; x < a.size(); ++x) EXPECT_NEAR(a[x], b[x], 1e-5) << x;
+  }
+}
+
 TEST(Model, UserWeightIsClampedToZeroOne) {
   ModelParams params;
   params.items.GetOrAdd("a");
