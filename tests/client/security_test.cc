@@ -594,21 +594,30 @@ TEST(BalancedTarget, UriTargetsSpreadCallsOverEveryServer) {
   std::shared_ptr<grpc::Channel> channel =
       CreateSecureChannel(target, ClientSecurity{}, grpc::ChannelArguments());
   auto stub = grpc::health::v1::Health::NewStub(channel);
-  for (int i = 0; i < 20; ++i) {
+  auto check = [&] {
     grpc::ClientContext context;
     context.set_wait_for_ready(true);
     context.set_deadline(std::chrono::system_clock::now() +
                          std::chrono::seconds(10));
     grpc::health::v1::HealthCheckRequest request;
     grpc::health::v1::HealthCheckResponse response;
-    ASSERT_TRUE(stub->Check(&context, request, &response).ok());
+    return stub->Check(&context, request, &response).ok();
+  };
+  // Calls go to whichever server is ready while the other connects (on a
+  // loaded machine that can be many): call until both have had one, at
+  // most 200 calls.
+  for (int i = 0; i < 200 && (a.health.calls() == 0 || b.health.calls() == 0);
+       ++i) {
+    ASSERT_TRUE(check());
   }
-  // round_robin alternates over the ready servers: both got calls (both
-  // are ready after the first calls connect; a few may go to one while the
-  // other connects).
-  EXPECT_GE(a.health.calls(), 5);
-  EXPECT_GE(b.health.calls(), 5);
-  EXPECT_EQ(a.health.calls() + b.health.calls(), 20);
+  ASSERT_GT(a.health.calls(), 0);
+  ASSERT_GT(b.health.calls(), 0);
+  // Both ready: round_robin alternates over them.
+  const int a0 = a.health.calls(), b0 = b.health.calls();
+  for (int i = 0; i < 20; ++i) ASSERT_TRUE(check());
+  EXPECT_GE(a.health.calls() - a0, 5);
+  EXPECT_GE(b.health.calls() - b0, 5);
+  EXPECT_EQ(a.health.calls() - a0 + b.health.calls() - b0, 20);
   // A plain HOST:PORT goes to that one server.
   std::shared_ptr<grpc::Channel> plain = CreateSecureChannel(
       a.address, ClientSecurity{}, grpc::ChannelArguments());
