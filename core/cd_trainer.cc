@@ -133,30 +133,35 @@ Eigen::Index CdTrainer::FactorRows() const {
 }
 
 void CdTrainer::MultiplyFactors() {
-  if (keep_w_) MultiplyInto(a_, bm_, &p_.W);
-}
-
-void CdTrainer::MultiplyInto(const RowMatrixXf& a, const RowMatrixXf& b,
-                             RowMatrixXf* w) {
-  const Eigen::Index rows = a.rows(), block = FactorRows();
-  w->resize(rows, b.cols());
+  if (!keep_w_) return;
+  const Eigen::Index rows = a_.rows(), block = FactorRows();
   const int64_t blocks = (rows + block - 1) / block;
   pool_.ParallelFor(
       blocks,
-      [&](int, int64_t kb, int64_t ke) {
-        for (int64_t k = kb; k < ke; ++k) {
+      [&](int, int64_t b, int64_t e) {
+        for (int64_t k = b; k < e; ++k) {
           const Eigen::Index r0 = k * block;
           const Eigen::Index n = std::min(block, rows - r0);
-          w->middleRows(r0, n).noalias() = a.middleRows(r0, n) * b;
+          p_.W.middleRows(r0, n).noalias() = a_.middleRows(r0, n) * bm_;
         }
       },
       nullptr, kPiecesPerThread);
 }
 
-void CdTrainer::ReleaseFactors() {
-  for (RowMatrixXf* m : {&a_, &vel_w_, &a_avg_, &bm_avg_, &a0_, &at_}) {
-    *m = RowMatrixXf();
-  }
+void CdTrainer::AveragedRows(const RbmParams& avg, float a, Eigen::Index r0,
+                             Eigen::Index n, RowMatrixXf* wt,
+                             float* dst) const {
+  // The block's product as MultiplyFactors makes it, then the average's
+  // arithmetic over the block's contiguous entries: FactorRows() rows of F
+  // floats are a whole number of SIMD packets, so every entry takes the
+  // same path (packet or scalar tail) as in one pass over the full W.
+  wt->resize(n, p_.F);
+  wt->noalias() = a_.middleRows(r0, n) * bm_;
+  const Eigen::Index size = n * p_.F;
+  const float fresh = 1 - a;
+  const Eigen::Map<const Eigen::ArrayXf> old(avg.W.row(r0).data(), size);
+  const Eigen::Map<const Eigen::ArrayXf> fresh_w(wt->data(), size);
+  Eigen::Map<Eigen::ArrayXf>(dst, size) = a * old + fresh * fresh_w;
 }
 
 void CdTrainer::Average(float a, bool first, RbmParams* avg) {
@@ -172,22 +177,36 @@ void CdTrainer::Average(float a, bool first, RbmParams* avg) {
     if (p_.conditional()) avg->D = a * avg->D + fresh * p_.D;
     return;
   }
-  // Factored: the factors are averaged, not their product (no full-size W
-  // is held while training; AveragedWeights makes it).
+  const Eigen::Index rows = a_.rows(), block = FactorRows();
   if (first) {
-    a_avg_ = a_;
-    bm_avg_ = bm_;
     avg->num_items = p_.num_items;
     avg->K = p_.K;
     avg->F = p_.F;
-    avg->W.resize(0, p_.F);
+    avg->W.resize(rows, p_.F);
+  }
+  std::vector<RowMatrixXf> w(static_cast<size_t>(pool_.size()));
+  const int64_t blocks = (rows + block - 1) / block;
+  pool_.ParallelFor(
+      blocks,
+      [&](int t, int64_t b, int64_t e) {
+        for (int64_t k = b; k < e; ++k) {
+          const Eigen::Index r0 = k * block;
+          const Eigen::Index n = std::min(block, rows - r0);
+          if (first) {
+            avg->W.middleRows(r0, n).noalias() = a_.middleRows(r0, n) * bm_;
+          } else {
+            AveragedRows(*avg, a, r0, n, &w[static_cast<size_t>(t)],
+                         avg->W.row(r0).data());
+          }
+        }
+      },
+      nullptr, kPiecesPerThread);
+  if (first) {
     avg->b = p_.b;
     avg->c = p_.c;
     avg->D = p_.D;
     return;
   }
-  a_avg_ = a * a_avg_ + fresh * a_;
-  bm_avg_ = a * bm_avg_ + fresh * bm_;
   avg->b = a * avg->b + fresh * p_.b;
   avg->c = a * avg->c + fresh * p_.c;
   if (p_.conditional()) avg->D = a * avg->D + fresh * p_.D;

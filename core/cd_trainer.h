@@ -40,7 +40,7 @@ namespace internal {
 constexpr int kPiecesPerThread = 4;
 
 // ExactValidation goes over the validation cases in chunks, so that their
-// hidden inputs and their exponentials take at most this
+// hidden inputs' exponentials (and inputs, when not kept) take at most this
 // many bytes each, not cases x F floats (a U-RBM's 60,000 users x 200
 // units: 48 MB), and are freed after the pass. Every item's K rows are
 // exponentiated once per chunk; one chunk up to ~10,000 cases of 200 units.
@@ -70,9 +70,9 @@ struct Scratch : GibbsScratch {
   // The chains' expected reconstructions, and uniforms (BatchChains).
   std::vector<double> means;
   std::vector<float> uniforms;
-  // AveragedValidationRmse: a block of the factored average's rows, and
-  // one item's K rows and biases as a one-item RbmParams.
-  RowMatrixXf block;
+  // CandidateValidationRmse: a block of the candidate average's rows, its
+  // A B product, and one item's K rows and biases as a one-item RbmParams.
+  RowMatrixXf block, wt;
   RbmParams one;
   Scratch(int F, int K, int width, int C)
       : GibbsScratch(F, K),
@@ -102,28 +102,31 @@ class CdTrainer {
 
   // The trained parameters. Factored with parameter averaging
   // (TrainOptions::average > 0) W is left empty: only the average is
-  // served and validated, from its factors, so no full-size W is held
-  // while training.
+  // served and validated, and Average builds it from A and B block by
+  // block, so no full-size W is held beside the average and the best copy.
   RbmParams& params() { return p_; }
   // The running average of the parameters (TrainOptions::average) after an
   // epoch: *avg = a * *avg + (1 - a) * params, or params itself when
-  // `first`. Factored without W, the factors are averaged instead (A and B
-  // each, the trainer keeps them: averaged_a(), averaged_b()) and avg->W is
-  // left empty; its W is the product of the two (AveragedWeights).
+  // `first`. Factored without W, each block of FactorRows() rows of A B is
+  // made in a thread's scratch and averaged in (AveragedRows): the same
+  // bits as averaging the full W, at any thread count.
   void Average(float a, bool first, RbmParams* avg);
-  // The factored average's factors (empty unless factored with averaging).
-  const RowMatrixXf& averaged_a() const { return a_avg_; }
-  const RowMatrixXf& averaged_b() const { return bm_avg_; }
-  // *w = a b over the pool in blocks of FactorRows() rows of a: the same
-  // bits at any thread count.
-  void MultiplyInto(const RowMatrixXf& a, const RowMatrixXf& b, RowMatrixXf* w);
-  // Factored with averaging: avg->W = averaged_a() averaged_b(). Else
-  // nothing (the average's W is kept).
-  void AveragedWeights(RbmParams* avg);
-  // Frees the factors and their velocities and averages (the trainer can
-  // neither train nor validate after): TrainRbmSplit's last step, so that
-  // the returned W is made from the best epoch's factors without them.
-  void ReleaseFactors();
+
+  // Whether CandidateValidationRmse can validate the next average before it
+  // is made: factored with averaging (no W kept), exact validation, and
+  // validation ratings. TrainRbmSplit then keeps no best copy while the
+  // average is the best (only when an epoch's average is worse).
+  bool ValidatesCandidates() const {
+    return !keep_w_ && o_.predict == PredictMethod::kExact && valid_.nnz() > 0;
+  }
+  // The validation RMSE that AveragedValidationRmse(avg, a, false) would
+  // return after Average(a, false, &avg), computed without changing avg:
+  // the candidate average's rows are made block by block as Average makes
+  // them (AveragedRows, the same bits) in a thread's scratch and validated
+  // there. Updates the averaged hidden inputs (x_avg_) as that call does,
+  // so Average(a, false, &avg) must follow before the next epoch.
+  // REQUIRES: ValidatesCandidates(), an Average(a, true, &avg) before.
+  double CandidateValidationRmse(const RbmParams& avg, float a);
   // The bytes of one chunk of ExactValidation (kExpChunkBytes unless set;
   // tests set less). Results do not depend on it.
   void SetExpChunkBytes(int64_t bytes) { exp_chunk_bytes_ = bytes; }
@@ -145,17 +148,19 @@ class CdTrainer {
   // RMSE of predicted expectations on the validation ratings.
   double ValidationRmse(const RbmParams& p);
 
-  // ValidationRmse of the running average `avg` (Average's). Factored
-  // with averaging, from its factors: a case's hidden input is c + (the sum
-  // of its ratings' rows of the averaged A) times the averaged B, ~C per
-  // rating plus a C x F product per case instead of F per rating, and each
-  // item's K rows of W are made in blocks of FactorRows() rows as they are
-  // validated; the same RMSE as ValidationRmse of the whole W up to
-  // rounding, the same bits at any thread count. Otherwise ValidationRmse.
-  double AveragedValidationRmse(const RbmParams& avg);
+  // ValidationRmse(avg) for the running average of the parameters
+  // (TrainOptions::average) after this epoch's avg = a * avg + (1 - a) *
+  // params (avg = params after the first epoch, `first`). The hidden input
+  // is affine in the parameters, so the average's is the same running
+  // average of the raw parameters' inputs; factored, those cost ~C per
+  // rating plus a C x F product per case (c + (A^T v) B) instead of F per
+  // rating, and the average's inputs are kept (x_avg_) instead of summed
+  // from avg's rows every epoch: about half of the validation pass's work.
+  // The same model and RMSE up to rounding. Unfactored: ValidationRmse.
+  double AveragedValidationRmse(const RbmParams& avg, float a, bool first);
 
   // The RMSE of `p`'s predictions on the validation ratings, with
-  // input(t, u, x) writing case u's hidden input into x[0..F) on worker t.
+  // input(u, x) writing case u's hidden input into x[0..F).
   template <typename Input>
   double ValidationPass(const RbmParams& p, const Input& input);
 
@@ -187,29 +192,40 @@ class CdTrainer {
   // (hi_ . w) is added. A user with a non-finite input, or a row beyond
   // the limits, takes SoftplusSum instead (ExpMean, SlowMean). The squared
   // errors are summed per item, then in item order: the same bits at any
-  // thread count.
+  // thread count. With `inputs` (rows the cases) the hidden inputs are
+  // read from it instead of written by `input` into xv_.
   template <typename Input>
-  double ExactValidation(const RbmParams& p, const Input& input);
+  double ExactValidation(const RbmParams& p, const Input& input,
+                         const RowMatrixXf* inputs = nullptr);
 
  private:
-  // The rows of a block of a factored product (MultiplyInto, the
-  // factored average's validation): FactorRows() rows (fewer in the last
-  // block), a whole number of items and of Eigen's 24-row kernels, so the
-  // same blocks whichever thread makes them.
+  // The rows of a block of the factored average and of its candidate:
+  // FactorRows() rows (fewer in the last block), a whole number of items
+  // and of Eigen's 24-row kernels, so the same blocks whichever thread
+  // makes them.
   Eigen::Index FactorRows() const;
+  // dst[0 .. n F) = a * avg's rows [r0, r0 + n) + (1 - a) * the same rows
+  // of A B (made in *wt). dst may be avg's own rows (Average) or a scratch
+  // block (CandidateValidationRmse): one function, so the same bits.
+  void AveragedRows(const RbmParams& avg, float a, Eigen::Index r0,
+                    Eigen::Index n, RowMatrixXf* wt, float* dst) const;
+  // AveragedValidationRmse's running average of the hidden inputs x_avg_.
+  void AverageInputs(float a, bool first);
   // The cases of one of ExactValidation's chunks (exp_chunk_bytes_).
   int32_t ExpChunk() const;
   // A validation pass's start: every case kExpSlow, every item's cursor
   // (valid_cursor_) at its first validation rating.
   void BeginExactPass();
   // ExactValidation's per-chunk part, for cases [u0, u1): each case's hidden
-  // input (from `input` into xv_), its exponentials (ex_ row u - u0,
-  // ex_mode_) and the saturated cases' rows (hi_).
+  // input (from `input` into xv_, or read from `inputs`), its exponentials
+  // (ex_ row u - u0, ex_mode_) and the saturated cases' rows (hi_).
   template <typename Input>
-  void HiddenExponentials(const Input& input, int32_t u0, int32_t u1);
+  void HiddenExponentials(const Input& input, const RowMatrixXf* inputs,
+                          int32_t u0, int32_t u1);
   // Case u's hidden input in the current chunk.
-  const float* InputRow(int32_t u) const {
-    return xv_.row(u - ex_base_).data();
+  const float* InputRow(const RowMatrixXf* inputs, int32_t u) const {
+    return inputs != nullptr ? inputs->row(u).data()
+                             : xv_.row(u - ex_base_).data();
   }
   // Whether `item` has validation ratings of cases below u1 not yet done.
   bool ItemInChunk(int32_t item, int32_t u1) const {
@@ -224,7 +240,8 @@ class CdTrainer {
   // rows are p's rows of `item_in_p` (the item itself, or 0 in a one-item
   // RbmParams).
   void ItemError(const RbmParams& p, int32_t item_in_p, int32_t item,
-                 int32_t u1, Scratch* s, double* err);
+                 const RowMatrixXf* inputs, int32_t u1, Scratch* s,
+                 double* err);
 
   // The batch's index, shared by both chains and both updates: each batch
   // user's first batch-local rating position (local_start_), the batch's
@@ -369,8 +386,7 @@ class CdTrainer {
   RowMatrixXf vel_w_, h0_, ht_, hs_;
   RowMatrixXf a_, bm_, vel_bm_, db_, a0_, at_, g0_, gt_;
   std::vector<float> zeros_;  // C zeros (SumRows' start)
-  // Factored with averaging: the running averages of A and B (Average).
-  RowMatrixXf a_avg_, bm_avg_;
+  RowMatrixXf x_avg_;  // AveragedValidationRmse: the average's hidden inputs
   // ExactValidation: the validation ratings by item (the caller's, or
   // own_valid_by_item_), the items' costs, and per case its hidden input,
   // exp of it and whether that is in range.

@@ -1,7 +1,7 @@
 // CdTrainer's validation RMSE after an epoch: mean-field or exact
 // predictions (PredictExact's arithmetic through exponential products,
 // ExactValidation), for the parameters or their running average (the
-// factored RBM's from its averaged factors, block by block).
+// factored RBM's averaged hidden inputs kept across epochs).
 
 #include <algorithm>
 #include <cmath>
@@ -16,44 +16,66 @@ namespace internal {
 
 double CdTrainer::ValidationRmse(const RbmParams& p) {
   return ValidationPass(
-      p, [&](int, int32_t u, float* x) { HiddenInput(p, UserSet(u), x); });
+      p, [&](int32_t u, float* x) { HiddenInput(p, UserSet(u), x); });
 }
 
-void CdTrainer::AveragedWeights(RbmParams* avg) {
-  if (!keep_w_) MultiplyInto(a_avg_, bm_avg_, &avg->W);
-}
-
-double CdTrainer::AveragedValidationRmse(const RbmParams& avg) {
-  if (keep_w_) return ValidationRmse(avg);
-  if (o_.predict != PredictMethod::kExact) {
-    // Mean field (not the default): through the whole average's W.
-    RbmParams whole = avg;
-    AveragedWeights(&whole);
-    return ValidationRmse(whole);
-  }
-  const int F = p_.F, K = p_.K;
-  // A case's input: c + (the sum of the averaged A's rows of its ratings)
-  // times the averaged B, plus D's rows of r (conditional): ~C adds per
-  // rating and one C x F product per case.
-  const auto input = [&](int t, int32_t u, float* x) {
+void CdTrainer::AverageInputs(float a, bool first) {
+  const int F = p_.F;
+  if (first) x_avg_.setZero(valid_.rows, F);
+  pool_.ParallelFor(valid_.rows, [&](int t, int64_t b, int64_t e) {
     Scratch& sc = scratch_[static_cast<size_t>(t)];
-    const VisibleSet v = UserSet(u);
-    if (sc.rows.size() < static_cast<size_t>(v.n)) {
-      sc.rows.resize(static_cast<size_t>(v.n));
+    for (int64_t u64 = b; u64 < e; ++u64) {
+      const int32_t u = static_cast<int32_t>(u64);
+      if (valid_.RowSize(u) == 0) continue;
+      const VisibleSet v = UserSet(u);
+      if (sc.rows.size() < static_cast<size_t>(v.n)) {
+        sc.rows.resize(static_cast<size_t>(v.n));
+      }
+      for (int64_t r = 0; r < v.n; ++r) {
+        sc.rows[static_cast<size_t>(r)] =
+            a_.row(p_.Row(v.items[r], v.ks[r])).data();
+      }
+      kernels::SumRows(zeros_.data(), sc.rows.data(), v.n, C_, sc.z.data());
+      auto x = x_avg_.row(u);
+      if (first) {
+        x = p_.c.transpose();
+        x.noalias() += sc.z.transpose() * bm_;
+        if (p_.conditional()) ConditionalSum(p_, v, x.data(), x.data());
+      } else {
+        sc.x = p_.c;
+        sc.x.noalias() += bm_.transpose() * sc.z;
+        if (p_.conditional()) {
+          ConditionalSum(p_, v, sc.x.data(), sc.x.data());
+        }
+        x = a * x + (1 - a) * sc.x.transpose();
+      }
     }
-    for (int64_t r = 0; r < v.n; ++r) {
-      sc.rows[static_cast<size_t>(r)] =
-          a_avg_.row(p_.Row(v.items[r], v.ks[r])).data();
-    }
-    kernels::SumRows(zeros_.data(), sc.rows.data(), v.n, C_, sc.z.data());
-    Eigen::Map<Eigen::VectorXf> xm(x, F);
-    xm = avg.c;
-    xm.noalias() += bm_avg_.transpose() * sc.z;
-    if (avg.conditional()) ConditionalSum(avg, v, x, x);
+  });
+}
+
+double CdTrainer::AveragedValidationRmse(const RbmParams& avg, float a,
+                                         bool first) {
+  if (C_ == 0) return ValidationRmse(avg);
+  AverageInputs(a, first);
+  const int F = p_.F;
+  const auto input = [&](int32_t u, float* x) {
+    std::copy_n(x_avg_.row(u).data(), F, x);
   };
-  // Each item's K rows of the average are made in blocks of FactorRows()
-  // rows (the same blocks whichever thread makes them) and validated there.
-  const Eigen::Index rows = a_avg_.rows(), block = FactorRows();
+  // Exact, the inputs are read where they are kept (no copy in xv_).
+  if (o_.predict == PredictMethod::kExact) {
+    return ExactValidation(avg, input, &x_avg_);
+  }
+  return ValidationPass(avg, input);
+}
+
+double CdTrainer::CandidateValidationRmse(const RbmParams& avg, float a) {
+  AverageInputs(a, false);
+  const auto no_input = [](int32_t, float*) {};
+  const int F = p_.F, K = p_.K;
+  // The candidate's visible biases, as Average makes them.
+  const float fresh = 1 - a;
+  const Eigen::VectorXf b = a * avg.b + fresh * p_.b;
+  const Eigen::Index rows = a_.rows(), block = FactorRows();
   const int64_t items = valid_by_item_.rows, per_block = block / K;
   const int64_t blocks = (items + per_block - 1) / per_block;
   std::vector<int64_t> cost(static_cast<size_t>(blocks) + 1, 0);
@@ -66,7 +88,7 @@ double CdTrainer::AveragedValidationRmse(const RbmParams& avg) {
   BeginExactPass();
   for (int32_t u0 = 0; u0 < valid_.rows; u0 += ExpChunk()) {
     const int32_t u1 = std::min(valid_.rows, u0 + ExpChunk());
-    HiddenExponentials(input, u0, u1);
+    HiddenExponentials(no_input, &x_avg_, u0, u1);
     pool_.ParallelFor(
         blocks,
         [&](int t, int64_t kb, int64_t ke) {
@@ -82,13 +104,14 @@ double CdTrainer::AveragedValidationRmse(const RbmParams& avg) {
             if (!any) continue;
             const Eigen::Index r0 = k * block;
             const Eigen::Index n = std::min(block, rows - r0);
-            s.block.noalias() = a_avg_.middleRows(r0, n) * bm_avg_;
+            s.block.resize(n, F);
+            AveragedRows(avg, a, r0, n, &s.wt, s.block.data());
             for (int64_t i = i0; i < i1; ++i) {
               const int32_t item = static_cast<int32_t>(i);
               if (!ItemInChunk(item, u1)) continue;
               s.one.W = s.block.middleRows((i - i0) * K, K);
-              s.one.b = avg.b.segment(i * K, K);
-              ItemError(s.one, 0, item, u1, &s,
+              s.one.b = b.segment(i * K, K);
+              ItemError(s.one, 0, item, &x_avg_, u1, &s,
                         &per_item[static_cast<size_t>(i)]);
             }
           }
@@ -96,7 +119,6 @@ double CdTrainer::AveragedValidationRmse(const RbmParams& avg) {
         cost.data(), kPiecesPerThread);
   }
   ex_ = RowMatrixXf();
-  xv_ = RowMatrixXf();
   double sse = 0;
   for (double e : per_item) sse += e;
   return std::sqrt(sse /
@@ -112,7 +134,7 @@ double CdTrainer::ValidationPass(const RbmParams& p, const Input& input) {
     for (int64_t u64 = b; u64 < e; ++u64) {
       const int32_t u = static_cast<int32_t>(u64);
       if (valid_.RowSize(u) == 0) continue;
-      input(t, u, s.x.data());
+      input(u, s.x.data());
       if (o_.predict == PredictMethod::kMeanField) {
         SigmoidInPlace(s.x.data(), p.F);
       }
@@ -200,17 +222,19 @@ void CdTrainer::BeginExactPass() {
 }
 
 template <typename Input>
-void CdTrainer::HiddenExponentials(const Input& input, int32_t u0, int32_t u1) {
+void CdTrainer::HiddenExponentials(const Input& input,
+                                   const RowMatrixXf* inputs, int32_t u0,
+                                   int32_t u1) {
   const int F = p_.F;
   ex_base_ = u0;
-  xv_.resize(u1 - u0, F);
+  xv_.resize(inputs == nullptr ? u1 - u0 : 0, F);
   ex_.resize(u1 - u0, F);
-  pool_.ParallelFor(u1 - u0, [&](int t, int64_t b, int64_t e) {
+  pool_.ParallelFor(u1 - u0, [&](int, int64_t b, int64_t e) {
     for (int64_t x = b; x < e; ++x) {
       const int32_t u = u0 + static_cast<int32_t>(x);
       if (valid_.RowSize(u) == 0) continue;
-      input(t, u, xv_.row(x).data());
-      const Eigen::Map<const Eigen::ArrayXf> xs(InputRow(u), F);
+      if (inputs == nullptr) input(u, xv_.row(x).data());
+      const Eigen::Map<const Eigen::ArrayXf> xs(InputRow(inputs, u), F);
       const float top = xs.abs().template maxCoeff<Eigen::PropagateNaN>();
       if (top <= kExpSoftplusLimit) {
         ex_mode_[static_cast<size_t>(u)] = kExpPlain;
@@ -231,13 +255,14 @@ void CdTrainer::HiddenExponentials(const Input& input, int32_t u0, int32_t u1) {
   for (int32_t u = u0; u < u1; ++u) {
     const int32_t slot = hi_slot_[static_cast<size_t>(u)];
     if (slot < 0) continue;
-    SplitSaturated(InputRow(u), F, ex_.row(u - u0).data(),
+    SplitSaturated(InputRow(inputs, u), F, ex_.row(u - u0).data(),
                    hi_.row(slot).data());
   }
 }
 
 void CdTrainer::ItemError(const RbmParams& p, int32_t item_in_p, int32_t item,
-                          int32_t u1, Scratch* s, double* err_io) {
+                          const RowMatrixXf* inputs, int32_t u1, Scratch* s,
+                          double* err_io) {
   const int F = p.F, K = p.K;
   const int64_t r0 = valid_cursor_[static_cast<size_t>(item)];
   int64_t r1 = r0;
@@ -283,8 +308,9 @@ void CdTrainer::ItemError(const RbmParams& p, int32_t item_in_p, int32_t item,
     const bool fast = mode == kExpPlain       ? rows_ok
                       : mode == kExpSaturated ? rows_tight
                                               : false;
-    const double mean = fast ? ExpMean(p, row0, u, mode, b_top, s)
-                             : SlowMean(p, item_in_p, InputRow(u), logits);
+    const double mean =
+        fast ? ExpMean(p, row0, u, mode, b_top, s)
+             : SlowMean(p, item_in_p, InputRow(inputs, u), logits);
     const double d = mean - valid_by_item_.k[static_cast<size_t>(r)];
     err += d * d;
   }
@@ -292,19 +318,20 @@ void CdTrainer::ItemError(const RbmParams& p, int32_t item_in_p, int32_t item,
 }
 
 template <typename Input>
-double CdTrainer::ExactValidation(const RbmParams& p, const Input& input) {
+double CdTrainer::ExactValidation(const RbmParams& p, const Input& input,
+                                  const RowMatrixXf* inputs) {
   std::vector<double> per_item(static_cast<size_t>(valid_by_item_.rows), 0);
   BeginExactPass();
   for (int32_t u0 = 0; u0 < valid_.rows; u0 += ExpChunk()) {
     const int32_t u1 = std::min(valid_.rows, u0 + ExpChunk());
-    HiddenExponentials(input, u0, u1);
+    HiddenExponentials(input, inputs, u0, u1);
     pool_.ParallelFor(
         valid_by_item_.rows,
         [&](int t, int64_t b, int64_t e) {
           Scratch& s = scratch_[static_cast<size_t>(t)];
           for (int64_t i = b; i < e; ++i) {
-            ItemError(p, static_cast<int32_t>(i), static_cast<int32_t>(i), u1,
-                      &s, &per_item[static_cast<size_t>(i)]);
+            ItemError(p, static_cast<int32_t>(i), static_cast<int32_t>(i),
+                      inputs, u1, &s, &per_item[static_cast<size_t>(i)]);
           }
         },
         item_cost_valid_.data());

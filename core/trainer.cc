@@ -173,11 +173,15 @@ absl::StatusOr<TrainResult> TrainRbmSplit(
   int since_best = 0;
   int adaptive_level = 0;
   float lr = o.learning_rate;
-  // The running average of the parameters (TrainOptions::average), and,
-  // factored, the best epoch's averaged factors (its W is made from them
-  // at the end: no full-size W is held while training).
+  // The running average of the parameters (TrainOptions::average). When
+  // the trainer validates each next average before making it
+  // (ValidatesCandidates), the best epoch's parameters are not copied while
+  // they are the average itself (best_is_avg): the copy is made only when a
+  // worse epoch is about to change the average, and dropped at the next
+  // best. The same model, one full-size copy fewer until then.
   RbmParams avg;
-  RowMatrixXf best_a, best_b;
+  const bool lazy_best = o.average > 0 && trainer.ValidatesCandidates();
+  bool best_is_avg = false;
   for (int epoch = 1; epoch <= o.max_epochs; ++epoch) {
     if (share != nullptr) {
       trainer.SetThreads(threads + share->spare.load());
@@ -192,9 +196,19 @@ absl::StatusOr<TrainResult> TrainRbmSplit(
     st.train_seconds = Seconds(te);
     const RbmParams* served = o.average > 0 ? &avg : &trainer.params();
     st.valid_rmse = st.train_rmse;
-    if (o.average > 0) {
+    if (lazy_best && epoch > 1) {
+      st.valid_rmse = trainer.CandidateValidationRmse(avg, o.average);
+      if (best_is_avg && !(st.valid_rmse < best - 1e-5)) {
+        result.params = avg;  // the best, before it is averaged into
+        best_is_avg = false;
+      }
+      trainer.Average(o.average, false, &avg);
+    } else if (o.average > 0) {
       trainer.Average(o.average, epoch == 1, &avg);
-      if (have_valid) st.valid_rmse = trainer.AveragedValidationRmse(avg);
+      if (have_valid) {
+        st.valid_rmse =
+            trainer.AveragedValidationRmse(avg, o.average, epoch == 1);
+      }
     } else if (have_valid) {
       st.valid_rmse = trainer.ValidationRmse(*served);
     }
@@ -209,9 +223,12 @@ absl::StatusOr<TrainResult> TrainRbmSplit(
     if (st.valid_rmse < best - 1e-5) {
       best = st.valid_rmse;
       result.best_epoch = epoch;
-      result.params = *served;
-      best_a = trainer.averaged_a();
-      best_b = trainer.averaged_b();
+      if (lazy_best) {
+        best_is_avg = true;
+        result.params = RbmParams();
+      } else {
+        result.params = *served;
+      }
     }
     if (st.valid_rmse < anchor * (1 - o.min_improvement) - 1e-5) {
       anchor = st.valid_rmse;
@@ -232,14 +249,10 @@ absl::StatusOr<TrainResult> TrainRbmSplit(
       break;
     }
   }
-  if (result.best_epoch == 0) {
+  if (best_is_avg) {
+    result.params = std::move(avg);
+  } else if (result.best_epoch == 0) {
     result.params = o.average > 0 ? std::move(avg) : trainer.params();
-    best_a = trainer.averaged_a();
-    best_b = trainer.averaged_b();
-  }
-  if (o.average > 0 && result.params.W.rows() == 0 && best_a.rows() > 0) {
-    trainer.ReleaseFactors();
-    trainer.MultiplyInto(best_a, best_b, &result.params.W);
   }
   result.best_valid_rmse = best;
   result.train_seconds = Seconds(t0);
@@ -326,14 +339,10 @@ int64_t EstimateTrainingBytes(const DataShape& shape,
                        ? resolved.factors
                        : 0;
   // Full-size copies of W held at once: unfactored, W, its velocity and
-  // the best copy, plus the average; factored without averaging, W and the
-  // best copy; factored with averaging, only the W returned (made from the
-  // best epoch's averaged factors at the end). Copies of A: A and its
-  // velocity, plus with averaging the average and the best epoch's.
-  const bool factor_average = C > 0 && resolved.average > 0;
-  const double w_copies =
-      C > 0 ? (factor_average ? 1 : 2) : (resolved.average > 0 ? 4 : 3);
-  const double a_copies = factor_average ? 4 : 2;
+  // the best copy, plus the average; factored, the average (or W) and the
+  // best copy (held from an epoch worse than the best on), beside A and
+  // its velocity.
+  const double w_copies = C > 0 ? 2 : (resolved.average > 0 ? 4 : 3);
   // ExactValidation's inputs and their exponentials, chunked.
   const double chunk_bytes = static_cast<double>(internal::kExpChunkBytes);
   // One trainer over `rows` visible units and `cases` training cases.
@@ -347,13 +356,15 @@ int64_t EstimateTrainingBytes(const DataShape& shape,
     // (8), the samples by entry and by user (2).
     constexpr double kPerBatchRating = 16 + 4 + 8 + 8 + 8 + 2;
     return w_copies * params +
-           a_copies * rows * K * C * 4 +  // copies of A (factored)
-           4 * B * F * 4 +                // h0, hT, hidden samples, uniforms
+           2 * rows * K * C * 4 +  // A and its velocity (factored)
+           4 * B * F * 4 +         // h0, hT, hidden samples, uniforms
            batch_ratings * kPerBatchRating +
            T * ((F + K) * 4 * 2 +         // Gibbs and validation scratch
                 K * F * 4 * 2 +           // an item's gradient rows, exps
                 batch_ratings * K * 4) +  // reconstruction probabilities
            rows * 4 +                     // batch slots of the visible units
+           (C > 0 && resolved.average > 0 ? cases * F * 4
+                                          : 0) +      // the average's inputs
            2 * std::min(cases * F * 4, chunk_bytes);  // validation chunk
   };
   const double ensemble = std::max(1, options.ensemble);

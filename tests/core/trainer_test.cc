@@ -408,57 +408,41 @@ TEST(Trainer, AveragedParametersAreTheRunningAverageOfTheEpochs) {
   EXPECT_FALSE(a.W.isApprox(p2->params.W, 1e-3f));
 }
 
-// Factored with averaging the trainer keeps no W of its own: it averages
-// the factors A and B, and the model's W is the product of the averages
-// (made in 480-row blocks: a scalar tail and more than one block here, 101
-// items x K = 5 rows of 10 floats), bit for bit the same at 1 and 2
-// threads.
-TEST(Trainer, FactoredAverageIsTheProductOfTheAveragedFactors) {
+// Factored with averaging the trainer keeps no W of its own and builds the
+// average from A B block by block: the same bits as averaging the full W
+// of unaveraged runs (W = A B after each epoch), a scalar tail and more
+// than one 480-row block included (101 items x K = 5 rows of 10 floats).
+TEST(Trainer, FactoredAverageIsTheRunningAverageBitForBit) {
   auto s = testing_data::PlantedRatings(300, 101, 3, 0.4, 2);
-  const SparseRatings by_user = s.train.ByUser();
   TrainOptions o = SmallOptions();
   o.hidden = 10;
   o.factors = 4;
-  o.average = 0.75f;
-  // The raw factors after epochs 1 and 2 (an average's first step is a
-  // copy of them), on TrainRbm's training part, at its learning rates.
-  SparseRatings train, valid;
-  CarveValidation(by_user, o.validation_fraction, o.seed, &train, &valid);
-  const TrainOptions resolved = ResolveTrainOptions(o, train.nnz());
-  auto factors_after = [&](int epochs) {
-    internal::CdTrainer t(train, valid, 5, resolved, 1, 1);
-    RbmParams p;
-    float lr = resolved.learning_rate;
-    for (int e = 1; e <= epochs; ++e, lr *= o.lr_decay) t.Epoch(e, 1, lr);
-    t.Average(o.average, true, &p);
-    return std::make_pair(t.averaged_a(), t.averaged_b());
-  };
-  const auto [a1, b1] = factors_after(1);
-  const auto [a2, b2] = factors_after(2);
-  const RowMatrixXf a = 0.75f * a1 + 0.25f * a2;
-  const RowMatrixXf b = 0.75f * b1 + 0.25f * b2;
+  o.average = 0;
+  o.max_epochs = 1;
+  auto p1 = TrainRbm(s.train.ByUser(), 5, o);
   o.max_epochs = 2;
-  std::vector<RbmParams> models;
-  for (const int threads : {1, 2}) {
-    o.threads = threads;
-    auto avg = TrainRbm(by_user, 5, o);
-    ASSERT_TRUE(avg.ok()) << avg.status();
-    ASSERT_EQ(avg->best_epoch, 2);
-    models.push_back(avg->params);
-  }
-  const RbmParams& m = models[0];
-  ASSERT_EQ(m.W.rows(), 505);
-  const RowMatrixXf w = a * b;
-  EXPECT_TRUE(m.W.isApprox(w, 1e-6f));
-  EXPECT_FALSE(m.W.isApprox(a2 * b2, 1e-3f));
-  EXPECT_TRUE(models[1] == m);
+  auto p2 = TrainRbm(s.train.ByUser(), 5, o);
+  o.average = 0.75f;
+  o.threads = 2;
+  auto avg = TrainRbm(s.train.ByUser(), 5, o);
+  ASSERT_TRUE(p1.ok() && p2.ok() && avg.ok());
+  ASSERT_EQ(avg->best_epoch, 2);
+  const RbmParams& a = avg->params;
+  ASSERT_EQ(a.W.rows(), 505);
+  const RowMatrixXf w = 0.75f * p1->params.W + 0.25f * p2->params.W;
+  const Eigen::VectorXf b = 0.75f * p1->params.b + 0.25f * p2->params.b;
+  const Eigen::VectorXf c = 0.75f * p1->params.c + 0.25f * p2->params.c;
+  EXPECT_TRUE(a.W == w);
+  EXPECT_TRUE(a.b == b);
+  EXPECT_TRUE(a.c == c);
 }
 
-// Factored with averaging, the best epoch's averaged factors are kept
-// through worse epochs after it (and replaced at each new best): the model
-// returned is the average after the best epoch, bit for bit what a run
-// stopped at that epoch returns, with the same validation history up to
-// it.
+// Factored with averaging and exact validation, the trainer validates each
+// next average before making it and no best copy is held while the average
+// is the best: the copy is made when a worse epoch comes and dropped at the
+// next best. Whatever the path, the model returned is the average after the
+// best epoch, bit for bit what a run stopped at that epoch returns, with
+// the same validation history up to it.
 TEST(Trainer, FactoredAverageKeepsTheBestEpochThroughWorseOnes) {
   auto s = testing_data::PlantedRatings(300, 101, 3, 0.4, 2);
   TrainOptions o = SmallOptions();
@@ -683,10 +667,11 @@ TEST(Trainer, FactoredValidationOfTheAverageMatchesADirectPass) {
 }
 
 // The validation passes in chunks of cases (internal::kExpChunkBytes; here
-// 7 cases a chunk) give the same bits as in one chunk, and the factored
-// average's validation from its factors (AveragedValidationRmse) the RMSE
-// of its whole W made from them (ValidationRmse), up to rounding.
-TEST(Trainer, ValidationInChunksAndOfTheFactoredAverage) {
+// 7 cases a chunk) give the same bits as in one chunk, and validating the
+// next average before it is made (CandidateValidationRmse) the same bits as
+// making it and validating it (AveragedValidationRmse), with the same
+// average after.
+TEST(Trainer, ValidationInChunksAndOfTheCandidateIsTheSameBits) {
   auto s = testing_data::PlantedRatings(300, 40, 3, 0.3, 13);
   SparseRatings train, valid;
   CarveValidation(s.train.ByUser(), 0.1, 3, &train, &valid);
@@ -697,37 +682,37 @@ TEST(Trainer, ValidationInChunksAndOfTheFactoredAverage) {
   struct Run {
     double first, second, plain;
     RbmParams avg;
-    RowMatrixXf avg_a, avg_b;
   };
-  auto run = [&](int64_t chunk_bytes) {
+  auto run = [&](int64_t chunk_bytes, bool candidate) {
     internal::CdTrainer t(train, valid, 5, o, 2, 2);
     t.SetExpChunkBytes(chunk_bytes);
     Run r;
     t.Epoch(1, 1, 0.1f);
     t.Average(a, true, &r.avg);
-    EXPECT_EQ(r.avg.W.rows(), 0);  // no full-size W while training
-    r.first = t.AveragedValidationRmse(r.avg);
+    r.first = t.AveragedValidationRmse(r.avg, a, true);
     t.Epoch(2, 1, 0.1f);
-    t.Average(a, false, &r.avg);
-    r.second = t.AveragedValidationRmse(r.avg);
-    r.avg_a = t.averaged_a();
-    r.avg_b = t.averaged_b();
-    RbmParams whole = r.avg;
-    t.AveragedWeights(&whole);
-    EXPECT_EQ(whole.W.rows(), 40 * 5);
-    r.plain = t.ValidationRmse(whole);  // inputs summed from W's rows
+    if (candidate) {
+      EXPECT_TRUE(t.ValidatesCandidates());
+      r.second = t.CandidateValidationRmse(r.avg, a);
+      t.Average(a, false, &r.avg);
+    } else {
+      t.Average(a, false, &r.avg);
+      r.second = t.AveragedValidationRmse(r.avg, a, false);
+    }
+    r.plain = t.ValidationRmse(r.avg);  // inputs summed into xv_ chunks
     return r;
   };
-  const Run one = run(internal::kExpChunkBytes);
-  EXPECT_NEAR(one.second, one.plain, 1e-5);
-  EXPECT_NE(one.first, one.second);
-  const Run r = run(7 * 16 * 4);
-  EXPECT_EQ(r.first, one.first);
-  EXPECT_EQ(r.second, one.second);
-  EXPECT_EQ(r.plain, one.plain);
-  EXPECT_TRUE(r.avg == one.avg);
-  EXPECT_TRUE(r.avg_a == one.avg_a);
-  EXPECT_TRUE(r.avg_b == one.avg_b);
+  const Run one = run(internal::kExpChunkBytes, false);
+  for (const bool candidate : {false, true}) {
+    const Run r = run(7 * 16 * 4, candidate);
+    EXPECT_EQ(r.first, one.first) << candidate;
+    EXPECT_EQ(r.second, one.second) << candidate;
+    EXPECT_EQ(r.plain, one.plain) << candidate;
+    EXPECT_TRUE(r.avg == one.avg) << candidate;
+  }
+  const Run whole = run(internal::kExpChunkBytes, true);
+  EXPECT_EQ(whole.second, one.second);
+  EXPECT_TRUE(whole.avg == one.avg);
 }
 
 TEST(Trainer, ValidationMatchesADirectPass) {
@@ -1055,11 +1040,10 @@ TEST(Estimate, ModelBytesWithinAFactorOfTheRealBlob) {
   }
 }
 
-// Factored with averaging, each RBM holds one full-size W (the one
-// returned, made at the end) and four copies of A (A, its velocity, their
-// average and the best epoch's); unfactored, four copies of W (W, its
-// velocity, the average, the best). The 10 M shape of
-// bench/scale_epochs.sh.
+// Factored with averaging, each RBM holds two full-size copies of W (the
+// average, and the best from a worse epoch on) beside A and its velocity
+// and the average's hidden inputs; unfactored, four (W, its velocity, the
+// average, the best). The 10 M shape of bench/scale_epochs.sh.
 TEST(Estimate, TrainingBytesCountTheCopiesHeld) {
   DataShape shape;
   shape.users = 60000;
@@ -1074,10 +1058,10 @@ TEST(Estimate, TrainingBytesCountTheCopiesHeld) {
   dense.factors = 0;
   const double rows = 60000 + 10000;  // the U-RBM's and the I-RBM's
   const double w = rows * 5 * 200 * 4, biases = (rows * 5 + 2 * 200) * 4;
-  const double a = rows * 5 * 32 * 4;
+  const double a = rows * 5 * 32 * 4, inputs = rows * 200 * 4;
   EXPECT_NEAR(static_cast<double>(EstimateTrainingBytes(shape, dense, 2) -
                                   EstimateTrainingBytes(shape, factored, 2)),
-              3 * (w + biases) - 4 * a, 1e3);
+              2 * (w + biases) - 2 * a - inputs, 1e3);
 }
 
 // The served model's exp(W) tables follow Model::ExpTableWanted: at ML-1M's
