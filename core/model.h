@@ -183,8 +183,8 @@ class Model {
   // when it takes at most 64 MiB or 16 bytes a training rating (the sum of
   // item_hist), whichever is more, and never more than 512 MiB. A table
   // doubles its W, and the I-RBM's W grows with the users: at 10 M ratings
-  // of 60,000 users it is 240 MB, 24 bytes a rating on top of the fit's
-  // peak (docs/scaling.md); ML-1M's tables (15 and 24 MB) are kept. Pure.
+  // of 60,000 users it is 240 MB more in the served model, 24 bytes a
+  // rating (docs/scaling.md); ML-1M's tables (15 and 24 MB) are kept. Pure.
   static bool ExpTableWanted(int64_t bytes, int64_t ratings);
   // SetExpInput of item i's I-RBM input item_x.row(i), kept per item (the
   // I-RBM scores the same item for every user), its saturated units
