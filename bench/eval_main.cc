@@ -3,6 +3,9 @@
 //   rbmrec-eval --train FILE --test FILE [flags]
 //   rbmrec-eval --ratings FILE --split 0.9 --seed S [flags]
 //
+// --predictions FILE writes each test rating's predicted rating, one a
+// line in the test file's order (bench/blend_peers.sh reads it).
+//
 // Per-epoch progress goes to stderr; with --json stdout is exactly one JSON
 // object with the metrics and the hyper-parameters used:
 //   rmse, mae, n_test, n_fallback, epochs_run, best_epoch, valid_rmse,
@@ -73,7 +76,7 @@ namespace {
 
 struct Args {
   std::string train, test, ratings, format = "auto", scale = "auto";
-  std::string save_model, cd, predict = "exact";
+  std::string save_model, predictions, cd, predict = "exact";
   double split = 0.9;
   bool json = false, lenient = false, quiet = false;
   int topn = 0;             // 0: no ranking metrics
@@ -234,6 +237,10 @@ void AddFlags(CLI::App* app, Args* a) {
       ->check(NonNegative());
   app->add_option("--save-model", a->save_model,
                   "write the trained model to this path");
+  app->add_option("--predictions", a->predictions,
+                  "write each test rating's predicted (expected) rating to "
+                  "this file, one per line in the test file's order (e.g. to "
+                  "blend with another system's predictions)");
   app->add_flag("--json", a->json,
                 "print one JSON object with the results on stdout");
   app->add_flag("--quiet", a->quiet, "no per-epoch progress on stderr");
@@ -458,6 +465,24 @@ absl::Status LoadData(const Args& a, const ReadOptions& ro, Dataset* train,
   return absl::OkStatus();
 }
 
+// --predictions: one expected rating a line ("%.6f"), in test order.
+absl::Status WritePredictions(const std::string& path,
+                              const std::vector<double>& predictions) {
+  std::FILE* f = std::fopen(path.c_str(), "w");
+  if (f == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--predictions: cannot write ", path));
+  }
+  bool ok = true;
+  for (double p : predictions) ok = ok && std::fprintf(f, "%.6f\n", p) > 0;
+  ok = (std::fclose(f) == 0) && ok;
+  if (!ok) {
+    return absl::DataLossError(
+        absl::StrCat("--predictions: writing ", path, " failed"));
+  }
+  return absl::OkStatus();
+}
+
 int Fail(const absl::Status& s) {
   std::fprintf(stderr, "rbmrec-eval: %s\n", std::string(s.message()).c_str());
   return 1;
@@ -570,8 +595,16 @@ int Run(int argc, char** argv) {
   const double train_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
           .count();
-  const EvalMetrics m = Evaluate(*model, train_by_user, test, a.o.predict,
-                                 a.o.threads, extra_ptr);
+  std::vector<double> predictions;
+  const EvalMetrics m =
+      Evaluate(*model, train_by_user, test, a.o.predict, a.o.threads, extra_ptr,
+               a.predictions.empty() ? nullptr : &predictions);
+  if (!a.predictions.empty()) {
+    if (absl::Status s = WritePredictions(a.predictions, predictions);
+        !s.ok()) {
+      return Fail(s);
+    }
+  }
   std::vector<TopNResult> topn;
   Json topn_json = Json::object(), cold_json = Json::object();
   std::string topn_text;

@@ -676,7 +676,8 @@ void AddDistributionMetrics(const Model& model,
 
 EvalMetrics Evaluate(const Model& model, const SparseRatings& train_by_user,
                      const std::vector<TestRating>& test, PredictMethod method,
-                     int threads, const SparseRatings* extra) {
+                     int threads, const SparseRatings* extra,
+                     std::vector<double>* predictions) {
   const int K = model.K();
   std::vector<double> pred(test.size(), 0.0);
   std::vector<char> fell(test.size(), 0);
@@ -699,6 +700,7 @@ EvalMetrics Evaluate(const Model& model, const SparseRatings& train_by_user,
     m.mae = ae / static_cast<double>(m.n);
   }
   AddDistributionMetrics(model, test, dist, &m);
+  if (predictions != nullptr) *predictions = std::move(pred);
   return m;
 }
 

@@ -110,9 +110,12 @@ struct EvalMetrics {
 // the user's mean, else the global mean. Parallel over users; the result
 // does not depend on `threads`. `extra` (rows as train_by_user's, or null):
 // each user's extra items for a conditional model's r (FitModel).
+// `predictions` (or null): set to each test rating's expected rating (or
+// fallback), by test index.
 EvalMetrics Evaluate(const Model& model, const SparseRatings& train_by_user,
                      const std::vector<TestRating>& test, PredictMethod method,
-                     int threads, const SparseRatings* extra = nullptr);
+                     int threads, const SparseRatings* extra = nullptr,
+                     std::vector<double>* predictions = nullptr);
 
 // Top-N metrics of one way of ranking, averaged over the test users.
 struct TopNResult {

@@ -191,5 +191,32 @@ TEST(Evaluate, DoesNotDependOnThreads) {
   EXPECT_LE(one.mae, one.rmse);
 }
 
+// Evaluate's predictions: one per test rating in test order, each what
+// that rating alone is predicted as, and the RMSE and MAE are theirs.
+TEST(Evaluate, ReturnsEachPredictionInTestOrder) {
+  auto s = testing_data::PlantedRatings(80, 30, 3, 0.35, 10);
+  absl::StatusOr<Model> m = FitModel(s.train, SmallOptions());
+  ASSERT_TRUE(m.ok());
+  const SparseRatings by_user = s.train.ByUser();
+  std::vector<double> pred;
+  const EvalMetrics all =
+      Evaluate(*m, by_user, s.test, PredictMethod::kExact, 2, nullptr, &pred);
+  ASSERT_EQ(pred.size(), s.test.size());
+  double se = 0, ae = 0;
+  for (size_t i = 0; i < pred.size(); ++i) {
+    se += (pred[i] - s.test[i].rating) * (pred[i] - s.test[i].rating);
+    ae += std::abs(pred[i] - s.test[i].rating);
+  }
+  EXPECT_DOUBLE_EQ(all.rmse, std::sqrt(se / static_cast<double>(pred.size())));
+  EXPECT_DOUBLE_EQ(all.mae, ae / static_cast<double>(pred.size()));
+  for (size_t i : {size_t{0}, pred.size() / 2, pred.size() - 1}) {
+    std::vector<double> one;
+    Evaluate(*m, by_user, {s.test[i]}, PredictMethod::kExact, 1, nullptr, &one);
+    ASSERT_EQ(one.size(), 1u);
+    EXPECT_FLOAT_EQ(static_cast<float>(one[0]), static_cast<float>(pred[i]))
+        << i;
+  }
+}
+
 }  // namespace
 }  // namespace rbmrec
