@@ -12,6 +12,8 @@
 #
 # Usage: bench/blend_peers.sh TRAIN TEST [--libmf "FLAGS"] [--work DIR]
 #                             [-- rbmrec-eval flags]
+#   TRAIN, TEST  whitespace-separated "user item rating [...]" lines without
+#            a header, as the benchmark's splits and u1.base / u1.test are
 #   --libmf  LIBMF's flags (default: the benchmark protocol's ML-1M setting
 #            -k 64 -t 60 -l2 0.05 -s 2)
 #   --work   scratch directory (default: a new temporary one, removed)
@@ -80,6 +82,10 @@ def rmse(p, y):
     return float(np.sqrt(np.mean((p - y) ** 2)))
 dr, dm, dy = load("dev")
 tr, tm, ty = load("full")
+for part, arrays in (("held-out", (dr, dm, dy)), ("test", (tr, tm, ty))):
+    if len({a.size for a in arrays}) != 1:
+        sys.exit(f"blend_peers.sh: the {part} part's predictions and ratings "
+                 f"differ in count ({', '.join(str(a.size) for a in arrays)})")
 for a in (dr, dm, dy, tr, tm, ty):
     if not np.all(np.isfinite(a)):
         sys.exit("blend_peers.sh: a prediction file holds a non-finite value")

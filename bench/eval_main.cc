@@ -4,7 +4,8 @@
 //   rbmrec-eval --ratings FILE --split 0.9 --seed S [flags]
 //
 // --predictions FILE writes each test rating's predicted rating, one a
-// line in the test file's order (bench/blend_peers.sh reads it).
+// line in the test file's order (with --ratings: the held-out part's, after
+// the seeded shuffle); bench/blend_peers.sh reads it.
 //
 // Per-epoch progress goes to stderr; with --json stdout is exactly one JSON
 // object with the metrics and the hyper-parameters used:
@@ -239,8 +240,9 @@ void AddFlags(CLI::App* app, Args* a) {
                   "write the trained model to this path");
   app->add_option("--predictions", a->predictions,
                   "write each test rating's predicted (expected) rating to "
-                  "this file, one per line in the test file's order (e.g. to "
-                  "blend with another system's predictions)");
+                  "this file, one per line in the test file's order (with "
+                  "--ratings: the held-out part's, shuffled by --seed), e.g. "
+                  "to blend with another system's predictions");
   app->add_flag("--json", a->json,
                 "print one JSON object with the results on stdout");
   app->add_flag("--quiet", a->quiet, "no per-epoch progress on stderr");
