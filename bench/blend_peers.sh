@@ -89,7 +89,7 @@ for part, arrays in (("held-out", (dr, dm, dy)), ("test", (tr, tm, ty))):
 for a in (dr, dm, dy, tr, tm, ty):
     if not np.all(np.isfinite(a)):
         sys.exit("blend_peers.sh: a prediction file holds a non-finite value")
-lo, hi = min(dy.min(), ty.min()), max(dy.max(), ty.max())
+lo, hi = dy.min(), dy.max()  # the scale's ends, from the training file
 w = np.linalg.lstsq(np.c_[np.ones_like(dr), dr, dm], dy, rcond=None)[0]
 blend = lambda r, m: np.clip(w[0] + w[1] * r + w[2] * m, lo, hi)
 print(json.dumps({
