@@ -269,9 +269,12 @@ void RefreshItemRegressionScoring(ItemRegression* reg) {
       if (j != i) largest = std::max(largest, std::abs(p[j]));
     }
     const float b = largest / p[i];  // max |B_ji| (P_ii > 0)
-    if (b > 0 && std::isfinite(b)) {
+    // A column whose entries are all below ~127 / FLT_MAX (inv overflows)
+    // stays at zero, as an all-zero one does: 0 x inf would make NaN steps.
+    const float inv = 127.0f / largest;  // P_ji to steps
+    if (b > 0 && std::isfinite(b) && std::isfinite(inv)) {
       reg->b8_scale[i] = b / 127.0f;
-      inv_step[i] = 127.0f / largest;  // P_ji to steps
+      inv_step[i] = inv;
     }
   }
   reg->b8.resize(m * m);
@@ -282,9 +285,11 @@ void RefreshItemRegressionScoring(ItemRegression* reg) {
       // B_ji / b8_scale[i] = -P_ji / P_ii / (|P_ii|^-1 largest_i / 127)
       //                    = -P_ji x 127 / largest_i (P_ii > 0).
       const float steps = -p[i] * inv_step[i];
-      q[i] = i == j ? 0
-                    : static_cast<int8_t>(
-                          std::clamp(std::nearbyint(steps), -127.0f, 127.0f));
+      // A NaN (never from finite P) would make the cast undefined: 0.
+      q[i] = i == j || std::isnan(steps)
+                 ? 0
+                 : static_cast<int8_t>(
+                       std::clamp(std::nearbyint(steps), -127.0f, 127.0f));
     }
   }
 }

@@ -142,6 +142,38 @@ TEST(ItemRegression, ScoresSumTheRatedItemsWeights) {
   }
 }
 
+// A column of P whose off-diagonal entries are all tiny (denormal: 127 /
+// largest overflows) quantises to zeros, as an all-zero column does, and
+// the other columns keep their 8-bit weights. Such a P comes only from a
+// damaged or hostile model file; the model file fuzzer found it (0 x inf
+// made NaN steps, and casting NaN to int8 is undefined).
+TEST(ItemRegression, ScoringOfATinyColumnIsZero) {
+  ItemRegression r;
+  r.items = 3;
+  // Symmetric, positive diagonal; column (and row) 0 off-diagonal: 1e-40.
+  r.inverse = {1.0f,   1e-40f, 0.0f,   //
+               1e-40f, 2.0f,   -0.5f,  //
+               0.0f,   -0.5f,  4.0f};
+  RefreshItemRegressionScoring(&r);
+  ASSERT_EQ(r.b8.size(), 9u);
+  ASSERT_EQ(r.b8_scale.size(), 3u);
+  EXPECT_EQ(r.b8_scale[0], 0.0f);
+  for (int j = 0; j < 3; ++j) EXPECT_EQ(r.b8[j * 3 + 0], 0) << j;
+  // Column 1: B_21 = 0.5 / 2 = 0.25, the largest, so 127 steps of
+  // 0.25 / 127; B_01 = -1e-40 / 2 rounds to 0 steps.
+  EXPECT_FLOAT_EQ(r.b8_scale[1], 0.25f / 127.0f);
+  EXPECT_EQ(r.b8[2 * 3 + 1], 127);
+  EXPECT_EQ(r.b8[0 * 3 + 1], 0);
+  // Column 2: B_12 = 0.5 / 4.
+  EXPECT_FLOAT_EQ(r.b8_scale[2], 0.125f / 127.0f);
+  EXPECT_EQ(r.b8[1 * 3 + 2], 127);
+  const std::vector<int32_t> rated = {1, 2};
+  std::vector<float> out(3, 123.0f);
+  ItemRegressionScores(r, rated.data(), 2, out.data());
+  for (float x : out) EXPECT_TRUE(std::isfinite(x));
+  EXPECT_EQ(out[0], 0.0f);
+}
+
 // Taking a user's row out equals fitting without it.
 TEST(ItemRegression, RemovingAUserEqualsRefittingWithoutThem) {
   const SparseRatings x = RandomRated(200, 30, 0.25, 5);
