@@ -285,7 +285,9 @@ void RefreshItemRegressionScoring(ItemRegression* reg) {
       // B_ji / b8_scale[i] = -P_ji / P_ii / (|P_ii|^-1 largest_i / 127)
       //                    = -P_ji x 127 / largest_i (P_ii > 0).
       const float steps = -p[i] * inv_step[i];
-      // A NaN (never from finite P) would make the cast undefined: 0.
+      // NaN steps (an infinite P_ji x a zero step: P after an online
+      // removal is not checked for finiteness) would make the cast
+      // undefined: 0.
       q[i] = i == j || std::isnan(steps)
                  ? 0
                  : static_cast<int8_t>(
