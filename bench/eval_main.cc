@@ -208,6 +208,18 @@ void AddFlags(CLI::App* app, Args* a) {
                   "sqrt(mean ratings per item))")
       ->check(Finite())
       ->check(CLI::NonNegativeNumber);
+  app->add_option("--mf-factors", o.mf_factors,
+                  "factors of the matrix factorisation blended into the "
+                  "served distributions, kept when the blend lowers the "
+                  "validation RMSE (0 = never)")
+      ->check(CLI::Range(0, kMaxMfFactors));
+  app->add_option("--mf-epochs", o.mf_epochs,
+                  "the matrix factorisation's SGD passes")
+      ->check(CLI::Range(1, kMaxMfEpochs));
+  app->add_option("--mf-lambda", o.mf_lambda,
+                  "the matrix factorisation's L2 penalty")
+      ->check(Finite())
+      ->check(CLI::NonNegativeNumber);
   app->add_option("--ensemble", o.ensemble,
                   "number of user-based RBMs averaged")
       ->check(NonNegative());
@@ -670,6 +682,27 @@ int Run(int argc, char** argv) {
         static_cast<double>(ItemRegressionBytes(model->num_items())) / 1e6,
         a.o.item_regression == 0 ? "--item-regression 0" : "the size rule");
   }
+  // The matrix factorisation blended in, when kept.
+  Json mf_json;
+  if (model->HasMf()) {
+    const MfParams& mf = model->params().mf;
+    const double seconds = model->summary().mf_seconds;
+    mf_json = Json{{"factors", mf.factors},
+                   {"intercept", General(mf.intercept)},
+                   {"rbm_weight", General(mf.rbm_weight)},
+                   {"mf_weight", General(mf.mf_weight)},
+                   {"seconds", Fixed(seconds, 4)}};
+    absl::StrAppendFormat(&rated_text,
+                          "\nmatrix factorisation: %d factors  blend %.3f + "
+                          "%.3f x RBM + %.3f x MF  seconds %.2f",
+                          mf.factors, mf.intercept, mf.rbm_weight, mf.mf_weight,
+                          seconds);
+  } else {
+    absl::StrAppendFormat(
+        &rated_text, "\nmatrix factorisation: not blended in (%s)",
+        a.o.mf_factors == 0 ? "--mf-factors 0"
+                            : "the blend did not lower the validation RMSE");
+  }
   if (a.json) {
     const TrainOptions& o = model->options();  // with the size rule applied
     const TrainingSummary& sm = model->summary();
@@ -709,6 +742,9 @@ int Run(int argc, char** argv) {
         {"conditional", o.conditional},
         {"item_regression", o.item_regression},
         {"item_lambda", General(o.item_lambda)},
+        {"mf_factors", o.mf_factors},
+        {"mf_epochs", o.mf_epochs},
+        {"mf_lambda", General(o.mf_lambda)},
         {"crbm_r", a.crbm_r},
         {"user_weight", General(model->params().user_weight)},
         {"user_weight_per_log_user",
@@ -724,6 +760,7 @@ int Run(int argc, char** argv) {
     j["hist_ece"] = Fixed(m.hist_ece, 6);
     if (!rated_json.is_null()) j["rated"] = rated_json;
     if (!regression_json.is_null()) j["item_regression"] = regression_json;
+    if (!mf_json.is_null()) j["mf"] = mf_json;
     if (a.topn > 0) j["topn"] = topn_json;
     if (a.topn > 0 && a.cold_start) j["topn_cold"] = cold_json;
     j["reliability"] = ReliabilityJson(m, scale);

@@ -77,6 +77,34 @@ void ComputeItemInputs(const SparseRatings& by_item, ThreadPool* pool,
   });
 }
 
+// The distributions `params` serves for every validation rating (valid's
+// order, K floats each) given each user's training-part ratings, users in
+// parallel on `pool` (each writes its own ratings' rows). Builds a model
+// without exp tables from `params` (moved back before returning).
+void PredictValidation(ModelParams* params, const SparseRatings& train_part,
+                       const SparseRatings& valid, const SparseRatings* extra,
+                       PredictMethod method, ThreadPool* pool,
+                       std::vector<float>* out) {
+  const int K = params->scale.K();
+  out->resize(static_cast<size_t>(valid.nnz()) * K);
+  // Read once: no exp tables (they would double the weights' memory while
+  // the training data is still held).
+  Model model(std::move(*params), Model::ExpTables::kNone);
+  pool->ParallelFor(valid.rows, [&](int, int64_t b, int64_t e) {
+    for (int64_t u64 = b; u64 < e; ++u64) {
+      const int32_t u = static_cast<int32_t>(u64);
+      if (valid.RowSize(u) == 0) continue;
+      const absl::Span<const int32_t> query(
+          valid.col.data() + valid.offsets[u],
+          static_cast<size_t>(valid.RowSize(u)));
+      model.Predict(u, RowWithExtra(train_part, extra, u), query, method,
+                    out->data() + static_cast<size_t>(valid.offsets[u]) * K,
+                    nullptr);
+    }
+  });
+  *params = std::move(model).TakeParams();
+}
+
 // Picks the U/I mixing weight (ModelParams::user_weight and its slopes)
 // with the lowest RMSE on the validation part, from the U-RBM part (a model
 // with user weight 1) and the I-RBM part (user weight 0) of every validation
@@ -88,32 +116,19 @@ void ComputeItemInputs(const SparseRatings& by_item, ThreadPool* pool,
 // gets the mixed prediction's validation RMSE. Builds two models without
 // exp tables from `params` (restored before returning); their predictions
 // run on `pool`, users in parallel (each writes its own ratings' rows).
+// *means (when not null) gets the mixed prediction of every validation
+// rating, in valid's order.
 void PickUserWeight(ModelParams* params, const SparseRatings& train_part,
                     const SparseRatings& valid, const SparseRatings* extra,
-                    PredictMethod method, ThreadPool* pool, double* rmse) {
+                    PredictMethod method, ThreadPool* pool, double* rmse,
+                    std::vector<double>* means) {
   const int K = params->scale.K();
-  const size_t n_rows = static_cast<size_t>(valid.nnz()) * K;
-  std::vector<float> pu(n_rows), pi(n_rows);
+  std::vector<float> pu, pi;
   params->user_weight_per_log_user = params->user_weight_per_log_item = 0;
   for (const float weight : {1.0f, 0.0f}) {
     params->user_weight = weight;
-    // Read once: no exp tables (they would double the weights' memory
-    // while the training data is still held).
-    Model model(std::move(*params), Model::ExpTables::kNone);
-    std::vector<float>& part = weight == 1.0f ? pu : pi;
-    pool->ParallelFor(valid.rows, [&](int, int64_t b, int64_t e) {
-      for (int64_t u64 = b; u64 < e; ++u64) {
-        const int32_t u = static_cast<int32_t>(u64);
-        if (valid.RowSize(u) == 0) continue;
-        const absl::Span<const int32_t> query(
-            valid.col.data() + valid.offsets[u],
-            static_cast<size_t>(valid.RowSize(u)));
-        model.Predict(u, RowWithExtra(train_part, extra, u), query, method,
-                      part.data() + static_cast<size_t>(valid.offsets[u]) * K,
-                      nullptr);
-      }
-    });
-    *params = std::move(model).TakeParams();
+    PredictValidation(params, train_part, valid, extra, method, pool,
+                      weight == 1.0f ? &pu : &pi);
   }
   const RatingScale& scale = params->scale;
   // Per validation rating: the two means, the truth and the two counts.
@@ -186,6 +201,16 @@ void PickUserWeight(ModelParams* params, const SparseRatings& train_part,
     }
   }
   *rmse = std::sqrt(best / static_cast<double>(std::max<int64_t>(1, n)));
+  if (means != nullptr) {
+    means->resize(mu.size());
+    for (size_t x = 0; x < mu.size(); ++x) {
+      const double w = std::clamp(static_cast<double>(params->user_weight) +
+                                      params->user_weight_per_log_user * lu[x] +
+                                      params->user_weight_per_log_item * li[x],
+                                  0.0, 1.0);
+      (*means)[x] = w * mu[x] + (1 - w) * mi[x];
+    }
+  }
 }
 
 }  // namespace
@@ -352,9 +377,11 @@ absl::Status TrainRatingRbms(const TrainOptions& options, int threads,
 // with inputs from all training ratings (`by_user`). Returns the mixed
 // prediction's validation RMSE, or -1 without validation ratings. Frees
 // the parts by item (parts->train_by_item, valid_by_item) once read.
+// valid_means: as PickUserWeight's means (left empty without validation
+// ratings).
 double MixItemRbm(const TrainOptions& options, int threads,
                   const SparseRatings& by_user, FitParts* parts,
-                  ModelParams* params) {
+                  ModelParams* params, std::vector<double>* valid_means) {
   double mixed_valid_rmse = -1;
   ThreadPool pool(threads);
   ComputeItemInputs(parts->train_by_item, &pool, params);
@@ -364,12 +391,85 @@ double MixItemRbm(const TrainOptions& options, int threads,
   parts->valid_by_item = SparseRatings();
   if (parts->valid.nnz() > 0) {
     PickUserWeight(params, parts->train, parts->valid, parts->Extra(),
-                   options.predict, &pool, &mixed_valid_rmse);
+                   options.predict, &pool, &mixed_valid_rmse, valid_means);
   } else {
     params->user_weight = 0.3f;
   }
   ComputeItemInputs(by_user.Transpose(), &pool, params);
   return mixed_valid_rmse;
+}
+
+// The matrix factorisation (core/mf.h, ModelParams::mf): trained on the
+// training part; its blend with the RBMs' served mean (valid_means, in
+// valid's order) fitted by least squares on the validation part, each
+// validation user's factor folded in from their training-part ratings as
+// serving folds it in. Kept when the blended validation RMSE is below
+// 0.999 x the RBMs' on the same ratings; returns the served validation
+// RMSE then, else -1 (params->mf left empty).
+double TrainMfPart(const TrainOptions& options, int threads,
+                   const FitParts& parts,
+                   const std::vector<double>& valid_means,
+                   ModelParams* params) {
+  const SparseRatings& valid = parts.valid;
+  if (options.mf_factors <= 0 || valid.nnz() == 0 ||
+      static_cast<int64_t>(valid_means.size()) != valid.nnz()) {
+    return -1;
+  }
+  const auto start = std::chrono::steady_clock::now();
+  MfOptions mo;
+  mo.factors = options.mf_factors;
+  mo.epochs = options.mf_epochs;
+  mo.lambda = options.mf_lambda;
+  mo.seed = options.seed + 0x3f1;
+  mo.threads = threads;
+  MfParams mf = TrainMf(parts.train, params->scale, mo);
+  if (mf.empty()) return -1;
+  const RatingScale& scale = params->scale;
+  std::vector<double> f(static_cast<size_t>(valid.nnz()), NAN);
+  ThreadPool pool(threads);
+  pool.ParallelFor(valid.rows, [&](int, int64_t b, int64_t e) {
+    std::vector<float> p(static_cast<size_t>(mf.factors));
+    for (int64_t u64 = b; u64 < e; ++u64) {
+      const int32_t u = static_cast<int32_t>(u64);
+      if (valid.RowSize(u) == 0) continue;
+      FoldInUser(mf, scale, Row(parts.train, u), p.data());
+      for (int64_t j = valid.offsets[u]; j < valid.offsets[u + 1]; ++j) {
+        const int32_t i = valid.col[static_cast<size_t>(j)];
+        if (mf.Serves(i)) f[static_cast<size_t>(j)] = MfScore(mf, p.data(), i);
+      }
+    }
+  });
+  Eigen::Matrix3d ata = Eigen::Matrix3d::Zero();
+  Eigen::Vector3d aty = Eigen::Vector3d::Zero();
+  for (size_t x = 0; x < f.size(); ++x) {
+    if (!std::isfinite(f[x])) continue;
+    const Eigen::Vector3d row(1.0, valid_means[x], f[x]);
+    ata += row * row.transpose();
+    aty += row * scale.Value(valid.k[x]);
+  }
+  ata += 1e-9 * Eigen::Matrix3d::Identity();
+  const Eigen::Vector3d c = ata.ldlt().solve(aty);
+  if (!c.allFinite()) return -1;
+  const double lo = scale.Value(0), hi = scale.Value(scale.K() - 1);
+  double sse_rbm = 0, sse_blend = 0;
+  for (size_t x = 0; x < f.size(); ++x) {
+    const double r = scale.Value(valid.k[x]);
+    const double m = valid_means[x];
+    const double blend = std::isfinite(f[x])
+                             ? std::clamp(c[0] + c[1] * m + c[2] * f[x], lo, hi)
+                             : m;
+    sse_rbm += (m - r) * (m - r);
+    sse_blend += (blend - r) * (blend - r);
+  }
+  if (!(sse_blend < 0.999 * 0.999 * sse_rbm)) return -1;
+  mf.intercept = static_cast<float>(c[0]);
+  mf.rbm_weight = static_cast<float>(c[1]);
+  mf.mf_weight = static_cast<float>(c[2]);
+  params->mf = std::move(mf);
+  params->summary.mf_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
+  return std::sqrt(sse_blend / static_cast<double>(f.size()));
 }
 
 // Trains the rated RBM (Recommend's p(rated) rankings) with rated_f hidden
@@ -420,8 +520,9 @@ void Summarize(const std::vector<RatingRbmRunner::Done>& done,
     params->summary.rating_epochs += d.train_ratings * d.epochs_run;
     valid_sum += d.valid_rmse;
   }
-  params->summary.train_seconds +=
-      params->summary.rated_seconds + params->summary.item_regression_seconds;
+  params->summary.train_seconds += params->summary.rated_seconds +
+                                   params->summary.item_regression_seconds +
+                                   params->summary.mf_seconds;
   params->summary.valid_rmse =
       mixed_valid_rmse >= 0 ? mixed_valid_rmse
                             : valid_sum / static_cast<double>(done.size());
@@ -501,9 +602,27 @@ absl::StatusOr<Model> FitModel(FitData* data, const TrainOptions& requested,
     return fail(s);
   }
   by_user = SparseRatings::Merge(parts.train, parts.valid);
-  double mixed_valid_rmse = -1;  // of the served (mixed) prediction
+  double mixed_valid_rmse = -1;     // of the served (mixed) prediction
+  std::vector<double> valid_means;  // of the RBMs, for the factorisation
   if (options.item_based) {
-    mixed_valid_rmse = MixItemRbm(options, threads, by_user, &parts, &params);
+    mixed_valid_rmse =
+        MixItemRbm(options, threads, by_user, &parts, &params, &valid_means);
+  } else if (options.mf_factors > 0 && parts.valid.nnz() > 0) {
+    ThreadPool pool(threads);
+    std::vector<float> probs;
+    PredictValidation(&params, parts.train, parts.valid, parts.Extra(),
+                      options.predict, &pool, &probs);
+    valid_means.resize(static_cast<size_t>(parts.valid.nnz()));
+    for (size_t x = 0; x < valid_means.size(); ++x) {
+      double e = 0;
+      for (int k = 0; k < K; ++k) e += probs[x * K + k] * params.scale.Value(k);
+      valid_means[x] = e;
+    }
+  }
+  if (const double rmse =
+          TrainMfPart(options, threads, parts, valid_means, &params);
+      rmse >= 0) {
+    mixed_valid_rmse = rmse;
   }
   const int rated_f = RatedHiddenUnits(options, by_user.rows, by_user.cols);
   if (rated_f > 0) {

@@ -201,14 +201,22 @@ void ItemRbmDistribution(const Model& m, int32_t user, int32_t item,
 }  // namespace
 
 void Model::MemberInputs(const VisibleSet& v, std::vector<float>* x) const {
-  size_t total = 0;
-  for (const RbmParams& p : p_.members) total += static_cast<size_t>(p.F);
-  x->resize(total);
+  const size_t total = MfInputOffset();
+  x->resize(total + (HasMf() ? static_cast<size_t>(p_.mf.factors) : 0));
   float* at = x->data();
   for (const RbmParams& p : p_.members) {
     HiddenInput(p, v, at);
     at += p.F;
   }
+  if (HasMf()) FoldInUser(p_.mf, p_.scale, v, x->data() + total);
+}
+
+void Model::BlendMf(int32_t i, const float* mf_x, float* probs) const {
+  const MfParams& mf = p_.mf;
+  if (!mf.Serves(i)) return;
+  const double target = mf.intercept + mf.rbm_weight * Expectation(probs) +
+                        mf.mf_weight * MfScore(mf, mf_x, i);
+  TiltToMean(p_.scale, target, probs);
 }
 
 void Model::Predict(int32_t user, const VisibleSet& v,
@@ -251,6 +259,7 @@ void Model::PredictWith(int32_t user, const VisibleSet& v,
     }
   }
 #endif
+  const float* mf_x = member_x + MfInputOffset();
   const float inv =
       p_.members.empty() ? 0.f : 1.0f / static_cast<float>(p_.members.size());
   std::vector<float>& probs = scratch->probs;
@@ -288,6 +297,11 @@ void Model::PredictWith(int32_t user, const VisibleSet& v,
       for (int k = 0; k < K; ++k) {
         out[q * K + k] = w * out[q * K + k] + (1 - w) * probs[k];
       }
+    }
+  }
+  if (HasMf() && !p_.members.empty()) {
+    for (size_t q = 0; q < query.size(); ++q) {
+      if (Trained(query[q])) BlendMf(query[q], mf_x, out + q * K);
     }
   }
   bool have_fallback = false;

@@ -15,6 +15,7 @@
 #include "core/id_map.h"
 #include "core/item_regression.h"
 #include "core/low_rank.h"
+#include "core/mf.h"
 #include "core/rating_scale.h"
 #include "core/ratings.h"
 #include "core/rbm.h"
@@ -50,6 +51,9 @@ struct TrainingSummary {
   // The item regression's fit (core/item_regression.h; included in
   // train_seconds).
   double item_regression_seconds = 0;
+  // The matrix factorisation's training and blend fit (core/mf.h; included
+  // in train_seconds; 0 when the model has none).
+  double mf_seconds = 0;
 };
 
 struct OnlineOptions;  // core/online.h
@@ -99,6 +103,13 @@ struct ModelParams {
   // edited in place: copies of the parameters share it (it is items^2
   // floats), and an edit (erasure) makes a new one.
   std::shared_ptr<const ItemRegression> item_regression;
+
+  // The matrix factorisation blended into the served distribution
+  // (core/mf.h); empty when not trained. For an item it serves, the
+  // distribution above (U/I mix) is tilted (TiltToMean) to the mean
+  // mf.intercept + mf.rbm_weight * E + mf.mf_weight * p_u . q_i, E its own
+  // mean and p_u the user's factor folded in from their ratings.
+  MfParams mf;
 };
 
 // A trained model ready to serve: built from ModelParams and immutable
@@ -204,6 +215,20 @@ class Model {
   }
   // REQUIRES HasItemRegression().
   const ItemRegression& item_regression() const { return *p_.item_regression; }
+  // True when the model blends the matrix factorisation in (ModelParams::mf).
+  bool HasMf() const { return !p_.mf.empty(); }
+  // Offset of the user's factorisation factor in MemberInputs' output.
+  size_t MfInputOffset() const {
+    size_t total = 0;
+    for (const RbmParams& p : p_.members) total += static_cast<size_t>(p.F);
+    return total;
+  }
+  // The factorisation's blend for item i (REQUIRES HasMf(), 0 <= i <
+  // num_items()): tilts the K probabilities in `probs` (the RBMs' served
+  // distribution) to the blended mean, given the user's factor `mf_x`
+  // (MemberInputs' part at MfInputOffset()). Items it does not serve
+  // (MfParams::Serves) are left as they are.
+  void BlendMf(int32_t i, const float* mf_x, float* probs) const;
   // True when the model has the rated RBM (p(rated) rankings available).
   bool HasRatedRbm() const {
     return p_.rated_rbm.F > 0 && p_.rated_rbm.num_items == num_items();
@@ -251,8 +276,9 @@ class Model {
                absl::Span<const int32_t> query, PredictMethod method,
                float* out, std::vector<bool>* fallback) const;
   // HiddenInput(member, v) of every member, one after the other (the sum of
-  // the members' F floats): the part of Predict that depends on the user's
-  // ratings alone, for callers that keep it per user.
+  // the members' F floats), then, when HasMf(), the user's factorisation
+  // factor (FoldInUser, mf.factors floats): the part of Predict that depends
+  // on the user's ratings alone, for callers that keep it per user.
   void MemberInputs(const VisibleSet& v, std::vector<float>* x) const;
   // Predict with member_x = MemberInputs(v) computed beforehand and the
   // buffers in `scratch`: bit for bit Predict's result, without allocations

@@ -287,6 +287,74 @@ absl::Status GetItemRegression(Reader* r, uint32_t version, ModelParams* m) {
   return absl::OkStatus();
 }
 
+// Version 8: the matrix factorisation's options and fit seconds, then its
+// factors (0 = none) and, when > 0, the fold-in settings, the blend and
+// the item factors (rows, a trained flag per row, rows x factors float32).
+void PutMf(Writer* w, const ModelParams& m) {
+  w->Put<int32_t>(m.options.mf_factors);
+  w->Put<int32_t>(m.options.mf_epochs);
+  w->Put<float>(m.options.mf_lambda);
+  w->Put<double>(m.summary.mf_seconds);
+  const MfParams& mf = m.mf;
+  const int32_t factors = mf.empty() ? 0 : mf.factors;
+  w->Put<int32_t>(factors);
+  if (factors == 0) return;
+  w->Put<int32_t>(mf.fold_epochs);
+  w->Put<float>(mf.lambda);
+  w->Put<float>(mf.learning_rate);
+  w->Put<uint64_t>(mf.seed);
+  w->Put<float>(mf.intercept);
+  w->Put<float>(mf.rbm_weight);
+  w->Put<float>(mf.mf_weight);
+  w->Put<int32_t>(static_cast<int32_t>(mf.q.rows()));
+  for (const uint8_t t : mf.trained) w->Put<uint8_t>(t);
+  w->PutFloats(mf.q.data(), static_cast<size_t>(mf.q.size()));
+}
+
+absl::Status GetMf(Reader* r, ModelParams* m) {
+  TrainOptions& o = m->options;
+  if (!(r->Get(&o.mf_factors) && o.mf_factors >= 0 &&
+        o.mf_factors <= kMaxMfFactors && r->Get(&o.mf_epochs) &&
+        o.mf_epochs >= 1 && o.mf_epochs <= kMaxMfEpochs &&
+        r->Get(&o.mf_lambda) && std::isfinite(o.mf_lambda) &&
+        o.mf_lambda >= 0 && r->Get(&m->summary.mf_seconds))) {
+    return Corrupt("bad matrix factorisation options");
+  }
+  MfParams mf;
+  if (!r->Get(&mf.factors) || mf.factors < 0 || mf.factors > kMaxMfFactors) {
+    return Corrupt("bad matrix factorisation size");
+  }
+  if (mf.factors == 0) return absl::OkStatus();
+  int32_t rows;
+  if (!(r->Get(&mf.fold_epochs) && mf.fold_epochs >= 0 &&
+        mf.fold_epochs <= kMaxMfFoldEpochs && r->Get(&mf.lambda) &&
+        std::isfinite(mf.lambda) && mf.lambda >= 0 &&
+        r->Get(&mf.learning_rate) && std::isfinite(mf.learning_rate) &&
+        mf.learning_rate > 0 && r->Get(&mf.seed) && r->Get(&mf.intercept) &&
+        std::isfinite(mf.intercept) && r->Get(&mf.rbm_weight) &&
+        std::isfinite(mf.rbm_weight) && r->Get(&mf.mf_weight) &&
+        std::isfinite(mf.mf_weight))) {
+    return Corrupt("bad matrix factorisation");
+  }
+  // Checked before the allocation: the file must hold every byte.
+  if (!r->Get(&rows) || rows < 1 || rows > m->items.size() ||
+      r->remaining() / (sizeof(float) * static_cast<size_t>(mf.factors) + 1) <
+          static_cast<size_t>(rows)) {
+    return Corrupt("bad matrix factorisation rows");
+  }
+  mf.trained.resize(static_cast<size_t>(rows));
+  for (uint8_t& t : mf.trained) {
+    if (!r->Get(&t) || t > 1) return Corrupt("bad matrix factorisation rows");
+  }
+  mf.q.resize(rows, mf.factors);
+  if (!r->GetFloats(mf.q.data(), static_cast<size_t>(mf.q.size())) ||
+      !mf.q.allFinite()) {
+    return Corrupt("bad matrix factorisation factors");
+  }
+  m->mf = std::move(mf);
+  return absl::OkStatus();
+}
+
 // An upper bound on SerializeModel's size within a few hundred bytes: the
 // bulk is the parameters, the ids and the histogram.
 size_t SerializedSizeBound(const ModelParams& m) {
@@ -305,6 +373,7 @@ size_t SerializedSizeBound(const ModelParams& m) {
              sizeof(float) * static_cast<size_t>(m.item_x.size()) +
              m.item_in_irbm.size();
   for (const RbmParams& p : m.members) n += params(p);
+  n += m.mf.trained.size() + sizeof(float) * static_cast<size_t>(m.mf.q.size());
   if (m.item_regression != nullptr) {
     const size_t side = static_cast<size_t>(m.item_regression->items);
     n += sizeof(float) * side * (side + 1) / 2 +
@@ -373,6 +442,7 @@ std::string SerializeModel(const Model& model) {
     file.PutFloats(p.D.data(), static_cast<size_t>(p.D.size()));
   }
   PutItemRegression(&file, m);
+  PutMf(&file, m);
   std::string& out = file.str();
   const uint64_t length = out.size() - kHeaderSize;
   std::memcpy(out.data() + kHeaderSize - sizeof(length), &length,
@@ -545,6 +615,11 @@ absl::StatusOr<Model> DeserializeModel(std::string_view bytes) {
     }
   } else {
     m.options.item_regression = 0;  // trained before it existed
+  }
+  if (version >= 8) {
+    if (absl::Status s = GetMf(&r, &m); !s.ok()) return s;
+  } else {
+    m.options.mf_factors = 0;  // trained before it existed
   }
   if (!r.done()) return Corrupt("unexpected bytes at the end of the payload");
   return Model(std::move(m));

@@ -29,7 +29,15 @@
 //                       X's rows: their number (i32), each one's length
 //                       (i32) and their items (i32); since version 7 P's
 //                       lower triangle only, column by column (column j
-//                       from row j down: items (items + 1) / 2 floats)
+//                       from row j down: items (items + 1) / 2 floats);
+//                       since version 8 options.mf_factors, mf_epochs
+//                       (i32), mf_lambda (f32), summary.mf_seconds (f64),
+//                       the matrix factorisation's factors (i32, 0 = none)
+//                       and, if > 0, its fold_epochs (i32), lambda,
+//                       learning rate (f32), seed (u64), intercept,
+//                       rbm_weight, mf_weight (f32), rows (i32), a trained
+//                       flag per row (u8) and the item factors (rows x
+//                       factors float32)
 //     24 + P   u64      FNV-1a 64 checksum of bytes [0, 24 + P)
 //
 // Loading fails with DataLoss for a wrong magic, truncation, trailing bytes,
@@ -41,7 +49,8 @@
 // sharing) with options.average = 0 and options.ordinal = false; files
 // before version 5 as plain RBMs (D empty, options.conditional = false);
 // files before version 6 without the item regression
-// (options.item_regression = 0).
+// (options.item_regression = 0); files before version 8 without the
+// matrix factorisation (options.mf_factors = 0).
 
 #include <string>
 #include <string_view>
@@ -51,7 +60,7 @@
 
 namespace rbmrec {
 
-inline constexpr uint32_t kModelFormatVersion = 7;
+inline constexpr uint32_t kModelFormatVersion = 8;
 
 // Serialises a model to bytes. Thread-safe.
 std::string SerializeModel(const Model& model);

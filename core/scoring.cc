@@ -179,6 +179,13 @@ void PredictAll(const Model& model, int32_t user, const VisibleSet& v,
         inv * Eigen::Map<const RowMatrixXf>(s.scores.data(), m, K).array();
   }
   model.MixItemRbm(user, v.n, method, out, &s.model);
+  if (model.HasMf() && !model.members().empty()) {
+    s.mf_x.resize(static_cast<size_t>(model.params().mf.factors));
+    FoldInUser(model.params().mf, model.scale(), v, s.mf_x.data());
+    for (int32_t i = 0; i < m; ++i) {
+      if (model.Trained(i)) model.BlendMf(i, s.mf_x.data(), out->row(i).data());
+    }
+  }
   s.fallback.resize(static_cast<size_t>(K));
   bool have_fallback = false;
   for (int32_t i = 0; i < m; ++i) {

@@ -43,6 +43,8 @@ struct ScoringScratch {
   // V^T h of the rated RBM's low-rank form (Model::rated_low_rank()), and
   // the sum of U's rows the hidden state is made from.
   std::vector<float> z, row_sum;
+  // PredictAll's factorisation factor of the user (FoldInUser).
+  std::vector<float> mf_x;
 };
 
 }  // namespace rbmrec
@@ -65,7 +67,8 @@ void SharedMatVecHalf(const uint16_t* w, int64_t rows, int F, const float* h,
                       float* out);
 #endif
 
-// out: num_items() x K, row-major, each row summing to 1.
+// out: num_items() x K, row-major, each row summing to 1 (with the
+// factorisation's blend where the model has one, as Model::Predict).
 // `user` is the model user index (Model::users) or -1 (see Model::Predict).
 void PredictAll(const Model& model, int32_t user, const VisibleSet& v,
                 PredictMethod method, RowMatrixXf* out,
@@ -73,7 +76,10 @@ void PredictAll(const Model& model, int32_t user, const VisibleSet& v,
 
 // Ranking scores of every item by mean field, without the distributions:
 // scores[i] = sum_k values[k] * p(v_i = k) with p the mean-field
-// distribution of PredictAll (ensemble average, U/I mix), e.g. values =
+// distribution of PredictAll (ensemble average, U/I mix) before the matrix
+// factorisation's blend (a model with one tilts each distribution to its
+// own mean; RankItems' stage 1 ranks by the RBMs' part and its stage 2
+// scores the candidates with the blend), e.g. values =
 // the rating values for the expected rating, or 0/1 for the probability of
 // a rating >= a threshold. Items without training data (Model::Trained
 // false) get NaN, so rankers skip them.

@@ -165,6 +165,16 @@ absl::Status ValidateTrainOptions(const TrainOptions& o) {
       !s.ok()) {
     return s;
   }
+  if (o.mf_factors < 0 || o.mf_factors > kMaxMfFactors)
+    return bad("mf-factors",
+               absl::StrCat("must be 0 (off) or 1..", kMaxMfFactors));
+  if (o.mf_epochs < 1 || o.mf_epochs > kMaxMfEpochs)
+    return bad("mf-epochs", absl::StrCat("must be 1..", kMaxMfEpochs));
+  if (absl::Status s =
+          float_field("mf-lambda", o.mf_lambda, 0, false, 100, false);
+      !s.ok()) {
+    return s;
+  }
   return absl::OkStatus();
 }
 

@@ -36,6 +36,11 @@ struct CdSchedule {
 
 // Every hyper-parameter of training, with the shipped defaults (the best
 // settings found on validation data; see README "Results").
+// Bounds of TrainOptions::mf_factors and mf_epochs (ValidateTrainOptions),
+// also what a model file may hold.
+inline constexpr int kMaxMfFactors = 1024;
+inline constexpr int kMaxMfEpochs = 1000;
+
 struct TrainOptions {
   int hidden = 0;               // F, hidden units; 0 = the size rule
                                 // (ResolveTrainOptions)
@@ -109,6 +114,13 @@ struct TrainOptions {
   int item_regression = -1;
   // Its ridge penalty; 0 = the rule of ItemRegressionLambda.
   float item_lambda = 0;
+  // The matrix factorisation blended into the served distributions
+  // (core/mf.h, ModelParams::mf): FitModel trains it on the training part
+  // with this many factors and keeps it when the blend lowers the
+  // validation RMSE by at least 0.1% (docs/model.md); 0 = never.
+  int mf_factors = 128;
+  int mf_epochs = 30;       // passes of its SGD over the training part
+  float mf_lambda = 0.05f;  // L2 penalty on both factors
 };
 
 // True when FitModel fits the item regression for `items` items and

@@ -303,6 +303,9 @@ int64_t EstimateModelBytes(const DataShape& shape,
   if (WantsItemRegression(options, rated_f, shape.items, shape.ratings)) {
     floats += m * m;
   }
+  // The matrix factorisation's item factors (and a flag byte per item).
+  const double mf_factors = std::max(0, options.mf_factors);
+  floats += m * mf_factors + m / 4;
   const double hist = m * K * 4;
   const double ids = (n + m) * (4 + shape.mean_id_bytes);
   return ClampBytes(floats * 4 + hist + ids + 4096);
@@ -381,6 +384,13 @@ int64_t EstimateTrainingBytes(const DataShape& shape,
   if (WantsItemRegression(options, static_cast<int>(rated_f), shape.items,
                           shape.ratings)) {
     bytes += m * m * 4;
+  }
+  // The matrix factorisation's training: the users' factors, the items'
+  // (also in the model below), an AdaGrad sum per row, each user's row
+  // cut at the item blocks (9 offsets) and the users' order.
+  const double mf_factors = std::max(0, options.mf_factors);
+  if (mf_factors > 0) {
+    bytes += (n + m) * mf_factors * 4 + (n + m) * 4 + n * (9 * 8 + 4);
   }
   // Ratings: the Dataset (12 bytes a rating), by-user and by-item sparse
   // copies of the whole set and of the train/validation parts (5 bytes a

@@ -28,8 +28,9 @@ struct DataShape {
 // Upper estimate of the serialized size (SerializeModel) of the Model that
 // FitModel builds from data of `shape` with `options`: ensemble user-based
 // RBMs ((items*K) x hidden floats each, plus biases), the item-based RBM
-// ((users*K) x hidden) and its per-item inputs (items x hidden), the item
-// histogram and the id maps. Pure; saturates at INT64_MAX instead of
+// ((users*K) x hidden) and its per-item inputs (items x hidden), the rated
+// RBM, the item regression, the matrix factorisation's item factors, the
+// item histogram and the id maps. Pure; saturates at INT64_MAX instead of
 // overflowing (any option value is safe, e.g. hidden = 2^31 - 1).
 int64_t EstimateModelBytes(const DataShape& shape, const TrainOptions& options);
 

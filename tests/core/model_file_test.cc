@@ -11,17 +11,31 @@
 namespace rbmrec {
 namespace {
 
-// With the item regression (12 x 12) unless `regression` is false.
-Model SmallModel(bool regression = true) {
+// With the item regression (12 x 12) unless `regression` is false; with
+// the matrix factorisation (core/mf.h, 4 factors trained on the same
+// ratings, a blend set by hand) when `mf`.
+Model SmallModel(bool regression = true, bool mf = false) {
   auto s = testing_data::PlantedRatings(30, 12, 2, 0.5, 4);
   TrainOptions o;
   o.hidden = 6;
   o.max_epochs = 2;
   o.ensemble = 2;
   o.item_regression = regression ? -1 : 0;
+  o.mf_factors = 0;
   auto m = FitModel(s.train, o);
   EXPECT_TRUE(m.ok()) << m.status();
-  return *std::move(m);
+  if (!mf) return *std::move(m);
+  ModelParams params = std::move(*m).TakeParams();
+  MfOptions mo;
+  mo.factors = 4;
+  mo.epochs = 3;
+  params.mf = TrainMf(s.train.ByUser(), s.train.scale, mo);
+  params.mf.intercept = -0.25f;
+  params.mf.rbm_weight = 0.75f;
+  params.mf.mf_weight = 0.3f;
+  params.options.mf_factors = 4;
+  params.summary.mf_seconds = 0.5;
+  return Model(std::move(params));
 }
 
 void ExpectSameModel(const Model& a, const Model& b) {
@@ -57,6 +71,24 @@ void ExpectSameModel(const Model& a, const Model& b) {
   EXPECT_EQ(a.summary().rated_valid_ndcg, b.summary().rated_valid_ndcg);
   EXPECT_EQ(a.options().item_regression, b.options().item_regression);
   EXPECT_EQ(a.options().item_lambda, b.options().item_lambda);
+  EXPECT_EQ(a.options().mf_factors, b.options().mf_factors);
+  EXPECT_EQ(a.options().mf_epochs, b.options().mf_epochs);
+  EXPECT_EQ(a.options().mf_lambda, b.options().mf_lambda);
+  EXPECT_EQ(a.summary().mf_seconds, b.summary().mf_seconds);
+  ASSERT_EQ(a.HasMf(), b.HasMf());
+  if (a.HasMf()) {
+    const MfParams &x = a.params().mf, &y = b.params().mf;
+    EXPECT_EQ(x.factors, y.factors);
+    EXPECT_EQ(x.fold_epochs, y.fold_epochs);
+    EXPECT_EQ(x.lambda, y.lambda);
+    EXPECT_EQ(x.learning_rate, y.learning_rate);
+    EXPECT_EQ(x.seed, y.seed);
+    EXPECT_TRUE(x.q == y.q);
+    EXPECT_EQ(x.trained, y.trained);
+    EXPECT_EQ(x.intercept, y.intercept);
+    EXPECT_EQ(x.rbm_weight, y.rbm_weight);
+    EXPECT_EQ(x.mf_weight, y.mf_weight);
+  }
   ASSERT_EQ(a.HasItemRegression(), b.HasItemRegression());
   if (a.HasItemRegression()) {
     EXPECT_EQ(a.item_regression().items, b.item_regression().items);
@@ -80,8 +112,9 @@ uint64_t Fnv1a64(const char* data, size_t n) {
 }
 
 TEST(ModelFile, RoundTripIsBitExact) {
-  const Model m = SmallModel();
+  const Model m = SmallModel(true, true);
   ASSERT_TRUE(m.HasItemRegression());
+  ASSERT_TRUE(m.HasMf());
   const std::string bytes = SerializeModel(m);
   auto back = DeserializeModel(bytes);
   ASSERT_TRUE(back.ok()) << back.status();
@@ -153,8 +186,11 @@ std::string AsOlderVersion(const std::string& current, uint32_t version,
 // parameter averaging and ordinal sharing options (a float and a byte),
 // version 5 the conditional option (a byte) and each member's D (its rows,
 // 0 in SmallModel's two members, and no floats), version 6 the item
-// regression's options, seconds and items (0 in SmallModel(false)).
-constexpr size_t kVersion6Tail = 4 + 4 + 8 + 4;
+// regression's options, seconds and items (0 in SmallModel(false)),
+// version 8 the matrix factorisation's options, seconds and factors (0 in
+// SmallModel without `mf`).
+constexpr size_t kVersion8Tail = 4 + 4 + 4 + 8 + 4;
+constexpr size_t kVersion6Tail = 4 + 4 + 8 + 4 + kVersion8Tail;
 constexpr size_t kVersion5Tail = 1 + 2 * 4 + kVersion6Tail;
 constexpr size_t kVersion4Tail = 4 + 1 + kVersion5Tail;
 constexpr size_t kVersion3Tail = 2 * 4 + kVersion4Tail;
@@ -301,7 +337,8 @@ TEST(ModelFile, VersionSixLoadsTheWholeInverse) {
   ASSERT_TRUE(model.HasItemRegression());
   const ItemRegression& reg = model.item_regression();
   const size_t n = static_cast<size_t>(reg.items);
-  const std::string v7 = SerializeModel(model);
+  const std::string v7 =
+      AsOlderVersion(SerializeModel(model), 7, kVersion8Tail);
   // After P: the rows' count, each row's length and their items.
   const size_t after =
       4 * (1 + (reg.row_offsets.size() - 1) + reg.row_items.size());
@@ -343,6 +380,43 @@ TEST(ModelFile, BadItemRegressionIsRejected) {
   r = DeserializeModel(SerializeModel(Model(std::move(params))));
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("item regression size"),
+            std::string::npos);
+}
+
+// A version 7 file (before the matrix factorisation) loads without it.
+TEST(ModelFile, VersionSevenLoadsWithoutTheFactorisation) {
+  const Model model = SmallModel();
+  auto back =
+      DeserializeModel(AsOlderVersion(SerializeModel(model), 7, kVersion8Tail));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_FALSE(back->HasMf());
+  EXPECT_EQ(back->options().mf_factors, 0);
+  ExpectSameModel(model, *back);
+}
+
+// Stored item factors that are not finite, or more rows than the model has
+// items, are refused.
+TEST(ModelFile, BadFactorisationIsRejected) {
+  ModelParams params = SmallModel(true, true).TakeParams();
+  params.mf.q(3, 1) = NAN;
+  auto r = DeserializeModel(SerializeModel(Model(std::move(params))));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(r.status().message().find("matrix factorisation factors"),
+            std::string::npos);
+  params = SmallModel(true, true).TakeParams();
+  params.mf.q.conservativeResize(13, Eigen::NoChange);
+  params.mf.q.row(12).setZero();
+  params.mf.trained.push_back(0);
+  r = DeserializeModel(SerializeModel(Model(std::move(params))));
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("matrix factorisation rows"),
+            std::string::npos);
+  params = SmallModel(true, true).TakeParams();
+  params.mf.fold_epochs = kMaxMfFoldEpochs + 1;
+  r = DeserializeModel(SerializeModel(Model(std::move(params))));
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("bad matrix factorisation"),
             std::string::npos);
 }
 

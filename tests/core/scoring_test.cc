@@ -90,6 +90,7 @@ TEST(ScoreAllMeanField, IsTheExpectationOfPredictAll) {
   o.hidden = 6;
   o.max_epochs = 4;
   o.threads = 1;
+  o.mf_factors = 0;  // the RBMs' part: see ScoreAllMeanField
   for (int ensemble : {1, 2}) {
     o.ensemble = ensemble;
     absl::StatusOr<Model> model = FitModel(ds, o);
@@ -149,6 +150,7 @@ TEST(PredictWith, IsPredictAndTheFormulaBitForBit) {
   o.hidden = 13;  // not a multiple of 8
   o.max_epochs = 3;
   o.threads = 1;
+  o.mf_factors = 0;  // the factorisation's blend: PredictWith.TiltsToTheBlend
   o.ensemble = 2;
   absl::StatusOr<Model> fit = FitModel(ds, o);
   ASSERT_TRUE(fit.ok()) << fit.status();
@@ -242,6 +244,82 @@ TEST(PredictWith, IsPredictAndTheFormulaBitForBit) {
       EXPECT_EQ(got_fb,
                 std::vector<bool>({false, false, true, true, false, false}));
     }
+  }
+}
+
+// With the matrix factorisation (core/mf.h), every trained item's
+// distribution is the RBMs' (the same model without it) tilted to the
+// blended mean intercept + rbm_weight * E + mf_weight * p_u . q_i, p_u
+// folded in from the user's ratings; MemberInputs carries p_u after the
+// members' inputs, PredictAll gives the same rows, and the scores of the
+// stage-1 scorer stay the RBMs' part.
+TEST(PredictWith, TiltsToTheBlendedMean) {
+  auto s = testing_data::PlantedRatings(40, 20, 2, 0.5, 5);
+  TrainOptions o;
+  o.hidden = 8;
+  o.max_epochs = 3;
+  o.threads = 1;
+  o.mf_factors = 0;
+  absl::StatusOr<Model> fit = FitModel(s.train, o);
+  ASSERT_TRUE(fit.ok()) << fit.status();
+  const Model plain = *std::move(fit);
+  ModelParams params = plain.params();
+  MfOptions mo;
+  mo.factors = 12;  // not a multiple of 8
+  mo.epochs = 5;
+  params.mf = TrainMf(s.train.ByUser(), s.train.scale, mo);
+  ASSERT_FALSE(params.mf.empty());
+  params.mf.intercept = -0.4f;
+  params.mf.rbm_weight = 0.7f;
+  params.mf.mf_weight = 0.45f;
+  const Model model(std::move(params));
+  ASSERT_TRUE(model.HasMf());
+  const MfParams& mf = model.params().mf;
+  UserRatings user;
+  user.items = {5, 1, 9, 14};
+  user.ks = {4, 0, 3, 1};
+  const VisibleSet v = user.view();
+  std::vector<float> x, plain_x;
+  model.MemberInputs(v, &x);
+  plain.MemberInputs(v, &plain_x);
+  ASSERT_EQ(x.size(), plain_x.size() + 12);
+  EXPECT_TRUE(std::equal(plain_x.begin(), plain_x.end(), x.begin()));
+  std::vector<float> p(12);
+  FoldInUser(mf, model.scale(), v, p.data());
+  EXPECT_TRUE(std::equal(p.begin(), p.end(), x.begin() + plain_x.size()));
+  const int K = model.K();
+  std::vector<int32_t> query;
+  for (int32_t i = 0; i < model.num_items(); ++i) query.push_back(i);
+  for (int32_t model_user : {-1, 3}) {
+    const size_t n = query.size() * static_cast<size_t>(K);
+    std::vector<float> got(n), rbm(n);
+    model.Predict(model_user, v, query, PredictMethod::kExact, got.data(),
+                  nullptr);
+    plain.Predict(model_user, v, query, PredictMethod::kExact, rbm.data(),
+                  nullptr);
+    RowMatrixXf all;
+    ScoringScratch scratch;
+    PredictAll(model, model_user, v, PredictMethod::kExact, &all, &scratch);
+    int tilted = 0;
+    for (size_t q = 0; q < query.size(); ++q) {
+      float* want = rbm.data() + q * K;
+      const double e = model.Expectation(want);
+      const double target = mf.intercept + mf.rbm_weight * e +
+                            mf.mf_weight * MfScore(mf, p.data(), query[q]);
+      TiltToMean(model.scale(), target, want);
+      for (int k = 0; k < K; ++k) {
+        EXPECT_EQ(got[q * K + k], want[k]) << "item " << q;
+        EXPECT_NEAR(all(static_cast<Eigen::Index>(q), k), want[k], 1e-5);
+      }
+      const double lo = model.scale().Value(0);
+      const double hi = model.scale().Value(K - 1);
+      EXPECT_NEAR(
+          model.Expectation(got.data() + q * K),
+          std::clamp(target, lo + 1e-3 * (hi - lo), hi - 1e-3 * (hi - lo)),
+          1e-4);
+      tilted += std::abs(model.Expectation(got.data() + q * K) - e) > 1e-3;
+    }
+    EXPECT_GT(tilted, 0);  // the blend moved some means
   }
 }
 

@@ -1,0 +1,310 @@
+#include "core/mf.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <utility>
+
+#include "core/rng.h"
+#include "core/thread_pool.h"
+
+namespace rbmrec {
+
+namespace {
+
+// Blocks per side of the training grid: fixed, so the order of the updates
+// (and the result) does not depend on the thread count.
+constexpr int kBlocks = 8;
+
+// Streams of the seed.
+constexpr uint64_t kStartStream = 1;  // every user's starting factor
+constexpr uint64_t kItemStream = 2;   // the item factors' start
+constexpr uint64_t kEpochStream = 3;  // an epoch's strata
+constexpr uint64_t kBlockStream = 4;  // the users' order in their blocks
+constexpr uint64_t kFoldStream = 5;   // fold-in's order of the ratings
+
+// a . b over n floats in eight lanes summed in a fixed order (vectorizes
+// without reassociating, so the result is the same in every build).
+inline float Dot(const float* a, const float* b, int n) {
+  float lane[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int i = 0;
+  for (; i + 8 <= n; i += 8) {
+    for (int l = 0; l < 8; ++l) lane[l] += a[i + l] * b[i + l];
+  }
+  float tail = 0;
+  for (; i < n; ++i) tail += a[i] * b[i];
+  return ((lane[0] + lane[4]) + (lane[1] + lane[5])) +
+         ((lane[2] + lane[6]) + (lane[3] + lane[7])) + tail;
+}
+
+// One AdaGrad SGD step of rating r on p and, when `q_moves`, q:
+// e = r - p.q; each side's gradient g = -e * other + lambda * self; the
+// side moves by lr / sqrt(G) * g and G grows by mean(g^2).
+// (q_out: where q's new values go, q itself; unused without q_moves.)
+template <bool q_moves>
+inline void Step(float r, float lambda, float lr, int n, float* p, float* gp,
+                 const float* q, float* q_out, float* gq) {
+  const float e = r - Dot(p, q, n);
+  const float step_p = lr / std::sqrt(*gp);
+  const float step_q = q_moves ? lr / std::sqrt(*gq) : 0.0f;
+  float sp[8] = {0, 0, 0, 0, 0, 0, 0, 0}, sq[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int i = 0;
+  for (; i + 8 <= n; i += 8) {
+    for (int l = 0; l < 8; ++l) {
+      const float pk = p[i + l], qk = q[i + l];
+      const float g_p = -e * qk + lambda * pk;
+      sp[l] += g_p * g_p;
+      p[i + l] = pk - step_p * g_p;
+      if (q_moves) {
+        const float g_q = -e * pk + lambda * qk;
+        sq[l] += g_q * g_q;
+        q_out[i + l] = qk - step_q * g_q;
+      }
+    }
+  }
+  float tp = 0, tq = 0;
+  for (; i < n; ++i) {
+    const float pk = p[i], qk = q[i];
+    const float g_p = -e * qk + lambda * pk;
+    tp += g_p * g_p;
+    p[i] = pk - step_p * g_p;
+    if (q_moves) {
+      const float g_q = -e * pk + lambda * qk;
+      tq += g_q * g_q;
+      q_out[i] = qk - step_q * g_q;
+    }
+  }
+  const float inv_n = 1.0f / static_cast<float>(n);
+  *gp += (((sp[0] + sp[4]) + (sp[1] + sp[5])) +
+          ((sp[2] + sp[6]) + (sp[3] + sp[7])) + tp) *
+         inv_n;
+  if (q_moves) {
+    *gq += (((sq[0] + sq[4]) + (sq[1] + sq[5])) +
+            ((sq[2] + sq[6]) + (sq[3] + sq[7])) + tq) *
+           inv_n;
+  }
+}
+
+// The factor every user starts from (training and fold-in alike).
+void StartFactor(uint64_t seed, int n, float* p) {
+  Rng rng(StreamSeed(seed, kStartStream));
+  const float scale = std::sqrt(1.0f / static_cast<float>(n));
+  for (int i = 0; i < n; ++i) p[i] = rng.Uniform() * scale;
+}
+
+template <typename T>
+void Shuffle(std::vector<T>* v, Rng* rng) {
+  for (size_t i = v->size(); i > 1; --i) {
+    std::swap((*v)[i - 1], (*v)[static_cast<size_t>(rng->Below(i))]);
+  }
+}
+
+}  // namespace
+
+MfParams TrainMf(const SparseRatings& by_user, const RatingScale& scale,
+                 const MfOptions& options) {
+  MfParams mf;
+  if (options.factors <= 0 || by_user.nnz() == 0) return mf;
+  const int n = options.factors;
+  const int32_t users = by_user.rows, items = by_user.cols;
+  mf.factors = n;
+  mf.fold_epochs = options.fold_epochs;
+  mf.lambda = options.lambda;
+  mf.learning_rate = options.learning_rate;
+  mf.seed = options.seed;
+
+  std::vector<float> value(static_cast<size_t>(scale.K()));
+  for (int k = 0; k < scale.K(); ++k) {
+    value[static_cast<size_t>(k)] = static_cast<float>(scale.Value(k));
+  }
+  // Item blocks: contiguous item ranges with about equal ratings (each
+  // user's row is sorted by item, so a block is one slice of the row).
+  std::vector<int64_t> count(static_cast<size_t>(items), 0);
+  for (const int32_t i : by_user.col) ++count[static_cast<size_t>(i)];
+  mf.trained.assign(static_cast<size_t>(items), 0);
+  for (int32_t i = 0; i < items; ++i) {
+    mf.trained[static_cast<size_t>(i)] = count[static_cast<size_t>(i)] > 0;
+  }
+  std::vector<int32_t> item_lo(kBlocks + 1, items);
+  item_lo[0] = 0;
+  {
+    int64_t seen = 0;
+    int b = 1;
+    for (int32_t i = 0; i < items && b < kBlocks; ++i) {
+      seen += count[static_cast<size_t>(i)];
+      while (b < kBlocks && seen * kBlocks >= by_user.nnz() * b) {
+        item_lo[static_cast<size_t>(b++)] = i + 1;
+      }
+    }
+  }
+  // Each user's row cut at the item blocks' bounds.
+  std::vector<int64_t> cut(static_cast<size_t>(users) * (kBlocks + 1));
+  for (int32_t u = 0; u < users; ++u) {
+    const int32_t* row = by_user.col.data() + by_user.offsets[u];
+    const int32_t* end = by_user.col.data() + by_user.offsets[u + 1];
+    for (int b = 0; b <= kBlocks; ++b) {
+      cut[static_cast<size_t>(u) * (kBlocks + 1) + b] =
+          by_user.offsets[u] +
+          (std::lower_bound(row, end, item_lo[static_cast<size_t>(b)]) - row);
+    }
+  }
+  // User blocks: the users in a seeded order, cut in kBlocks parts.
+  std::vector<int32_t> order(static_cast<size_t>(users));
+  for (int32_t u = 0; u < users; ++u) order[static_cast<size_t>(u)] = u;
+  {
+    Rng rng(StreamSeed(options.seed, kBlockStream));
+    Shuffle(&order, &rng);
+  }
+  std::vector<size_t> user_lo(kBlocks + 1);
+  for (int b = 0; b <= kBlocks; ++b) {
+    user_lo[static_cast<size_t>(b)] =
+        static_cast<size_t>(static_cast<int64_t>(users) * b / kBlocks);
+  }
+
+  RowMatrixXf p(users, n);
+  {
+    std::vector<float> start(static_cast<size_t>(n));
+    StartFactor(options.seed, n, start.data());
+    for (int32_t u = 0; u < users; ++u) {
+      std::copy(start.begin(), start.end(), p.row(u).data());
+    }
+  }
+  mf.q.resize(items, n);
+  {
+    Rng rng(StreamSeed(options.seed, kItemStream));
+    const float s = std::sqrt(1.0f / static_cast<float>(n));
+    for (int32_t i = 0; i < items; ++i) {
+      for (int j = 0; j < n; ++j) mf.q(i, j) = rng.Uniform() * s;
+    }
+  }
+  std::vector<float> gp(static_cast<size_t>(users), 1.0f);
+  std::vector<float> gq(static_cast<size_t>(items), 1.0f);
+  const float lambda = options.lambda, lr = options.learning_rate;
+
+  // Block (user block ub, item block ib): each user of ub in order, the
+  // user's ratings of ib's items in item order.
+  auto run_block = [&](int ub, int ib) {
+    for (size_t x = user_lo[static_cast<size_t>(ub)];
+         x < user_lo[static_cast<size_t>(ub) + 1]; ++x) {
+      const int32_t u = order[x];
+      const size_t c = static_cast<size_t>(u) * (kBlocks + 1) + ib;
+      float* pu = p.row(u).data();
+      float* g = &gp[static_cast<size_t>(u)];
+      for (int64_t j = cut[c]; j < cut[c + 1]; ++j) {
+        const int32_t i = by_user.col[static_cast<size_t>(j)];
+        float* qi = mf.q.row(i).data();
+        Step<true>(value[by_user.k[static_cast<size_t>(j)]], lambda, lr, n, pu,
+                   g, qi, qi, &gq[static_cast<size_t>(i)]);
+      }
+    }
+  };
+  ThreadPool pool(std::max(1, std::min(options.threads, kBlocks)));
+  std::vector<int> strata(kBlocks), pairing(kBlocks);
+  for (int epoch = 0; epoch < options.epochs; ++epoch) {
+    Rng rng(
+        StreamSeed(options.seed, kEpochStream, static_cast<uint64_t>(epoch)));
+    for (int b = 0; b < kBlocks; ++b) strata[b] = pairing[b] = b;
+    Shuffle(&strata, &rng);
+    Shuffle(&pairing, &rng);
+    // Stratum s: user block b with item block pairing[(b + s) % kBlocks];
+    // its blocks share no user and no item.
+    for (const int s : strata) {
+      pool.ParallelFor(kBlocks, [&](int, int64_t b, int64_t e) {
+        for (int64_t ub = b; ub < e; ++ub) {
+          run_block(static_cast<int>(ub),
+                    pairing[static_cast<size_t>((ub + s) % kBlocks)]);
+        }
+      });
+    }
+  }
+  return mf;
+}
+
+void FoldInUser(const MfParams& mf, const RatingScale& scale,
+                const VisibleSet& v, float* p) {
+  const int n = mf.factors;
+  StartFactor(mf.seed, n, p);
+  std::vector<std::pair<int32_t, float>> rated;
+  rated.reserve(static_cast<size_t>(v.n));
+  for (int64_t j = 0; j < v.n; ++j) {
+    if (mf.Serves(v.items[j])) {
+      rated.emplace_back(v.items[j], static_cast<float>(scale.Value(v.ks[j])));
+    }
+  }
+  std::sort(rated.begin(), rated.end());
+  Rng rng(StreamSeed(mf.seed, kFoldStream));
+  float g = 1.0f;
+  for (int epoch = 0; epoch < mf.fold_epochs && !rated.empty(); ++epoch) {
+    Shuffle(&rated, &rng);
+    for (const auto& [i, r] : rated) {
+      Step<false>(r, mf.lambda, mf.learning_rate, n, p, &g, mf.q.row(i).data(),
+                  nullptr, nullptr);
+    }
+  }
+}
+
+float MfScore(const MfParams& mf, const float* p, int32_t i) {
+  return Dot(p, mf.q.row(i).data(), mf.factors);
+}
+
+void TiltToMean(const RatingScale& scale, double target, float* probs) {
+  const int K = scale.K();
+  if (!std::isfinite(target)) return;
+  double lo_v = 0, hi_v = 0;
+  bool any = false;
+  for (int k = 0; k < K; ++k) {
+    if (!std::isfinite(probs[k]) || probs[k] < 0) return;
+    if (probs[k] > 0) {
+      const double x = scale.Value(k);
+      lo_v = any ? std::min(lo_v, x) : x;
+      hi_v = any ? std::max(hi_v, x) : x;
+      any = true;
+    }
+  }
+  if (!any || hi_v <= lo_v) return;
+  const double margin = 1e-3 * (hi_v - lo_v);
+  target = std::clamp(target, lo_v + margin, hi_v - margin);
+  double logp[256];
+  for (int k = 0; k < K; ++k) {
+    logp[k] = probs[k] > 0 ? std::log(static_cast<double>(probs[k]))
+                           : -std::numeric_limits<double>::infinity();
+  }
+  double w[256];
+  // mean(theta) - target, its derivative (the variance) and the weights.
+  auto moments = [&](double theta, double* var) {
+    double top = -std::numeric_limits<double>::infinity();
+    for (int k = 0; k < K; ++k) {
+      if (probs[k] > 0) top = std::max(top, logp[k] + theta * scale.Value(k));
+    }
+    double z = 0, m1 = 0, m2 = 0;
+    for (int k = 0; k < K; ++k) {
+      w[k] =
+          probs[k] > 0 ? std::exp(logp[k] + theta * scale.Value(k) - top) : 0.0;
+      z += w[k];
+      m1 += w[k] * scale.Value(k);
+      m2 += w[k] * scale.Value(k) * scale.Value(k);
+    }
+    const double mean = m1 / z;
+    *var = std::max(0.0, m2 / z - mean * mean);
+    for (int k = 0; k < K; ++k) w[k] /= z;
+    return mean - target;
+  };
+  // Safeguarded Newton on theta: the mean rises with theta, and at
+  // |theta| = 40 / margin it is within the margin of an end.
+  double lo = -40.0 / margin, hi = 40.0 / margin, theta = 0, var = 0;
+  for (int iter = 0; iter < 100; ++iter) {
+    const double f = moments(theta, &var);
+    if (std::abs(f) <= 1e-7 * (hi_v - lo_v)) break;
+    if (f > 0) {
+      hi = theta;
+    } else {
+      lo = theta;
+    }
+    double next = var > 0 ? theta - f / var : 0.5 * (lo + hi);
+    if (!(next > lo && next < hi)) next = 0.5 * (lo + hi);
+    theta = next;
+  }
+  for (int k = 0; k < K; ++k) probs[k] = static_cast<float>(w[k]);
+}
+
+}  // namespace rbmrec

@@ -1,0 +1,108 @@
+#ifndef RBMREC_CORE_MF_H_
+#define RBMREC_CORE_MF_H_
+
+// Matrix factorisation beside the RBMs: the seed paper's last step blended
+// its RBMs with SVD models, whose errors differ from theirs. The model
+// keeps only the item factors; a user's factor is folded in from their
+// ratings when they are served (FoldInUser), as the RBMs serve any user from
+// the ratings in the request, so nothing is stored per user and new users,
+// new ratings and erased users need no update of it.
+//
+//   r_ui ~ p_u . q_i   (no biases, as LIBMF)
+//
+// Training (TrainMf) is stochastic gradient descent with LIBMF's update: an
+// L2 penalty lambda on both factors and AdaGrad steps with one accumulator
+// per row (the mean squared gradient over the row's entries). Served users'
+// factors are trained the same way against the fixed item factors, from the
+// same start, for fold_epochs passes over the user's ratings: this follows
+// the trained factors closely where a least-squares fit of p_u does not
+// (SGD's early stop is part of its regularisation). The served prediction
+// blends the RBM's expected rating with p_u . q_i (MfParams::intercept,
+// rbm_weight, mf_weight, fitted on validation data by FitModel) and tilts
+// the RBM's distribution to that mean (TiltToMean).
+
+#include <cstdint>
+#include <vector>
+
+#include "core/rating_scale.h"
+#include "core/ratings.h"
+#include "core/rbm.h"
+
+namespace rbmrec {
+
+// The most fold-in passes a model may ask for (what a model file may
+// hold: each pass costs a served user's ratings x ~3 factors).
+inline constexpr int kMaxMfFoldEpochs = 100;
+
+struct MfOptions {
+  int factors = 128;
+  int epochs = 30;
+  float lambda = 0.05f;
+  float learning_rate = 0.1f;
+  int fold_epochs = 30;
+  uint64_t seed = 1;
+  int threads = 1;
+};
+
+// What a served model keeps of the factorisation (ModelParams::mf).
+struct MfParams {
+  int32_t factors = 0;  // 0: no factorisation
+  int32_t fold_epochs = 0;
+  float lambda = 0;
+  float learning_rate = 0;
+  uint64_t seed = 0;
+  // Item factors, one row per item of the model at fit time (items added
+  // later have none); trained[i] = 1 where item i had training ratings
+  // (other rows are unused).
+  RowMatrixXf q;
+  std::vector<uint8_t> trained;
+  // The served mean: intercept + rbm_weight * E_rbm + mf_weight * p_u . q_i.
+  float intercept = 0;
+  float rbm_weight = 1;
+  float mf_weight = 0;
+
+  bool empty() const { return factors <= 0 || q.rows() == 0; }
+  // True when item i has a trained factor. Items outside q's rows (added
+  // online) have none.
+  bool Serves(int32_t i) const {
+    return !empty() && i >= 0 && i < q.rows() &&
+           trained[static_cast<size_t>(i)] != 0;
+  }
+};
+
+// Trains item factors on `by_user` (rows users, cols items, rows sorted by
+// col; rating values scale.Value(k)) by blocked SGD: users and items are
+// cut into 8 x 8 blocks, and each of an epoch's 8 strata (8 blocks sharing
+// no user or item) runs its blocks in parallel, each block's ratings in a
+// fixed order. The result is therefore the same bit for bit at any
+// options.threads. Returns the fields of MfParams other than the blend
+// weights (intercept 0, rbm_weight 1, mf_weight 0). Empty (factors 0)
+// when by_user has no ratings or options.factors <= 0.
+MfParams TrainMf(const SparseRatings& by_user, const RatingScale& scale,
+                 const MfOptions& options);
+
+// The user's factor (mf.factors floats into p) from the ratings in v (items
+// without a trained factor are skipped): fold_epochs AdaGrad SGD passes
+// against the fixed item factors from the start every training user had
+// (a function of mf.seed), the ratings in an order drawn from mf.seed
+// after sorting them by item, so the result depends on the set of ratings
+// only, not on their order in v. Costs fold_epochs x v.n x ~3 factors
+// multiply-adds. REQUIRES !mf.empty(); every k of v < scale.K().
+void FoldInUser(const MfParams& mf, const RatingScale& scale,
+                const VisibleSet& v, float* p);
+
+// p . q_i. REQUIRES mf.Serves(i).
+float MfScore(const MfParams& mf, const float* p, int32_t i);
+
+// Tilts a distribution over the scale's K values towards the mean
+// `target`: probs_k <- probs_k exp(theta v_k) / Z with theta such that the
+// mean is target (clamped to within 1e-3 of the scale's range of the
+// values probs gives weight to). The exponential tilt is the distribution
+// nearest to probs (in KL divergence) with that mean. Probabilities of 0
+// stay 0; a distribution on one value is left as it is; non-finite input
+// or target leaves probs unchanged. Computed in double with log-sum-exp.
+void TiltToMean(const RatingScale& scale, double target, float* probs);
+
+}  // namespace rbmrec
+
+#endif  // RBMREC_CORE_MF_H_

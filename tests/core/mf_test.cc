@@ -1,0 +1,208 @@
+#include "core/mf.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "core/fit.h"
+#include "gtest/gtest.h"
+#include "tests/core/synthetic.h"
+
+namespace rbmrec {
+namespace {
+
+const RatingScale& Stars() {
+  static const RatingScale scale;  // 1..5
+  return scale;
+}
+
+// The planted set's training ratings by user.
+SparseRatings TrainByUser(const testing_data::Split& s) {
+  return s.train.ByUser();
+}
+
+TEST(TrainMf, SameFactorsAtAnyThreadCount) {
+  const auto s = testing_data::PlantedRatings(120, 50, 3, 0.4, 11);
+  MfOptions o;
+  o.factors = 20;  // not a multiple of 8
+  o.epochs = 4;
+  o.threads = 1;
+  const MfParams one = TrainMf(TrainByUser(s), Stars(), o);
+  ASSERT_FALSE(one.empty());
+  for (int threads : {2, 3, 8}) {
+    o.threads = threads;
+    const MfParams other = TrainMf(TrainByUser(s), Stars(), o);
+    EXPECT_TRUE(one.q == other.q) << threads << " threads";
+    EXPECT_EQ(one.trained, other.trained);
+  }
+  o.seed = 2;
+  EXPECT_FALSE(one.q == TrainMf(TrainByUser(s), Stars(), o).q);
+}
+
+// Held-out ratings predicted from folded-in factors beat the global mean
+// on data with planted taste groups, and training longer helps.
+TEST(TrainMf, FoldedInFactorsPredictHeldOutRatings) {
+  const auto s = testing_data::PlantedRatings(200, 60, 3, 0.5, 3);
+  const SparseRatings by_user = TrainByUser(s);
+  double mean = 0;
+  for (const Rating& r : s.train.ratings) mean += r.k + 1;
+  mean /= static_cast<double>(s.train.ratings.size());
+  auto rmse = [&](const MfParams& mf) {
+    double se = 0, se_mean = 0;
+    std::vector<float> p(static_cast<size_t>(mf.factors));
+    for (const TestRating& t : s.test) {
+      const VisibleSet v{by_user.col.data() + by_user.offsets[t.user],
+                         by_user.k.data() + by_user.offsets[t.user],
+                         by_user.RowSize(t.user)};
+      FoldInUser(mf, Stars(), v, p.data());
+      const double d = MfScore(mf, p.data(), t.item) - t.rating;
+      se += d * d;
+      se_mean += (mean - t.rating) * (mean - t.rating);
+    }
+    const double n = static_cast<double>(s.test.size());
+    return std::make_pair(std::sqrt(se / n), std::sqrt(se_mean / n));
+  };
+  MfOptions o;
+  o.factors = 8;
+  o.epochs = 1;
+  const auto [short_rmse, mean_rmse] = rmse(TrainMf(by_user, Stars(), o));
+  o.epochs = 20;
+  const double long_rmse = rmse(TrainMf(by_user, Stars(), o)).first;
+  EXPECT_LT(long_rmse, short_rmse);
+  EXPECT_LT(long_rmse, 0.8 * mean_rmse);
+}
+
+TEST(TrainMf, NoRatingsOrNoFactorsIsEmpty) {
+  SparseRatings none;
+  none.rows = 3;
+  none.cols = 4;
+  none.offsets.assign(4, 0);
+  EXPECT_TRUE(TrainMf(none, Stars(), MfOptions{}).empty());
+  const auto s = testing_data::PlantedRatings(20, 10, 2, 0.5, 1);
+  MfOptions o;
+  o.factors = 0;
+  EXPECT_TRUE(TrainMf(TrainByUser(s), Stars(), o).empty());
+}
+
+// The folded-in factor depends on the set of ratings, not their order, and
+// skips items without a trained factor (unknown to it, or never rated).
+TEST(FoldInUser, DependsOnTheSetOfRatingsOnly) {
+  auto s = testing_data::PlantedRatings(60, 30, 2, 0.5, 5);
+  s.train.items.GetOrAdd("never-rated");  // item 30: no training rating
+  MfOptions o;
+  o.factors = 9;
+  o.epochs = 3;
+  const MfParams mf = TrainMf(s.train.ByUser(), Stars(), o);
+  ASSERT_EQ(mf.q.rows(), 31);
+  EXPECT_TRUE(mf.Serves(3));
+  EXPECT_FALSE(mf.Serves(30));
+  EXPECT_FALSE(mf.Serves(31));
+  EXPECT_FALSE(mf.Serves(-1));
+  std::vector<int32_t> items = {4, 17, 2, 9, 25};
+  std::vector<uint8_t> ks = {4, 0, 3, 2, 4};
+  std::vector<float> a(9), b(9), c(9);
+  FoldInUser(mf, Stars(), {items.data(), ks.data(), 5}, a.data());
+  std::vector<int32_t> items2 = {25, 2, 9, 4, 17, 30, 31};
+  std::vector<uint8_t> ks2 = {4, 3, 2, 4, 0, 1, 2};
+  FoldInUser(mf, Stars(), {items2.data(), ks2.data(), 7}, b.data());
+  EXPECT_EQ(a, b);
+  ks[1] = 4;  // another rating of item 17
+  FoldInUser(mf, Stars(), {items.data(), ks.data(), 5}, c.data());
+  EXPECT_NE(a, c);
+  // No usable rating: the start every user has, the same for all.
+  std::vector<float> e1(9), e2(9);
+  FoldInUser(mf, Stars(), {nullptr, nullptr, 0}, e1.data());
+  FoldInUser(mf, Stars(), {items2.data() + 5, ks2.data() + 5, 2}, e2.data());
+  EXPECT_EQ(e1, e2);
+  for (const float x : e1) EXPECT_TRUE(std::isfinite(x));
+}
+
+double Mean(const float* p) {
+  double m = 0;
+  for (int k = 0; k < 5; ++k) m += p[k] * static_cast<double>(k + 1);
+  return m;
+}
+
+double Sum(const float* p) {
+  double t = 0;
+  for (int k = 0; k < 5; ++k) t += p[k];
+  return t;
+}
+
+TEST(TiltToMean, HitsTheTargetAndKeepsZeros) {
+  for (const double target : {1.3, 2.0, 3.1, 3.9, 4.7}) {
+    float p[5] = {0.1f, 0.2f, 0.3f, 0.25f, 0.15f};
+    TiltToMean(Stars(), target, p);
+    EXPECT_NEAR(Mean(p), target, 1e-5) << target;
+    EXPECT_NEAR(Sum(p), 1.0, 1e-6);
+    for (const float x : p) EXPECT_GT(x, 0.0f);
+  }
+  float z[5] = {0.0f, 0.5f, 0.0f, 0.5f, 0.0f};  // support {2, 4}
+  TiltToMean(Stars(), 3.5, z);
+  EXPECT_NEAR(Mean(z), 3.5, 1e-5);
+  EXPECT_EQ(z[0], 0.0f);
+  EXPECT_EQ(z[2], 0.0f);
+  EXPECT_EQ(z[4], 0.0f);
+  EXPECT_NEAR(z[3], 0.75f, 1e-5);  // the tilt of {0.5, 0.5} to mean 3.5
+}
+
+TEST(TiltToMean, ClampsTheTargetToTheSupport) {
+  float p[5] = {0.2f, 0.2f, 0.2f, 0.2f, 0.2f};
+  TiltToMean(Stars(), 9.0, p);  // beyond the scale: just inside its top
+  EXPECT_NEAR(Mean(p), 5.0 - 4e-3, 1e-5);
+  EXPECT_NEAR(Sum(p), 1.0, 1e-6);
+  float q[5] = {0.0f, 0.4f, 0.6f, 0.0f, 0.0f};  // support {2, 3}
+  TiltToMean(Stars(), 1.0, q);
+  EXPECT_NEAR(Mean(q), 2.0 + 1e-3, 1e-5);
+  EXPECT_EQ(q[0], 0.0f);
+}
+
+TEST(TiltToMean, LeavesWhatItCannotTilt) {
+  float one[5] = {0, 0, 1, 0, 0};
+  TiltToMean(Stars(), 4.0, one);  // one value: nothing to tilt
+  EXPECT_EQ(one[2], 1.0f);
+  float p[5] = {0.1f, 0.2f, 0.3f, 0.25f, 0.15f};
+  const std::vector<float> before(p, p + 5);
+  TiltToMean(Stars(), NAN, p);
+  EXPECT_EQ(std::vector<float>(p, p + 5), before);
+  TiltToMean(Stars(), Mean(p), p);  // its own mean: unchanged
+  for (int k = 0; k < 5; ++k) EXPECT_NEAR(p[k], before[k], 1e-6);
+  float bad[5] = {0.1f, NAN, 0.3f, 0.3f, 0.3f};
+  TiltToMean(Stars(), 2.0, bad);
+  EXPECT_TRUE(std::isnan(bad[1]));
+  EXPECT_EQ(bad[0], 0.1f);
+}
+
+// FitModel keeps the factorisation when the blend lowers the validation
+// RMSE by the documented 0.1%, and then the summary's validation RMSE is
+// the blend's.
+TEST(FitModelMf, KeptWhenTheBlendLowersTheValidationRmse) {
+  const auto s = testing_data::PlantedRatings(300, 80, 4, 0.4, 9);
+  TrainOptions o = testing_data::SmallTrainOptions();
+  o.threads = 1;
+  o.validation_fraction = 0.2;
+  o.mf_factors = 0;
+  absl::StatusOr<Model> plain = FitModel(s.train, o);
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_FALSE(plain->HasMf());
+  o.mf_factors = 16;
+  absl::StatusOr<Model> blended = FitModel(s.train, o);
+  ASSERT_TRUE(blended.ok()) << blended.status();
+  ASSERT_TRUE(blended->HasMf());
+  EXPECT_LT(blended->summary().valid_rmse, 0.999 * plain->summary().valid_rmse);
+  EXPECT_GT(blended->summary().mf_seconds, 0);
+  // Without validation ratings there is nothing to fit the blend on: not
+  // kept.
+  TrainOptions no_valid = o;
+  no_valid.validation_fraction = 0;
+  absl::StatusOr<Model> none = FitModel(s.train, no_valid);
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_FALSE(none->HasMf());
+  EXPECT_EQ(none->summary().mf_seconds, 0);
+  // The RBMs are the same either way: the factorisation trains after them.
+  ASSERT_EQ(plain->members().size(), blended->members().size());
+  EXPECT_TRUE(plain->members()[0] == blended->members()[0]);
+}
+
+}  // namespace
+}  // namespace rbmrec
