@@ -319,6 +319,7 @@ absl::StatusOr<v1::TrainRequest> BuildTrainRequest(const ParsedArgs& args) {
       MaybeBool(args, "ordinal", [o](bool v) { o->set_ordinal(v); }),
       MaybeInt32(args, "item-regression",
                  [o](int32_t v) { o->set_item_regression(v); }),
+      MaybeInt32(args, "mf-factors", [o](int32_t v) { o->set_mf_factors(v); }),
   };
   for (const absl::Status& s : statuses) {
     if (!s.ok()) return s;

@@ -303,6 +303,10 @@ void AddModelUseCommands(std::vector<CommandSpec>& c) {
        Value("factors", "N",
              "factored training through N factors (-1 = size rule, 0 = "
              "unfactored)"),
+       Value("mf-factors", "N",
+             "factors of the matrix factorisation blended into the "
+             "predictions, kept when it lowers the validation RMSE (0 = "
+             "never; default: the server's, 128)"),
        Value("activate", "always|if-better|never",
              "whether the new model becomes active: always, only if its "
              "validation RMSE is not worse than the active model's "

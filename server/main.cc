@@ -189,6 +189,11 @@ void BindTrainingFlags(CLI::App& app, Flags& f) {
                  "items x items matrix fits the size rule, the default; 0 = "
                  "off, for cheaper Recommends by p(rated); 1 = always)")
       ->check(CLI::Range(-1, 1));
+  app.add_option("--mf-factors", t.mf_factors,
+                 "training default: factors of the matrix factorisation "
+                 "blended into the served distributions, kept when the "
+                 "blend lowers the validation RMSE (0 = never)")
+      ->check(CLI::Range(0, rbmrec::kMaxMfFactors));
   app.add_option("--rated-factors", t.rated_factors,
                  "training default: the rated RBM trained factored through "
                  "C factors (0 = unfactored)")

@@ -242,6 +242,8 @@ absl::Status ApplyIntOptions(const v1::TrainOptions& r, TrainOptions* o) {
        &o->rated_hidden},
       {r.has_rated_factors(), "rated_factors", r.rated_factors(), 0, kMaxHidden,
        &o->rated_factors},
+      {r.has_mf_factors(), "mf_factors", r.mf_factors(), 0, kMaxMfFactors,
+       &o->mf_factors},
       {r.has_threads(), "threads", r.threads(), 0, kMaxTrainThreads,
        &o->threads},
   };

@@ -832,6 +832,18 @@ TEST(Trainer, RejectsBadOptionsNamingTheField) {
   EXPECT_NE(ValidateTrainOptions(o).message().find("rated-factors"),
             std::string::npos);
   o = TrainOptions();
+  o.mf_factors = kMaxMfFactors + 1;
+  EXPECT_NE(ValidateTrainOptions(o).message().find("mf-factors"),
+            std::string::npos);
+  o = TrainOptions();
+  o.mf_epochs = 0;
+  EXPECT_NE(ValidateTrainOptions(o).message().find("mf-epochs"),
+            std::string::npos);
+  o = TrainOptions();
+  o.mf_lambda = NAN;
+  EXPECT_NE(ValidateTrainOptions(o).message().find("mf-lambda"),
+            std::string::npos);
+  o = TrainOptions();
   o.momentum = 1.5f;
   EXPECT_NE(ValidateTrainOptions(o).message().find("momentum"),
             std::string::npos);

@@ -389,6 +389,40 @@ TEST_F(ServiceTest, TrainOptionsAreValidated) {
   s = service_->Train(req, [](const v1::TrainProgress&) { return true; });
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("rated_factors"), std::string::npos) << s;
+  req.mutable_options()->clear_rated_factors();
+  req.mutable_options()->set_mf_factors(1025);
+  s = service_->Train(req, [](const v1::TrainProgress&) { return true; });
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("mf_factors"), std::string::npos) << s;
+}
+
+// TrainOptions.mf_factors reaches the trainer: with 0 the served
+// distributions are the RBMs' alone, with 8 factors (kept on this data)
+// they are tilted to the blended mean, so they differ; both are
+// distributions.
+TEST_F(ServiceTest, MfFactorsReachTheTrainer) {
+  LoadSynthetic();
+  std::vector<std::vector<double>> expected;
+  for (int factors : {0, 8}) {
+    v1::TrainRequest train;
+    train.mutable_options()->set_mf_factors(factors);
+    train.mutable_options()->set_rated_hidden(0);
+    train.set_activation(v1::ACTIVATE_ALWAYS);
+    const std::vector<v1::TrainProgress> done = TrainSync(train);
+    ASSERT_FALSE(done.empty());
+    ASSERT_EQ(done.back().state(), v1::TrainProgress::SUCCEEDED);
+    v1::PredictRatingsResponse p = Predict(U(3), {I(1), I(2), I(5)});
+    ASSERT_EQ(p.predictions_size(), 3);
+    std::vector<double> e;
+    for (const auto& pred : p.predictions()) {
+      double sum = 0;
+      for (double x : pred.probabilities()) sum += x;
+      EXPECT_NEAR(sum, 1.0, 1e-5);
+      e.push_back(pred.expected_rating());
+    }
+    expected.push_back(e);
+  }
+  EXPECT_NE(expected[0], expected[1]);
 }
 
 // TrainOptions.factors reaches the trainer: a factored model trains and
