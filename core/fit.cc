@@ -404,10 +404,13 @@ double MixItemRbm(const TrainOptions& options, int threads,
 // valid's order) fitted by least squares on the validation part, each
 // validation user's factor folded in from their training-part ratings as
 // serving folds it in. Kept when the blended validation RMSE is below
-// 0.999 x the RBMs' on the same ratings; returns the served validation
-// RMSE then, else -1 (params->mf left empty).
+// 0.999 x the RBMs' on the same ratings: then trained again, with the same
+// settings and seed, on `all` the training ratings (the validation part
+// too), and the blend's weights apply to that one. Returns the blend's
+// validation RMSE (of the first factorisation) then, else -1 (params->mf
+// left empty).
 double TrainMfPart(const TrainOptions& options, int threads,
-                   const FitParts& parts,
+                   const FitParts& parts, const SparseRatings& all,
                    const std::vector<double>& valid_means,
                    ModelParams* params) {
   const SparseRatings& valid = parts.valid;
@@ -462,6 +465,8 @@ double TrainMfPart(const TrainOptions& options, int threads,
     sse_blend += (blend - r) * (blend - r);
   }
   if (!(sse_blend < 0.999 * 0.999 * sse_rbm)) return -1;
+  mf = TrainMf(all, scale, mo);
+  if (mf.empty()) return -1;
   mf.intercept = static_cast<float>(c[0]);
   mf.rbm_weight = static_cast<float>(c[1]);
   mf.mf_weight = static_cast<float>(c[2]);
@@ -620,7 +625,7 @@ absl::StatusOr<Model> FitModel(FitData* data, const TrainOptions& requested,
     }
   }
   if (const double rmse =
-          TrainMfPart(options, threads, parts, valid_means, &params);
+          TrainMfPart(options, threads, parts, by_user, valid_means, &params);
       rmse >= 0) {
     mixed_valid_rmse = rmse;
   }
