@@ -399,84 +399,6 @@ double MixItemRbm(const TrainOptions& options, int threads,
   return mixed_valid_rmse;
 }
 
-// The matrix factorisation (core/mf.h, ModelParams::mf): trained on the
-// training part; its blend with the RBMs' served mean (valid_means, in
-// valid's order) fitted by least squares on the validation part, each
-// validation user's factor folded in from their training-part ratings as
-// serving folds it in. Kept when the blended validation RMSE is below
-// 0.999 x the RBMs' on the same ratings: then trained again, with the same
-// settings and seed, on `all` the training ratings (the validation part
-// too), and the blend's weights apply to that one. Returns the blend's
-// validation RMSE (of the first factorisation) then, else -1 (params->mf
-// left empty).
-double TrainMfPart(const TrainOptions& options, int threads,
-                   const FitParts& parts, const SparseRatings& all,
-                   const std::vector<double>& valid_means,
-                   ModelParams* params) {
-  const SparseRatings& valid = parts.valid;
-  if (options.mf_factors <= 0 || valid.nnz() == 0 ||
-      static_cast<int64_t>(valid_means.size()) != valid.nnz()) {
-    return -1;
-  }
-  const auto start = std::chrono::steady_clock::now();
-  MfOptions mo;
-  mo.factors = options.mf_factors;
-  mo.epochs = options.mf_epochs;
-  mo.lambda = options.mf_lambda;
-  mo.seed = options.seed + 0x3f1;
-  mo.threads = threads;
-  MfParams mf = TrainMf(parts.train, params->scale, mo);
-  if (mf.empty()) return -1;
-  const RatingScale& scale = params->scale;
-  std::vector<double> f(static_cast<size_t>(valid.nnz()), NAN);
-  ThreadPool pool(threads);
-  pool.ParallelFor(valid.rows, [&](int, int64_t b, int64_t e) {
-    std::vector<float> p(static_cast<size_t>(mf.factors));
-    for (int64_t u64 = b; u64 < e; ++u64) {
-      const int32_t u = static_cast<int32_t>(u64);
-      if (valid.RowSize(u) == 0) continue;
-      FoldInUser(mf, scale, Row(parts.train, u), p.data());
-      for (int64_t j = valid.offsets[u]; j < valid.offsets[u + 1]; ++j) {
-        const int32_t i = valid.col[static_cast<size_t>(j)];
-        if (mf.Serves(i)) f[static_cast<size_t>(j)] = MfScore(mf, p.data(), i);
-      }
-    }
-  });
-  Eigen::Matrix3d ata = Eigen::Matrix3d::Zero();
-  Eigen::Vector3d aty = Eigen::Vector3d::Zero();
-  for (size_t x = 0; x < f.size(); ++x) {
-    if (!std::isfinite(f[x])) continue;
-    const Eigen::Vector3d row(1.0, valid_means[x], f[x]);
-    ata += row * row.transpose();
-    aty += row * scale.Value(valid.k[x]);
-  }
-  ata += 1e-9 * Eigen::Matrix3d::Identity();
-  const Eigen::Vector3d c = ata.ldlt().solve(aty);
-  if (!c.allFinite()) return -1;
-  const double lo = scale.Value(0), hi = scale.Value(scale.K() - 1);
-  double sse_rbm = 0, sse_blend = 0;
-  for (size_t x = 0; x < f.size(); ++x) {
-    const double r = scale.Value(valid.k[x]);
-    const double m = valid_means[x];
-    const double blend = std::isfinite(f[x])
-                             ? std::clamp(c[0] + c[1] * m + c[2] * f[x], lo, hi)
-                             : m;
-    sse_rbm += (m - r) * (m - r);
-    sse_blend += (blend - r) * (blend - r);
-  }
-  if (!(sse_blend < 0.999 * 0.999 * sse_rbm)) return -1;
-  mf = TrainMf(all, scale, mo);
-  if (mf.empty()) return -1;
-  mf.intercept = static_cast<float>(c[0]);
-  mf.rbm_weight = static_cast<float>(c[1]);
-  mf.mf_weight = static_cast<float>(c[2]);
-  params->mf = std::move(mf);
-  params->summary.mf_seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
-          .count();
-  return std::sqrt(sse_blend / static_cast<double>(f.size()));
-}
-
 // Trains the rated RBM (Recommend's p(rated) rankings) with rated_f hidden
 // units into params->rated_rbm, reporting progress as model `member`.
 absl::Status TrainRatedPart(const TrainOptions& options, int threads,
@@ -624,10 +546,20 @@ absl::StatusOr<Model> FitModel(FitData* data, const TrainOptions& requested,
       valid_means[x] = e;
     }
   }
-  if (const double rmse =
-          TrainMfPart(options, threads, parts, by_user, valid_means, &params);
-      rmse >= 0) {
-    mixed_valid_rmse = rmse;
+  if (options.mf_factors > 0) {
+    MfOptions mo;
+    mo.factors = options.mf_factors;
+    mo.epochs = options.mf_epochs;
+    mo.lambda = options.mf_lambda;
+    mo.seed = options.seed + 0x3f1;
+    mo.threads = threads;
+    MfBlendFit fit = FitMfBlend(parts.train, parts.valid, by_user, valid_means,
+                                params.scale, mo);
+    if (!fit.mf.empty()) {
+      params.mf = std::move(fit.mf);
+      params.summary.mf_seconds = fit.seconds;
+      mixed_valid_rmse = fit.valid_rmse;
+    }
   }
   const int rated_f = RatedHiddenUnits(options, by_user.rows, by_user.cols);
   if (rated_f > 0) {

@@ -1,6 +1,8 @@
 #include "core/mf.h"
 
+#include <Eigen/Dense>
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <limits>
 #include <utility>
@@ -248,6 +250,73 @@ void FoldInUser(const MfParams& mf, const RatingScale& scale,
                   nullptr, nullptr);
     }
   }
+}
+
+MfBlendFit FitMfBlend(const SparseRatings& train_part,
+                      const SparseRatings& valid, const SparseRatings& all,
+                      const std::vector<double>& rbm_means,
+                      const RatingScale& scale, const MfOptions& options) {
+  MfBlendFit out;
+  if (options.factors <= 0 || valid.nnz() == 0 ||
+      static_cast<int64_t>(rbm_means.size()) != valid.nnz()) {
+    return out;
+  }
+  const auto start = std::chrono::steady_clock::now();
+  MfParams mf = TrainMf(train_part, scale, options);
+  if (mf.empty()) return out;
+  // The factorisation's prediction of every validation rating (NaN for an
+  // item it has no factor for).
+  std::vector<double> f(static_cast<size_t>(valid.nnz()), NAN);
+  ThreadPool pool(std::max(1, options.threads));
+  pool.ParallelFor(valid.rows, [&](int, int64_t b, int64_t e) {
+    std::vector<float> p(static_cast<size_t>(mf.factors));
+    for (int64_t u64 = b; u64 < e; ++u64) {
+      const int32_t u = static_cast<int32_t>(u64);
+      if (valid.RowSize(u) == 0) continue;
+      const VisibleSet v{train_part.col.data() + train_part.offsets[u],
+                         train_part.k.data() + train_part.offsets[u],
+                         train_part.RowSize(u)};
+      FoldInUser(mf, scale, v, p.data());
+      for (int64_t j = valid.offsets[u]; j < valid.offsets[u + 1]; ++j) {
+        const int32_t i = valid.col[static_cast<size_t>(j)];
+        if (mf.Serves(i)) f[static_cast<size_t>(j)] = MfScore(mf, p.data(), i);
+      }
+    }
+  });
+  Eigen::Matrix3d ata = Eigen::Matrix3d::Zero();
+  Eigen::Vector3d aty = Eigen::Vector3d::Zero();
+  for (size_t x = 0; x < f.size(); ++x) {
+    if (!std::isfinite(f[x])) continue;
+    const Eigen::Vector3d row(1.0, rbm_means[x], f[x]);
+    ata += row * row.transpose();
+    aty += row * scale.Value(valid.k[x]);
+  }
+  ata += 1e-9 * Eigen::Matrix3d::Identity();
+  const Eigen::Vector3d c = ata.ldlt().solve(aty);
+  if (!c.allFinite()) return out;
+  const double lo = scale.Value(0), hi = scale.Value(scale.K() - 1);
+  double sse_rbm = 0, sse_blend = 0;
+  for (size_t x = 0; x < f.size(); ++x) {
+    const double r = scale.Value(valid.k[x]);
+    const double m = rbm_means[x];
+    const double blend = std::isfinite(f[x])
+                             ? std::clamp(c[0] + c[1] * m + c[2] * f[x], lo, hi)
+                             : m;
+    sse_rbm += (m - r) * (m - r);
+    sse_blend += (blend - r) * (blend - r);
+  }
+  if (!(sse_blend < 0.999 * 0.999 * sse_rbm)) return out;
+  mf = TrainMf(all, scale, options);
+  if (mf.empty()) return out;
+  mf.intercept = static_cast<float>(c[0]);
+  mf.rbm_weight = static_cast<float>(c[1]);
+  mf.mf_weight = static_cast<float>(c[2]);
+  out.mf = std::move(mf);
+  out.valid_rmse = std::sqrt(sse_blend / static_cast<double>(f.size()));
+  out.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
+  return out;
 }
 
 float MfScore(const MfParams& mf, const float* p, int32_t i) {

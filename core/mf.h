@@ -91,6 +91,26 @@ MfParams TrainMf(const SparseRatings& by_user, const RatingScale& scale,
 void FoldInUser(const MfParams& mf, const RatingScale& scale,
                 const VisibleSet& v, float* p);
 
+// FitModel's factorisation step (docs/model.md, "The matrix
+// factorisation"): trained on `train_part` (rows users, sorted by col); its
+// blend with the RBMs' served mean (rbm_means, one per rating of `valid`,
+// in its order) fitted by least squares on `valid`, each validation user's
+// factor folded in from their train_part ratings as serving folds it in.
+// Kept when the blended validation RMSE is below 0.999 x the RBMs' on the
+// same ratings: then trained again, with the same options, on `all` the
+// training ratings (train_part and valid merged), and the blend's weights
+// apply to that one. Not kept (mf empty): options.factors <= 0, no
+// validation ratings, or no gain.
+struct MfBlendFit {
+  MfParams mf;
+  double valid_rmse = -1;  // the blend's, of the first factorisation
+  double seconds = 0;      // both trainings and the fit
+};
+MfBlendFit FitMfBlend(const SparseRatings& train_part,
+                      const SparseRatings& valid, const SparseRatings& all,
+                      const std::vector<double>& rbm_means,
+                      const RatingScale& scale, const MfOptions& options);
+
 // p . q_i. REQUIRES mf.Serves(i).
 float MfScore(const MfParams& mf, const float* p, int32_t i);
 

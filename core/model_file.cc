@@ -290,6 +290,7 @@ absl::Status GetItemRegression(Reader* r, uint32_t version, ModelParams* m) {
 // Version 8: the matrix factorisation's options and fit seconds, then its
 // factors (0 = none) and, when > 0, the fold-in settings, the blend and
 // the item factors (rows, a trained flag per row, rows x factors float32).
+// Older files load without it.
 void PutMf(Writer* w, const ModelParams& m) {
   w->Put<int32_t>(m.options.mf_factors);
   w->Put<int32_t>(m.options.mf_epochs);
@@ -311,8 +312,12 @@ void PutMf(Writer* w, const ModelParams& m) {
   w->PutFloats(mf.q.data(), static_cast<size_t>(mf.q.size()));
 }
 
-absl::Status GetMf(Reader* r, ModelParams* m) {
+absl::Status GetMf(Reader* r, uint32_t version, ModelParams* m) {
   TrainOptions& o = m->options;
+  if (version < 8) {
+    o.mf_factors = 0;  // trained before it existed
+    return absl::OkStatus();
+  }
   if (!(r->Get(&o.mf_factors) && o.mf_factors >= 0 &&
         o.mf_factors <= kMaxMfFactors && r->Get(&o.mf_epochs) &&
         o.mf_epochs >= 1 && o.mf_epochs <= kMaxMfEpochs &&
@@ -616,11 +621,7 @@ absl::StatusOr<Model> DeserializeModel(std::string_view bytes) {
   } else {
     m.options.item_regression = 0;  // trained before it existed
   }
-  if (version >= 8) {
-    if (absl::Status s = GetMf(&r, &m); !s.ok()) return s;
-  } else {
-    m.options.mf_factors = 0;  // trained before it existed
-  }
+  if (absl::Status s = GetMf(&r, version, &m); !s.ok()) return s;
   if (!r.done()) return Corrupt("unexpected bytes at the end of the payload");
   return Model(std::move(m));
 }
