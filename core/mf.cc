@@ -340,29 +340,28 @@ void TiltToMean(const RatingScale& scale, double target, float* probs) {
   if (!any || hi_v <= lo_v) return;
   const double margin = 1e-3 * (hi_v - lo_v);
   target = std::clamp(target, lo_v + margin, hi_v - margin);
-  double logp[256];
-  for (int k = 0; k < K; ++k) {
-    logp[k] = probs[k] > 0 ? std::log(static_cast<double>(probs[k]))
-                           : -std::numeric_limits<double>::infinity();
-  }
-  double w[256];
-  // mean(theta) - target, its derivative (the variance) and the weights.
+  double v[256], w[256];
+  for (int k = 0; k < K; ++k) v[k] = scale.Value(k);
+  // mean(theta) - target, its derivative (the variance) and the weights
+  // p_k exp(theta (v_k - shift)) / Z, shift the supported end towards which
+  // theta tilts (every exponent <= 0, and the end's own term is p_k > 0).
   auto moments = [&](double theta, double* var) {
-    double top = -std::numeric_limits<double>::infinity();
-    for (int k = 0; k < K; ++k) {
-      if (probs[k] > 0) top = std::max(top, logp[k] + theta * scale.Value(k));
-    }
+    const double shift = theta >= 0 ? hi_v : lo_v;
     double z = 0, m1 = 0, m2 = 0;
     for (int k = 0; k < K; ++k) {
+      // (A float exponential: the result is stored in floats.)
       w[k] =
-          probs[k] > 0 ? std::exp(logp[k] + theta * scale.Value(k) - top) : 0.0;
+          theta == 0
+              ? probs[k]
+              : probs[k] * std::exp(static_cast<float>(theta * (v[k] - shift)));
       z += w[k];
-      m1 += w[k] * scale.Value(k);
-      m2 += w[k] * scale.Value(k) * scale.Value(k);
+      m1 += w[k] * v[k];
+      m2 += w[k] * v[k] * v[k];
     }
     const double mean = m1 / z;
     *var = std::max(0.0, m2 / z - mean * mean);
-    for (int k = 0; k < K; ++k) w[k] /= z;
+    const double inv = 1.0 / z;
+    for (int k = 0; k < K; ++k) w[k] *= inv;
     return mean - target;
   };
   // Safeguarded Newton on theta: the mean rises with theta, and at
@@ -370,7 +369,7 @@ void TiltToMean(const RatingScale& scale, double target, float* probs) {
   double lo = -40.0 / margin, hi = 40.0 / margin, theta = 0, var = 0;
   for (int iter = 0; iter < 100; ++iter) {
     const double f = moments(theta, &var);
-    if (std::abs(f) <= 1e-7 * (hi_v - lo_v)) break;
+    if (std::abs(f) <= 1e-6 * (hi_v - lo_v)) break;
     if (f > 0) {
       hi = theta;
     } else {

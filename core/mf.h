@@ -120,7 +120,9 @@ float MfScore(const MfParams& mf, const float* p, int32_t i);
 // values probs gives weight to). The exponential tilt is the distribution
 // nearest to probs (in KL divergence) with that mean. Probabilities of 0
 // stay 0; a distribution on one value is left as it is; non-finite input
-// or target leaves probs unchanged. Computed in double with log-sum-exp.
+// or target leaves probs unchanged. Computed in double, each exponent
+// taken from the supported end theta tilts towards (so <= 0: no overflow),
+// to within 1e-6 of the range of the mean.
 void TiltToMean(const RatingScale& scale, double target, float* probs);
 
 }  // namespace rbmrec
