@@ -229,8 +229,8 @@ MfParams TrainMf(const SparseRatings& by_user, const RatingScale& scale,
   return mf;
 }
 
-void FoldInUser(const MfParams& mf, const RatingScale& scale,
-                const VisibleSet& v, float* p) {
+int64_t FoldInUser(const MfParams& mf, const RatingScale& scale,
+                   const VisibleSet& v, float* p) {
   const int n = mf.factors;
   StartFactor(mf.seed, n, p);
   std::vector<std::pair<int32_t, float>> rated;
@@ -250,6 +250,7 @@ void FoldInUser(const MfParams& mf, const RatingScale& scale,
                   nullptr, nullptr);
     }
   }
+  return static_cast<int64_t>(rated.size());
 }
 
 MfBlendFit FitMfBlend(const SparseRatings& train_part,
@@ -276,7 +277,7 @@ MfBlendFit FitMfBlend(const SparseRatings& train_part,
       const VisibleSet v{train_part.col.data() + train_part.offsets[u],
                          train_part.k.data() + train_part.offsets[u],
                          train_part.RowSize(u)};
-      FoldInUser(mf, scale, v, p.data());
+      if (FoldInUser(mf, scale, v, p.data()) == 0) continue;  // not served
       for (int64_t j = valid.offsets[u]; j < valid.offsets[u + 1]; ++j) {
         const int32_t i = valid.col[static_cast<size_t>(j)];
         if (mf.Serves(i)) f[static_cast<size_t>(j)] = MfScore(mf, p.data(), i);

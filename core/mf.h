@@ -87,9 +87,11 @@ MfParams TrainMf(const SparseRatings& by_user, const RatingScale& scale,
 // (a function of mf.seed), the ratings in an order drawn from mf.seed
 // after sorting them by item, so the result depends on the set of ratings
 // only, not on their order in v. Costs fold_epochs x v.n x ~3 factors
-// multiply-adds. REQUIRES !mf.empty(); every k of v < scale.K().
-void FoldInUser(const MfParams& mf, const RatingScale& scale,
-                const VisibleSet& v, float* p);
+// multiply-adds. Returns the number of ratings used: with none, p is the
+// start alone, which says nothing about the user (Model::BlendMf does not
+// blend then). REQUIRES !mf.empty(); every k of v < scale.K().
+int64_t FoldInUser(const MfParams& mf, const RatingScale& scale,
+                   const VisibleSet& v, float* p);
 
 // FitModel's factorisation step (docs/model.md, "The matrix
 // factorisation"): trained on `train_part` (rows users, sorted by col); its

@@ -202,18 +202,21 @@ void ItemRbmDistribution(const Model& m, int32_t user, int32_t item,
 
 void Model::MemberInputs(const VisibleSet& v, std::vector<float>* x) const {
   const size_t total = MfInputOffset();
-  x->resize(total + (HasMf() ? static_cast<size_t>(p_.mf.factors) : 0));
+  x->resize(total + (HasMf() ? static_cast<size_t>(p_.mf.factors) + 1 : 0));
   float* at = x->data();
   for (const RbmParams& p : p_.members) {
     HiddenInput(p, v, at);
     at += p.F;
   }
-  if (HasMf()) FoldInUser(p_.mf, p_.scale, v, x->data() + total);
+  if (HasMf()) {
+    const int64_t used = FoldInUser(p_.mf, p_.scale, v, x->data() + total);
+    (*x)[total + static_cast<size_t>(p_.mf.factors)] = used > 0 ? 1.0f : 0.0f;
+  }
 }
 
 void Model::BlendMf(int32_t i, const float* mf_x, float* probs) const {
   const MfParams& mf = p_.mf;
-  if (!mf.Serves(i)) return;
+  if (!mf.Serves(i) || mf_x[mf.factors] == 0.0f) return;
   const double target = mf.intercept + mf.rbm_weight * Expectation(probs) +
                         mf.mf_weight * MfScore(mf, mf_x, i);
   TiltToMean(p_.scale, target, probs);

@@ -227,7 +227,8 @@ class Model {
   // num_items()): tilts the K probabilities in `probs` (the RBMs' served
   // distribution) to the blended mean, given the user's factor `mf_x`
   // (MemberInputs' part at MfInputOffset()). Items it does not serve
-  // (MfParams::Serves) are left as they are.
+  // (MfParams::Serves), and every item for a user whose factor used no
+  // rating, are left as they are.
   void BlendMf(int32_t i, const float* mf_x, float* probs) const;
   // True when the model has the rated RBM (p(rated) rankings available).
   bool HasRatedRbm() const {
@@ -277,8 +278,9 @@ class Model {
                float* out, std::vector<bool>* fallback) const;
   // HiddenInput(member, v) of every member, one after the other (the sum of
   // the members' F floats), then, when HasMf(), the user's factorisation
-  // factor (FoldInUser, mf.factors floats): the part of Predict that depends
-  // on the user's ratings alone, for callers that keep it per user.
+  // factor (FoldInUser, mf.factors floats) and 1 when it used a rating (0:
+  // the start alone, not blended): the part of Predict that depends on the
+  // user's ratings alone, for callers that keep it per user.
   void MemberInputs(const VisibleSet& v, std::vector<float>* x) const;
   // Predict with member_x = MemberInputs(v) computed beforehand and the
   // buffers in `scratch`: bit for bit Predict's result, without allocations

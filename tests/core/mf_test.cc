@@ -101,18 +101,21 @@ TEST(FoldInUser, DependsOnTheSetOfRatingsOnly) {
   std::vector<int32_t> items = {4, 17, 2, 9, 25};
   std::vector<uint8_t> ks = {4, 0, 3, 2, 4};
   std::vector<float> a(9), b(9), c(9);
-  FoldInUser(mf, Stars(), {items.data(), ks.data(), 5}, a.data());
+  EXPECT_EQ(FoldInUser(mf, Stars(), {items.data(), ks.data(), 5}, a.data()), 5);
   std::vector<int32_t> items2 = {25, 2, 9, 4, 17, 30, 31};
   std::vector<uint8_t> ks2 = {4, 3, 2, 4, 0, 1, 2};
-  FoldInUser(mf, Stars(), {items2.data(), ks2.data(), 7}, b.data());
+  EXPECT_EQ(FoldInUser(mf, Stars(), {items2.data(), ks2.data(), 7}, b.data()),
+            5);  // items 30 and 31 skipped
   EXPECT_EQ(a, b);
   ks[1] = 4;  // another rating of item 17
   FoldInUser(mf, Stars(), {items.data(), ks.data(), 5}, c.data());
   EXPECT_NE(a, c);
   // No usable rating: the start every user has, the same for all.
   std::vector<float> e1(9), e2(9);
-  FoldInUser(mf, Stars(), {nullptr, nullptr, 0}, e1.data());
-  FoldInUser(mf, Stars(), {items2.data() + 5, ks2.data() + 5, 2}, e2.data());
+  EXPECT_EQ(FoldInUser(mf, Stars(), {nullptr, nullptr, 0}, e1.data()), 0);
+  EXPECT_EQ(FoldInUser(mf, Stars(), {items2.data() + 5, ks2.data() + 5, 2},
+                       e2.data()),
+            0);
   EXPECT_EQ(e1, e2);
   for (const float x : e1) EXPECT_TRUE(std::isfinite(x));
 }

@@ -282,11 +282,12 @@ TEST(PredictWith, TiltsToTheBlendedMean) {
   std::vector<float> x, plain_x;
   model.MemberInputs(v, &x);
   plain.MemberInputs(v, &plain_x);
-  ASSERT_EQ(x.size(), plain_x.size() + 12);
+  ASSERT_EQ(x.size(), plain_x.size() + 12 + 1);
   EXPECT_TRUE(std::equal(plain_x.begin(), plain_x.end(), x.begin()));
   std::vector<float> p(12);
-  FoldInUser(mf, model.scale(), v, p.data());
+  EXPECT_EQ(FoldInUser(mf, model.scale(), v, p.data()), 4);
   EXPECT_TRUE(std::equal(p.begin(), p.end(), x.begin() + plain_x.size()));
+  EXPECT_EQ(x.back(), 1.0f);  // the factor used ratings: blended
   const int K = model.K();
   std::vector<int32_t> query;
   for (int32_t i = 0; i < model.num_items(); ++i) query.push_back(i);
@@ -320,6 +321,26 @@ TEST(PredictWith, TiltsToTheBlendedMean) {
       tilted += std::abs(model.Expectation(got.data() + q * K) - e) > 1e-3;
     }
     EXPECT_GT(tilted, 0);  // the blend moved some means
+  }
+  // A user with no rating the factorisation knows (none, or only items
+  // without a factor) has only the start as a factor: not blended, the
+  // RBMs' distributions as they are.
+  UserRatings unknown;
+  unknown.items = {19};
+  unknown.ks = {2};
+  ModelParams no_19 = model.params();
+  no_19.mf.trained[19] = 0;
+  const Model partial(std::move(no_19));
+  for (const VisibleSet& empty : {VisibleSet{}, unknown.view()}) {
+    const Model& m = empty.n == 0 ? model : partial;
+    std::vector<float> ex;
+    m.MemberInputs(empty, &ex);
+    EXPECT_EQ(ex.back(), 0.0f);
+    const size_t n = query.size() * static_cast<size_t>(K);
+    std::vector<float> got(n), rbm(n);
+    m.Predict(-1, empty, query, PredictMethod::kExact, got.data(), nullptr);
+    plain.Predict(-1, empty, query, PredictMethod::kExact, rbm.data(), nullptr);
+    EXPECT_EQ(got, rbm);
   }
 }
 
