@@ -113,6 +113,7 @@ bool ModelSeeds(const std::string& dir) {
     o.ensemble = v.ensemble;
     o.item_based = v.item_based;
     o.threads = 1;
+    o.mf_factors = 4;  // the matrix factorisation, kept small
     absl::StatusOr<Model> m = FitModel(data.train, o);
     if (!m.ok()) {
       std::fprintf(stderr, "fuzz_seeds: training failed: %s\n",
