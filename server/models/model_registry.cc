@@ -33,6 +33,8 @@ size_t VersionCache::ModelBytes(const Model& m) {
   }
   floats += static_cast<size_t>(m.rated_low_rank().u.size() +
                                 m.rated_low_rank().vt.size());
+  // The matrix factorisation's item factors (and a flag byte per item).
+  floats += static_cast<size_t>(m.params().mf.q.size());
   // The item inputs' saturated units (Model::ItemExpInput): a list and a
   // sum per item.
   size_t hi_bytes = 0;
@@ -42,7 +44,8 @@ size_t VersionCache::ModelBytes(const Model& m) {
   const size_t ids =
       static_cast<size_t>(m.users().size() + m.items().size()) * (32 + 16);
   return floats * sizeof(float) + m.item_hist().size() * sizeof(uint32_t) +
-         m.item_in_irbm().size() + ids + hi_bytes + 4096;
+         m.item_in_irbm().size() + m.params().mf.trained.size() + ids +
+         hi_bytes + 4096;
 }
 
 std::shared_ptr<const Model> VersionCache::Find(int64_t version) {
