@@ -105,6 +105,20 @@ void PredictValidation(ModelParams* params, const SparseRatings& train_part,
   *params = std::move(model).TakeParams();
 }
 
+// The mean of each distribution over the scale's K values in `probs` (K
+// floats each, one after the other).
+std::vector<double> Means(const std::vector<float>& probs,
+                          const RatingScale& scale) {
+  const int K = scale.K();
+  std::vector<double> out(probs.size() / static_cast<size_t>(K));
+  for (size_t x = 0; x < out.size(); ++x) {
+    double a = 0;
+    for (int k = 0; k < K; ++k) a += scale.Value(k) * probs[x * K + k];
+    out[x] = a;
+  }
+  return out;
+}
+
 // Picks the U/I mixing weight (ModelParams::user_weight and its slopes)
 // with the lowest RMSE on the validation part, from the U-RBM part (a model
 // with user weight 1) and the I-RBM part (user weight 0) of every validation
@@ -133,7 +147,8 @@ void PickUserWeight(ModelParams* params, const SparseRatings& train_part,
   const RatingScale& scale = params->scale;
   // Per validation rating: the two means, the truth and the two counts.
   const int64_t n = valid.nnz();
-  std::vector<double> mu(static_cast<size_t>(n)), mi(mu), r(mu), lu(mu), li(mu);
+  const std::vector<double> mu = Means(pu, scale), mi = Means(pi, scale);
+  std::vector<double> r(static_cast<size_t>(n)), lu(r), li(r);
   {
     int64_t e = 0;
     for (int32_t u = 0; u < valid.rows; ++u) {
@@ -141,29 +156,27 @@ void PickUserWeight(ModelParams* params, const SparseRatings& train_part,
           std::log1p(static_cast<double>(train_part.RowSize(u)));
       for (int64_t j = valid.offsets[u]; j < valid.offsets[u + 1]; ++j, ++e) {
         const size_t x = static_cast<size_t>(e);
-        double a = 0, b = 0;
-        for (int k = 0; k < K; ++k) {
-          a += scale.Value(k) * pu[x * K + k];
-          b += scale.Value(k) * pi[x * K + k];
-        }
         const int32_t item = valid.col[j];
         uint32_t count = 0;
         for (int k = 0; k < K; ++k) {
           count += params->item_hist[static_cast<size_t>(item) * K + k];
         }
-        mu[x] = a;
-        mi[x] = b;
         r[x] = scale.Value(valid.k[j]);
         lu[x] = log_user;
         li[x] = std::log1p(static_cast<double>(count));
       }
     }
   }
+  // The served mean of rating x with weight a + b log(1 + n_u) + c log(1 +
+  // n_q).
+  auto mixed = [&](size_t x, double a, double b, double c) {
+    const double w = std::clamp(a + b * lu[x] + c * li[x], 0.0, 1.0);
+    return w * mu[x] + (1 - w) * mi[x];
+  };
   auto sse_of = [&](double a, double b, double c) {
     double sse = 0;
     for (size_t x = 0; x < mu.size(); ++x) {
-      const double w = std::clamp(a + b * lu[x] + c * li[x], 0.0, 1.0);
-      const double d = w * mu[x] + (1 - w) * mi[x] - r[x];
+      const double d = mixed(x, a, b, c) - r[x];
       sse += d * d;
     }
     return sse;
@@ -204,11 +217,9 @@ void PickUserWeight(ModelParams* params, const SparseRatings& train_part,
   if (means != nullptr) {
     means->resize(mu.size());
     for (size_t x = 0; x < mu.size(); ++x) {
-      const double w = std::clamp(static_cast<double>(params->user_weight) +
-                                      params->user_weight_per_log_user * lu[x] +
-                                      params->user_weight_per_log_item * li[x],
-                                  0.0, 1.0);
-      (*means)[x] = w * mu[x] + (1 - w) * mi[x];
+      (*means)[x] =
+          mixed(x, params->user_weight, params->user_weight_per_log_user,
+                params->user_weight_per_log_item);
     }
   }
 }
@@ -539,12 +550,7 @@ absl::StatusOr<Model> FitModel(FitData* data, const TrainOptions& requested,
     std::vector<float> probs;
     PredictValidation(&params, parts.train, parts.valid, parts.Extra(),
                       options.predict, &pool, &probs);
-    valid_means.resize(static_cast<size_t>(parts.valid.nnz()));
-    for (size_t x = 0; x < valid_means.size(); ++x) {
-      double e = 0;
-      for (int k = 0; k < K; ++k) e += probs[x * K + k] * params.scale.Value(k);
-      valid_means[x] = e;
-    }
+    valid_means = Means(probs, params.scale);
   }
   if (options.mf_factors > 0) {
     MfOptions mo;

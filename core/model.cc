@@ -208,10 +208,11 @@ void Model::MemberInputs(const VisibleSet& v, std::vector<float>* x) const {
     HiddenInput(p, v, at);
     at += p.F;
   }
-  if (HasMf()) {
-    const int64_t used = FoldInUser(p_.mf, p_.scale, v, x->data() + total);
-    (*x)[total + static_cast<size_t>(p_.mf.factors)] = used > 0 ? 1.0f : 0.0f;
-  }
+  if (HasMf()) MfInput(v, x->data() + total);
+}
+
+void Model::MfInput(const VisibleSet& v, float* out) const {
+  out[p_.mf.factors] = FoldInUser(p_.mf, p_.scale, v, out) > 0 ? 1.0f : 0.0f;
 }
 
 void Model::BlendMf(int32_t i, const float* mf_x, float* probs) const {

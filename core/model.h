@@ -217,6 +217,10 @@ class Model {
   const ItemRegression& item_regression() const { return *p_.item_regression; }
   // True when the model blends the matrix factorisation in (ModelParams::mf).
   bool HasMf() const { return !p_.mf.empty(); }
+  // The user's factorisation factor (FoldInUser) and its flag, 1 when it
+  // used a rating (mf.factors + 1 floats into out): MemberInputs' part at
+  // MfInputOffset(). REQUIRES HasMf().
+  void MfInput(const VisibleSet& v, float* out) const;
   // Offset of the user's factorisation factor in MemberInputs' output.
   size_t MfInputOffset() const {
     size_t total = 0;

@@ -180,12 +180,8 @@ void PredictAll(const Model& model, int32_t user, const VisibleSet& v,
   }
   model.MixItemRbm(user, v.n, method, out, &s.model);
   if (model.HasMf() && !model.members().empty()) {
-    const size_t factors = static_cast<size_t>(model.params().mf.factors);
-    s.mf_x.resize(factors + 1);
-    s.mf_x[factors] =
-        FoldInUser(model.params().mf, model.scale(), v, s.mf_x.data()) > 0
-            ? 1.0f
-            : 0.0f;
+    s.mf_x.resize(static_cast<size_t>(model.params().mf.factors) + 1);
+    model.MfInput(v, s.mf_x.data());
     for (int32_t i = 0; i < m; ++i) {
       if (model.Trained(i)) model.BlendMf(i, s.mf_x.data(), out->row(i).data());
     }

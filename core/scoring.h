@@ -43,8 +43,7 @@ struct ScoringScratch {
   // V^T h of the rated RBM's low-rank form (Model::rated_low_rank()), and
   // the sum of U's rows the hidden state is made from.
   std::vector<float> z, row_sum;
-  // PredictAll's factorisation factor of the user (FoldInUser) and its
-  // flag, as Model::MemberInputs appends them.
+  // PredictAll's Model::MfInput of the user.
   std::vector<float> mf_x;
 };
 
