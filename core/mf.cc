@@ -111,7 +111,7 @@ void Shuffle(std::vector<T>* v, Rng* rng) {
 }  // namespace
 
 MfParams TrainMf(const SparseRatings& by_user, const RatingScale& scale,
-                 const MfOptions& options) {
+                 const MfOptions& options, MfTrainState* state) {
   MfParams mf;
   if (options.factors <= 0 || by_user.nnz() == 0) return mf;
   const int n = options.factors;
@@ -170,24 +170,34 @@ MfParams TrainMf(const SparseRatings& by_user, const RatingScale& scale,
         static_cast<size_t>(static_cast<int64_t>(users) * b / kBlocks);
   }
 
-  RowMatrixXf p(users, n);
-  {
+  const bool warm = state != nullptr && state->epochs_done > 0 &&
+                    state->p.rows() == users && state->p.cols() == n &&
+                    state->q.rows() == items && state->q.cols() == n;
+  RowMatrixXf p;
+  std::vector<float> gp, gq;
+  int first_epoch = 0;
+  if (warm) {
+    p = std::move(state->p);
+    mf.q = std::move(state->q);
+    gp = std::move(state->gp);
+    gq = std::move(state->gq);
+    first_epoch = state->epochs_done;
+  } else {
+    p.resize(users, n);
     std::vector<float> start(static_cast<size_t>(n));
     StartFactor(options.seed, n, start.data());
     for (int32_t u = 0; u < users; ++u) {
       std::copy(start.begin(), start.end(), p.row(u).data());
     }
-  }
-  mf.q.resize(items, n);
-  {
+    mf.q.resize(items, n);
     Rng rng(StreamSeed(options.seed, kItemStream));
     const float s = std::sqrt(1.0f / static_cast<float>(n));
     for (int32_t i = 0; i < items; ++i) {
       for (int j = 0; j < n; ++j) mf.q(i, j) = rng.Uniform() * s;
     }
+    gp.assign(static_cast<size_t>(users), 1.0f);
+    gq.assign(static_cast<size_t>(items), 1.0f);
   }
-  std::vector<float> gp(static_cast<size_t>(users), 1.0f);
-  std::vector<float> gq(static_cast<size_t>(items), 1.0f);
   const float lambda = options.lambda, lr = options.learning_rate;
 
   // Block (user block ub, item block ib): each user of ub in order, the
@@ -209,7 +219,8 @@ MfParams TrainMf(const SparseRatings& by_user, const RatingScale& scale,
   };
   ThreadPool pool(std::max(1, std::min(options.threads, kBlocks)));
   std::vector<int> strata(kBlocks), pairing(kBlocks);
-  for (int epoch = 0; epoch < options.epochs; ++epoch) {
+  const int last_epoch = first_epoch + options.epochs;
+  for (int epoch = first_epoch; epoch < last_epoch; ++epoch) {
     Rng rng(
         StreamSeed(options.seed, kEpochStream, static_cast<uint64_t>(epoch)));
     for (int b = 0; b < kBlocks; ++b) strata[b] = pairing[b] = b;
@@ -225,6 +236,13 @@ MfParams TrainMf(const SparseRatings& by_user, const RatingScale& scale,
         }
       });
     }
+  }
+  if (state != nullptr) {
+    state->p = std::move(p);
+    state->q = mf.q;
+    state->gp = std::move(gp);
+    state->gq = std::move(gq);
+    state->epochs_done = last_epoch;
   }
   return mf;
 }
@@ -263,7 +281,8 @@ MfBlendFit FitMfBlend(const SparseRatings& train_part,
     return out;
   }
   const auto start = std::chrono::steady_clock::now();
-  MfParams mf = TrainMf(train_part, scale, options);
+  MfTrainState state;
+  MfParams mf = TrainMf(train_part, scale, options, &state);
   if (mf.empty()) return out;
   // The factorisation's prediction of every validation rating (NaN for an
   // item it has no factor for).
@@ -307,7 +326,9 @@ MfBlendFit FitMfBlend(const SparseRatings& train_part,
     sse_blend += (blend - r) * (blend - r);
   }
   if (!(sse_blend < 0.999 * 0.999 * sse_rbm)) return out;
-  mf = TrainMf(all, scale, options);
+  MfOptions refit = options;
+  refit.epochs = std::max(1, options.epochs / kMfRefitDivisor);
+  mf = TrainMf(all, scale, refit, &state);
   if (mf.empty()) return out;
   mf.intercept = static_cast<float>(c[0]);
   mf.rbm_weight = static_cast<float>(c[1]);

@@ -70,6 +70,16 @@ struct MfParams {
   }
 };
 
+// What TrainMf's SGD holds besides the item factors, kept to continue a
+// training on more ratings of the same users and items: every user's
+// factor, both sides' AdaGrad accumulators, the item factors and the
+// passes run.
+struct MfTrainState {
+  RowMatrixXf p, q;
+  std::vector<float> gp, gq;
+  int epochs_done = 0;
+};
+
 // Trains item factors on `by_user` (rows users, cols items, rows sorted by
 // col; rating values scale.Value(k)) by blocked SGD: users and items are
 // cut into 8 x 8 blocks, and each of an epoch's 8 strata (8 blocks sharing
@@ -78,8 +88,14 @@ struct MfParams {
 // options.threads. Returns the fields of MfParams other than the blend
 // weights (intercept 0, rbm_weight 1, mf_weight 0). Empty (factors 0)
 // when by_user has no ratings or options.factors <= 0.
+//
+// `state` (optional): when it holds a training of by_user's users x items
+// with options.factors (from an earlier call), the SGD continues from it
+// (factors, accumulators and the epochs' seeds) for options.epochs more
+// passes instead of starting afresh; on return it holds this training's
+// state. The same bits at any thread count either way.
 MfParams TrainMf(const SparseRatings& by_user, const RatingScale& scale,
-                 const MfOptions& options);
+                 const MfOptions& options, MfTrainState* state = nullptr);
 
 // The user's factor (mf.factors floats into p) from the ratings in v (items
 // without a trained factor are skipped): fold_epochs AdaGrad SGD passes
@@ -99,10 +115,11 @@ int64_t FoldInUser(const MfParams& mf, const RatingScale& scale,
 // in its order) fitted by least squares on `valid`, each validation user's
 // factor folded in from their train_part ratings as serving folds it in.
 // Kept when the blended validation RMSE is below 0.999 x the RBMs' on the
-// same ratings: then trained again, with the same options, on `all` the
-// training ratings (train_part and valid merged), and the blend's weights
-// apply to that one. Not kept (mf empty): options.factors <= 0, no
-// validation ratings, or no gain.
+// same ratings: then its training continues on `all` the training ratings
+// (train_part and valid merged) for options.epochs / kMfRefitDivisor more
+// passes (at least one), and the blend's weights apply to that one. Not kept
+// (mf empty): options.factors <= 0, no validation ratings, or no gain.
+inline constexpr int kMfRefitDivisor = 3;
 struct MfBlendFit {
   MfParams mf;
   double valid_rmse = -1;  // the blend's, of the first factorisation

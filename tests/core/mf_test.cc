@@ -39,6 +39,42 @@ TEST(TrainMf, SameFactorsAtAnyThreadCount) {
   EXPECT_FALSE(one.q == TrainMf(TrainByUser(s), Stars(), o).q);
 }
 
+// A training continued from its state (FitMfBlend's refit) is the longer
+// training, bit for bit, at any thread count; a state of other shapes is
+// not used.
+TEST(TrainMf, ContinuesFromItsState) {
+  const auto s = testing_data::PlantedRatings(90, 40, 3, 0.4, 13);
+  const SparseRatings by_user = TrainByUser(s);
+  MfOptions o;
+  o.factors = 12;
+  o.epochs = 7;
+  const MfParams whole = TrainMf(by_user, Stars(), o);
+  for (int threads : {1, 3}) {
+    o.threads = threads;
+    MfTrainState state;
+    o.epochs = 4;
+    const MfParams first = TrainMf(by_user, Stars(), o, &state);
+    EXPECT_EQ(state.epochs_done, 4);
+    EXPECT_TRUE(state.q == first.q);
+    EXPECT_FALSE(first.q == whole.q);
+    o.epochs = 3;
+    const MfParams rest = TrainMf(by_user, Stars(), o, &state);
+    EXPECT_EQ(state.epochs_done, 7);
+    EXPECT_TRUE(rest.q == whole.q) << threads << " threads";
+  }
+  // Another factor count: a fresh training of 3 passes, and the state now
+  // holds that one.
+  MfTrainState state;
+  o.epochs = 4;
+  TrainMf(by_user, Stars(), o, &state);
+  o.factors = 10;
+  o.epochs = 3;
+  const MfParams fresh = TrainMf(by_user, Stars(), o);
+  EXPECT_TRUE(TrainMf(by_user, Stars(), o, &state).q == fresh.q);
+  EXPECT_EQ(state.epochs_done, 3);
+  EXPECT_EQ(state.p.cols(), 10);
+}
+
 // Held-out ratings predicted from folded-in factors beat the global mean
 // on data with planted taste groups, and training longer helps.
 TEST(TrainMf, FoldedInFactorsPredictHeldOutRatings) {
