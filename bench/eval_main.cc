@@ -595,6 +595,9 @@ int Run(int argc, char** argv) {
         if (!a.quiet && st.valid_ndcg >= -0.5) {
           std::fprintf(stderr, "rated RBM epoch %3d  valid ndcg %.4f\n",
                        st.epoch, st.valid_ndcg);
+        } else if (!a.quiet && member == FactorisationMember(a.o)) {
+          std::fprintf(stderr, "matrix factorisation epoch %3d  train %.4f\n",
+                       st.epoch, st.train_rmse);
         } else if (!a.quiet) {
           std::fprintf(stderr,
                        "member %d epoch %3d  T=%d  lr=%.4f  train %.4f  valid "

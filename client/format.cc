@@ -509,7 +509,7 @@ absl::string_view TrainStateName(v1::TrainProgress::State state) {
 }
 
 namespace {
-constexpr const char* kEpochRowFormat = "%-6s %9s  %10s  %10s  %8s  %8s\n";
+constexpr const char* kEpochRowFormat = "%-13s %9s  %10s  %10s  %8s  %8s\n";
 }  // namespace
 
 std::string EpochTableHeader() {

@@ -444,6 +444,44 @@ absl::Status TrainRatedPart(const TrainOptions& options, int threads,
   return absl::OkStatus();
 }
 
+// The matrix factorisation blended into the rating model (FitMfBlend),
+// reporting its passes as model FactorisationMember: when kept, into
+// params->mf, and *mixed_valid_rmse gets the blend's validation RMSE.
+// Cancelled when progress returns false; OK (no factorisation) when
+// options.mf_factors is 0 or the blend is not kept.
+absl::Status FitFactorisation(const TrainOptions& options, int threads,
+                              const FitParts& parts,
+                              const SparseRatings& by_user,
+                              const std::vector<double>& valid_means,
+                              const FitProgressFn& progress,
+                              ModelParams* params, double* mixed_valid_rmse) {
+  if (options.mf_factors <= 0) return absl::OkStatus();
+  MfOptions mo;
+  mo.factors = options.mf_factors;
+  mo.epochs = options.mf_epochs;
+  mo.lambda = options.mf_lambda;
+  mo.seed = options.seed + 0x3f1;
+  mo.threads = threads;
+  if (progress) {
+    mo.progress = [&](int epoch, double train_rmse) {
+      EpochStats st;
+      st.epoch = epoch;
+      st.train_rmse = train_rmse;
+      st.valid_rmse = NAN;
+      return progress(FactorisationMember(options), st);
+    };
+  }
+  MfBlendFit fit = FitMfBlend(parts.train, parts.valid, by_user, valid_means,
+                              params->scale, mo);
+  if (fit.cancelled) return absl::CancelledError("training cancelled");
+  if (!fit.mf.empty()) {
+    params->mf = std::move(fit.mf);
+    params->summary.mf_seconds = fit.seconds;
+    *mixed_valid_rmse = fit.valid_rmse;
+  }
+  return absl::OkStatus();
+}
+
 // The model's training summary from the rating RBMs' figures; the
 // validation RMSE is that of what is served: the U/I mix when there is one
 // (mixed_valid_rmse >= 0), else the mean over the RBMs.
@@ -552,25 +590,17 @@ absl::StatusOr<Model> FitModel(FitData* data, const TrainOptions& requested,
                       options.predict, &pool, &probs);
     valid_means = Means(probs, params.scale);
   }
-  if (options.mf_factors > 0) {
-    MfOptions mo;
-    mo.factors = options.mf_factors;
-    mo.epochs = options.mf_epochs;
-    mo.lambda = options.mf_lambda;
-    mo.seed = options.seed + 0x3f1;
-    mo.threads = threads;
-    MfBlendFit fit = FitMfBlend(parts.train, parts.valid, by_user, valid_means,
-                                params.scale, mo);
-    if (!fit.mf.empty()) {
-      params.mf = std::move(fit.mf);
-      params.summary.mf_seconds = fit.seconds;
-      mixed_valid_rmse = fit.valid_rmse;
-    }
+  if (absl::Status s =
+          FitFactorisation(options, threads, parts, by_user, valid_means,
+                           progress, &params, &mixed_valid_rmse);
+      !s.ok()) {
+    return fail(s);
   }
   const int rated_f = RatedHiddenUnits(options, by_user.rows, by_user.cols);
   if (rated_f > 0) {
-    if (absl::Status s = TrainRatedPart(options, threads, rated_f, n_models,
-                                        parts, progress, &params);
+    if (absl::Status s =
+            TrainRatedPart(options, threads, rated_f, RatedMember(options),
+                           parts, progress, &params);
         !s.ok()) {
       return fail(s);
     }

@@ -24,12 +24,22 @@ absl::StatusOr<Dataset> DatasetFromRaw(const std::vector<RawRating>& rows,
                                        const RatingScale& scale,
                                        std::string_view name);
 
-// Progress of FitModel: which RBM (0..ensemble-1 the user-based members,
-// `ensemble` the item-based one, ensemble + item_based the rated RBM, whose
-// stats carry valid_ndcg and no RMSEs) and its epoch stats. With two or more
-// threads the item-based RBM trains beside the user-based ones, so calls
-// come from two threads, but never at the same time.
+// Progress of FitModel: which model (0..ensemble-1 the user-based members,
+// `ensemble` the item-based one, RatedMember the rated RBM, whose stats
+// carry valid_ndcg and no RMSEs, FactorisationMember the matrix
+// factorisation, whose stats carry the train RMSE of its SGD pass and NaN
+// valid_rmse, its passes numbered on through its continuation on all the
+// ratings) and its epoch stats. The factorisation trains after the rating
+// RBMs and before the rated RBM. With two or more threads the item-based
+// RBM trains beside the user-based ones, so calls come from two threads,
+// but never at the same time.
 using FitProgressFn = std::function<bool(int member, const EpochStats&)>;
+inline int RatedMember(const TrainOptions& options) {
+  return options.ensemble + (options.item_based ? 1 : 0);
+}
+inline int FactorisationMember(const TrainOptions& options) {
+  return RatedMember(options) + 1;
+}
 
 // Trains options.ensemble user-based RBMs (member e uses seed
 // options.seed + e) and, when options.item_based, the item-based RBM, all on

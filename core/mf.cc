@@ -48,11 +48,11 @@ inline float Dot(const float* a, const float* b, int n) {
 
 // One AdaGrad SGD step of rating r on p and, when `q_moves`, q:
 // e = r - p.q; each side's gradient g = -e * other + lambda * self; the
-// side moves by lr / sqrt(G) * g and G grows by mean(g^2).
+// side moves by lr / sqrt(G) * g and G grows by mean(g^2). Returns e.
 // (q_out: where q's new values go, q itself; unused without q_moves.)
 template <bool q_moves>
-inline void Step(float r, float lambda, float lr, int n, float* p, float* gp,
-                 const float* q, float* q_out, float* gq) {
+inline float Step(float r, float lambda, float lr, int n, float* p, float* gp,
+                  const float* q, float* q_out, float* gq) {
   const float e = r - Dot(p, q, n);
   const float step_p = lr / std::sqrt(*gp);
   const float step_q = q_moves ? lr / std::sqrt(*gq) : 0.0f;
@@ -92,6 +92,7 @@ inline void Step(float r, float lambda, float lr, int n, float* p, float* gp,
             ((sq[2] + sq[6]) + (sq[3] + sq[7])) + tq) *
            inv_n;
   }
+  return e;
 }
 
 // The factor every user starts from (training and fold-in alike).
@@ -106,6 +107,78 @@ void Shuffle(std::vector<T>* v, Rng* rng) {
   for (size_t i = v->size(); i > 1; --i) {
     std::swap((*v)[i - 1], (*v)[static_cast<size_t>(rng->Below(i))]);
   }
+}
+
+// TrainMf's grid: item blocks are contiguous item ranges with about equal
+// ratings (each user's row is sorted by item, so a block is one slice of
+// the row; cut[u * (kBlocks + 1) + b] is where user u's slice of item
+// block b starts); user blocks are the users in a seeded order (`order`),
+// cut in kBlocks parts at user_lo.
+struct Grid {
+  std::vector<int64_t> cut;
+  std::vector<int32_t> order;
+  std::vector<size_t> user_lo;
+};
+
+Grid MakeGrid(const SparseRatings& by_user, const std::vector<int64_t>& count,
+              uint64_t seed) {
+  const int32_t users = by_user.rows, items = by_user.cols;
+  std::vector<int32_t> item_lo(kBlocks + 1, items);
+  item_lo[0] = 0;
+  {
+    int64_t seen = 0;
+    int b = 1;
+    for (int32_t i = 0; i < items && b < kBlocks; ++i) {
+      seen += count[static_cast<size_t>(i)];
+      while (b < kBlocks && seen * kBlocks >= by_user.nnz() * b) {
+        item_lo[static_cast<size_t>(b++)] = i + 1;
+      }
+    }
+  }
+  Grid g;
+  g.cut.resize(static_cast<size_t>(users) * (kBlocks + 1));
+  for (int32_t u = 0; u < users; ++u) {
+    const int32_t* row = by_user.col.data() + by_user.offsets[u];
+    const int32_t* end = by_user.col.data() + by_user.offsets[u + 1];
+    for (int b = 0; b <= kBlocks; ++b) {
+      g.cut[static_cast<size_t>(u) * (kBlocks + 1) + b] =
+          by_user.offsets[u] +
+          (std::lower_bound(row, end, item_lo[static_cast<size_t>(b)]) - row);
+    }
+  }
+  g.order.resize(static_cast<size_t>(users));
+  for (int32_t u = 0; u < users; ++u) g.order[static_cast<size_t>(u)] = u;
+  Rng rng(StreamSeed(seed, kBlockStream));
+  Shuffle(&g.order, &rng);
+  g.user_lo.resize(kBlocks + 1);
+  for (int b = 0; b <= kBlocks; ++b) {
+    g.user_lo[static_cast<size_t>(b)] =
+        static_cast<size_t>(static_cast<int64_t>(users) * b / kBlocks);
+  }
+  return g;
+}
+
+// A training's start: every user at StartFactor, the item factors drawn
+// from the seed, both accumulators at 1, no passes run.
+void StartState(const MfOptions& options, int32_t users, int32_t items,
+                MfTrainState* s) {
+  const int n = options.factors;
+  s->p.resize(users, n);
+  std::vector<float> start(static_cast<size_t>(n));
+  StartFactor(options.seed, n, start.data());
+  for (int32_t u = 0; u < users; ++u) {
+    std::copy(start.begin(), start.end(), s->p.row(u).data());
+  }
+  s->q.resize(items, n);
+  Rng rng(StreamSeed(options.seed, kItemStream));
+  const float scale = std::sqrt(1.0f / static_cast<float>(n));
+  for (int32_t i = 0; i < items; ++i) {
+    for (int j = 0; j < n; ++j) s->q(i, j) = rng.Uniform() * scale;
+  }
+  s->gp.assign(static_cast<size_t>(users), 1.0f);
+  s->gq.assign(static_cast<size_t>(items), 1.0f);
+  s->epochs_done = 0;
+  s->stopped = false;
 }
 
 }  // namespace
@@ -126,83 +199,35 @@ MfParams TrainMf(const SparseRatings& by_user, const RatingScale& scale,
   for (int k = 0; k < scale.K(); ++k) {
     value[static_cast<size_t>(k)] = static_cast<float>(scale.Value(k));
   }
-  // Item blocks: contiguous item ranges with about equal ratings (each
-  // user's row is sorted by item, so a block is one slice of the row).
   std::vector<int64_t> count(static_cast<size_t>(items), 0);
   for (const int32_t i : by_user.col) ++count[static_cast<size_t>(i)];
   mf.trained.assign(static_cast<size_t>(items), 0);
   for (int32_t i = 0; i < items; ++i) {
     mf.trained[static_cast<size_t>(i)] = count[static_cast<size_t>(i)] > 0;
   }
-  std::vector<int32_t> item_lo(kBlocks + 1, items);
-  item_lo[0] = 0;
-  {
-    int64_t seen = 0;
-    int b = 1;
-    for (int32_t i = 0; i < items && b < kBlocks; ++i) {
-      seen += count[static_cast<size_t>(i)];
-      while (b < kBlocks && seen * kBlocks >= by_user.nnz() * b) {
-        item_lo[static_cast<size_t>(b++)] = i + 1;
-      }
-    }
-  }
-  // Each user's row cut at the item blocks' bounds.
-  std::vector<int64_t> cut(static_cast<size_t>(users) * (kBlocks + 1));
-  for (int32_t u = 0; u < users; ++u) {
-    const int32_t* row = by_user.col.data() + by_user.offsets[u];
-    const int32_t* end = by_user.col.data() + by_user.offsets[u + 1];
-    for (int b = 0; b <= kBlocks; ++b) {
-      cut[static_cast<size_t>(u) * (kBlocks + 1) + b] =
-          by_user.offsets[u] +
-          (std::lower_bound(row, end, item_lo[static_cast<size_t>(b)]) - row);
-    }
-  }
-  // User blocks: the users in a seeded order, cut in kBlocks parts.
-  std::vector<int32_t> order(static_cast<size_t>(users));
-  for (int32_t u = 0; u < users; ++u) order[static_cast<size_t>(u)] = u;
-  {
-    Rng rng(StreamSeed(options.seed, kBlockStream));
-    Shuffle(&order, &rng);
-  }
-  std::vector<size_t> user_lo(kBlocks + 1);
-  for (int b = 0; b <= kBlocks; ++b) {
-    user_lo[static_cast<size_t>(b)] =
-        static_cast<size_t>(static_cast<int64_t>(users) * b / kBlocks);
-  }
+  const Grid grid = MakeGrid(by_user, count, options.seed);
+  const std::vector<int64_t>& cut = grid.cut;
+  const std::vector<int32_t>& order = grid.order;
+  const std::vector<size_t>& user_lo = grid.user_lo;
 
   const bool warm = state != nullptr && state->epochs_done > 0 &&
                     state->p.rows() == users && state->p.cols() == n &&
                     state->q.rows() == items && state->q.cols() == n;
-  RowMatrixXf p;
-  std::vector<float> gp, gq;
-  int first_epoch = 0;
-  if (warm) {
-    p = std::move(state->p);
-    mf.q = std::move(state->q);
-    gp = std::move(state->gp);
-    gq = std::move(state->gq);
-    first_epoch = state->epochs_done;
-  } else {
-    p.resize(users, n);
-    std::vector<float> start(static_cast<size_t>(n));
-    StartFactor(options.seed, n, start.data());
-    for (int32_t u = 0; u < users; ++u) {
-      std::copy(start.begin(), start.end(), p.row(u).data());
-    }
-    mf.q.resize(items, n);
-    Rng rng(StreamSeed(options.seed, kItemStream));
-    const float s = std::sqrt(1.0f / static_cast<float>(n));
-    for (int32_t i = 0; i < items; ++i) {
-      for (int j = 0; j < n; ++j) mf.q(i, j) = rng.Uniform() * s;
-    }
-    gp.assign(static_cast<size_t>(users), 1.0f);
-    gq.assign(static_cast<size_t>(items), 1.0f);
-  }
+  MfTrainState fresh;
+  if (!warm) StartState(options, users, items, &fresh);
+  MfTrainState& from = warm ? *state : fresh;
+  RowMatrixXf p = std::move(from.p);
+  mf.q = std::move(from.q);
+  std::vector<float> gp = std::move(from.gp), gq = std::move(from.gq);
+  const int first_epoch = from.epochs_done;
   const float lambda = options.lambda, lr = options.learning_rate;
 
   // Block (user block ub, item block ib): each user of ub in order, the
-  // user's ratings of ib's items in item order.
+  // user's ratings of ib's items in item order; its squared errors summed
+  // into block_se (one slot per block, added up in a fixed order).
+  std::vector<double> block_se(kBlocks * kBlocks);
   auto run_block = [&](int ub, int ib) {
+    double se = 0;
     for (size_t x = user_lo[static_cast<size_t>(ub)];
          x < user_lo[static_cast<size_t>(ub) + 1]; ++x) {
       const int32_t u = order[x];
@@ -212,14 +237,19 @@ MfParams TrainMf(const SparseRatings& by_user, const RatingScale& scale,
       for (int64_t j = cut[c]; j < cut[c + 1]; ++j) {
         const int32_t i = by_user.col[static_cast<size_t>(j)];
         float* qi = mf.q.row(i).data();
-        Step<true>(value[by_user.k[static_cast<size_t>(j)]], lambda, lr, n, pu,
-                   g, qi, qi, &gq[static_cast<size_t>(i)]);
+        const float e =
+            Step<true>(value[by_user.k[static_cast<size_t>(j)]], lambda, lr, n,
+                       pu, g, qi, qi, &gq[static_cast<size_t>(i)]);
+        se += static_cast<double>(e) * e;
       }
     }
+    block_se[static_cast<size_t>(ub * kBlocks + ib)] = se;
   };
   ThreadPool pool(std::max(1, std::min(options.threads, kBlocks)));
   std::vector<int> strata(kBlocks), pairing(kBlocks);
   const int last_epoch = first_epoch + options.epochs;
+  int epochs_done = first_epoch;
+  bool stopped = false;
   for (int epoch = first_epoch; epoch < last_epoch; ++epoch) {
     Rng rng(
         StreamSeed(options.seed, kEpochStream, static_cast<uint64_t>(epoch)));
@@ -236,13 +266,24 @@ MfParams TrainMf(const SparseRatings& by_user, const RatingScale& scale,
         }
       });
     }
+    epochs_done = epoch + 1;
+    if (options.progress) {
+      double se = 0;
+      for (const double x : block_se) se += x;
+      if (!options.progress(epochs_done, std::sqrt(se / static_cast<double>(
+                                                            by_user.nnz())))) {
+        stopped = true;
+        break;
+      }
+    }
   }
   if (state != nullptr) {
     state->p = std::move(p);
     state->q = mf.q;
     state->gp = std::move(gp);
     state->gq = std::move(gq);
-    state->epochs_done = last_epoch;
+    state->epochs_done = epochs_done;
+    state->stopped = stopped;
   }
   return mf;
 }
@@ -283,7 +324,8 @@ MfBlendFit FitMfBlend(const SparseRatings& train_part,
   const auto start = std::chrono::steady_clock::now();
   MfTrainState state;
   MfParams mf = TrainMf(train_part, scale, options, &state);
-  if (mf.empty()) return out;
+  if (state.stopped) out.cancelled = true;
+  if (mf.empty() || out.cancelled) return out;
   // The factorisation's prediction of every validation rating (NaN for an
   // item it has no factor for).
   std::vector<double> f(static_cast<size_t>(valid.nnz()), NAN);
@@ -329,7 +371,8 @@ MfBlendFit FitMfBlend(const SparseRatings& train_part,
   MfOptions refit = options;
   refit.epochs = std::max(1, options.epochs / kMfRefitDivisor);
   mf = TrainMf(all, scale, refit, &state);
-  if (mf.empty()) return out;
+  if (state.stopped) out.cancelled = true;
+  if (mf.empty() || out.cancelled) return out;
   mf.intercept = static_cast<float>(c[0]);
   mf.rbm_weight = static_cast<float>(c[1]);
   mf.mf_weight = static_cast<float>(c[2]);

@@ -22,6 +22,7 @@
 // the RBM's distribution to that mean (TiltToMean).
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "core/rating_scale.h"
@@ -42,6 +43,11 @@ struct MfOptions {
   int fold_epochs = 30;
   uint64_t seed = 1;
   int threads = 1;
+  // Optional: called after every pass with its number (counted on from a
+  // continued state's passes, from 1) and the RMSE of the pass's errors
+  // (each rating's before its step); returning false stops the training
+  // there (MfTrainState::stopped).
+  std::function<bool(int epoch, double train_rmse)> progress;
 };
 
 // What a served model keeps of the factorisation (ModelParams::mf).
@@ -78,6 +84,7 @@ struct MfTrainState {
   RowMatrixXf p, q;
   std::vector<float> gp, gq;
   int epochs_done = 0;
+  bool stopped = false;  // MfOptions::progress returned false
 };
 
 // Trains item factors on `by_user` (rows users, cols items, rows sorted by
@@ -119,9 +126,12 @@ int64_t FoldInUser(const MfParams& mf, const RatingScale& scale,
 // (train_part and valid merged) for options.epochs / kMfRefitDivisor more
 // passes (at least one), and the blend's weights apply to that one. Not kept
 // (mf empty): options.factors <= 0, no validation ratings, or no gain.
+// options.progress sees the passes of both trainings, numbered on across
+// them; when it returns false the fit stops there (cancelled, mf empty).
 inline constexpr int kMfRefitDivisor = 3;
 struct MfBlendFit {
   MfParams mf;
+  bool cancelled = false;  // options.progress returned false (mf empty)
   double valid_rmse = -1;  // the blend's, of the first factorisation
   double seconds = 0;      // both trainings and the fit
 };

@@ -20,6 +20,7 @@
 #include "absl/strings/str_join.h"
 #include "core/error_reason.h"
 #include "core/fit.h"
+#include "core/mf.h"
 #include "core/model_file.h"
 #include "server/log.h"
 #include "server/memory.h"
@@ -156,6 +157,7 @@ class EpochCounter {
         epochs_of_(static_cast<size_t>(n_rbms_), 0) {}
 
   std::string RbmName(int member) const {
+    if (member == FactorisationMember(options_)) return "factorisation";
     if (member >= n_rbms_) return "rated";
     if (member >= options_.ensemble) return "item";
     return member == 0 ? "user" : absl::StrCat("user ", member + 1);
@@ -173,7 +175,11 @@ class EpochCounter {
     p.set_state(v1::TrainProgress::RUNNING);
     p.set_rbm(RbmName(member));
     const int max_epochs =
-        member >= n_rbms_ ? options_.rated_max_epochs : options_.max_epochs;
+        member == FactorisationMember(options_)
+            ? options_.mf_epochs +
+                  std::max(1, options_.mf_epochs / kMfRefitDivisor)
+        : member >= n_rbms_ ? options_.rated_max_epochs
+                            : options_.max_epochs;
     p.set_epoch(std::min(st.epoch, max_epochs));
     p.set_max_epochs(max_epochs);
     p.set_train_rmse(std::isfinite(st.train_rmse) ? st.train_rmse : 0);

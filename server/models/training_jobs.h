@@ -14,7 +14,8 @@
 // caller's job (the service validates requests).
 //
 // Progress messages (the TrainProgress contract of proto/rbmrec.proto):
-// QUEUED first; RUNNING after every epoch of every RBM (`rbm` names it;
+// QUEUED first; RUNNING after every epoch of every RBM and of the matrix
+// factorisation (`rbm` names it;
 // validation_rmse 0 when validation is disabled); one terminal message with
 // `rbm` empty: SUCCEEDED (epoch = the largest epoch count of the model's
 // RBMs, validation_rmse of the published model or 0 without validation,

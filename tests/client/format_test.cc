@@ -399,20 +399,30 @@ TEST(TrainFormatTest, EpochRowsLineUpWithHeader) {
   p.set_elapsed_seconds(12);
   p.set_eta_seconds(150);
   p.set_rbm("user");
-  EXPECT_EQ(EpochTableHeader(),
-            "rbm        epoch  train RMSE  valid RMSE   elapsed       ETA\n");
-  EXPECT_EQ(FormatEpochRow(p),
-            "user        3/40      0.9123      0.9456       12s     2m30s\n");
+  EXPECT_EQ(
+      EpochTableHeader(),
+      "rbm               epoch  train RMSE  valid RMSE   elapsed       ETA\n");
+  EXPECT_EQ(
+      FormatEpochRow(p),
+      "user               3/40      0.9123      0.9456       12s     2m30s\n");
   p.set_validation_rmse(0);
   p.set_eta_seconds(0);
   p.set_rbm("item");
-  EXPECT_EQ(FormatEpochRow(p),
-            "item        3/40      0.9123           -       12s         -\n");
+  EXPECT_EQ(
+      FormatEpochRow(p),
+      "item               3/40      0.9123           -       12s         -\n");
   p.set_rbm("rated");
   p.set_train_rmse(0);
   p.set_validation_ndcg(0.51234);
-  EXPECT_EQ(FormatEpochRow(p),
-            "rated       3/40      0.0000  nDCG 0.512       12s         -\n");
+  EXPECT_EQ(
+      FormatEpochRow(p),
+      "rated              3/40      0.0000  nDCG 0.512       12s         -\n");
+  p.set_rbm("factorisation");
+  p.set_train_rmse(0.8123);
+  p.set_validation_ndcg(0);
+  EXPECT_EQ(
+      FormatEpochRow(p),
+      "factorisation      3/40      0.8123           -       12s         -\n");
 }
 
 TEST(TrainFormatTest, Result) {

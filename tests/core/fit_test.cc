@@ -139,19 +139,31 @@ TEST(FitModel, ProgressNumbersTheRbmsAndTheSummaryAddsUp) {
   bool rated_ok = true;
   absl::StatusOr<Model> m =
       FitModel(s.train, o, [&](int member, const EpochStats& st) {
-        epochs[member] = st.epoch;
         if (member == 3) {
+          EXPECT_EQ(RatedMember(o), 3);
           rated_ok = rated_ok && std::isnan(st.train_rmse) &&
                      std::isnan(st.valid_rmse) && st.valid_ndcg >= -1;
+        } else if (member == 4) {
+          // The factorisation: its passes numbered on, each one's train
+          // RMSE, no validation figures; before the rated RBM.
+          EXPECT_EQ(FactorisationMember(o), 4);
+          EXPECT_EQ(st.epoch, epochs.count(4) ? epochs[4] + 1 : 1);
+          EXPECT_EQ(epochs.count(3), 0u);
+          EXPECT_TRUE(st.train_rmse > 0 && st.train_rmse < 4) << st.train_rmse;
+          EXPECT_TRUE(std::isnan(st.valid_rmse));
+          EXPECT_EQ(st.valid_ndcg, -1);
         } else {
           rated_ok = rated_ok && st.valid_ndcg == -1;
         }
+        epochs[member] = st.epoch;
         return true;
       });
   ASSERT_TRUE(m.ok()) << m.status();
-  ASSERT_EQ(epochs.size(), 4u);
+  ASSERT_EQ(epochs.size(), 5u);
   EXPECT_EQ(epochs.begin()->first, 0);
-  EXPECT_EQ(epochs.rbegin()->first, 3);
+  EXPECT_EQ(epochs.rbegin()->first, 4);
+  // 30 passes, and 10 more on all ratings when the blend is kept.
+  EXPECT_EQ(epochs[4], m->HasMf() ? 40 : 30);
   EXPECT_TRUE(rated_ok);
   EXPECT_EQ(m->summary().epochs_run, epochs[0] + epochs[1] + epochs[2]);
   EXPECT_EQ(m->summary().rated_epochs, epochs[3]);
@@ -162,7 +174,9 @@ TEST(FitModel, ProgressNumbersTheRbmsAndTheSummaryAddsUp) {
 
 TEST(FitModel, ProgressReturningFalseCancels) {
   auto s = testing_data::PlantedRatings(40, 16, 2, 0.4, 8);
-  for (int stop_at : {0, 1, 2}) {  // a user-based, the item-based, the rated
+  // A user-based RBM, the item-based one, the rated one, the
+  // factorisation.
+  for (int stop_at : {0, 1, 2, 3}) {
     TrainOptions o = SmallOptions();
     absl::StatusOr<Model> m = FitModel(
         s.train, o,

@@ -75,6 +75,44 @@ TEST(TrainMf, ContinuesFromItsState) {
   EXPECT_EQ(state.p.cols(), 10);
 }
 
+// progress sees every pass, numbered on through a continuation, with the
+// RMSE of its errors; returning false stops there, with the factors of
+// that pass.
+TEST(TrainMf, ReportsEveryPassAndStopsWhenAsked) {
+  const auto s = testing_data::PlantedRatings(90, 40, 3, 0.4, 17);
+  const SparseRatings by_user = TrainByUser(s);
+  MfOptions o;
+  o.factors = 8;
+  o.epochs = 6;
+  std::vector<std::pair<int, double>> seen;
+  o.progress = [&](int epoch, double rmse) {
+    seen.emplace_back(epoch, rmse);
+    return true;
+  };
+  MfTrainState state;
+  TrainMf(by_user, Stars(), o, &state);
+  o.epochs = 2;
+  TrainMf(by_user, Stars(), o, &state);
+  ASSERT_EQ(seen.size(), 8u);
+  for (size_t e = 0; e < seen.size(); ++e) {
+    EXPECT_EQ(seen[e].first, static_cast<int>(e) + 1);
+    EXPECT_TRUE(seen[e].second > 0 && seen[e].second < 4) << seen[e].second;
+  }
+  EXPECT_LT(seen.back().second, 0.9 * seen.front().second);
+  EXPECT_FALSE(state.stopped);
+
+  o.epochs = 3;
+  o.progress = nullptr;
+  const MfParams three = TrainMf(by_user, Stars(), o);
+  o.epochs = 10;
+  o.progress = [](int epoch, double) { return epoch < 3; };
+  MfTrainState stopped;
+  const MfParams cut = TrainMf(by_user, Stars(), o, &stopped);
+  EXPECT_TRUE(stopped.stopped);
+  EXPECT_EQ(stopped.epochs_done, 3);
+  EXPECT_TRUE(cut.q == three.q);
+}
+
 // Held-out ratings predicted from folded-in factors beat the global mean
 // on data with planted taste groups, and training longer helps.
 TEST(TrainMf, FoldedInFactorsPredictHeldOutRatings) {

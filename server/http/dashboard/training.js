@@ -44,7 +44,8 @@ function statusText() {
   if (!p) return job.running ? 'starting...' : 'no job followed in this tab yet';
   const parts = [p.state];
   if (p.state === 'RUNNING') {
-    parts.push(`${p.rbm} RBM epoch ${p.epoch} of ${p.maxEpochs}`);
+    const model = p.rbm === 'factorisation' ? 'matrix factorisation' : `${p.rbm} RBM`;
+    parts.push(`${model} epoch ${p.epoch} of ${p.maxEpochs}`);
     if (p.trainRmse > 0) parts.push(`train RMSE ${num(p.trainRmse, 4)}`);
     if (p.validationRmse > 0) parts.push(`validation RMSE ${num(p.validationRmse, 4)}`);
     if (p.etaSeconds > 0) parts.push(`about ${num(p.etaSeconds, 0)} s left`);

@@ -124,7 +124,7 @@ TEST_F(TrainingJobsTest, ProgressFollowsTheProto) {
   const std::vector<v1::TrainProgress> p = TrainSync(req);
   ASSERT_GE(p.size(), 3u);
   EXPECT_EQ(p.front().state(), v1::TrainProgress::QUEUED);
-  int rated = 0;
+  int rated = 0, factorisation = 0;
   for (const v1::TrainProgress& m : p) {
     EXPECT_LE(m.epoch(), m.max_epochs()) << m.ShortDebugString();
     if (m.rbm() == "rated") {
@@ -134,13 +134,29 @@ TEST_F(TrainingJobsTest, ProgressFollowsTheProto) {
       EXPECT_EQ(m.train_rmse(), 0);
       continue;
     }
+    if (m.rbm() == "factorisation") {
+      // After the rating RBMs, before the rated one: its passes numbered
+      // on (1, 2, ...) over both trainings (30 + 10 at most), the train
+      // RMSE of each pass and no validation RMSE.
+      EXPECT_EQ(rated, 0) << "factorisation after the rated RBM";
+      EXPECT_EQ(m.epoch(), ++factorisation);
+      EXPECT_EQ(m.max_epochs(), 40);
+      EXPECT_GT(m.train_rmse(), 0);
+      EXPECT_LT(m.train_rmse(), 4);
+      EXPECT_EQ(m.validation_rmse(), 0);
+      continue;
+    }
     EXPECT_EQ(m.max_epochs(), 200);
     if (m.state() == v1::TrainProgress::RUNNING) {
       EXPECT_TRUE(m.rbm() == "user" || m.rbm() == "item") << m.rbm();
       EXPECT_EQ(rated, 0) << "user/item after the rated RBM";
+      EXPECT_EQ(factorisation, 0) << "user/item after the factorisation";
     }
   }
   EXPECT_GT(rated, 0);
+  // 30 passes on the training part, and 10 more on all ratings when the
+  // blend is kept.
+  EXPECT_TRUE(factorisation == 30 || factorisation == 40) << factorisation;
   const v1::TrainProgress& done = p.back();
   ASSERT_EQ(done.state(), v1::TrainProgress::SUCCEEDED) << done.message();
   EXPECT_EQ(done.rbm(), "");

@@ -343,23 +343,31 @@ TEST_F(ServiceTest, TrainStreamsProgressAndPublishes) {
   EXPECT_GT(models->models(0).validation_rmse(), 0);
   EXPECT_GT(models->models(0).epochs(), 0);
   // Every epoch message names its RBM (user and item train side by side,
-  // the rated RBM last); the final one carries the published model's
-  // figures.
-  int user = 0, item = 0, rated = 0;
+  // then the factorisation, the rated RBM last); the final one carries the
+  // published model's figures.
+  int user = 0, item = 0, factorisation = 0, rated = 0;
   for (const v1::TrainProgress& m : p) {
     if (m.state() != v1::TrainProgress::RUNNING) {
       EXPECT_EQ(m.rbm(), "");
       continue;
     }
-    EXPECT_TRUE(m.rbm() == "user" || m.rbm() == "item" || m.rbm() == "rated")
+    EXPECT_TRUE(m.rbm() == "user" || m.rbm() == "item" ||
+                m.rbm() == "factorisation" || m.rbm() == "rated")
         << m.rbm();
-    (m.rbm() == "user" ? user : m.rbm() == "item" ? item : rated)++;
+    (m.rbm() == "user"            ? user
+     : m.rbm() == "item"          ? item
+     : m.rbm() == "factorisation" ? factorisation
+                                  : rated)++;
     if (m.rbm() != "rated") {
       EXPECT_EQ(rated, 0) << "rated RBM not last";
+    }
+    if (m.rbm() == "user" || m.rbm() == "item") {
+      EXPECT_EQ(factorisation, 0) << "factorisation before an RBM";
     }
   }
   EXPECT_GT(user, 0);
   EXPECT_GT(item, 0);
+  EXPECT_GT(factorisation, 0);
   EXPECT_GT(rated, 0);
   EXPECT_NEAR(last.validation_rmse(), models->models(0).validation_rmse(),
               1e-6);
