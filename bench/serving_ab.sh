@@ -18,7 +18,12 @@
 #   by default, or an ML-1M directory (ratings.dat). Each server imports the
 #   ratings into its own temporary database and trains with its defaults
 #   (same seed).
-# Env: DURATION=5 (seconds per load run), CONCURRENCY=16, REPEAT=5.
+# Env: DURATION=5 (seconds per load run), CONCURRENCY=16, REPEAT=5,
+#   WRITES=1 (during every Predict and Recommend load, a writer re-rates
+#   one item of one extra user through `rbmrec import` every 0.1 s, so the
+#   online updater publishes a new model snapshot every few hundred ms and
+#   the servers' per-snapshot user caches are rebuilt as they would be
+#   under a stream of writes).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 old_bin=${1:?usage: bench/serving_ab.sh OLD_BIN_DIR [NEW_BIN_DIR] [ML100K_DIR]}
@@ -79,11 +84,31 @@ start() {
 start old "$old_bin"
 start new "$new_bin"
 
+# writer PORT: with WRITES=1, re-rates item 1 of user 999999 every 0.1 s
+# (the ratings file's own format) until killed.
+writer() {
+  local i=0 sep=$'\t' file=$tmp/write.data
+  case $ratings in *.dat) sep='::' file=$tmp/write.dat ;; esac
+  while :; do
+    printf '999999%s1%s%d%s0\n' "$sep" "$sep" $((i % 5 + 1)) "$sep" >"$file"
+    "$new_bin/rbmrec" --server "127.0.0.1:$1" import "$file" >/dev/null 2>&1
+    i=$((i + 1))
+    sleep 0.1
+  done
+}
 run() {  # run NAME OUT [loadgen flags]
-  local name=$1 out=$2
+  local name=$1 out=$2 wpid=""
   shift 2
+  if [ "${WRITES:-0}" = 1 ] && [[ " $* " != *" health=1 "* ]]; then
+    writer "${port[$name]}" &
+    wpid=$!
+  fi
   "$new_bin/rbmrec-loadgen" --server "127.0.0.1:${port[$name]}" \
     --concurrency "$conc" --duration "$duration" --warmup 1 --json "$@" >"$out"
+  if [ -n "$wpid" ]; then
+    kill "$wpid" 2>/dev/null
+    wait "$wpid" 2>/dev/null || true
+  fi
 }
 declare -A pq hq rp rqs
 for k in old new; do pq[$k]="" hq[$k]="" rp[$k]="" rqs[$k]=""; done

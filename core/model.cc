@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "core/kernels.h"
 
@@ -60,6 +61,48 @@ void Model::ItemHistogram(int32_t i, float* out) const {
   }
 }
 
+namespace {
+
+// FNV-1a's step over 8-byte words (then the tail's bytes), continuing
+// from h: ~1 ns a word, so a model's item factors hash in well under the
+// time of building the model.
+uint64_t Fnv1a(uint64_t h, const void* data, size_t n) {
+  const unsigned char* b = static_cast<const unsigned char*>(data);
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t word;
+    std::memcpy(&word, b + i, 8);
+    h ^= word;
+    h *= 0x100000001b3ULL;
+  }
+  for (; i < n; ++i) {
+    h ^= b[i];
+    h *= 0x100000001b3ULL;
+  }
+  return h;
+}
+
+// Model::MfFingerprint: everything FoldInUser reads besides the ratings.
+uint64_t Fingerprint(const MfParams& mf, const RatingScale& scale) {
+  uint64_t h = 0xcbf29ce484222325ULL;
+  const int32_t ints[2] = {mf.factors, mf.fold_epochs};
+  const float floats[2] = {mf.lambda, mf.learning_rate};
+  h = Fnv1a(h, ints, sizeof(ints));
+  h = Fnv1a(h, floats, sizeof(floats));
+  h = Fnv1a(h, &mf.seed, sizeof(mf.seed));
+  for (int k = 0; k < scale.K(); ++k) {
+    const double value = scale.Value(k);
+    h = Fnv1a(h, &value, sizeof(value));
+  }
+  const int64_t rows = mf.q.rows();
+  h = Fnv1a(h, &rows, sizeof(rows));
+  h = Fnv1a(h, mf.q.data(), static_cast<size_t>(mf.q.size()) * sizeof(float));
+  h = Fnv1a(h, mf.trained.data(), mf.trained.size());
+  return h == 0 ? 1 : h;
+}
+
+}  // namespace
+
 Model::Model(ModelParams params, ExpTables tables)
     : p_(std::move(params)), exp_tables_(tables != ExpTables::kNone) {
   RefreshItemHidden();
@@ -77,6 +120,7 @@ Model::Model(ModelParams params, ExpTables tables)
     RefreshExp(static_cast<int>(e), 0, p_.members[e].W.rows());
   }
   RefreshExp(-1, 0, p_.item_rbm.W.rows());
+  if (HasMf()) mf_fingerprint_ = Fingerprint(p_.mf, p_.scale);
 }
 
 void Model::RefreshExp(int e, int64_t from, int64_t to) {
@@ -200,15 +244,21 @@ void ItemRbmDistribution(const Model& m, int32_t user, int32_t item,
 
 }  // namespace
 
-void Model::MemberInputs(const VisibleSet& v, std::vector<float>* x) const {
+void Model::MemberInputs(const VisibleSet& v, std::vector<float>* x,
+                         const float* mf_part) const {
   const size_t total = MfInputOffset();
-  x->resize(total + (HasMf() ? static_cast<size_t>(p_.mf.factors) + 1 : 0));
+  x->resize(total + MfInputSize());
   float* at = x->data();
   for (const RbmParams& p : p_.members) {
     HiddenInput(p, v, at);
     at += p.F;
   }
-  if (HasMf()) MfInput(v, x->data() + total);
+  if (!HasMf()) return;
+  if (mf_part != nullptr) {
+    std::copy(mf_part, mf_part + MfInputSize(), x->data() + total);
+  } else {
+    MfInput(v, x->data() + total);
+  }
 }
 
 void Model::MfInput(const VisibleSet& v, float* out) const {

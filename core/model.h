@@ -285,7 +285,24 @@ class Model {
   // factor (FoldInUser, mf.factors floats) and 1 when it used a rating (0:
   // the start alone, not blended): the part of Predict that depends on the
   // user's ratings alone, for callers that keep it per user.
-  void MemberInputs(const VisibleSet& v, std::vector<float>* x) const;
+  // `mf_part` (optional): the factorisation's part (MfInputSize() floats)
+  // copied from it instead of folded in again (~30 passes over the
+  // ratings). REQUIRES it is that part of MemberInputs(v) of a model with
+  // the same MfFingerprint() (e.g. the snapshot before an online update)
+  // and the same ratings (items and values of v).
+  void MemberInputs(const VisibleSet& v, std::vector<float>* x,
+                    const float* mf_part = nullptr) const;
+  // The floats of the factorisation's part of MemberInputs (factors + 1;
+  // 0 without one).
+  size_t MfInputSize() const {
+    return HasMf() ? static_cast<size_t>(p_.mf.factors) + 1 : 0;
+  }
+  // Equal for two models whose factorisations fold the same ratings (model
+  // indices and values) in to the same factor: a hash of the item factors,
+  // their trained flags, the fold-in's settings and the rating scale,
+  // computed when the model is built (copies keep it; online updates do not
+  // change the factorisation). 0 without a factorisation.
+  uint64_t MfFingerprint() const { return mf_fingerprint_; }
   // Predict with member_x = MemberInputs(v) computed beforehand and the
   // buffers in `scratch`: bit for bit Predict's result, without allocations
   // once the scratch has grown.
@@ -358,6 +375,7 @@ class Model {
   LowRankRows rated_low_rank_;          // see rated_low_rank()
   // False: no exp tables at all (ExpTables::kNone).
   bool exp_tables_ = true;
+  uint64_t mf_fingerprint_ = 0;
   std::vector<ExpWeights> member_exp_;  // see member_exp()
   ExpWeights item_rbm_exp_;             // see item_rbm_exp()
   // ItemExpInput(i): item_ex_.row(i), item_hi_[i] and item_hi_sum_[i].

@@ -190,6 +190,9 @@ absl::StatusOr<UserView> ReadCaches::Resolve(
   UserView view;
   const bool cacheable = !user_id.empty() && ratings.empty();
   uint64_t gen = 0;
+  // The user's entry of an older snapshot (online updates replace it every
+  // few hundred ms): its factorisation part may be reused below.
+  std::shared_ptr<const ResolvedRatings> stale;
   if (!user_id.empty()) {
     view.model_user = model.users().Find(user_id);
     view.folded_in = view.model_user < 0;
@@ -201,6 +204,7 @@ absl::StatusOr<UserView> ReadCaches::Resolve(
         view.resolved = *hit;
         return view;
       }
+      if (hit != nullptr) stale = *hit;
       gen = ratings_gen_;
     }
   }
@@ -265,7 +269,18 @@ absl::StatusOr<UserView> ReadCaches::Resolve(
     absl::Status s = AddViews(model, user_id, resolved.get());
     if (!s.ok()) return s;
   }
-  model.MemberInputs(resolved->visible(), &resolved->member_x);
+  // The fold-in depends on the factorisation and the ratings alone.
+  const size_t mf_size = model.MfInputSize();
+  const bool reuse_mf = stale != nullptr && mf_size > 0 &&
+                        stale->mf_fingerprint == model.MfFingerprint() &&
+                        stale->member_x.size() >= mf_size &&
+                        stale->ratings.items == resolved->ratings.items &&
+                        stale->ratings.ks == resolved->ratings.ks;
+  model.MemberInputs(
+      resolved->visible(), &resolved->member_x,
+      reuse_mf ? stale->member_x.data() + stale->member_x.size() - mf_size
+               : nullptr);
+  resolved->mf_fingerprint = model.MfFingerprint();
   view.resolved = std::move(resolved);
   if (cacheable) {
     absl::MutexLock lock(&mu_);

@@ -67,6 +67,10 @@ struct ResolvedRatings {
   // model->MemberInputs(ratings): the user-based RBMs' hidden inputs, kept
   // with the ratings so a cached user costs no fold-in per request.
   std::vector<float> member_x;
+  // model->MfFingerprint(): a newer snapshot with the same one (an online
+  // update's) reuses member_x's factorisation part for the same ratings
+  // instead of folding the user in again.
+  uint64_t mf_fingerprint = 0;
 };
 
 // The user of a PredictRatings / Recommend request in one model's indices.

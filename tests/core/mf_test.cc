@@ -253,6 +253,59 @@ TEST(TiltToMean, LeavesWhatItCannotTilt) {
 // FitModel keeps the factorisation when the blend lowers the validation
 // RMSE by the documented 0.1%, and then the summary's validation RMSE is
 // the blend's.
+// A model of three items with a 4-factor factorisation and nothing else.
+ModelParams FactorisationOnly() {
+  ModelParams params;
+  params.scale = *RatingScale::Create(1, 5, 1);
+  for (const char* id : {"a", "b", "c"}) params.items.GetOrAdd(id);
+  MfParams& mf = params.mf;
+  mf.factors = 4;
+  mf.fold_epochs = 5;
+  mf.lambda = 0.05f;
+  mf.learning_rate = 0.1f;
+  mf.seed = 1;
+  mf.q.resize(3, 4);
+  for (Eigen::Index i = 0; i < mf.q.size(); ++i) {
+    mf.q.data()[i] = 0.1f * static_cast<float>(i % 7);
+  }
+  mf.trained.assign(3, 1);
+  return params;
+}
+
+// MfFingerprint tells factorisations that fold in alike apart (a copy of
+// the model keeps it, other factors or settings change it), and
+// MemberInputs takes a given factorisation part instead of folding in.
+TEST(Model, MfFingerprintAndAGivenFactorisationPart) {
+  const Model m(FactorisationOnly());
+  ASSERT_TRUE(m.HasMf());
+  ASSERT_EQ(m.MfInputSize(), 5u);
+  EXPECT_NE(m.MfFingerprint(), 0u);
+  EXPECT_EQ(Model(m).MfFingerprint(), m.MfFingerprint());
+  EXPECT_EQ(Model(FactorisationOnly()).MfFingerprint(), m.MfFingerprint());
+  ModelParams other_q = FactorisationOnly();
+  other_q.mf.q(2, 3) += 1e-3f;
+  EXPECT_NE(Model(std::move(other_q)).MfFingerprint(), m.MfFingerprint());
+  ModelParams other_passes = FactorisationOnly();
+  other_passes.mf.fold_epochs = 6;
+  EXPECT_NE(Model(std::move(other_passes)).MfFingerprint(), m.MfFingerprint());
+  ModelParams none = FactorisationOnly();
+  none.mf = MfParams();
+  const Model without(std::move(none));
+  EXPECT_EQ(without.MfFingerprint(), 0u);
+  EXPECT_EQ(without.MfInputSize(), 0u);
+
+  const UserRatings user{{0, 2}, {3, 1}};
+  std::vector<float> fresh, given;
+  m.MemberInputs(user.view(), &fresh);
+  ASSERT_EQ(fresh.size(), 5u);
+  EXPECT_EQ(fresh[4], 1.0f);  // the fold-in used a rating
+  const std::vector<float> part = {0.5f, -0.25f, 0.125f, 2.0f, 1.0f};
+  m.MemberInputs(user.view(), &given, part.data());
+  EXPECT_EQ(given, part);
+  m.MemberInputs(user.view(), &given, fresh.data());
+  EXPECT_EQ(given, fresh);
+}
+
 TEST(FitModelMf, KeptWhenTheBlendLowersTheValidationRmse) {
   const auto s = testing_data::PlantedRatings(300, 80, 4, 0.4, 9);
   TrainOptions o = testing_data::SmallTrainOptions();

@@ -133,6 +133,60 @@ TEST_F(ReadCachesTest, HiddenInputsFollowWritesAndModels) {
             absl::StatusCode::kNotFound);
 }
 
+// The factorisation's fold-in (MemberInputs' last part) carries over to a
+// newer snapshot with the same factorisation (an online update's copy) for
+// the same ratings, and is computed again after a write or for another
+// factorisation: the cached inputs are always the snapshot's own.
+TEST_F(ReadCachesTest, FoldInCarriesOverToASnapshotWithTheSameFactorisation) {
+  auto with_mf = [](float shift) {
+    ModelParams params;
+    params.scale = *RatingScale::Create(1, 5, 1);
+    for (const char* id : {"a", "b", "c"}) params.items.GetOrAdd(id);
+    params.mf.factors = 3;
+    params.mf.fold_epochs = 4;
+    params.mf.lambda = 0.05f;
+    params.mf.learning_rate = 0.1f;
+    params.mf.seed = 5;
+    params.mf.q = RowMatrixXf::Constant(3, 3, 0.2f);
+    params.mf.q(1, 2) += shift;
+    params.mf.trained.assign(3, 1);
+    return std::make_shared<const Model>(std::move(params));
+  };
+  auto fresh = [](const std::shared_ptr<const Model>& m, const UserView& v) {
+    std::vector<float> x;
+    m->MemberInputs(v.ratings(), &x);
+    return x;
+  };
+  const std::shared_ptr<const Model> m1 = with_mf(0.3f);
+  absl::StatusOr<UserView> v1 = caches_->Resolve(m1, "ann", none_);
+  ASSERT_TRUE(v1.ok()) << v1.status();
+  ASSERT_EQ(v1->resolved->member_x.size(), 4u);
+  EXPECT_EQ(v1->resolved->member_x, fresh(m1, *v1));
+  EXPECT_EQ(v1->resolved->mf_fingerprint, m1->MfFingerprint());
+  // An online update's snapshot: a copy, the same factorisation.
+  const auto m2 = std::make_shared<const Model>(*m1);
+  absl::StatusOr<UserView> v2 = caches_->Resolve(m2, "ann", none_);
+  ASSERT_TRUE(v2.ok());
+  EXPECT_NE(v2->resolved, v1->resolved);
+  EXPECT_EQ(v2->resolved->member_x, fresh(m2, *v2));
+  // Another factorisation: folded in against its own factors.
+  const std::shared_ptr<const Model> m3 = with_mf(-0.3f);
+  absl::StatusOr<UserView> v3 = caches_->Resolve(m3, "ann", none_);
+  ASSERT_TRUE(v3.ok());
+  EXPECT_EQ(v3->resolved->member_x, fresh(m3, *v3));
+  EXPECT_NE(v3->resolved->member_x, v2->resolved->member_x);
+  // A write, then a newer snapshot of the same factorisation: the new
+  // ratings' fold-in, not the cached one.
+  ASSERT_TRUE(store_->UpsertRatings({{"ann", "c", 5, 0}}).ok());
+  caches_->InvalidateUsers({"ann"});
+  const auto m4 = std::make_shared<const Model>(*m3);
+  absl::StatusOr<UserView> v4 = caches_->Resolve(m4, "ann", none_);
+  ASSERT_TRUE(v4.ok());
+  ASSERT_EQ(v4->resolved->ratings.items.size(), 3u);
+  EXPECT_EQ(v4->resolved->member_x, fresh(m4, *v4));
+  EXPECT_NE(v4->resolved->member_x, v3->resolved->member_x);
+}
+
 TEST_F(ReadCachesTest, TitlesFollowInvalidation) {
   ASSERT_TRUE(store_->PutItems({{"a", "Alpha", "", {}, false}}).ok());
   EXPECT_EQ(caches_->Titles({"a", "zz"}),
