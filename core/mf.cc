@@ -368,8 +368,12 @@ MfBlendFit FitMfBlend(const SparseRatings& train_part,
     sse_blend += (blend - r) * (blend - r);
   }
   if (!(sse_blend < 0.999 * 0.999 * sse_rbm)) return out;
+  // (`all` of another shape than train_part cannot continue the state:
+  // TrainMf starts afresh, so it gets every pass.)
   MfOptions refit = options;
-  refit.epochs = std::max(1, options.epochs / kMfRefitDivisor);
+  if (all.rows == train_part.rows && all.cols == train_part.cols) {
+    refit.epochs = std::max(1, options.epochs / kMfRefitDivisor);
+  }
   mf = TrainMf(all, scale, refit, &state);
   if (state.stopped) out.cancelled = true;
   if (mf.empty() || out.cancelled) return out;
