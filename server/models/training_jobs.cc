@@ -189,9 +189,22 @@ class EpochCounter {
       p.set_validation_ndcg(st.valid_ndcg);
     }
     p.set_elapsed_seconds(elapsed);
-    if (done_epochs > 0 && done_epochs < total_epochs_) {
+    if (member >= n_rbms_) {
+      // The factorisation and the rated RBM train after the rating RBMs,
+      // one after the other: the time left of this one's epoch limit at
+      // its own pace, timed from the previous message.
+      if (member != phase_member_) {
+        phase_member_ = member;
+        phase_begin_ = last_elapsed_;
+      }
+      if (st.epoch > 0 && st.epoch < max_epochs) {
+        p.set_eta_seconds((elapsed - phase_begin_) / st.epoch *
+                          (max_epochs - st.epoch));
+      }
+    } else if (done_epochs > 0 && done_epochs < total_epochs_) {
       p.set_eta_seconds(elapsed / done_epochs * (total_epochs_ - done_epochs));
     }
+    last_elapsed_ = elapsed;
     return p;
   }
 
@@ -225,6 +238,9 @@ class EpochCounter {
   const int n_rbms_;
   const int total_epochs_;
   std::vector<int> epochs_of_;
+  int phase_member_ = -1;    // the model after the rating RBMs now training
+  double phase_begin_ = 0;   // elapsed seconds when it started
+  double last_elapsed_ = 0;  // of the previous message
 };
 
 }  // namespace

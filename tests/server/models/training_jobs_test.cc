@@ -144,6 +144,12 @@ TEST_F(TrainingJobsTest, ProgressFollowsTheProto) {
       EXPECT_GT(m.train_rmse(), 0);
       EXPECT_LT(m.train_rmse(), 4);
       EXPECT_EQ(m.validation_rmse(), 0);
+      // Its own time left: none after its last pass (the rating RBMs'
+      // early stops leave their own epoch count short of its limit).
+      EXPECT_GE(m.eta_seconds(), 0);
+      if (m.epoch() == m.max_epochs()) {
+        EXPECT_EQ(m.eta_seconds(), 0);
+      }
       continue;
     }
     EXPECT_EQ(m.max_epochs(), 200);
