@@ -372,7 +372,7 @@ MfBlendFit FitMfBlend(const SparseRatings& train_part,
   // TrainMf starts afresh, so it gets every pass.)
   MfOptions refit = options;
   if (all.rows == train_part.rows && all.cols == train_part.cols) {
-    refit.epochs = std::max(1, options.epochs / kMfRefitDivisor);
+    refit.epochs = MfRefitEpochs(options.epochs);
   }
   mf = TrainMf(all, scale, refit, &state);
   if (state.stopped) out.cancelled = true;

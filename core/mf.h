@@ -21,6 +21,7 @@
 // rbm_weight, mf_weight, fitted on validation data by FitModel) and tilts
 // the RBM's distribution to that mean (TiltToMean).
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <vector>
@@ -129,6 +130,12 @@ int64_t FoldInUser(const MfParams& mf, const RatingScale& scale,
 // options.progress sees the passes of both trainings, numbered on across
 // them; when it returns false the fit stops there (cancelled, mf empty).
 inline constexpr int kMfRefitDivisor = 3;
+// The refit's passes for options.epochs (a third, at least one), and all
+// of FitMfBlend's passes (the most its progress numbers).
+inline int MfRefitEpochs(int epochs) {
+  return std::max(1, epochs / kMfRefitDivisor);
+}
+inline int MfBlendEpochs(int epochs) { return epochs + MfRefitEpochs(epochs); }
 struct MfBlendFit {
   MfParams mf;
   bool cancelled = false;  // options.progress returned false (mf empty)

@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 
+#include "core/fnv.h"
 #include "core/kernels.h"
 
 namespace rbmrec {
@@ -63,41 +63,21 @@ void Model::ItemHistogram(int32_t i, float* out) const {
 
 namespace {
 
-// FNV-1a's step over 8-byte words (then the tail's bytes), continuing
-// from h: ~1 ns a word, so a model's item factors hash in well under the
-// time of building the model.
-uint64_t Fnv1a(uint64_t h, const void* data, size_t n) {
-  const unsigned char* b = static_cast<const unsigned char*>(data);
-  size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    uint64_t word;
-    std::memcpy(&word, b + i, 8);
-    h ^= word;
-    h *= 0x100000001b3ULL;
-  }
-  for (; i < n; ++i) {
-    h ^= b[i];
-    h *= 0x100000001b3ULL;
-  }
-  return h;
-}
-
 // Model::MfFingerprint: everything FoldInUser reads besides the ratings.
 uint64_t Fingerprint(const MfParams& mf, const RatingScale& scale) {
-  uint64_t h = 0xcbf29ce484222325ULL;
   const int32_t ints[2] = {mf.factors, mf.fold_epochs};
   const float floats[2] = {mf.lambda, mf.learning_rate};
-  h = Fnv1a(h, ints, sizeof(ints));
-  h = Fnv1a(h, floats, sizeof(floats));
-  h = Fnv1a(h, &mf.seed, sizeof(mf.seed));
+  uint64_t h = Fnv1a64(ints, sizeof(ints));
+  h = Fnv1a64(floats, sizeof(floats), h);
+  h = Fnv1a64(&mf.seed, sizeof(mf.seed), h);
   for (int k = 0; k < scale.K(); ++k) {
     const double value = scale.Value(k);
-    h = Fnv1a(h, &value, sizeof(value));
+    h = Fnv1a64(&value, sizeof(value), h);
   }
   const int64_t rows = mf.q.rows();
-  h = Fnv1a(h, &rows, sizeof(rows));
-  h = Fnv1a(h, mf.q.data(), static_cast<size_t>(mf.q.size()) * sizeof(float));
-  h = Fnv1a(h, mf.trained.data(), mf.trained.size());
+  h = Fnv1a64(&rows, sizeof(rows), h);
+  h = Fnv1a64(mf.q.data(), static_cast<size_t>(mf.q.size()) * sizeof(float), h);
+  h = Fnv1a64(mf.trained.data(), mf.trained.size(), h);
   return h == 0 ? 1 : h;
 }
 

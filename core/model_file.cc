@@ -11,21 +11,13 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "core/fnv.h"
 
 namespace rbmrec {
 namespace {
 
 constexpr char kMagic[8] = {'R', 'B', 'M', 'R', 'E', 'C', 'M', '\x1a'};
 constexpr size_t kHeaderSize = 24;
-
-uint64_t Fnv1a64(const char* data, size_t n) {
-  uint64_t h = 0xcbf29ce484222325ULL;
-  for (size_t i = 0; i < n; ++i) {
-    h ^= static_cast<unsigned char>(data[i]);
-    h *= 0x100000001b3ULL;
-  }
-  return h;
-}
 
 class Writer {
  public:

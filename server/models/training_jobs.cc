@@ -174,12 +174,10 @@ class EpochCounter {
     v1::TrainProgress p;
     p.set_state(v1::TrainProgress::RUNNING);
     p.set_rbm(RbmName(member));
-    const int max_epochs =
-        member == FactorisationMember(options_)
-            ? options_.mf_epochs +
-                  std::max(1, options_.mf_epochs / kMfRefitDivisor)
-        : member >= n_rbms_ ? options_.rated_max_epochs
-                            : options_.max_epochs;
+    const int max_epochs = member == FactorisationMember(options_)
+                               ? MfBlendEpochs(options_.mf_epochs)
+                           : member >= n_rbms_ ? options_.rated_max_epochs
+                                               : options_.max_epochs;
     p.set_epoch(std::min(st.epoch, max_epochs));
     p.set_max_epochs(max_epochs);
     p.set_train_rmse(std::isfinite(st.train_rmse) ? st.train_rmse : 0);

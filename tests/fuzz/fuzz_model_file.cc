@@ -22,6 +22,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/fnv.h"
 #include "core/model.h"
 #include "core/model_file.h"
 
@@ -37,15 +38,6 @@ void Check(bool ok, const char* what) {
   }
 }
 
-uint64_t Fnv1a64(const char* data, size_t n) {
-  uint64_t h = 0xcbf29ce484222325ULL;
-  for (size_t i = 0; i < n; ++i) {
-    h ^= static_cast<unsigned char>(data[i]);
-    h *= 0x100000001b3ULL;
-  }
-  return h;
-}
-
 // The bytes with a valid magic, payload length and checksum (the format
 // version and the payload are left as they are). Empty when too short.
 std::string Repaired(std::string_view bytes) {
@@ -54,7 +46,7 @@ std::string Repaired(std::string_view bytes) {
   std::memcpy(out.data(), kMagic, sizeof(kMagic));
   const uint64_t length = out.size() - kHeaderSize - sizeof(uint64_t);
   std::memcpy(out.data() + 16, &length, sizeof(length));  // little-endian host
-  const uint64_t sum = Fnv1a64(out.data(), kHeaderSize + length);
+  const uint64_t sum = rbmrec::Fnv1a64(out.data(), kHeaderSize + length);
   std::memcpy(out.data() + kHeaderSize + length, &sum, sizeof(sum));
   return out;
 }
