@@ -541,14 +541,14 @@ inline void MatVecRowsHalf(const uint16_t* w, int64_t rows, int F,
 // n * 127 within int32 less |out|'s largest entry.
 inline void AddRowsInt8(const int8_t* w, int64_t cols, const int32_t* rows,
                         int64_t n, int32_t* out) {
-  constexpr int64_t kRows = 8;     // 8 x 127 fits in int16
-  constexpr int64_t kAhead = 512;  // bytes of each row fetched ahead
+  constexpr int64_t kRows = 8;  // 8 x 127 fits in int16
   const int8_t* r[kRows];
   for (int64_t x = 0; x < n; x += kRows) {
     const int64_t take = std::min(kRows, n - x);
     for (int64_t y = 0; y < take; ++y) r[y] = w + int64_t{rows[x + y]} * cols;
     int64_t c = 0;
 #ifdef RBMREC_AVX2
+    constexpr int64_t kAhead = 512;  // bytes of each row fetched ahead
     // The next rows' first bytes, fetched while these are summed.
     for (int64_t y = x + kRows; y < std::min(n, x + 2 * kRows); ++y) {
       const char* next =

@@ -7,6 +7,7 @@
 #include <limits>
 #include <utility>
 
+#include "core/kernels.h"
 #include "core/rng.h"
 #include "core/thread_pool.h"
 
@@ -46,51 +47,83 @@ inline float Dot(const float* a, const float* b, int n) {
          ((lane[2] + lane[6]) + (lane[3] + lane[7])) + tail;
 }
 
+// p . q, p . p and q . q over n floats in one pass: with AVX2 each in four
+// chains of eight lanes (summed in a fixed order), else one sum each.
+struct Dots3 {
+  float pq, pp, qq;
+};
+inline Dots3 ThreeDots(const float* p, const float* q, int n) {
+  int i = 0;
+  Dots3 d{0, 0, 0};
+#ifdef RBMREC_AVX2
+  __m256 pq[4], pp[4], qq[4];
+  for (int c = 0; c < 4; ++c) {
+    pq[c] = _mm256_setzero_ps();
+    pp[c] = _mm256_setzero_ps();
+    qq[c] = _mm256_setzero_ps();
+  }
+  for (; i + 32 <= n; i += 32) {
+    for (int c = 0; c < 4; ++c) {
+      const __m256 pc = _mm256_loadu_ps(p + i + 8 * c);
+      const __m256 qc = _mm256_loadu_ps(q + i + 8 * c);
+      pq[c] = _mm256_fmadd_ps(pc, qc, pq[c]);
+      pp[c] = _mm256_fmadd_ps(pc, pc, pp[c]);
+      qq[c] = _mm256_fmadd_ps(qc, qc, qq[c]);
+    }
+  }
+  for (; i + 8 <= n; i += 8) {
+    const __m256 pc = _mm256_loadu_ps(p + i), qc = _mm256_loadu_ps(q + i);
+    pq[0] = _mm256_fmadd_ps(pc, qc, pq[0]);
+    pp[0] = _mm256_fmadd_ps(pc, pc, pp[0]);
+    qq[0] = _mm256_fmadd_ps(qc, qc, qq[0]);
+  }
+  auto sum4 = [](const __m256* v) {
+    return kernels::HorizontalSum(
+        _mm256_add_ps(_mm256_add_ps(v[0], v[2]), _mm256_add_ps(v[1], v[3])));
+  };
+  d.pq = sum4(pq);
+  d.pp = sum4(pp);
+  d.qq = sum4(qq);
+#endif
+  for (; i < n; ++i) {
+    d.pq += p[i] * q[i];
+    d.pp += p[i] * p[i];
+    d.qq += q[i] * q[i];
+  }
+  return d;
+}
+
 // One AdaGrad SGD step of rating r on p and, when `q_moves`, q:
 // e = r - p.q; each side's gradient g = -e * other + lambda * self; the
 // side moves by lr / sqrt(G) * g and G grows by mean(g^2). Returns e.
 // (q_out: where q's new values go, q itself; unused without q_moves.)
+// sum(g_p^2) = e^2 q.q - 2 e lambda p.q + lambda^2 p.p (and g_q's the
+// same with p and q swapped) comes from the three dot products of one
+// pass, so the next step's rate does not wait on a second pass's sums:
+// the chain from one step to the next (dot, rate, update) is ~1.5x
+// shorter than with the squares summed in the update.
 template <bool q_moves>
 inline float Step(float r, float lambda, float lr, int n, float* p, float* gp,
                   const float* q, float* q_out, float* gq) {
-  const float e = r - Dot(p, q, n);
-  const float step_p = lr / std::sqrt(*gp);
-  const float step_q = q_moves ? lr / std::sqrt(*gq) : 0.0f;
-  float sp[8] = {0, 0, 0, 0, 0, 0, 0, 0}, sq[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  int i = 0;
-  for (; i + 8 <= n; i += 8) {
-    for (int l = 0; l < 8; ++l) {
-      const float pk = p[i + l], qk = q[i + l];
-      const float g_p = -e * qk + lambda * pk;
-      sp[l] += g_p * g_p;
-      p[i + l] = pk - step_p * g_p;
-      if (q_moves) {
-        const float g_q = -e * pk + lambda * qk;
-        sq[l] += g_q * g_q;
-        q_out[i + l] = qk - step_q * g_q;
-      }
-    }
-  }
-  float tp = 0, tq = 0;
-  for (; i < n; ++i) {
-    const float pk = p[i], qk = q[i];
-    const float g_p = -e * qk + lambda * pk;
-    tp += g_p * g_p;
-    p[i] = pk - step_p * g_p;
-    if (q_moves) {
-      const float g_q = -e * pk + lambda * qk;
-      tq += g_q * g_q;
-      q_out[i] = qk - step_q * g_q;
-    }
-  }
+  const Dots3 d = ThreeDots(p, q, n);
+  const float e = r - d.pq;
   const float inv_n = 1.0f / static_cast<float>(n);
-  *gp += (((sp[0] + sp[4]) + (sp[1] + sp[5])) +
-          ((sp[2] + sp[6]) + (sp[3] + sp[7])) + tp) *
-         inv_n;
+  const float cross = 2.0f * e * lambda * d.pq;
+  const float step_p = lr / std::sqrt(*gp);
+  const float keep_p = 1.0f - step_p * lambda, move_p = step_p * e;
+  *gp += std::max(0.0f, e * e * d.qq - cross + lambda * lambda * d.pp) * inv_n;
   if (q_moves) {
-    *gq += (((sq[0] + sq[4]) + (sq[1] + sq[5])) +
-            ((sq[2] + sq[6]) + (sq[3] + sq[7])) + tq) *
-           inv_n;
+    const float step_q = lr / std::sqrt(*gq);
+    const float keep_q = 1.0f - step_q * lambda, move_q = step_q * e;
+    *gq +=
+        std::max(0.0f, e * e * d.pp - cross + lambda * lambda * d.qq) * inv_n;
+    for (int i = 0; i < n; ++i) {
+      const float pk = p[i], qk = q[i];
+      p[i] = keep_p * pk + move_p * qk;
+      q_out[i] = keep_q * qk + move_q * pk;
+    }
+  } else {
+    for (int i = 0; i < n; ++i) p[i] = keep_p * p[i] + move_p * q[i];
   }
   return e;
 }

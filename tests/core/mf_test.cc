@@ -194,6 +194,47 @@ TEST(FoldInUser, DependsOnTheSetOfRatingsOnly) {
   for (const float x : e1) EXPECT_TRUE(std::isfinite(x));
 }
 
+// The fold-in's steps are LIBMF's AdaGrad update (docs/model.md): with one
+// rating, whose order cannot matter, the factor after each pass equals a
+// textbook computation of g = -e q + lambda p, p -= lr / sqrt(G) g,
+// G += mean(g^2), from the start every user has. Widths with a 32-lane
+// body, an 8-lane part and a scalar tail.
+TEST(FoldInUser, OneRatingFollowsTheAdaGradStep) {
+  auto s = testing_data::PlantedRatings(60, 30, 2, 0.5, 5);
+  for (const int n : {8, 45, 128}) {
+    MfOptions o;
+    o.factors = n;
+    o.epochs = 2;
+    MfParams mf = TrainMf(s.train.ByUser(), Stars(), o);
+    ASSERT_FALSE(mf.empty());
+    const int32_t item = 7;
+    const uint8_t k = 4;  // 5 stars
+    std::vector<float> start(static_cast<size_t>(n));
+    ASSERT_EQ(FoldInUser(mf, Stars(), {nullptr, nullptr, 0}, start.data()), 0);
+    std::vector<double> p(start.begin(), start.end());
+    double G = 1;
+    for (int passes = 1; passes <= 6; ++passes) {
+      double e = 5;
+      for (int j = 0; j < n; ++j) e -= p[j] * mf.q(item, j);
+      double sum_g2 = 0;
+      const double step = mf.learning_rate / std::sqrt(G);
+      for (int j = 0; j < n; ++j) {
+        const double g = -e * mf.q(item, j) + mf.lambda * p[j];
+        sum_g2 += g * g;
+        p[j] -= step * g;
+      }
+      G += sum_g2 / n;
+      mf.fold_epochs = passes;
+      std::vector<float> got(static_cast<size_t>(n));
+      ASSERT_EQ(FoldInUser(mf, Stars(), {&item, &k, 1}, got.data()), 1);
+      for (int j = 0; j < n; ++j) {
+        EXPECT_NEAR(got[static_cast<size_t>(j)], p[j], 1e-5)
+            << "width " << n << ", pass " << passes << ", factor " << j;
+      }
+    }
+  }
+}
+
 double Mean(const float* p) {
   double m = 0;
   for (int k = 0; k < 5; ++k) m += p[k] * static_cast<double>(k + 1);
