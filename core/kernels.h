@@ -588,6 +588,78 @@ inline void AddRowsInt8(const int8_t* w, int64_t cols, const int32_t* rows,
   }
 }
 
+// a . b over n floats: with AVX2 in four chains of eight lanes (summed in
+// a fixed order), else one sum. (The factorisation's score, core/mf.cc.)
+inline float Dot(const float* a, const float* b, int n) {
+  int i = 0;
+  float sum = 0;
+#ifdef RBMREC_AVX2
+  __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(),
+                   _mm256_setzero_ps(), _mm256_setzero_ps()};
+  for (; i + 32 <= n; i += 32) {
+    for (int c = 0; c < 4; ++c) {
+      acc[c] = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8 * c),
+                               _mm256_loadu_ps(b + i + 8 * c), acc[c]);
+    }
+  }
+  for (; i + 8 <= n; i += 8) {
+    acc[0] =
+        _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc[0]);
+  }
+  sum = HorizontalSum(_mm256_add_ps(_mm256_add_ps(acc[0], acc[2]),
+                                    _mm256_add_ps(acc[1], acc[3])));
+#endif
+  for (; i < n; ++i) sum += a[i] * b[i];
+  return sum;
+}
+
+// p . q, p . p and q . q over n floats in one pass: with AVX2 each in four
+// chains of eight lanes (summed in a fixed order), else one sum each. (The
+// factorisation's SGD step, core/mf.cc.)
+struct Dots3 {
+  float pq, pp, qq;
+};
+inline Dots3 ThreeDots(const float* p, const float* q, int n) {
+  int i = 0;
+  Dots3 d{0, 0, 0};
+#ifdef RBMREC_AVX2
+  __m256 pq[4], pp[4], qq[4];
+  for (int c = 0; c < 4; ++c) {
+    pq[c] = _mm256_setzero_ps();
+    pp[c] = _mm256_setzero_ps();
+    qq[c] = _mm256_setzero_ps();
+  }
+  for (; i + 32 <= n; i += 32) {
+    for (int c = 0; c < 4; ++c) {
+      const __m256 pc = _mm256_loadu_ps(p + i + 8 * c);
+      const __m256 qc = _mm256_loadu_ps(q + i + 8 * c);
+      pq[c] = _mm256_fmadd_ps(pc, qc, pq[c]);
+      pp[c] = _mm256_fmadd_ps(pc, pc, pp[c]);
+      qq[c] = _mm256_fmadd_ps(qc, qc, qq[c]);
+    }
+  }
+  for (; i + 8 <= n; i += 8) {
+    const __m256 pc = _mm256_loadu_ps(p + i), qc = _mm256_loadu_ps(q + i);
+    pq[0] = _mm256_fmadd_ps(pc, qc, pq[0]);
+    pp[0] = _mm256_fmadd_ps(pc, pc, pp[0]);
+    qq[0] = _mm256_fmadd_ps(qc, qc, qq[0]);
+  }
+  auto sum4 = [](const __m256* v) {
+    return HorizontalSum(
+        _mm256_add_ps(_mm256_add_ps(v[0], v[2]), _mm256_add_ps(v[1], v[3])));
+  };
+  d.pq = sum4(pq);
+  d.pp = sum4(pp);
+  d.qq = sum4(qq);
+#endif
+  for (; i < n; ++i) {
+    d.pq += p[i] * q[i];
+    d.pp += p[i] * p[i];
+    d.qq += q[i] * q[i];
+  }
+  return d;
+}
+
 }  // namespace rbmrec::kernels
 
 #endif  // RBMREC_CORE_KERNELS_H_

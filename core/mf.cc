@@ -26,77 +26,6 @@ constexpr uint64_t kEpochStream = 3;  // an epoch's strata
 constexpr uint64_t kBlockStream = 4;  // the users' order in their blocks
 constexpr uint64_t kFoldStream = 5;   // fold-in's order of the ratings
 
-// a . b over n floats: with AVX2 in four chains of eight lanes (summed in
-// a fixed order), else one sum.
-inline float Dot(const float* a, const float* b, int n) {
-  int i = 0;
-  float sum = 0;
-#ifdef RBMREC_AVX2
-  __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(),
-                   _mm256_setzero_ps(), _mm256_setzero_ps()};
-  for (; i + 32 <= n; i += 32) {
-    for (int c = 0; c < 4; ++c) {
-      acc[c] = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8 * c),
-                               _mm256_loadu_ps(b + i + 8 * c), acc[c]);
-    }
-  }
-  for (; i + 8 <= n; i += 8) {
-    acc[0] =
-        _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc[0]);
-  }
-  sum = kernels::HorizontalSum(_mm256_add_ps(_mm256_add_ps(acc[0], acc[2]),
-                                             _mm256_add_ps(acc[1], acc[3])));
-#endif
-  for (; i < n; ++i) sum += a[i] * b[i];
-  return sum;
-}
-
-// p . q, p . p and q . q over n floats in one pass: with AVX2 each in four
-// chains of eight lanes (summed in a fixed order), else one sum each.
-struct Dots3 {
-  float pq, pp, qq;
-};
-inline Dots3 ThreeDots(const float* p, const float* q, int n) {
-  int i = 0;
-  Dots3 d{0, 0, 0};
-#ifdef RBMREC_AVX2
-  __m256 pq[4], pp[4], qq[4];
-  for (int c = 0; c < 4; ++c) {
-    pq[c] = _mm256_setzero_ps();
-    pp[c] = _mm256_setzero_ps();
-    qq[c] = _mm256_setzero_ps();
-  }
-  for (; i + 32 <= n; i += 32) {
-    for (int c = 0; c < 4; ++c) {
-      const __m256 pc = _mm256_loadu_ps(p + i + 8 * c);
-      const __m256 qc = _mm256_loadu_ps(q + i + 8 * c);
-      pq[c] = _mm256_fmadd_ps(pc, qc, pq[c]);
-      pp[c] = _mm256_fmadd_ps(pc, pc, pp[c]);
-      qq[c] = _mm256_fmadd_ps(qc, qc, qq[c]);
-    }
-  }
-  for (; i + 8 <= n; i += 8) {
-    const __m256 pc = _mm256_loadu_ps(p + i), qc = _mm256_loadu_ps(q + i);
-    pq[0] = _mm256_fmadd_ps(pc, qc, pq[0]);
-    pp[0] = _mm256_fmadd_ps(pc, pc, pp[0]);
-    qq[0] = _mm256_fmadd_ps(qc, qc, qq[0]);
-  }
-  auto sum4 = [](const __m256* v) {
-    return kernels::HorizontalSum(
-        _mm256_add_ps(_mm256_add_ps(v[0], v[2]), _mm256_add_ps(v[1], v[3])));
-  };
-  d.pq = sum4(pq);
-  d.pp = sum4(pp);
-  d.qq = sum4(qq);
-#endif
-  for (; i < n; ++i) {
-    d.pq += p[i] * q[i];
-    d.pp += p[i] * p[i];
-    d.qq += q[i] * q[i];
-  }
-  return d;
-}
-
 // One AdaGrad SGD step of rating r on p and, when `q_moves`, q:
 // e = r - p.q; each side's gradient g = -e * other + lambda * self; the
 // side moves by lr / sqrt(G) * g and G grows by mean(g^2). Returns e.
@@ -109,7 +38,7 @@ inline Dots3 ThreeDots(const float* p, const float* q, int n) {
 template <bool q_moves>
 inline float Step(float r, float lambda, float lr, int n, float* p, float* gp,
                   const float* q, float* q_out, float* gq) {
-  const Dots3 d = ThreeDots(p, q, n);
+  const kernels::Dots3 d = kernels::ThreeDots(p, q, n);
   const float e = r - d.pq;
   const float inv_n = 1.0f / static_cast<float>(n);
   const float cross = 2.0f * e * lambda * d.pq;
@@ -426,7 +355,7 @@ MfBlendFit FitMfBlend(const SparseRatings& train_part,
 }
 
 float MfScore(const MfParams& mf, const float* p, int32_t i) {
-  return Dot(p, mf.q.row(i).data(), mf.factors);
+  return kernels::Dot(p, mf.q.row(i).data(), mf.factors);
 }
 
 void TiltToMean(const RatingScale& scale, double target, float* probs) {
