@@ -3,6 +3,14 @@
 // file). Prints microseconds per call (best of --rounds rounds, each over
 // --users users; thread CPU time) for
 //   predict10_exact / predict10_meanfield  Model::Predict of 10 items
+//   user_inputs                           Model::MemberInputs: the user's
+//                                         hidden inputs and factorisation
+//                                         fold-in, the part of Predict the
+//                                         server caches per user
+//   predict10_cached                      Model::PredictWith of 10 items
+//                                         given those inputs (exact): what
+//                                         a PredictRatings costs the server
+//                                         on a cache hit
 //   all_meanfield                         PredictAll, every item
 //   score_all_meanfield                   ScoreAllMeanField (Recommend's
 //                                         first stage: scores only)
@@ -183,6 +191,22 @@ int Main(int argc, char** argv) {
   const double p10e = TimeUs(users, rounds, predict(10, PredictMethod::kExact));
   const double p10m =
       TimeUs(users, rounds, predict(10, PredictMethod::kMeanField));
+  std::vector<std::vector<float>> inputs(users.size());
+  size_t next_user = 0;
+  const double user_inputs = TimeUs(users, rounds, [&](const User& u) {
+    std::vector<float>& x = inputs[next_user++ % users.size()];
+    model->MemberInputs(u.ratings.view(), &x);
+    sink += x.empty() ? 0 : x[0];
+  });
+  Model::Scratch predict_scratch;
+  next_user = 0;
+  const double p10c = TimeUs(users, rounds, [&](const User& u) {
+    const std::vector<int32_t> q = query(10, u.index);
+    model->PredictWith(
+        u.index, u.ratings.view(), inputs[next_user++ % users.size()].data(), q,
+        PredictMethod::kExact, out.data(), nullptr, &predict_scratch);
+    sink += out[0];
+  });
   const double allm =
       TimeUs(users, rounds, score_all(PredictMethod::kMeanField));
   std::vector<float> rating_values(static_cast<size_t>(K)),
@@ -326,6 +350,7 @@ int Main(int argc, char** argv) {
     std::printf(
         "{\"items\":%d,\"K\":%d,\"hidden\":%d,\"users\":%d,"
         "\"predict10_exact_us\":%.2f,\"predict10_meanfield_us\":%.2f,"
+        "\"user_inputs_us\":%.2f,\"predict10_cached_us\":%.2f,"
         "\"all_meanfield_us\":%.2f,\"score_all_meanfield_us\":%.2f,"
         "\"all_exact_us\":%.2f,"
         "\"rescore50_exact_us\":%.2f,\"urbm_matvec_us\":%.2f,"
@@ -336,14 +361,20 @@ int Main(int argc, char** argv) {
         "\"rank_regression_at_least_us\":%.2f,"
         "\"top10_recall_by_candidates\":{%s}}\n",
         m, K, model->members().empty() ? 0 : model->members()[0].F,
-        static_cast<int>(users.size()), p10e, p10m, allm, scorem, alle, r50,
-        urbm, irbm, rank_expected, rank_rated_at_least, rank_cand500,
-        rank_tenth, rated_probs, regression_us, rank_regression, rec.c_str());
+        static_cast<int>(users.size()), p10e, p10m, user_inputs, p10c, allm,
+        scorem, alle, r50, urbm, irbm, rank_expected, rank_rated_at_least,
+        rank_cand500, rank_tenth, rated_probs, regression_us, rank_regression,
+        rec.c_str());
   } else {
     std::printf("model: %d items, K %d, %zu users timed (best of %d rounds)\n",
                 m, K, users.size(), rounds);
     std::printf("  predict10_exact      %9.2f us\n", p10e);
     std::printf("  predict10_meanfield  %9.2f us\n", p10m);
+    std::printf("  user_inputs          %9.2f us  (in each predict10)\n",
+                user_inputs);
+    std::printf(
+        "  predict10_cached     %9.2f us  (predict10_exact, inputs cached)\n",
+        p10c);
     std::printf("  all_meanfield        %9.2f us\n", allm);
     std::printf("  score_all_meanfield  %9.2f us\n", scorem);
     std::printf("  all_exact            %9.2f us\n", alle);
