@@ -7,6 +7,9 @@
 //                                         hidden inputs and factorisation
 //                                         fold-in, the part of Predict the
 //                                         server caches per user
+//   fold_in                               Model::MfInput: the fold-in alone
+//                                         (in user_inputs; 0 without the
+//                                         factorisation)
 //   predict10_cached                      Model::PredictWith of 10 items
 //                                         given those inputs (exact): what
 //                                         a PredictRatings costs the server
@@ -198,6 +201,14 @@ int Main(int argc, char** argv) {
     model->MemberInputs(u.ratings.view(), &x);
     sink += x.empty() ? 0 : x[0];
   });
+  std::vector<float> mf_x(model->MfInputSize());
+  const double fold_in =
+      model->HasMf() ? TimeUs(users, rounds,
+                              [&](const User& u) {
+                                model->MfInput(u.ratings.view(), mf_x.data());
+                                sink += mf_x[0];
+                              })
+                     : 0;
   Model::Scratch predict_scratch;
   next_user = 0;
   const double p10c = TimeUs(users, rounds, [&](const User& u) {
@@ -350,7 +361,8 @@ int Main(int argc, char** argv) {
     std::printf(
         "{\"items\":%d,\"K\":%d,\"hidden\":%d,\"users\":%d,"
         "\"predict10_exact_us\":%.2f,\"predict10_meanfield_us\":%.2f,"
-        "\"user_inputs_us\":%.2f,\"predict10_cached_us\":%.2f,"
+        "\"user_inputs_us\":%.2f,\"fold_in_us\":%.2f,"
+        "\"predict10_cached_us\":%.2f,"
         "\"all_meanfield_us\":%.2f,\"score_all_meanfield_us\":%.2f,"
         "\"all_exact_us\":%.2f,"
         "\"rescore50_exact_us\":%.2f,\"urbm_matvec_us\":%.2f,"
@@ -361,8 +373,8 @@ int Main(int argc, char** argv) {
         "\"rank_regression_at_least_us\":%.2f,"
         "\"top10_recall_by_candidates\":{%s}}\n",
         m, K, model->members().empty() ? 0 : model->members()[0].F,
-        static_cast<int>(users.size()), p10e, p10m, user_inputs, p10c, allm,
-        scorem, alle, r50, urbm, irbm, rank_expected, rank_rated_at_least,
+        static_cast<int>(users.size()), p10e, p10m, user_inputs, fold_in, p10c,
+        allm, scorem, alle, r50, urbm, irbm, rank_expected, rank_rated_at_least,
         rank_cand500, rank_tenth, rated_probs, regression_us, rank_regression,
         rec.c_str());
   } else {
@@ -372,6 +384,7 @@ int Main(int argc, char** argv) {
     std::printf("  predict10_meanfield  %9.2f us\n", p10m);
     std::printf("  user_inputs          %9.2f us  (in each predict10)\n",
                 user_inputs);
+    std::printf("  fold_in              %9.2f us  (in user_inputs)\n", fold_in);
     std::printf(
         "  predict10_cached     %9.2f us  (predict10_exact, inputs cached)\n",
         p10c);

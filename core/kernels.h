@@ -8,6 +8,7 @@
 // deterministic for a given binary.
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <type_traits>
 
@@ -611,6 +612,88 @@ inline float Dot(const float* a, const float* b, int n) {
 #endif
   for (; i < n; ++i) sum += a[i] * b[i];
   return sum;
+}
+
+// Asks for the n floats at p to be brought into the cache (a hint).
+inline void PrefetchRow(const float* p, int n) {
+#ifdef RBMREC_AVX2
+  const char* b = reinterpret_cast<const char*>(p);
+  for (size_t at = 0; at < static_cast<size_t>(n) * sizeof(float); at += 64) {
+    _mm_prefetch(b + at, _MM_HINT_T0);
+  }
+#else
+  (void)p;
+  (void)n;
+#endif
+}
+
+// sqrt(x) for x >= 0 (correctly rounded, as std::sqrt), without the
+// errno check std::sqrt compiles to.
+inline float SqrtNonNegative(float x) {
+#ifdef RBMREC_AVX2
+  return _mm_cvtss_f32(_mm_sqrt_ss(_mm_set_ss(x)));
+#else
+  return std::sqrt(x);
+#endif
+}
+
+// One pass of the factorisation's fold-in step (core/mf.cc) over n floats:
+// returns p . z and q . z of p as it was (summed as Dot sums: bit for bit
+// Dot(p, z, n) and Dot(q, z, n) before the update) and moves p to
+// keep p + move q (with AVX2 as fma(keep, p, move q)). z == nullptr: the
+// update alone (both products 0).
+struct Dots2 {
+  float pz, qz;
+};
+inline Dots2 DotsThenKeepMove(float* p, const float* q, const float* z,
+                              float keep, float move, int n) {
+  int i = 0;
+  Dots2 d{0, 0};
+#ifdef RBMREC_AVX2
+  const __m256 kv = _mm256_set1_ps(keep), mv = _mm256_set1_ps(move);
+  auto update = [&](int at, __m256 pc, __m256 qc) {
+    _mm256_storeu_ps(p + at, _mm256_fmadd_ps(kv, pc, _mm256_mul_ps(mv, qc)));
+  };
+  if (z == nullptr) {
+    for (; i + 8 <= n; i += 8) {
+      update(i, _mm256_loadu_ps(p + i), _mm256_loadu_ps(q + i));
+    }
+  } else {
+    __m256 pz[4], qz[4];
+    for (int c = 0; c < 4; ++c) pz[c] = qz[c] = _mm256_setzero_ps();
+    for (; i + 32 <= n; i += 32) {
+      for (int c = 0; c < 4; ++c) {
+        const int at = i + 8 * c;
+        const __m256 pc = _mm256_loadu_ps(p + at), qc = _mm256_loadu_ps(q + at),
+                     zc = _mm256_loadu_ps(z + at);
+        pz[c] = _mm256_fmadd_ps(pc, zc, pz[c]);
+        qz[c] = _mm256_fmadd_ps(qc, zc, qz[c]);
+        update(at, pc, qc);
+      }
+    }
+    for (; i + 8 <= n; i += 8) {
+      const __m256 pc = _mm256_loadu_ps(p + i), qc = _mm256_loadu_ps(q + i),
+                   zc = _mm256_loadu_ps(z + i);
+      pz[0] = _mm256_fmadd_ps(pc, zc, pz[0]);
+      qz[0] = _mm256_fmadd_ps(qc, zc, qz[0]);
+      update(i, pc, qc);
+    }
+    auto sum4 = [](const __m256* v) {
+      return HorizontalSum(
+          _mm256_add_ps(_mm256_add_ps(v[0], v[2]), _mm256_add_ps(v[1], v[3])));
+    };
+    d.pz = sum4(pz);
+    d.qz = sum4(qz);
+  }
+#endif
+  for (; i < n; ++i) {
+    if (z != nullptr) {
+      d.pz += p[i] * z[i];
+      d.qz += q[i] * z[i];
+    }
+    p[i] = keep * p[i] + move * q[i];
+  }
+  return d;
 }
 
 // p . q, p . p and q . q over n floats in one pass: with AVX2 each in four

@@ -114,6 +114,7 @@ MfParams TrainMf(const SparseRatings& by_user, const RatingScale& scale,
 // multiply-adds. Returns the number of ratings used: with none, p is the
 // start alone, which says nothing about the user (Model::BlendMf does not
 // blend then). REQUIRES !mf.empty(); every k of v < scale.K().
+// mf.factors > kMaxMfFactors (which no model holds): p all 0, returns 0.
 int64_t FoldInUser(const MfParams& mf, const RatingScale& scale,
                    const VisibleSet& v, float* p);
 

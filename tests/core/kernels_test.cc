@@ -269,5 +269,36 @@ TEST(Kernels, MatVecRowsHalfIsMatVecRowsOverTheHalves) {
 }
 #endif
 
+// The fold-in's step (DotsThenKeepMove): the products are Dot's of the
+// factor before the update, bit for bit, and the factor moves to
+// keep p + move q (to float rounding), the same with or without the
+// products; at widths with a 32-lane body, an 8-lane part and a tail.
+TEST(Kernels, DotsThenKeepMoveIsDotsThenTheUpdate) {
+  Rng rng(11);
+  for (const int n : {3, 8, 45, 128}) {
+    const std::vector<float> p0 = Random(static_cast<size_t>(n), &rng);
+    const std::vector<float> q = Random(static_cast<size_t>(n), &rng);
+    const std::vector<float> z = Random(static_cast<size_t>(n), &rng);
+    const float keep = 0.97f, move = -0.31f;
+    std::vector<float> p = p0;
+    const Dots2 d =
+        DotsThenKeepMove(p.data(), q.data(), z.data(), keep, move, n);
+    EXPECT_EQ(d.pz, kernels::Dot(p0.data(), z.data(), n)) << n;
+    EXPECT_EQ(d.qz, kernels::Dot(q.data(), z.data(), n)) << n;
+    EXPECT_NEAR(d.pz, Dot(p0.data(), z.data(), n, 1), 1e-4 * n) << n;
+    EXPECT_NEAR(d.qz, Dot(q.data(), z.data(), n, 1), 1e-4 * n) << n;
+    for (int i = 0; i < n; ++i) {
+      const double want = static_cast<double>(keep) * p0[i] + move * q[i];
+      EXPECT_NEAR(p[i], want, 1e-6 * (1 + std::abs(want))) << n << " " << i;
+    }
+    std::vector<float> alone = p0;
+    const Dots2 none =
+        DotsThenKeepMove(alone.data(), q.data(), nullptr, keep, move, n);
+    EXPECT_EQ(none.pz, 0.0f);
+    EXPECT_EQ(none.qz, 0.0f);
+    EXPECT_EQ(alone, p) << n;
+  }
+}
+
 }  // namespace
 }  // namespace rbmrec::kernels
