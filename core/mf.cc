@@ -287,11 +287,11 @@ int64_t FoldInUser(const MfParams& mf, const RatingScale& scale,
   // every pass's start), and the next step's p . q' is
   // keep p . q' + move q . q', whose two products need only the factor
   // before this step and come out of the pass that moves it
-  // (DotsThenKeepMove): one pass over the factor a step, not two. With
-  // the row two steps ahead asked for early and the factor in an aligned
-  // copy, a fold-in takes ~0.88x the time of Step's two passes (ML-1M's
-  // users, rbmrec-scoring-bench's fold_in); the model is the same to
-  // float rounding.
+  // (DotsThenKeepMove): one pass over the factor a step, not two, ~4
+  // multiply-adds a factor. With the row two steps ahead asked for early
+  // and the factor in an aligned copy, a fold-in takes ~0.9x the time of
+  // Step's two passes (ML-1M's users, rbmrec-scoring-bench's fold_in); the
+  // model is the same to float rounding.
   Rng rng(StreamSeed(mf.seed, kFoldStream));
   Shuffle(&cur, &rng);
   std::vector<Rated> next;

@@ -33,7 +33,7 @@
 namespace rbmrec {
 
 // The most fold-in passes a model may ask for (what a model file may
-// hold: each pass costs a served user's ratings x ~5 factors).
+// hold: each pass costs a served user's ratings x ~4 factors).
 inline constexpr int kMaxMfFoldEpochs = 100;
 
 struct MfOptions {
@@ -110,7 +110,7 @@ MfParams TrainMf(const SparseRatings& by_user, const RatingScale& scale,
 // against the fixed item factors from the start every training user had
 // (a function of mf.seed), the ratings in an order drawn from mf.seed
 // after sorting them by item, so the result depends on the set of ratings
-// only, not on their order in v. Costs fold_epochs x v.n x ~5 factors
+// only, not on their order in v. Costs fold_epochs x v.n x ~4 factors
 // multiply-adds. Returns the number of ratings used: with none, p is the
 // start alone, which says nothing about the user (Model::BlendMf does not
 // blend then). REQUIRES !mf.empty(); every k of v < scale.K().
