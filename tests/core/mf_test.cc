@@ -235,6 +235,24 @@ TEST(FoldInUser, OneRatingFollowsTheAdaGradStep) {
   }
 }
 
+// More factors than any model may hold (kMaxMfFactors, which model files
+// and options check): the fold-in uses no rating and leaves a zero factor
+// rather than stepping past its buffer.
+TEST(FoldInUser, MoreFactorsThanAnyModelUseNoRating) {
+  MfParams mf;
+  mf.factors = kMaxMfFactors + 1;
+  mf.fold_epochs = 2;
+  mf.lambda = 0.05f;
+  mf.learning_rate = 0.1f;
+  mf.q = RowMatrixXf::Constant(2, mf.factors, 0.1f);
+  mf.trained = {1, 1};
+  const int32_t items[] = {0, 1};
+  const uint8_t ks[] = {4, 2};
+  std::vector<float> p(static_cast<size_t>(mf.factors), 7.0f);
+  EXPECT_EQ(FoldInUser(mf, Stars(), {items, ks, 2}, p.data()), 0);
+  for (const float x : p) ASSERT_EQ(x, 0.0f);
+}
+
 double Mean(const float* p) {
   double m = 0;
   for (int k = 0; k < 5; ++k) m += p[k] * static_cast<double>(k + 1);
