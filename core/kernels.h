@@ -63,6 +63,13 @@ inline float HorizontalSum(__m256 v) {
   s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 0x55));
   return _mm_cvtss_f32(s);
 }
+
+// The sum of four accumulator chains' lanes, in a fixed order (the dot
+// products' below).
+inline float HorizontalSum4(const __m256* v) {
+  return HorizontalSum(
+      _mm256_add_ps(_mm256_add_ps(v[0], v[2]), _mm256_add_ps(v[1], v[3])));
+}
 #endif
 
 // Calls fn(std::integral_constant<int, K>()) for 2 <= K <= 10, so that a
@@ -607,8 +614,7 @@ inline float Dot(const float* a, const float* b, int n) {
     acc[0] =
         _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc[0]);
   }
-  sum = HorizontalSum(_mm256_add_ps(_mm256_add_ps(acc[0], acc[2]),
-                                    _mm256_add_ps(acc[1], acc[3])));
+  sum = HorizontalSum4(acc);
 #endif
   for (; i < n; ++i) sum += a[i] * b[i];
   return sum;
@@ -678,12 +684,8 @@ inline Dots2 DotsThenKeepMove(float* p, const float* q, const float* z,
       qz[0] = _mm256_fmadd_ps(qc, zc, qz[0]);
       update(i, pc, qc);
     }
-    auto sum4 = [](const __m256* v) {
-      return HorizontalSum(
-          _mm256_add_ps(_mm256_add_ps(v[0], v[2]), _mm256_add_ps(v[1], v[3])));
-    };
-    d.pz = sum4(pz);
-    d.qz = sum4(qz);
+    d.pz = HorizontalSum4(pz);
+    d.qz = HorizontalSum4(qz);
   }
 #endif
   for (; i < n; ++i) {
@@ -727,13 +729,9 @@ inline Dots3 ThreeDots(const float* p, const float* q, int n) {
     pp[0] = _mm256_fmadd_ps(pc, pc, pp[0]);
     qq[0] = _mm256_fmadd_ps(qc, qc, qq[0]);
   }
-  auto sum4 = [](const __m256* v) {
-    return HorizontalSum(
-        _mm256_add_ps(_mm256_add_ps(v[0], v[2]), _mm256_add_ps(v[1], v[3])));
-  };
-  d.pq = sum4(pq);
-  d.pp = sum4(pp);
-  d.qq = sum4(qq);
+  d.pq = HorizontalSum4(pq);
+  d.pp = HorizontalSum4(pp);
+  d.qq = HorizontalSum4(qq);
 #endif
   for (; i < n; ++i) {
     d.pq += p[i] * q[i];

@@ -279,17 +279,14 @@ void Model::PredictWith(int32_t user, const VisibleSet& v,
     for (size_t e = 0; e < p_.members.size(); ++e) {
       const RbmParams& p = p_.members[e];
       const bool table = exact && !member_exp_[e].ok.empty();
-      const char* row = reinterpret_cast<const char*>(
-          table ? member_exp_[e].ew.row(p.Row(q, 0)).data()
-                : p.W.row(p.Row(q, 0)).data());
-      const size_t bytes = static_cast<size_t>(K) * p.F * sizeof(float);
-      for (size_t b = 0; b < bytes; b += 64) _mm_prefetch(row + b, _MM_HINT_T0);
+      kernels::PrefetchRow(table ? member_exp_[e].ew.row(p.Row(q, 0)).data()
+                                 : p.W.row(p.Row(q, 0)).data(),
+                           K * p.F);
     }
     if (UsesItemRbm(user, q)) {
-      const char* row = reinterpret_cast<const char*>(
-          exact ? item_ex_.row(q).data() : p_.item_x.row(q).data());
-      const size_t bytes = static_cast<size_t>(p_.item_rbm.F) * sizeof(float);
-      for (size_t b = 0; b < bytes; b += 64) _mm_prefetch(row + b, _MM_HINT_T0);
+      kernels::PrefetchRow(
+          exact ? item_ex_.row(q).data() : p_.item_x.row(q).data(),
+          p_.item_rbm.F);
     }
   }
 #endif

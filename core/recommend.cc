@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/kernels.h"
 #include "core/rated_rbm.h"
 
 namespace rbmrec {
@@ -169,11 +170,7 @@ bool ServingRatedLogitsOf(const Model& model, const VisibleSet& v,
   const size_t n = items->size();
   for (size_t j = 0; j < n; ++j) {
     if (!lr.empty() && j + kAhead < n) {
-      const char* next =
-          reinterpret_cast<const char*>(lr.u.row((*items)[j + kAhead]).data());
-      for (int64_t b = 0; b < lr.rank() * 4; b += 64) {
-        _mm_prefetch(next + b, _MM_HINT_T0);
-      }
+      kernels::PrefetchRow(lr.u.row((*items)[j + kAhead]).data(), lr.rank());
     }
     const int32_t i = (*items)[j];
     float* o = out + i;
