@@ -15,11 +15,11 @@
 //   nll, ece: mean negative log-likelihood (nats) of the true rating and
 //     classwise calibration error of the predicted distributions;
 //     hist_nll, hist_ece: the same for the item histogram baseline;
-//   item_regression {items, lambda, seconds, mb} when the model has the
-//     item regression (core/item_regression.h; fitted with the rated RBM
-//     when its size rule allows (--item-regression -1, the default) or
-//     always (1); its
-//     seconds are part of train_seconds);
+//   item_regression {items, of_items, lambda, seconds, mb} when the model
+//     has the item regression (core/item_regression.h; fitted with the
+//     rated RBM over the items its size rule allows, all of_items or the
+//     most-rated `items` (--item-regression -1, the default), or over every
+//     item (1); mb is its P's; its seconds are part of train_seconds);
 //   rated {hidden, epochs_run, valid_ndcg, seconds} when the ranking model
 //     (the rated RBM) was trained: with --topn, --save-model or
 //     --rated-hidden; its seconds are part of train_seconds;
@@ -199,9 +199,10 @@ void AddFlags(CLI::App* app, Args* a) {
       ->check(CLI::IsMember({"train", "train+test"}));
   app->add_option("--item-regression", o.item_regression,
                   "the item regression (EASE's closed form over which items "
-                  "users rated), fitted with the rated RBM: -1 = when its "
-                  "items x items matrix fits the size rule (the default, as "
-                  "the service's), 0 = never, 1 = always")
+                  "users rated), fitted with the rated RBM: -1 = over every "
+                  "item when its items x items matrix fits the size rule, "
+                  "else over the most-rated 4,096 (the default, as the "
+                  "service's), 0 = never, 1 = over every item")
       ->check(CLI::Range(-1, 1));
   app->add_option("--item-lambda", o.item_lambda,
                   "the item regression's ridge penalty (0 = the rule, 40 x "
@@ -671,13 +672,15 @@ int Run(int argc, char** argv) {
     const double mb = static_cast<double>(ItemRegressionBytes(reg.items)) / 1e6;
     const double seconds = model->summary().item_regression_seconds;
     regression_json = Json{{"items", reg.items},
+                           {"of_items", model->num_items()},
                            {"lambda", General(reg.lambda)},
                            {"seconds", Fixed(seconds, 4)},
                            {"mb", Fixed(mb, 1)}};
     absl::StrAppendFormat(&rated_text,
-                          "\nitem regression: %d items (%.1f MB)  lambda %g  "
-                          "seconds %.2f",
-                          reg.items, mb, reg.lambda, seconds);
+                          "\nitem regression: %d of %d items (%.1f MB)  "
+                          "lambda %g  seconds %.2f",
+                          reg.items, model->num_items(), mb, reg.lambda,
+                          seconds);
   } else if (model->HasRatedRbm()) {
     absl::StrAppendFormat(
         &rated_text, "\nitem regression: not fitted (%d items, %.1f MB; %s)",

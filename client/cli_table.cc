@@ -297,9 +297,9 @@ void AddModelUseCommands(std::vector<CommandSpec>& c) {
              "parameter averaging over epochs, in [0, 1), 0 = off"),
        Value("item-regression", "N",
              "the item regression behind the regression-prob ranking (the "
-             "default ranking of a model that has it): -1 = when the "
-             "catalogue fits its size rule, 0 = off, 1 = always (default: "
-             "the server's, -1)"),
+             "default ranking of a model that has it): -1 = every item "
+             "when the catalogue fits its size rule, else the 4,096 most "
+             "rated, 0 = off, 1 = every item (default: the server's, -1)"),
        Value("factors", "N",
              "factored training through N factors (-1 = size rule, 0 = "
              "unfactored)"),

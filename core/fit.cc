@@ -609,11 +609,11 @@ absl::StatusOr<Model> FitModel(FitData* data, const TrainOptions& requested,
   // beside the item regression's fit or the model's serving tables.
   parts = FitParts();
   ReturnFreedMemory();
-  if (WantsItemRegression(options, rated_f, by_user.cols, by_user.nnz())) {
+  if (const int64_t columns = ItemRegressionColumnsFor(
+          options, rated_f, by_user.cols, by_user.nnz());
+      columns > 0) {
     const auto t0 = std::chrono::steady_clock::now();
-    ItemRegressionOptions ro;
-    ro.lambda = options.item_lambda;
-    ro.threads = threads;
+    const ItemRegressionOptions ro{options.item_lambda, threads, columns};
     absl::StatusOr<ItemRegression> reg = FitItemRegression(by_user, ro);
     if (!reg.ok()) return fail(reg.status());
     params.item_regression =

@@ -175,13 +175,51 @@ int64_t ItemRegressionBytes(int64_t items) {
   return items * items * static_cast<int64_t>(sizeof(float));
 }
 
-bool ItemRegressionWanted(int64_t items, int64_t ratings) {
+int64_t ItemRegressionColumns(int64_t items, int64_t ratings) {
   constexpr int64_t kFloorBytes = int64_t{64} << 20;
   constexpr int64_t kBytesPerRating = 16;
-  if (items <= 0 || items > (int64_t{1} << 24)) return false;
-  return ItemRegressionBytes(items) <=
-         std::max(kFloorBytes, kBytesPerRating * ratings);
+  if (items <= 0) return 0;
+  if (items <= (int64_t{1} << 24) &&
+      ItemRegressionBytes(items) <=
+          std::max(kFloorBytes, kBytesPerRating * ratings)) {
+    return items;
+  }
+  // The most columns whose P fits in the floor: 4,096.
+  int64_t columns = 1;
+  while (ItemRegressionBytes(2 * columns) <= kFloorBytes) columns *= 2;
+  return std::min(items, columns);
 }
+
+int32_t ItemRegression::ColumnOf(int32_t i) const {
+  if (item_of.empty()) return i >= 0 && i < items ? i : -1;
+  const auto it = std::lower_bound(item_of.begin(), item_of.end(), i);
+  return it != item_of.end() && *it == i
+             ? static_cast<int32_t>(it - item_of.begin())
+             : -1;
+}
+
+namespace {
+
+// The items of FitItemRegression's columns, increasing: all of by_user's
+// when `columns` is 0 or at least its items (returned empty), else the
+// `columns` most-rated (ties: the lower index).
+std::vector<int32_t> PickColumns(const SparseRatings& by_user,
+                                 int64_t columns) {
+  const int32_t m = by_user.cols;
+  if (columns <= 0 || columns >= m) return {};
+  std::vector<int64_t> count(static_cast<size_t>(m), 0);
+  for (const int32_t i : by_user.col) ++count[static_cast<size_t>(i)];
+  std::vector<int32_t> order(static_cast<size_t>(m));
+  for (int32_t i = 0; i < m; ++i) order[static_cast<size_t>(i)] = i;
+  std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
+    return count[static_cast<size_t>(a)] > count[static_cast<size_t>(b)];
+  });
+  order.resize(static_cast<size_t>(columns));
+  std::sort(order.begin(), order.end());
+  return order;
+}
+
+}  // namespace
 
 absl::StatusOr<ItemRegression> FitItemRegression(
     const SparseRatings& by_user, const ItemRegressionOptions& options) {
@@ -193,27 +231,71 @@ absl::StatusOr<ItemRegression> FitItemRegression(
   if (by_user.nnz() == 0) {
     return absl::InvalidArgumentError("item regression: no ratings");
   }
-  const double lambda =
-      options.lambda > 0 ? options.lambda : ItemRegressionLambda(by_user);
-  const int32_t m = by_user.cols;
   ItemRegression out;
+  out.item_of = PickColumns(by_user, options.columns);
+  const int32_t m = out.item_of.empty()
+                        ? by_user.cols
+                        : static_cast<int32_t>(out.item_of.size());
   out.items = m;
+  // column[i]: item i's column, -1 for the items left out.
+  std::vector<int32_t> column(static_cast<size_t>(by_user.cols));
+  for (int32_t i = 0; i < by_user.cols; ++i) {
+    column[static_cast<size_t>(i)] = out.ColumnOf(i);
+  }
+  // X's rows over the columns (sorted: columns follow the items' order).
+  out.row_offsets.assign(static_cast<size_t>(by_user.rows) + 1, 0);
+  if (out.item_of.empty()) {
+    out.row_offsets = by_user.offsets;
+    out.row_items = by_user.col;
+  } else {
+    for (int32_t u = 0; u < by_user.rows; ++u) {
+      for (int64_t y = by_user.offsets[u]; y < by_user.offsets[u + 1]; ++y) {
+        const int32_t c = column[static_cast<size_t>(by_user.col[y])];
+        if (c >= 0) out.row_items.push_back(c);
+      }
+      out.row_offsets[static_cast<size_t>(u) + 1] =
+          static_cast<int64_t>(out.row_items.size());
+    }
+  }
+  if (out.row_items.empty()) {
+    return absl::InvalidArgumentError("item regression: no ratings");
+  }
+  // The rule's lambda on the columns' entries (all of them: by_user's).
+  double lambda = options.lambda;
+  if (!(lambda > 0)) {
+    std::vector<uint8_t> rated(static_cast<size_t>(m), 0);
+    for (const int32_t c : out.row_items) rated[static_cast<size_t>(c)] = 1;
+    const int64_t n_rated = std::count(rated.begin(), rated.end(), 1);
+    lambda = 40.0 * std::sqrt(static_cast<double>(out.row_items.size()) /
+                              static_cast<double>(n_rated));
+  }
   out.lambda = static_cast<float>(lambda);
   // G = X'X + lambda I (column-major; symmetric). Row a of X'X counts, for
-  // each item b, the users who rated both: rows are independent, so threads
-  // take ranges of rows; counts are exact in float up to 2^24 users.
+  // each column b, the users who rated both: rows are independent, so
+  // threads take ranges of rows; counts are exact in float up to 2^24 users.
   std::vector<float> gram(static_cast<size_t>(m) * m, 0.0f);
-  const SparseRatings by_item = by_user.Transpose();
+  // X by user over the columns: by_user itself when they are its items.
+  SparseRatings restricted;
+  if (!out.item_of.empty()) {
+    restricted.rows = by_user.rows;
+    restricted.cols = m;
+    restricted.offsets = out.row_offsets;
+    restricted.col = out.row_items;
+    restricted.k.assign(restricted.col.size(), 0);
+  }
+  const SparseRatings& rows = out.item_of.empty() ? by_user : restricted;
+  const SparseRatings by_column = rows.Transpose();
   ThreadPool pool(options.threads > 0
                       ? options.threads
                       : static_cast<int>(std::thread::hardware_concurrency()));
   pool.ParallelFor(m, [&](int, int64_t begin, int64_t end) {
     for (int64_t a = begin; a < end; ++a) {
       float* row = gram.data() + a * m;  // column a == row a
-      for (int64_t x = by_item.offsets[a]; x < by_item.offsets[a + 1]; ++x) {
-        const int32_t u = by_item.col[static_cast<size_t>(x)];
-        for (int64_t y = by_user.offsets[u]; y < by_user.offsets[u + 1]; ++y) {
-          row[by_user.col[static_cast<size_t>(y)]] += 1.0f;
+      for (int64_t x = by_column.offsets[a]; x < by_column.offsets[a + 1];
+           ++x) {
+        const int32_t u = by_column.col[static_cast<size_t>(x)];
+        for (int64_t y = rows.offsets[u]; y < rows.offsets[u + 1]; ++y) {
+          row[rows.col[static_cast<size_t>(y)]] += 1.0f;
         }
       }
       row[a] += static_cast<float>(lambda);
@@ -235,8 +317,6 @@ absl::StatusOr<ItemRegression> FitItemRegression(
   out.inverse = std::move(gram);
   Eigen::Map<Matrix> p(out.inverse.data(), m, m);
   MirrorLowerTriangle(p.data(), m);
-  out.row_offsets = by_user.offsets;
-  out.row_items = by_user.col;
   RefreshItemRegressionScoring(&out);
   return out;
 }
@@ -307,13 +387,14 @@ void ItemRegressionScores(const ItemRegression& reg, const int32_t* rated,
   for (int64_t x = 0; x < n;) {
     int64_t k = 0;
     for (; x < n && k < kChunk; ++x) {
-      if (rated[x] >= 0 && rated[x] < m) rows[k++] = rated[x];
+      const int32_t c = reg.ColumnOf(rated[x]);
+      if (c >= 0) rows[k++] = c;
     }
     kernels::AddRowsInt8(reg.b8.data(), m, rows, k, sums.data());
   }
-  for (int32_t i = 0; i < m; ++i) {
-    out[i] = static_cast<float>(sums[static_cast<size_t>(i)]) *
-             reg.b8_scale[static_cast<size_t>(i)];
+  for (int32_t c = 0; c < m; ++c) {
+    out[reg.ItemOf(c)] = static_cast<float>(sums[static_cast<size_t>(c)]) *
+                         reg.b8_scale[static_cast<size_t>(c)];
   }
 }
 

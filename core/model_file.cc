@@ -183,7 +183,9 @@ absl::Status GetConditional(Reader* r, ModelParams* m) {
 
 // Version 6: the item regression's options and fit seconds, then its items
 // (0 = none) and, when > 0, lambda and P (items x items float32; since
-// version 7 only its lower triangle, column by column: P is symmetric).
+// version 7 only its lower triangle, column by column: P is symmetric),
+// X's rows and, since version 9, the model item of each column (their
+// number, 0 when column c is item c, then the items, increasing).
 void PutItemRegression(Writer* w, const ModelParams& m) {
   w->Put<int32_t>(m.options.item_regression);
   w->Put<float>(m.options.item_lambda);
@@ -208,7 +210,39 @@ void PutItemRegression(Writer* w, const ModelParams& m) {
   }
 }
 
-absl::Status GetItemRegression(Reader* r, uint32_t version, ModelParams* m) {
+// Version 9: the model item of each of the item regression's columns:
+// their number (0: no regression, or column c is item c; else its items),
+// then the items, increasing.
+void PutItemColumns(Writer* w, const ModelParams& m) {
+  const ItemRegression* r = m.item_regression.get();
+  const int32_t n = r != nullptr ? static_cast<int32_t>(r->item_of.size()) : 0;
+  w->Put<int32_t>(n);
+  if (n > 0) {
+    for (const int32_t i : r->item_of) w->Put<int32_t>(i);
+  }
+}
+
+absl::Status GetItemColumns(Reader* r, ItemRegression* reg,
+                            const ModelParams& m) {
+  int32_t n;
+  if (!r->Get(&n) || n < 0 || (n > 0 && (reg == nullptr || n != reg->items))) {
+    return Corrupt("bad item regression columns");
+  }
+  if (n == 0) return absl::OkStatus();
+  reg->item_of.resize(static_cast<size_t>(n));
+  for (int32_t c = 0; c < n; ++c) {
+    int32_t& i = reg->item_of[static_cast<size_t>(c)];
+    if (!r->Get(&i) || i < 0 || i >= m.items.size() ||
+        (c > 0 && i <= reg->item_of[static_cast<size_t>(c) - 1])) {
+      return Corrupt("bad item regression columns");
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Into *out (the model takes it once the file's columns are read).
+absl::Status GetItemRegression(Reader* r, uint32_t version, ModelParams* m,
+                               std::shared_ptr<ItemRegression>* out) {
   if (!(r->Get(&m->options.item_regression) &&
         m->options.item_regression >= -1 && m->options.item_regression <= 1 &&
         r->Get(&m->options.item_lambda) &&
@@ -275,7 +309,7 @@ absl::Status GetItemRegression(Reader* r, uint32_t version, ModelParams* m) {
     }
   }
   RefreshItemRegressionScoring(reg.get());
-  m->item_regression = std::move(reg);
+  *out = std::move(reg);
   return absl::OkStatus();
 }
 
@@ -375,7 +409,8 @@ size_t SerializedSizeBound(const ModelParams& m) {
     const size_t side = static_cast<size_t>(m.item_regression->items);
     n += sizeof(float) * side * (side + 1) / 2 +
          sizeof(int32_t) * (m.item_regression->row_offsets.size() +
-                            m.item_regression->row_items.size());
+                            m.item_regression->row_items.size() +
+                            m.item_regression->item_of.size());
   }
   return n;
 }
@@ -440,6 +475,7 @@ std::string SerializeModel(const Model& model) {
   }
   PutItemRegression(&file, m);
   PutMf(&file, m);
+  PutItemColumns(&file, m);
   std::string& out = file.str();
   const uint64_t length = out.size() - kHeaderSize;
   std::memcpy(out.data() + kHeaderSize - sizeof(length), &length,
@@ -489,6 +525,26 @@ absl::Status CheckFrame(std::string_view bytes, uint64_t* length_out,
   }
   *length_out = length;
   *version_out = version;
+  return absl::OkStatus();
+}
+
+// The sections after the conditional RBM: the item regression (version 6),
+// the matrix factorisation (version 8) and the regression's columns
+// (version 9).
+absl::Status GetRegressionAndMf(Reader* r, uint32_t version, ModelParams* m) {
+  std::shared_ptr<ItemRegression> reg;
+  if (version >= 6) {
+    if (absl::Status s = GetItemRegression(r, version, m, &reg); !s.ok()) {
+      return s;
+    }
+  } else {
+    m->options.item_regression = 0;  // trained before it existed
+  }
+  if (absl::Status s = GetMf(r, version, m); !s.ok()) return s;
+  if (version >= 9) {
+    if (absl::Status s = GetItemColumns(r, reg.get(), *m); !s.ok()) return s;
+  }
+  m->item_regression = std::move(reg);
   return absl::OkStatus();
 }
 
@@ -606,14 +662,7 @@ absl::StatusOr<Model> DeserializeModel(std::string_view bytes) {
   if (version >= 5) {
     if (absl::Status s = GetConditional(&r, &m); !s.ok()) return s;
   }
-  if (version >= 6) {
-    if (absl::Status s = GetItemRegression(&r, version, &m); !s.ok()) {
-      return s;
-    }
-  } else {
-    m.options.item_regression = 0;  // trained before it existed
-  }
-  if (absl::Status s = GetMf(&r, version, &m); !s.ok()) return s;
+  if (absl::Status s = GetRegressionAndMf(&r, version, &m); !s.ok()) return s;
   if (!r.done()) return Corrupt("unexpected bytes at the end of the payload");
   return Model(std::move(m));
 }

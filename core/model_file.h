@@ -27,7 +27,7 @@
 //                       regression's items (i32, 0 = none) and, if > 0,
 //                       its lambda (f32), P (items x items float32), and
 //                       X's rows: their number (i32), each one's length
-//                       (i32) and their items (i32); since version 7 P's
+//                       (i32) and their columns (i32); since version 7 P's
 //                       lower triangle only, column by column (column j
 //                       from row j down: items (items + 1) / 2 floats);
 //                       since version 8 options.mf_factors, mf_epochs
@@ -37,7 +37,11 @@
 //                       learning rate (f32), seed (u64), intercept,
 //                       rbm_weight, mf_weight (f32), rows (i32), a trained
 //                       flag per row (u8) and the item factors (rows x
-//                       factors float32)
+//                       factors float32); since version 9 the model item
+//                       of each of the item regression's columns (i32
+//                       count: 0 without the regression or when column c
+//                       is item c, else its items; then the items, i32,
+//                       increasing)
 //     24 + P   u64      FNV-1a 64 checksum of bytes [0, 24 + P)
 //
 // Loading fails with DataLoss for a wrong magic, truncation, trailing bytes,
@@ -50,7 +54,8 @@
 // before version 5 as plain RBMs (D empty, options.conditional = false);
 // files before version 6 without the item regression
 // (options.item_regression = 0); files before version 8 without the
-// matrix factorisation (options.mf_factors = 0).
+// matrix factorisation (options.mf_factors = 0); files before version 9
+// with every item a column of the item regression.
 
 #include <string>
 #include <string_view>
@@ -60,7 +65,7 @@
 
 namespace rbmrec {
 
-inline constexpr uint32_t kModelFormatVersion = 8;
+inline constexpr uint32_t kModelFormatVersion = 9;
 
 // Serialises a model to bytes. Thread-safe.
 std::string SerializeModel(const Model& model);

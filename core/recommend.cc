@@ -357,7 +357,8 @@ Ranker::Ranker(const Model& model, int32_t user, const VisibleSet& v,
     // (the sigmoid is monotone) and takes the sigmoid of the few items it
     // scores.
   } else if (regression_) {
-    // Every item's score (0 for items added after the regression's fit).
+    // Every item's score (0 for items added after the regression's fit and
+    // for the items outside its columns).
     std::vector<float>& own = scratch->p_rated;
     own.assign(static_cast<size_t>(m_), 0.0f);
     const ItemRegression& reg = model.item_regression();
@@ -677,15 +678,28 @@ std::vector<Ranked> Ranker::RankFromFirstScores(
   return out;
 }
 
+// True when one of v's items has a column of the model's item regression.
+bool AnyRegressionColumn(const Model& model, const VisibleSet& v) {
+  if (!model.HasItemRegression()) return false;
+  const ItemRegression& reg = model.item_regression();
+  for (int64_t x = 0; x < v.n; ++x) {
+    if (reg.ColumnOf(v.items[x]) >= 0) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 std::vector<Ranked> RankItems(const Model& model, int32_t user,
                               const VisibleSet& v,
                               const std::vector<int32_t>& excluded_items,
                               const RankOptions& opt, ScoringScratch* scratch) {
-  if (opt.by == RankBy::kRegressionAtLeast && v.n == 0 && model.HasRatedRbm()) {
-    // No rated items: every regression score is 0 and would rank by item
-    // id; the rated RBM's p(rated) (fitted beside it) knows more.
+  if (opt.by == RankBy::kRegressionAtLeast && model.HasRatedRbm() &&
+      !AnyRegressionColumn(model, v)) {
+    // No rated item with a column of the regression (none at all, or only
+    // items outside its most-rated columns): every regression score is 0
+    // and would rank by item id; the rated RBM's p(rated) (fitted beside
+    // it) knows more.
     RankOptions rated = opt;
     rated.by = RankBy::kRatedAtLeast;
     rated.rated_logits = nullptr;

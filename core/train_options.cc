@@ -178,10 +178,11 @@ absl::Status ValidateTrainOptions(const TrainOptions& o) {
   return absl::OkStatus();
 }
 
-bool WantsItemRegression(const TrainOptions& options, int rated_f,
-                         int64_t items, int64_t ratings) {
-  if (rated_f <= 0 || options.item_regression == 0 || items <= 0) return false;
-  return options.item_regression == 1 || ItemRegressionWanted(items, ratings);
+int64_t ItemRegressionColumnsFor(const TrainOptions& options, int rated_f,
+                                 int64_t items, int64_t ratings) {
+  if (rated_f <= 0 || options.item_regression == 0 || items <= 0) return 0;
+  return options.item_regression == 1 ? items
+                                      : ItemRegressionColumns(items, ratings);
 }
 
 int RatedHiddenUnits(const TrainOptions& options, int64_t users,

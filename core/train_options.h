@@ -107,10 +107,11 @@ struct TrainOptions {
   int rated_factors = 32;
   // The item regression (core/item_regression.h), the first factor of
   // Recommend's default ranking when the model has it: FitModel fits it
-  // with the rated RBM (rated_hidden != 0). -1 = when its size rule
-  // (ItemRegressionWanted) allows (the default: better lists for more CPU
-  // per Recommend and ~1 s more training on ML-1M, docs/model.md), 0 =
-  // never, 1 = whatever its size.
+  // with the rated RBM (rated_hidden != 0). -1 = over the items its size
+  // rule (ItemRegressionColumns) allows: all, or the most-rated (the
+  // default: better lists for more CPU per Recommend and ~1 s more
+  // training on ML-1M, docs/model.md), 0 = never, 1 = every item whatever
+  // its size.
   int item_regression = -1;
   // Its ridge penalty; 0 = the rule of ItemRegressionLambda.
   float item_lambda = 0;
@@ -123,10 +124,13 @@ struct TrainOptions {
   float mf_lambda = 0.05f;  // L2 penalty on both factors
 };
 
-// True when FitModel fits the item regression for `items` items and
-// `ratings` training ratings, given rated RBM hidden units rated_f.
-bool WantsItemRegression(const TrainOptions& options, int rated_f,
-                         int64_t items, int64_t ratings);
+// The item regression's columns FitModel fits for `items` items and
+// `ratings` training ratings, given rated RBM hidden units rated_f: 0 (not
+// fitted), every item (options.item_regression 1, or its size rule
+// allows) or the most-rated items its size rule allows
+// (ItemRegressionColumns).
+int64_t ItemRegressionColumnsFor(const TrainOptions& options, int rated_f,
+                                 int64_t items, int64_t ratings);
 
 // The rated RBM's hidden units for data of `users` x `items`:
 // options.rated_hidden when >= 0, else the documented rule (README "The

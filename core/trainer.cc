@@ -300,9 +300,9 @@ int64_t EstimateModelBytes(const DataShape& shape,
   const int rated_f = RatedHiddenUnits(options, shape.users, shape.items);
   floats += RbmFloats(m, 1, rated_f);
   // The item regression's P.
-  if (WantsItemRegression(options, rated_f, shape.items, shape.ratings)) {
-    floats += m * m;
-  }
+  const double columns = static_cast<double>(
+      ItemRegressionColumnsFor(options, rated_f, shape.items, shape.ratings));
+  floats += columns * columns;
   // The matrix factorisation's item factors (and a flag byte per item).
   const double mf_factors = std::max(0, options.mf_factors);
   floats += m * mf_factors + m / 4;
@@ -381,10 +381,9 @@ int64_t EstimateTrainingBytes(const DataShape& shape,
   if (rated_f > 0) bytes += (4 * m * rated_f + 2 * 100 * m) * 4;
   // The item regression's fit: P, computed in X'X's place, with its
   // temporaries or B's 8-bit form (P is also in the model below).
-  if (WantsItemRegression(options, static_cast<int>(rated_f), shape.items,
-                          shape.ratings)) {
-    bytes += m * m * 4;
-  }
+  const double columns = static_cast<double>(ItemRegressionColumnsFor(
+      options, static_cast<int>(rated_f), shape.items, shape.ratings));
+  bytes += columns * columns * 4;
   // The matrix factorisation's training: the users' factors, the items'
   // (also in the model below), an AdaGrad sum per row, each user's row
   // cut at the item blocks (9 offsets) and the users' order.

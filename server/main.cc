@@ -185,9 +185,10 @@ void BindTrainingFlags(CLI::App& app, Flags& f) {
       ->check(CLI::Range(-1, 10000));
   app.add_option("--item-regression", t.item_regression,
                  "training default: the item regression behind Recommend's "
-                 "default ranking, fitted with the rated RBM (-1 = when its "
-                 "items x items matrix fits the size rule, the default; 0 = "
-                 "off, for cheaper Recommends by p(rated); 1 = always)")
+                 "default ranking, fitted with the rated RBM (-1 = over "
+                 "every item when its items x items matrix fits the size "
+                 "rule, else the 4,096 most rated, the default; 0 = off, for "
+                 "cheaper Recommends by p(rated); 1 = every item)")
       ->check(CLI::Range(-1, 1));
   app.add_option("--mf-factors", t.mf_factors,
                  "training default: factors of the matrix factorisation "

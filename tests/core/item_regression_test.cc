@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <Eigen/Dense>
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -240,12 +241,120 @@ TEST(ItemRegression, RefusesBadInput) {
 }
 
 TEST(ItemRegression, SizeRule) {
-  EXPECT_TRUE(ItemRegressionWanted(3706, 900'000));        // ML-1M: 55 MB
-  EXPECT_TRUE(ItemRegressionWanted(1682, 90'000));         // ML-100k
-  EXPECT_FALSE(ItemRegressionWanted(10'000, 10'000'000));  // 400 MB
-  EXPECT_FALSE(ItemRegressionWanted(9'000, 90'000));       // 324 MB
-  EXPECT_TRUE(ItemRegressionWanted(20'000, 100'000'000));  // 1.6 GB, 16 B/r
-  EXPECT_FALSE(ItemRegressionWanted(0, 100));
+  EXPECT_EQ(ItemRegressionColumns(3706, 900'000), 3706);  // ML-1M: 55 MB
+  EXPECT_EQ(ItemRegressionColumns(1682, 90'000), 1682);   // ML-100k
+  EXPECT_EQ(ItemRegressionColumns(4096, 10), 4096);       // 64 MiB exactly
+  // Every item would take more: the 4,096 most rated (64 MiB).
+  EXPECT_EQ(ItemRegressionColumns(4097, 10), 4096);
+  EXPECT_EQ(ItemRegressionColumns(9379, 90'000), 4096);        // 352 MB
+  EXPECT_EQ(ItemRegressionColumns(10'000, 10'000'000), 4096);  // 400 MB
+  EXPECT_EQ(ItemRegressionColumns(20'000, 100'000'000),
+            20'000);  // 1.6 GB, 16 B/r
+  EXPECT_EQ(ItemRegressionColumns(0, 100), 0);
+}
+
+// The items of `x` in `keep` (increasing) alone, renumbered 0, 1, ...
+SparseRatings OnlyItems(const SparseRatings& x,
+                        const std::vector<int32_t>& keep) {
+  std::vector<Rating> rs;
+  for (int32_t u = 0; u < x.rows; ++u) {
+    for (int64_t y = x.offsets[u]; y < x.offsets[u + 1]; ++y) {
+      const auto at = std::lower_bound(keep.begin(), keep.end(), x.col[y]);
+      if (at == keep.end() || *at != x.col[y]) continue;
+      rs.push_back({u, static_cast<int32_t>(at - keep.begin()), x.k[y]});
+    }
+  }
+  return SparseRatings::FromRatings(x.rows, static_cast<int32_t>(keep.size()),
+                                    rs);
+}
+
+// Fewer columns than items: the most-rated items (ties: the lower index),
+// and the same P, rows and lambda as a fit on only their entries.
+TEST(ItemRegression, FewerColumnsAreTheMostRatedItemsFittedAlone) {
+  // Item i rated with a probability falling with i, so the most rated are
+  // mostly but not exactly the first ones.
+  Rng rng(11);
+  std::vector<Rating> rs;
+  for (int32_t u = 0; u < 150; ++u) {
+    for (int32_t i = 0; i < 20; ++i) {
+      if (rng.UniformDouble() < 0.6 - 0.025 * i) rs.push_back({u, i, 3});
+    }
+  }
+  const SparseRatings x = SparseRatings::FromRatings(150, 20, rs);
+  std::vector<int64_t> count(20, 0);
+  for (const int32_t i : x.col) ++count[static_cast<size_t>(i)];
+  std::vector<int32_t> order(20);
+  for (int32_t i = 0; i < 20; ++i) order[static_cast<size_t>(i)] = i;
+  std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
+    return count[static_cast<size_t>(a)] > count[static_cast<size_t>(b)];
+  });
+  std::vector<int32_t> want(order.begin(), order.begin() + 8);
+  std::sort(want.begin(), want.end());
+
+  ItemRegressionOptions o;
+  o.columns = 8;
+  absl::StatusOr<ItemRegression> r = FitItemRegression(x, o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->items, 8);
+  EXPECT_EQ(r->item_of, want);
+  absl::StatusOr<ItemRegression> alone =
+      FitItemRegression(OnlyItems(x, want), {});
+  ASSERT_TRUE(alone.ok());
+  EXPECT_EQ(r->lambda, alone->lambda);
+  EXPECT_EQ(r->inverse, alone->inverse);
+  EXPECT_EQ(r->row_offsets, alone->row_offsets);
+  EXPECT_EQ(r->row_items, alone->row_items);
+  for (int32_t c = 0; c < 8; ++c) {
+    EXPECT_EQ(r->ColumnOf(r->ItemOf(c)), c);
+  }
+  int32_t outside = 0;
+  for (int32_t i = 0; i < 20; ++i) {
+    if (!std::binary_search(want.begin(), want.end(), i)) {
+      EXPECT_EQ(r->ColumnOf(i), -1) << i;
+      ++outside;
+    }
+  }
+  EXPECT_EQ(outside, 12);
+  EXPECT_EQ(r->ColumnOf(-1), -1);
+  EXPECT_EQ(r->ColumnOf(20), -1);
+
+  // Scores: the columns' items get the fit-alone scores of the rated items
+  // that have columns; the other entries are left as they were.
+  std::vector<int32_t> rated_items, rated_columns;
+  for (int32_t i = 0; i < 20; i += 3) {
+    rated_items.push_back(i);
+    if (r->ColumnOf(i) >= 0) rated_columns.push_back(r->ColumnOf(i));
+  }
+  ASSERT_GT(rated_columns.size(), 1u);
+  ASSERT_LT(rated_columns.size(), rated_items.size());
+  std::vector<float> got(20, -5.0f), alone_scores(8, 0.0f);
+  ItemRegressionScores(*r, rated_items.data(),
+                       static_cast<int64_t>(rated_items.size()), got.data());
+  ItemRegressionScores(*alone, rated_columns.data(),
+                       static_cast<int64_t>(rated_columns.size()),
+                       alone_scores.data());
+  for (int32_t i = 0; i < 20; ++i) {
+    const int32_t c = r->ColumnOf(i);
+    EXPECT_EQ(got[static_cast<size_t>(i)],
+              c >= 0 ? alone_scores[static_cast<size_t>(c)] : -5.0f)
+        << i;
+  }
+
+  // Taking a user out works on the columns as for the fit alone.
+  ItemRegression a = *r, b = *alone;
+  ASSERT_TRUE(RemoveUserFromItemRegression(&a, 4));
+  ASSERT_TRUE(RemoveUserFromItemRegression(&b, 4));
+  EXPECT_EQ(a.inverse, b.inverse);
+  EXPECT_EQ(a.row_items, b.row_items);
+
+  // As many columns as items or more, or 0: every item, no map.
+  for (const int64_t all : {int64_t{0}, int64_t{20}, int64_t{50}}) {
+    o.columns = all;
+    absl::StatusOr<ItemRegression> full = FitItemRegression(x, o);
+    ASSERT_TRUE(full.ok());
+    EXPECT_EQ(full->items, 20);
+    EXPECT_TRUE(full->item_of.empty());
+  }
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <fstream>
 
+#include "core/item_regression.h"
 #include "gtest/gtest.h"
 #include "tests/core/synthetic.h"
 
@@ -188,8 +189,10 @@ std::string AsOlderVersion(const std::string& current, uint32_t version,
 // 0 in SmallModel's two members, and no floats), version 6 the item
 // regression's options, seconds and items (0 in SmallModel(false)),
 // version 8 the matrix factorisation's options, seconds and factors (0 in
-// SmallModel without `mf`).
-constexpr size_t kVersion8Tail = 4 + 4 + 4 + 8 + 4;
+// SmallModel without `mf`), version 9 the item regression's column map (0:
+// none, or column c is item c, as in SmallModel).
+constexpr size_t kVersion9Tail = 4;
+constexpr size_t kVersion8Tail = 4 + 4 + 4 + 8 + 4 + kVersion9Tail;
 constexpr size_t kVersion6Tail = 4 + 4 + 8 + 4 + kVersion8Tail;
 constexpr size_t kVersion5Tail = 1 + 2 * 4 + kVersion6Tail;
 constexpr size_t kVersion4Tail = 4 + 1 + kVersion5Tail;
@@ -381,6 +384,49 @@ TEST(ModelFile, BadItemRegressionIsRejected) {
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("item regression size"),
             std::string::npos);
+}
+
+// An item regression over fewer columns than items (the most rated) is
+// stored with its column map and reads back the same; a map that is not
+// increasing, names an item the model lacks or has another length is
+// refused.
+TEST(ModelFile, ItemRegressionOverFewerColumnsRoundTrips) {
+  auto s = testing_data::PlantedRatings(30, 12, 2, 0.5, 4);
+  ItemRegressionOptions ro;
+  ro.columns = 5;
+  absl::StatusOr<ItemRegression> fit = FitItemRegression(s.train.ByUser(), ro);
+  ASSERT_TRUE(fit.ok()) << fit.status();
+  ASSERT_EQ(fit->item_of.size(), 5u);
+  const auto with_columns = [&](std::vector<int32_t> item_of) {
+    ModelParams params = SmallModel().TakeParams();
+    auto reg = std::make_shared<ItemRegression>(*fit);
+    reg->item_of = std::move(item_of);
+    params.item_regression = reg;
+    return SerializeModel(Model(std::move(params)));
+  };
+  auto back = DeserializeModel(with_columns(fit->item_of));
+  ASSERT_TRUE(back.ok()) << back.status();
+  const ItemRegression& got = back->item_regression();
+  EXPECT_EQ(got.items, 5);
+  EXPECT_EQ(got.item_of, fit->item_of);
+  EXPECT_EQ(got.inverse, fit->inverse);
+  EXPECT_EQ(got.row_items, fit->row_items);
+  EXPECT_EQ(got.b8, fit->b8);
+
+  std::vector<int32_t> bad = fit->item_of;
+  bad[1] = bad[0];  // not increasing
+  std::vector<int32_t> beyond = fit->item_of;
+  beyond.back() = 12;  // the model has items 0..11
+  std::vector<int32_t> shorter = fit->item_of;
+  shorter.pop_back();
+  for (const auto& map : {bad, beyond, shorter}) {
+    auto r = DeserializeModel(with_columns(map));
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kDataLoss);
+    EXPECT_NE(r.status().message().find("item regression columns"),
+              std::string::npos)
+        << r.status();
+  }
 }
 
 // A version 7 file (before the matrix factorisation) loads without it.

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <memory>
 
 #include "Eigen/SVD"
 #include "core/cd_trainer.h"
@@ -236,6 +237,70 @@ TEST(Trainer, TopNItemRegressionRankingsEqualABruteForceOrder) {
       EvaluateTopN(*model, by_user, s.test, 4.0, kN, 2, &users_b, true);
   ASSERT_EQ(cold.size(), 6u);
   EXPECT_EQ(cold[4].name, "item_regression_at_least");
+}
+
+// A regression over the most-rated items only: a user who rated some of
+// them is ranked by it; a user who rated none is ranked by p(rated) x
+// p(rating >= 4), as a user with no rated items is (every regression score
+// would be 0).
+TEST(Trainer, RegressionRankingOfAUserOutsideItsColumnsIsTheRatedOne) {
+  auto s = testing_data::PlantedRatings(120, 40, 3, 0.3, 19);
+  auto fitted = FitModel(s.train, SmallOptions());
+  ASSERT_TRUE(fitted.ok()) << fitted.status();
+  ASSERT_TRUE(fitted->HasRatedRbm());
+  const SparseRatings by_user = s.train.ByUser();
+  ItemRegressionOptions ro;
+  ro.columns = 10;
+  absl::StatusOr<ItemRegression> reg = FitItemRegression(by_user, ro);
+  ASSERT_TRUE(reg.ok()) << reg.status();
+  ModelParams params = std::move(*fitted).TakeParams();
+  params.item_regression = std::make_shared<const ItemRegression>(*reg);
+  const Model model(std::move(params));
+  // Two of the items outside the columns, and one inside.
+  std::vector<int32_t> outside, inside;
+  for (int32_t i = 0; i < model.num_items(); ++i) {
+    (reg->ColumnOf(i) >= 0 ? inside : outside).push_back(i);
+  }
+  ASSERT_GE(outside.size(), 2u);
+  RankOptions o;
+  o.k0 = 3;
+  ScoringScratch sc;
+  const auto ranked = [&](const std::vector<int32_t>& items, RankBy by) {
+    VisibleSet v;
+    std::vector<uint8_t> k(items.size(), 4);
+    v.items = items.data();
+    v.ks = k.data();
+    v.n = static_cast<int64_t>(items.size());
+    o.by = by;
+    std::vector<int32_t> list;
+    for (const Ranked& x : RankItems(model, -1, v, {}, o, &sc)) {
+      list.push_back(x.item);
+    }
+    return list;
+  };
+  const std::vector<int32_t> none = {outside[0], outside[1]};
+  EXPECT_EQ(ranked(none, RankBy::kRegressionAtLeast),
+            ranked(none, RankBy::kRatedAtLeast));
+  // With an item inside: the regression's scores, which are 0 outside the
+  // columns, so the list's positive-score items all have columns.
+  const std::vector<int32_t> some = {outside[0], inside[0]};
+  std::vector<float> e(static_cast<size_t>(model.num_items()), 0.0f);
+  ItemRegressionScores(*reg, some.data(), 2, e.data());
+  o.by = RankBy::kRegressionAtLeast;
+  VisibleSet v;
+  std::vector<uint8_t> k(2, 4);
+  v.items = some.data();
+  v.ks = k.data();
+  v.n = 2;
+  const std::vector<Ranked> got = RankItems(model, -1, v, {}, o, &sc);
+  ASSERT_FALSE(got.empty());
+  for (const Ranked& x : got) {
+    EXPECT_EQ(x.regression, e[static_cast<size_t>(x.item)]) << x.item;
+    if (x.score > 0) {
+      EXPECT_GE(reg->ColumnOf(x.item), 0) << x.item;
+    }
+  }
+  EXPECT_GT(got[0].score, 0);
 }
 
 TEST(Trainer, TopNKnownItemsProtocolDropsRelevantItemsUnknownToTraining) {
