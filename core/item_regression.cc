@@ -248,6 +248,11 @@ absl::StatusOr<ItemRegression> FitItemRegression(
     out.row_offsets = by_user.offsets;
     out.row_items = by_user.col;
   } else {
+    size_t covered = 0;  // sized exactly: no spare capacity held
+    for (const int32_t i : by_user.col) {
+      covered += column[static_cast<size_t>(i)] >= 0 ? 1 : 0;
+    }
+    out.row_items.reserve(covered);
     for (int32_t u = 0; u < by_user.rows; ++u) {
       for (int64_t y = by_user.offsets[u]; y < by_user.offsets[u + 1]; ++y) {
         const int32_t c = column[static_cast<size_t>(by_user.col[y])];
@@ -257,6 +262,7 @@ absl::StatusOr<ItemRegression> FitItemRegression(
           static_cast<int64_t>(out.row_items.size());
     }
   }
+  column = std::vector<int32_t>();
   if (out.row_items.empty()) {
     return absl::InvalidArgumentError("item regression: no ratings");
   }
@@ -274,33 +280,44 @@ absl::StatusOr<ItemRegression> FitItemRegression(
   // each column b, the users who rated both: rows are independent, so
   // threads take ranges of rows; counts are exact in float up to 2^24 users.
   std::vector<float> gram(static_cast<size_t>(m) * m, 0.0f);
-  // X by user over the columns: by_user itself when they are its items.
-  SparseRatings restricted;
-  if (!out.item_of.empty()) {
-    restricted.rows = by_user.rows;
-    restricted.cols = m;
-    restricted.offsets = out.row_offsets;
-    restricted.col = out.row_items;
-    restricted.k.assign(restricted.col.size(), 0);
+  // X by column: the users who rated each column, increasing (X's rows
+  // transposed, without the ratings' values).
+  std::vector<int64_t> col_start(static_cast<size_t>(m) + 1, 0);
+  for (const int32_t c : out.row_items) ++col_start[static_cast<size_t>(c) + 1];
+  for (int32_t c = 0; c < m; ++c) {
+    col_start[static_cast<size_t>(c) + 1] += col_start[static_cast<size_t>(c)];
   }
-  const SparseRatings& rows = out.item_of.empty() ? by_user : restricted;
-  const SparseRatings by_column = rows.Transpose();
+  std::vector<int32_t> col_users(out.row_items.size());
+  {
+    std::vector<int64_t> next(col_start.begin(), col_start.end() - 1);
+    for (int32_t u = 0; u < by_user.rows; ++u) {
+      for (int64_t y = out.row_offsets[static_cast<size_t>(u)];
+           y < out.row_offsets[static_cast<size_t>(u) + 1]; ++y) {
+        const size_t c =
+            static_cast<size_t>(out.row_items[static_cast<size_t>(y)]);
+        col_users[static_cast<size_t>(next[c]++)] = u;
+      }
+    }
+  }
+  const std::vector<int64_t>& row_start = out.row_offsets;
+  const std::vector<int32_t>& row_cols = out.row_items;
   ThreadPool pool(options.threads > 0
                       ? options.threads
                       : static_cast<int>(std::thread::hardware_concurrency()));
   pool.ParallelFor(m, [&](int, int64_t begin, int64_t end) {
     for (int64_t a = begin; a < end; ++a) {
       float* row = gram.data() + a * m;  // column a == row a
-      for (int64_t x = by_column.offsets[a]; x < by_column.offsets[a + 1];
-           ++x) {
-        const int32_t u = by_column.col[static_cast<size_t>(x)];
-        for (int64_t y = rows.offsets[u]; y < rows.offsets[u + 1]; ++y) {
-          row[rows.col[static_cast<size_t>(y)]] += 1.0f;
+      for (int64_t x = col_start[static_cast<size_t>(a)];
+           x < col_start[static_cast<size_t>(a) + 1]; ++x) {
+        const size_t u = static_cast<size_t>(col_users[static_cast<size_t>(x)]);
+        for (int64_t y = row_start[u]; y < row_start[u + 1]; ++y) {
+          row[row_cols[static_cast<size_t>(y)]] += 1.0f;
         }
       }
       row[a] += static_cast<float>(lambda);
     }
   });
+  col_users = std::vector<int32_t>();
   // P = G^-1 in G's place (one matrix at the peak): G = L L', then L^-1,
   // then P = L^-T L^-1 (LAPACK's potrf, trtri and lauum: ~items^3 / 2
   // multiply-adds, against ~7 items^3 / 6 for solving P from the identity),
