@@ -98,10 +98,11 @@ struct ModelParams {
   // trained. Used by Recommend's p(rated) rankings (core/recommend.h).
   RbmParams rated_rbm;
 
-  // The item regression (core/item_regression.h) over the first
-  // item_regression->items items; null when not fitted. Shared and never
-  // edited in place: copies of the parameters share it (it is items^2
-  // floats), and an edit (erasure) makes a new one.
+  // The item regression (core/item_regression.h) over its columns: the
+  // first item_regression->items items, or the items item_of names; null
+  // when not fitted. Shared and never edited in place: copies of the
+  // parameters share it (it is columns^2 floats), and an edit (erasure)
+  // makes a new one.
   std::shared_ptr<const ItemRegression> item_regression;
 
   // The matrix factorisation blended into the served distribution
@@ -208,10 +209,11 @@ class Model {
   }
 
   // True when the model has the item regression (items added online after
-  // its fit score 0 in it).
+  // its fit, and items outside its columns, score 0 in it).
   bool HasItemRegression() const {
     return p_.item_regression != nullptr && !p_.item_regression->empty() &&
-           p_.item_regression->items <= num_items();
+           p_.item_regression->ItemOf(p_.item_regression->items - 1) <
+               num_items();
   }
   // REQUIRES HasItemRegression().
   const ItemRegression& item_regression() const { return *p_.item_regression; }
