@@ -184,8 +184,7 @@ absl::Status GetConditional(Reader* r, ModelParams* m) {
 // Version 6: the item regression's options and fit seconds, then its items
 // (0 = none) and, when > 0, lambda and P (items x items float32; since
 // version 7 only its lower triangle, column by column: P is symmetric),
-// X's rows and, since version 9, the model item of each column (their
-// number, 0 when column c is item c, then the items, increasing).
+// then X's rows over its columns (their items: PutItemColumns).
 void PutItemRegression(Writer* w, const ModelParams& m) {
   w->Put<int32_t>(m.options.item_regression);
   w->Put<float>(m.options.item_lambda);
