@@ -233,91 +233,65 @@ absl::StatusOr<ItemRegression> FitItemRegression(
   }
   ItemRegression out;
   out.item_of = PickColumns(by_user, options.columns);
-  const int32_t m = out.item_of.empty()
-                        ? by_user.cols
-                        : static_cast<int32_t>(out.item_of.size());
-  out.items = m;
-  // column[i]: item i's column, -1 for the items left out.
-  std::vector<int32_t> column(static_cast<size_t>(by_user.cols));
-  for (int32_t i = 0; i < by_user.cols; ++i) {
-    column[static_cast<size_t>(i)] = out.ColumnOf(i);
-  }
-  // X's rows over the columns (sorted: columns follow the items' order).
-  out.row_offsets.assign(static_cast<size_t>(by_user.rows) + 1, 0);
+  // X (users x columns, which entries exist): by_user's rows, or their
+  // entries in the columns renumbered (sorted: columns follow the items'
+  // order). It becomes the regression's rows after the fit.
+  SparseRatings x;
+  x.rows = by_user.rows;
   if (out.item_of.empty()) {
-    out.row_offsets = by_user.offsets;
-    out.row_items = by_user.col;
+    x.cols = by_user.cols;
+    x.offsets = by_user.offsets;
+    x.col = by_user.col;
   } else {
+    x.cols = static_cast<int32_t>(out.item_of.size());
+    std::vector<int32_t> column(static_cast<size_t>(by_user.cols), -1);
+    for (int32_t c = 0; c < x.cols; ++c) {
+      column[static_cast<size_t>(out.item_of[static_cast<size_t>(c)])] = c;
+    }
     size_t covered = 0;  // sized exactly: no spare capacity held
     for (const int32_t i : by_user.col) {
       covered += column[static_cast<size_t>(i)] >= 0 ? 1 : 0;
     }
-    out.row_items.reserve(covered);
-    for (int32_t u = 0; u < by_user.rows; ++u) {
+    x.col.reserve(covered);
+    x.offsets.assign(static_cast<size_t>(x.rows) + 1, 0);
+    for (int32_t u = 0; u < x.rows; ++u) {
       for (int64_t y = by_user.offsets[u]; y < by_user.offsets[u + 1]; ++y) {
         const int32_t c = column[static_cast<size_t>(by_user.col[y])];
-        if (c >= 0) out.row_items.push_back(c);
+        if (c >= 0) x.col.push_back(c);
       }
-      out.row_offsets[static_cast<size_t>(u) + 1] =
-          static_cast<int64_t>(out.row_items.size());
+      x.offsets[static_cast<size_t>(u) + 1] = x.nnz();
     }
   }
-  column = std::vector<int32_t>();
-  if (out.row_items.empty()) {
-    return absl::InvalidArgumentError("item regression: no ratings");
-  }
-  // The rule's lambda on the columns' entries (all of them: by_user's).
-  double lambda = options.lambda;
-  if (!(lambda > 0)) {
-    std::vector<uint8_t> rated(static_cast<size_t>(m), 0);
-    for (const int32_t c : out.row_items) rated[static_cast<size_t>(c)] = 1;
-    const int64_t n_rated = std::count(rated.begin(), rated.end(), 1);
-    lambda = 40.0 * std::sqrt(static_cast<double>(out.row_items.size()) /
-                              static_cast<double>(n_rated));
-  }
+  const int32_t m = x.cols;  // its columns hold the most-rated item: nnz > 0
+  out.items = m;
+  const double lambda =
+      options.lambda > 0 ? options.lambda : ItemRegressionLambda(x);
   out.lambda = static_cast<float>(lambda);
   // G = X'X + lambda I (column-major; symmetric). Row a of X'X counts, for
   // each column b, the users who rated both: rows are independent, so
   // threads take ranges of rows; counts are exact in float up to 2^24 users.
   std::vector<float> gram(static_cast<size_t>(m) * m, 0.0f);
-  // X by column: the users who rated each column, increasing (X's rows
-  // transposed, without the ratings' values).
-  std::vector<int64_t> col_start(static_cast<size_t>(m) + 1, 0);
-  for (const int32_t c : out.row_items) ++col_start[static_cast<size_t>(c) + 1];
-  for (int32_t c = 0; c < m; ++c) {
-    col_start[static_cast<size_t>(c) + 1] += col_start[static_cast<size_t>(c)];
-  }
-  std::vector<int32_t> col_users(out.row_items.size());
-  {
-    std::vector<int64_t> next(col_start.begin(), col_start.end() - 1);
-    for (int32_t u = 0; u < by_user.rows; ++u) {
-      for (int64_t y = out.row_offsets[static_cast<size_t>(u)];
-           y < out.row_offsets[static_cast<size_t>(u) + 1]; ++y) {
-        const size_t c =
-            static_cast<size_t>(out.row_items[static_cast<size_t>(y)]);
-        col_users[static_cast<size_t>(next[c]++)] = u;
-      }
-    }
-  }
-  const std::vector<int64_t>& row_start = out.row_offsets;
-  const std::vector<int32_t>& row_cols = out.row_items;
   ThreadPool pool(options.threads > 0
                       ? options.threads
                       : static_cast<int>(std::thread::hardware_concurrency()));
-  pool.ParallelFor(m, [&](int, int64_t begin, int64_t end) {
-    for (int64_t a = begin; a < end; ++a) {
-      float* row = gram.data() + a * m;  // column a == row a
-      for (int64_t x = col_start[static_cast<size_t>(a)];
-           x < col_start[static_cast<size_t>(a) + 1]; ++x) {
-        const size_t u = static_cast<size_t>(col_users[static_cast<size_t>(x)]);
-        for (int64_t y = row_start[u]; y < row_start[u + 1]; ++y) {
-          row[row_cols[static_cast<size_t>(y)]] += 1.0f;
+  {
+    const SparseRatings by_column = x.Transpose();
+    pool.ParallelFor(m, [&](int, int64_t begin, int64_t end) {
+      for (int64_t a = begin; a < end; ++a) {
+        float* row = gram.data() + a * m;  // column a == row a
+        for (int64_t t = by_column.offsets[a]; t < by_column.offsets[a + 1];
+             ++t) {
+          const int32_t u = by_column.col[static_cast<size_t>(t)];
+          for (int64_t y = x.offsets[u]; y < x.offsets[u + 1]; ++y) {
+            row[x.col[static_cast<size_t>(y)]] += 1.0f;
+          }
         }
+        row[a] += static_cast<float>(lambda);
       }
-      row[a] += static_cast<float>(lambda);
-    }
-  });
-  col_users = std::vector<int32_t>();
+    });
+  }
+  out.row_offsets = std::move(x.offsets);
+  out.row_items = std::move(x.col);
   // P = G^-1 in G's place (one matrix at the peak): G = L L', then L^-1,
   // then P = L^-T L^-1 (LAPACK's potrf, trtri and lauum: ~items^3 / 2
   // multiply-adds, against ~7 items^3 / 6 for solving P from the identity),

@@ -82,6 +82,7 @@ SparseRatings SparseRatings::Transpose() const {
   CountsToOffsets(out.offsets);
   std::vector<int64_t> next(out.offsets.begin(), out.offsets.end() - 1);
   out.col.resize(col.size());
+  const bool values = !k.empty();
   out.k.resize(k.size());
   // Rows are visited in increasing order, so each output row comes out
   // sorted by its new col (the old row).
@@ -89,7 +90,7 @@ SparseRatings SparseRatings::Transpose() const {
     for (int64_t i = offsets[r]; i < offsets[r + 1]; ++i) {
       const int64_t at = next[col[i]]++;
       out.col[at] = r;
-      out.k[at] = k[i];
+      if (values) out.k[at] = k[i];
     }
   }
   return out;

@@ -34,6 +34,9 @@ struct SparseRatings {
   // earlier one.
   static SparseRatings FromRatings(int32_t rows, int32_t cols,
                                    const std::vector<Rating>& ratings);
+  // The per-col view: row c lists the rows that have col c, increasing,
+  // with their k. A matrix without values (k empty: only which entries
+  // exist) transposes to one without values.
   SparseRatings Transpose() const;
   // The rows of `a` and `b` merged: row r holds both parts' entries, by col.
   // REQUIRES: the same shape, rows sorted by col, no col in both parts of a

@@ -96,6 +96,20 @@ TEST(SparseRatingsTest, LaterDuplicateReplacesEarlier) {
   EXPECT_THAT(Row(s, 1), ElementsAre(Entry(1, 3)));
 }
 
+// Without values (k empty: which entries exist), the transpose has none.
+TEST(SparseRatingsTest, TransposeWithoutValuesHasNone) {
+  SparseRatings s;
+  s.rows = 2;
+  s.cols = 3;
+  s.offsets = {0, 2, 3};
+  s.col = {0, 2, 2};
+  const SparseRatings t = s.Transpose();
+  EXPECT_EQ(t.rows, 3);
+  EXPECT_EQ(t.offsets, (std::vector<int64_t>{0, 1, 1, 3}));
+  EXPECT_EQ(t.col, (std::vector<int32_t>{0, 0, 1}));
+  EXPECT_TRUE(t.k.empty());
+}
+
 TEST(SparseRatingsTest, TransposeSwapsRowsAndCols) {
   const std::vector<Rating> ratings = {R(0, 2, 1), R(1, 0, 2), R(1, 2, 3),
                                        R(2, 2, 4)};
